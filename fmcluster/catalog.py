@@ -1,0 +1,136 @@
+"""Instance facts fmcluster builds on, and the EFA network-interface layout derived from them.
+
+Every row names its source. Figures marked "(unconfirmed)" in a row's source come from a single source and
+are used as given; the node scripts detect NVMe disks and EFA devices at run time, so an error there costs a
+misleading `fmcluster plan`, never a broken node.
+
+The layout follows AWS's current guidance (EC2 user guide, "Maximize network bandwidth on Amazon EC2
+instances with multiple network cards"): network card 0 / device 0 is the one ENA interface (`interface`);
+where card 0 carries EFA an `efa-only` interface sits at card 0 / device 1; every other EFA card gets one
+`efa-only` interface at device 0. `efa-only` interfaces take no IP address, so a node uses one IP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+InterfaceKind = Literal["interface", "efa-only"]
+
+EC2_EFA_DOC = "EC2 user guide, EFA-enabled instance types; DescribeInstanceTypes network cards"
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """One EC2 instance type as fmcluster needs to know it."""
+
+    name: str
+    accelerator: str
+    accelerator_count: int
+    network_cards: int
+    efa_cards: tuple[int, ...]
+    """Indices of the network cards that carry EFA (their count is MaximumEfaInterfaces)."""
+    network_gbps: int
+    nvme_disks: int
+    nvme_disk_gb: int
+    lustre_efa_client: bool
+    """Can mount an EFA-enabled FSx for Lustre file system over EFA (Nitro v4+ with EFA, not trn2)."""
+    source: str
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def max_efa_interfaces(self) -> int:
+        return len(self.efa_cards)
+
+    @property
+    def supports_efa(self) -> bool:
+        return bool(self.efa_cards)
+
+    @property
+    def efa_gbps(self) -> int:
+        """Bandwidth the EFA devices reach together (0 without EFA)."""
+        return self.network_gbps if self.supports_efa else 0
+
+    @property
+    def nvme_total_gb(self) -> int:
+        return self.nvme_disks * self.nvme_disk_gb
+
+    @property
+    def is_accelerated(self) -> bool:
+        return self.accelerator_count > 0
+
+
+@dataclass(frozen=True)
+class NetworkInterface:
+    """One launch-template network interface: where it sits and what it is."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: InterfaceKind
+
+
+def _all(cards: int) -> tuple[int, ...]:
+    return tuple(range(cards))
+
+
+_ROWS = (
+    InstanceType("p4d.24xlarge", "NVIDIA A100 40GB", 8, 4, _all(4), 400, 8, 1000, False, EC2_EFA_DOC),
+    InstanceType("p4de.24xlarge", "NVIDIA A100 80GB", 8, 4, _all(4), 400, 8, 1000, False, EC2_EFA_DOC),
+    InstanceType("p5.48xlarge", "NVIDIA H100 80GB", 8, 32, _all(32), 3200, 8, 3840, True, EC2_EFA_DOC),
+    InstanceType("p5e.48xlarge", "NVIDIA H200 141GB", 8, 32, _all(32), 3200, 8, 3840, True, EC2_EFA_DOC),
+    InstanceType("p5en.48xlarge", "NVIDIA H200 141GB", 8, 16, _all(16), 3200, 8, 3840, True, EC2_EFA_DOC),
+    InstanceType("p6-b200.48xlarge", "NVIDIA B200", 8, 8, _all(8), 3200, 8, 3840, True, EC2_EFA_DOC),
+    InstanceType(
+        "p6-b300.48xlarge", "NVIDIA B300", 8, 17, tuple(range(1, 17)), 6400, 8, 3840, True,
+        EC2_EFA_DOC + "; card 0 is ENA only (aws-parallelcluster issue 7143)",
+    ),
+    InstanceType(
+        "p6e-gb200.36xlarge", "NVIDIA B200 (GB200)", 4, 17, tuple(range(1, 16, 2)), 1600, 0, 0, True,
+        "AWS P6e-GB200 launch post: card 0 ENA only, odd cards 1-15 EFA-only, each odd/even pair one "
+        "physical NIC; EFA count and local NVMe (unconfirmed)",
+    ),
+    InstanceType(
+        "trn1.32xlarge", "AWS Trainium", 16, 8, _all(8), 800, 4, 1900, True,
+        EC2_EFA_DOC + "; NVMe 4x1900 GB (unconfirmed)",
+    ),
+    InstanceType(
+        "trn2.48xlarge", "AWS Trainium2", 16, 16, _all(16), 3200, 4, 1920, False,
+        EC2_EFA_DOC + "; NVMe 4x1920 GB (unconfirmed); FSx EFA clients exclude trn2",
+    ),
+    InstanceType("g5.48xlarge", "NVIDIA A10G 24GB", 8, 1, _all(1), 100, 2, 3800, False, EC2_EFA_DOC),
+    InstanceType(
+        "g5.12xlarge", "NVIDIA A10G 24GB", 4, 1, (), 40, 1, 3800, False,
+        "EC2 accelerated-computing instance specifications (no EFA)",
+    ),
+)
+
+CATALOG: Mapping[str, InstanceType] = MappingProxyType({row.name: row for row in _ROWS})
+"""Every instance type a compute group may use, by EC2 name."""
+
+
+def lookup(name: str) -> InstanceType:
+    """The catalog row for an EC2 instance type name; KeyError names the known types."""
+    try:
+        return CATALOG[name]
+    except KeyError:
+        raise KeyError(f"unknown instance type {name!r}; known: {', '.join(CATALOG)}") from None
+
+
+def network_interfaces(instance: InstanceType, *, efa: bool = True) -> tuple[NetworkInterface, ...]:
+    """The launch-template network interfaces that wire up every EFA device of `instance`.
+
+    >>> [(i.network_card_index, i.device_index, i.interface_type)
+    ...  for i in network_interfaces(lookup("p6-b200.48xlarge"))][:3]
+    [(0, 0, 'interface'), (0, 1, 'efa-only'), (1, 0, 'efa-only')]
+    """
+    layout = [NetworkInterface(0, 0, "interface")]
+    if not efa:
+        return tuple(layout)
+    for card in instance.efa_cards:
+        layout.append(NetworkInterface(card, 1 if card == 0 else 0, "efa-only"))
+    return tuple(layout)

@@ -1,0 +1,451 @@
+"""The cluster file as typed, frozen models (the contract is ../../shared/CONFIG.md, mirrored in the README).
+
+Each model checks its own keys, including rules that depend on an earlier key of the same model (pydantic
+validates fields in declaration order, so a dependent field is declared after what it depends on and its
+validator reads `info.data`). Rules across sections live in `rules.py`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from fmcluster import catalog
+from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
+
+MAX_NODES_PER_GROUP = 6758
+RESERVED_GROUP_NAMES = ("controller", "login")
+LUSTRE_EFA_CAPACITY_STEP_GIB = {1000: 4800, 500: 9600, 250: 19200, 125: 38400}
+"""FSx for Lustre user guide, "Increasing storage capacity": EFA-enabled file systems grow in these steps."""
+
+
+def fail(message: str) -> PydanticCustomError:
+    """A validation error whose text is shown to the user exactly as written."""
+    return PydanticCustomError("fmcluster", message)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+Capacity = Literal["on-demand", "capacity-block", "odcr", "training-plan"]
+RepositoryEvent = Literal["new", "changed", "deleted"]
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
+GROUP_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+RESERVATION_ID_PATTERN = re.compile(r"^cr-[0-9a-f]{17}$")
+TRAINING_PLAN_ARN_PATTERN = re.compile(
+    r"^arn:aws[a-z-]*:sagemaker:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):training-plan/[A-Za-z0-9-]{1,63}$"
+)
+EC2_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+S3_URI_PATTERN = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>/[^\s]*)?$")
+LUSTRE_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
+EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+NCCL_ENV_KEY_PATTERN = re.compile(r"^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$")
+TAG_KEY_PATTERN = re.compile(r"^[\w.:/=+@ -]{1,128}$")
+TAG_VALUE_PATTERN = re.compile(r"^[\w.:/=+@ -]{0,256}$")
+
+
+class Network(_Model):
+    """`network`: the VPC."""
+
+    vpc_cidr: str = "10.0.0.0/16"
+    egress: Literal["nat", "none"] = "nat"
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _private_block(cls, value: str) -> str:
+        try:
+            block = ipaddress.IPv4Network(value, strict=True)
+        except ValueError:
+            raise fail(f"must be an IPv4 block like 10.0.0.0/16 with no host bits set; got {value!r}") from None
+        if not any(block.subnet_of(ipaddress.IPv4Network(p)) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")):
+            raise fail(f"must be a private (RFC 1918) block in 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16; got {value!r}")
+        if not 16 <= block.prefixlen <= 20:
+            raise fail(f"must be a /16 to /20 block; got /{block.prefixlen}")
+        return value
+
+
+class ComputeGroup(_Model):
+    """One entry of `compute`: a Slurm partition of identical nodes."""
+
+    name: str
+    instance_type: str
+    count: Annotated[int, Field(ge=0, le=MAX_NODES_PER_GROUP)]
+    capacity: Capacity = "on-demand"
+    reservation_id: str | None = Field(None, validate_default=True)
+    training_plan_arn: str | None = Field(None, validate_default=True)
+    placement_group: bool = Field(None, validate_default=True)  # type: ignore[assignment]  # resolved below
+    root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 512
+    efa: bool = Field(None, validate_default=True)  # type: ignore[assignment]  # resolved below
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not GROUP_NAME_PATTERN.match(value):
+            raise fail(
+                "must start with a lowercase letter, then up to 19 lowercase letters, digits or '-'; "
+                f"got {value!r}"
+            )
+        if value.endswith("-"):
+            raise fail(f"must end with a letter or digit (HyperPod and Slurm reject a trailing '-'); got {value!r}")
+        if value in RESERVED_GROUP_NAMES:
+            raise fail(f"{value!r} is reserved for the cluster's own {value} nodes; choose another name")
+        return value
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        if value.startswith("ml.") and value[3:] in catalog.CATALOG:
+            raise fail(f"give the EC2 name {value[3:]!r}; HyperPod's 'ml.' prefix is added for you")
+        if value not in catalog.CATALOG:
+            close = difflib.get_close_matches(value, list(catalog.CATALOG), n=1, cutoff=0.7)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise fail(f"unknown instance type {value!r}; {hint}known: {', '.join(catalog.CATALOG)}")
+        return value
+
+    @field_validator("reservation_id")
+    @classmethod
+    def _reservation(cls, value: str | None, info: ValidationInfo) -> str | None:
+        capacity = info.data.get("capacity")
+        needs_one = capacity in ("capacity-block", "odcr")
+        if value is None:
+            if needs_one:
+                raise fail(f"required when capacity is {capacity!r}")
+            return None
+        if capacity is not None and not needs_one:
+            raise fail(f"only for capacity 'capacity-block' or 'odcr'; this group's capacity is {capacity!r}")
+        if not RESERVATION_ID_PATTERN.match(value):
+            raise fail(f"must be a capacity reservation id like cr-0123456789abcdef0 ('cr-' and 17 hex digits); got {value!r}")
+        return value
+
+    @field_validator("training_plan_arn")
+    @classmethod
+    def _training_plan(cls, value: str | None, info: ValidationInfo) -> str | None:
+        capacity = info.data.get("capacity")
+        if value is None:
+            if capacity == "training-plan":
+                raise fail("required when capacity is 'training-plan'")
+            return None
+        if capacity is not None and capacity != "training-plan":
+            raise fail(f"only for capacity 'training-plan'; this group's capacity is {capacity!r}")
+        if not TRAINING_PLAN_ARN_PATTERN.match(value):
+            raise fail(
+                "must be a SageMaker training plan ARN like "
+                f"arn:aws:sagemaker:us-east-1:123456789012:training-plan/my-plan; got {value!r}"
+            )
+        return value
+
+    @field_validator("placement_group", mode="before")
+    @classmethod
+    def _placement(cls, value: object, info: ValidationInfo) -> object:
+        capacity = info.data.get("capacity")
+        if value is None:
+            return capacity not in ("capacity-block", "odcr")
+        if value is True and capacity == "capacity-block":
+            raise fail(
+                "must be false with capacity 'capacity-block': capacity blocks are already placed inside an "
+                "EC2 UltraCluster and reject a placement group"
+            )
+        if value is True and capacity == "odcr":
+            raise fail(
+                "must be false with capacity 'odcr': a reservation serves a cluster placement group only if it "
+                "was created in that group, and fmcluster creates a new one"
+            )
+        return value
+
+    @field_validator("efa", mode="before")
+    @classmethod
+    def _efa(cls, value: object, info: ValidationInfo) -> object:
+        instance_type = info.data.get("instance_type")
+        row = catalog.CATALOG.get(instance_type) if instance_type else None
+        if value is None:
+            return bool(row and row.supports_efa)
+        if value is True and row is not None and not row.supports_efa:
+            with_efa = ", ".join(name for name, r in catalog.CATALOG.items() if r.supports_efa)
+            raise fail(f"{instance_type} has no EFA; set efa: false or use an EFA type ({with_efa})")
+        return value
+
+    @property
+    def instance(self) -> catalog.InstanceType:
+        return catalog.lookup(self.instance_type)
+
+
+class Orchestrator(_Model):
+    """`orchestrator`: who runs Slurm."""
+
+    type: Literal["hyperpod-slurm", "pcs"] = "hyperpod-slurm"
+    controller_instance_type: str = "m5.4xlarge"
+    login_instance_type: str | None = None
+
+    @field_validator("controller_instance_type", "login_instance_type")
+    @classmethod
+    def _ec2_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value.startswith("ml."):
+            raise fail(f"give the EC2 name {value[3:]!r}; HyperPod's 'ml.' prefix is added for you")
+        if not EC2_TYPE_PATTERN.match(value):
+            raise fail(f"must be an EC2 instance type like m5.4xlarge; got {value!r}")
+        return value
+
+
+class Repository(_Model):
+    """One entry of `storage.lustre.repositories`: a data repository association (Lustre path <-> S3)."""
+
+    path: str
+    s3_uri: str | None = None
+    import_: tuple[RepositoryEvent, ...] = Field(("new", "changed", "deleted"), alias="import")
+    export: tuple[RepositoryEvent, ...] = ()
+
+    @field_validator("import_", "export", mode="before")
+    @classmethod
+    def _events(cls, value: object) -> object:
+        if isinstance(value, list):
+            repeated = sorted({event for event in value if isinstance(event, str) and value.count(event) > 1})
+            if repeated:
+                raise fail(f"lists {', '.join(map(repr, repeated))} more than once")
+            return tuple(value)
+        return value
+
+    @field_validator("path")
+    @classmethod
+    def _lustre_path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise fail(f"must be an absolute Lustre path like /datasets; got {value!r}")
+        if value.rstrip("/") == "":
+            raise fail("must not be '/': link a directory such as /datasets, not the file system's root")
+        if not LUSTRE_PATH_PATTERN.match(value) or "/../" in value + "/" or "/./" in value + "/":
+            raise fail(f"must be a plain absolute path of letters, digits, '.', '_', '-' and '/'; got {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("s3_uri")
+    @classmethod
+    def _s3(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        match = S3_URI_PATTERN.match(value)
+        if not match or ".." in match["bucket"]:
+            raise fail(f"must be an S3 URI like s3://my-bucket/prefix/ with a valid bucket name; got {value!r}")
+        return value
+
+
+class Lustre(_Model):
+    """`storage.lustre`: FSx for Lustre, PERSISTENT_2, SSD."""
+
+    throughput_per_tib: Literal[125, 250, 500, 1000] = 250
+    efa: bool = False
+    capacity_gib: int = Field(4800, validate_default=True)
+    compression: Literal["lz4", "none"] = "lz4"
+    metadata_iops: int | None = None
+    repositories: Annotated[tuple[Repository, ...], Field(max_length=8)] = ()
+
+    @field_validator("repositories", mode="before")
+    @classmethod
+    def _list(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("capacity_gib")
+    @classmethod
+    def _capacity(cls, value: int, info: ValidationInfo) -> int:
+        if not is_lustre_capacity(value):
+            below = [c for c in (1200, 2400, value // 2400 * 2400) if 0 < c < value]
+            nearest = f"{max(below)} or {next_lustre_capacity(value)}" if below else "1200"
+            raise fail(f"must be 1200, 2400 or a multiple of 2400 GiB; got {value} (nearest: {nearest})")
+        tier = info.data.get("throughput_per_tib")
+        if info.data.get("efa") and tier in LUSTRE_EFA_CAPACITY_STEP_GIB:
+            step = LUSTRE_EFA_CAPACITY_STEP_GIB[tier]
+            if value % step:
+                raise fail(
+                    f"an EFA-enabled file system at {tier} MB/s/TiB needs a multiple of {step} GiB; got {value} "
+                    f"(use {-(-value // step) * step}, or throughput_per_tib: 1000 for steps of 4800)"
+                )
+        return value
+
+    @field_validator("metadata_iops")
+    @classmethod
+    def _iops(cls, value: int | None) -> int | None:
+        if value is None:
+            return None
+        if value in (1500, 3000, 6000, 12000) or (value % 12000 == 0 and 12000 <= value <= 192000):
+            return value
+        raise fail(f"must be 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000; got {value}")
+
+
+def is_lustre_capacity(gib: int) -> bool:
+    """FSx for Lustre PERSISTENT_2 SSD sizes: 1200, 2400, then multiples of 2400 GiB."""
+    return gib in (1200, 2400) or (gib > 0 and gib % 2400 == 0)
+
+
+def next_lustre_capacity(gib: int) -> int:
+    """The smallest valid FSx for Lustre capacity above `gib`."""
+    return 1200 if gib < 1200 else 2400 if gib < 2400 else (gib // 2400 + 1) * 2400
+
+
+class Storage(_Model):
+    """`storage`: the shared file system and what happens to data on `cdk destroy`."""
+
+    lustre: Lustre = Lustre()
+    retain_on_delete: bool = True
+
+
+def _parameter_count(value: object) -> object:
+    """'70B' -> 7e10; numbers pass through; anything else is left for the type check to reject."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KkMBbT]?)\s*", value)
+        if match:
+            scale = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "B": 1e9, "b": 1e9, "T": 1e12}[match[2]]
+            return float(match[1]) * scale
+        raise fail(f"must be a parameter count like 7B, 70B, 1.5T or 7e9; got {value!r}")
+    return value
+
+
+class Training(_Model):
+    """`training`: sizing inputs for `fmcluster plan` and the checkpoint-time warning."""
+
+    model_parameters: Annotated[float, BeforeValidator(_parameter_count), Field(gt=0)]
+    checkpoint_write_seconds: Annotated[int, Field(ge=1)] = 120
+
+
+def _nccl_key(key: str) -> str:
+    if not NCCL_ENV_KEY_PATTERN.match(key):
+        raise fail(f"{key!r} is not an NCCL or libfabric variable; keys must match ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$")
+    return key
+
+
+def _env_value(value: object) -> object:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, bool):
+        raise fail(f"must be a string or a whole number; got {value!r} (quote it: YAML reads yes/no/true as booleans)")
+    return value
+
+
+class Nccl(_Model):
+    """`nccl`: extra or overriding NCCL/libfabric variables for every training job."""
+
+    env: dict[Annotated[str, AfterValidator(_nccl_key)], Annotated[str, BeforeValidator(_env_value)]] = {}
+
+
+class Observability(_Model):
+    """`observability`: Prometheus, Grafana and where alarms go."""
+
+    prometheus: Literal["managed", "none"] = "managed"
+    grafana: Literal["self-hosted", "managed", "none"] = "self-hosted"
+    alarm_email: str | None = None
+
+    @field_validator("alarm_email")
+    @classmethod
+    def _email(cls, value: str | None) -> str | None:
+        if value is not None and not EMAIL_PATTERN.match(value):
+            raise fail(f"must be an email address like ops@example.com; got {value!r}")
+        return value
+
+
+def _tag_key(key: str) -> str:
+    if key.lower().startswith("aws:"):
+        raise fail(f"{key!r}: tag keys starting with 'aws:' are reserved by AWS")
+    if not TAG_KEY_PATTERN.match(key):
+        raise fail(f"{key!r}: tag keys are 1-128 letters, digits, spaces and _.:/=+-@")
+    return key
+
+
+def _tag_value(value: str) -> str:
+    if not TAG_VALUE_PATTERN.match(value):
+        raise fail(f"tag values are 0-256 letters, digits, spaces and _.:/=+-@; got {value!r}")
+    return value
+
+
+class ClusterConfig(_Model):
+    """A whole cluster file. Build it with `fmcluster.config.load(path)` or `parse(data)`."""
+
+    name: str
+    region: str
+    account: str | None = None
+    availability_zone_id: str
+    secondary_availability_zone_id: str | None = None
+    network: Network = Network()
+    orchestrator: Orchestrator = Orchestrator()
+    compute: Annotated[tuple[ComputeGroup, ...], Field(min_length=1, max_length=16)]
+    storage: Storage = Storage()
+    training: Training | None = None
+    nccl: Nccl = Nccl()
+    observability: Observability = Observability()
+    tags: dict[Annotated[str, AfterValidator(_tag_key)], Annotated[str, AfterValidator(_tag_value)]] = {}
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME_PATTERN.match(value):
+            raise fail(
+                "must be 2-24 characters of lowercase letters, digits and '-', starting with a letter and "
+                f"ending with a letter or digit; got {value!r}"
+            )
+        return value
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        if value not in REGIONS:
+            hint = ""
+            if AZ_NAME_PATTERN.match(value):
+                hint = f" (that is an availability zone name; the region is {value[:-1]!r})"
+            raise fail(f"must be an AWS region code like us-east-1; got {value!r}{hint}")
+        return value
+
+    @field_validator("account", mode="before")
+    @classmethod
+    def _account(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            raise fail("must be a quoted string of 12 digits, e.g. \"012345678901\" (YAML drops leading zeros of numbers)")
+        if isinstance(value, str) and not re.fullmatch(r"\d{12}", value):
+            raise fail(f"must be 12 digits; got {value!r}")
+        return value
+
+    @field_validator("availability_zone_id", "secondary_availability_zone_id")
+    @classmethod
+    def _az_id(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        region = info.data.get("region")
+        if AZ_NAME_PATTERN.match(value):
+            raise fail(
+                f"{value!r} is an AZ name; give the AZ ID (like {az_id_prefix(region or 'us-east-1')}-az1): "
+                "names map to different zones in each account, IDs do not "
+                "(aws ec2 describe-availability-zones lists both)"
+            )
+        if not AZ_ID_PATTERN.match(value):
+            raise fail(f"must be an AZ ID like use1-az6; got {value!r}")
+        if region:
+            owner = region_of_az_id(value)
+            if value.split("-az", 1)[0] != az_id_prefix(region):
+                where = f"is in {owner}" if owner else "belongs to no known region"
+                raise fail(f"{value!r} {where}, not in region {region} (its AZ IDs start with {az_id_prefix(region)}-)")
+        if info.field_name == "secondary_availability_zone_id" and value == info.data.get("availability_zone_id"):
+            raise fail(f"must differ from availability_zone_id; both are {value!r}")
+        return value
+
+    @field_validator("compute", mode="before")
+    @classmethod
+    def _list(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("tags")
+    @classmethod
+    def _tag_count(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 40:
+            raise fail(f"at most 40 tags (AWS allows 50 per resource and fmcluster adds its own); got {len(value)}")
+        return value
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(group.count for group in self.compute)

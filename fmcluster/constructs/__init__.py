@@ -1,0 +1,5 @@
+"""fmcluster's L3 constructs, one per module."""
+
+from fmcluster.constructs.network import TrainingNetwork
+
+__all__ = ["TrainingNetwork"]

@@ -1,0 +1,24 @@
+"""The network stack: the cluster's VPC, subnets, endpoints and security groups."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster.config import ClusterConfig
+from fmcluster.constructs.network import TrainingNetwork
+
+
+class NetworkStack(cdk.Stack):
+    """`TrainingNetwork` configured from the cluster file's `network` and AZ keys."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.network = TrainingNetwork(
+            self, "Network",
+            availability_zone_id=config.availability_zone_id,
+            secondary_availability_zone_id=config.secondary_availability_zone_id,
+            vpc_cidr=config.network.vpc_cidr,
+            egress=config.network.egress,
+            removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
+        )
