@@ -152,7 +152,7 @@ class TrainingNetwork(Construct):
         )
         self.endpoint_security_group: ec2.SecurityGroup | None = None
         if egress == "none":
-            self._interface_endpoints(cfn_vpc)
+            self._interface_endpoints(vpc_cidr)
 
         self.flow_log_group = logs.LogGroup(
             self, "FlowLogs", retention=flow_log_retention, removal_policy=removal_policy
@@ -205,13 +205,13 @@ class TrainingNetwork(Construct):
         self._name(self.nat_gateway, "nat")
         return subnet
 
-    def _interface_endpoints(self, vpc: ec2.CfnVPC) -> None:
+    def _interface_endpoints(self, vpc_cidr: str) -> None:
         self.endpoint_security_group = ec2.SecurityGroup(
             self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
             description="VPC interface endpoints: HTTPS from inside the VPC only",
         )
         self.endpoint_security_group.add_ingress_rule(
-            ec2.Peer.ipv4(vpc.attr_cidr_block), ec2.Port.tcp(443), "HTTPS from the VPC"
+            ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "HTTPS from the VPC"
         )
         for construct_id, service in INTERFACE_ENDPOINTS.items():
             ec2.InterfaceVpcEndpoint(
