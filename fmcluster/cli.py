@@ -23,7 +23,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in (("validate", "check a cluster file"), ("plan", "show what a cluster file builds")):
         command = commands.add_parser(name, help=text)
-        command.add_argument("file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})")
+        command.add_argument(
+            "file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})"
+        )
     args = parser.parse_args(argv)
 
     config = load_or_report(args.file)
@@ -51,18 +53,37 @@ def load_or_report(path: str) -> ClusterConfig | None:
 
 def print_plan(config: ClusterConfig, console: Console) -> None:
     """Tables of compute (accelerators, EFA) and storage (throughput, checkpoint time) for `config`."""
-    compute = Table(title=f"{config.name}: compute ({config.orchestrator.type}, {config.region} {config.availability_zone_id})")
-    for column in ("group", "instance type", "capacity", "nodes", "accelerators", "EFA/node", "EFA Gbps/node",
-                   "EFA Gbps total", "NVMe/node"):
-        compute.add_column(column, justify="left" if column in ("group", "instance type", "capacity") else "right")
+    compute = Table(
+        title=f"{config.name}: compute ({config.orchestrator.type}, {config.region} {config.availability_zone_id})"
+    )
+    for column in (
+        "group",
+        "instance type",
+        "capacity",
+        "nodes",
+        "accelerators",
+        "EFA/node",
+        "EFA Gbps/node",
+        "EFA Gbps total",
+        "NVMe/node",
+    ):
+        compute.add_column(
+            column, justify="left" if column in ("group", "instance type", "capacity") else "right"
+        )
     for group in config.compute:
         row = group.instance
         efa_count = row.max_efa_interfaces if group.efa else 0
         efa_gbps = row.efa_gbps if group.efa else 0
         compute.add_row(
-            group.name, group.instance_type, group.capacity, str(group.count),
+            group.name,
+            group.instance_type,
+            group.capacity,
+            str(group.count),
             f"{group.count * row.accelerator_count} x {row.accelerator.removeprefix('NVIDIA ')}",
-            str(efa_count), f"{efa_gbps:,}", f"{efa_gbps * group.count:,}", f"{row.nvme_total_gb / 1000:g} TB",
+            str(efa_count),
+            f"{efa_gbps:,}",
+            f"{efa_gbps * group.count:,}",
+            f"{row.nvme_total_gb / 1000:g} TB",
         )
     console.print(compute)
 
@@ -71,16 +92,25 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
     storage.add_column("item")
     storage.add_column("value", justify="right")
     storage.add_row("capacity", f"{lustre.capacity_gib:,} GiB")
-    storage.add_row("throughput", f"{lustre.throughput_per_tib} MB/s/TiB = "
-                    f"{sizing.filesystem_mbps(lustre.capacity_gib, lustre.throughput_per_tib):,.0f} MB/s")
+    storage.add_row(
+        "throughput",
+        f"{lustre.throughput_per_tib} MB/s/TiB = "
+        f"{sizing.filesystem_mbps(lustre.capacity_gib, lustre.throughput_per_tib):,.0f} MB/s",
+    )
     storage.add_row("EFA", "yes" if lustre.efa else "no")
     storage.add_row("S3 links", str(len(lustre.repositories)))
     estimate = sizing.checkpoint_estimate(config)
     if estimate is not None:
-        storage.add_row("checkpoint size", f"{estimate.size_bytes / 1e12:.2f} TB "
-                        f"({sizing.format_parameters(config.training.model_parameters)} parameters)")
-        storage.add_row("checkpoint write time", f"{estimate.seconds:,.0f} s (target {estimate.target_seconds} s, "
-                        f"limited by {estimate.limited_by})")
+        storage.add_row(
+            "checkpoint size",
+            f"{estimate.size_bytes / 1e12:.2f} TB "
+            f"({sizing.format_parameters(config.training.model_parameters)} parameters)",
+        )
+        storage.add_row(
+            "checkpoint write time",
+            f"{estimate.seconds:,.0f} s (target {estimate.target_seconds} s, "
+            f"limited by {estimate.limited_by})",
+        )
     console.print(storage)
 
 

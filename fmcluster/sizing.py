@@ -97,7 +97,8 @@ def checkpoint_warnings(config: ClusterConfig) -> list[Problem]:
     lustre = config.storage.lustre
     said = (
         f"one checkpoint of {format_parameters(config.training.model_parameters)} parameters "
-        f"(~{estimate.size_bytes / 1e12:.2f} TB) takes ~{estimate.seconds:.0f} s at {estimate.effective_mbps:,.0f} MB/s, "
+        f"(~{estimate.size_bytes / 1e12:.2f} TB) takes ~{estimate.seconds:.0f} s "
+        f"at {estimate.effective_mbps:,.0f} MB/s, "
         f"over the {estimate.target_seconds} s target; needs {estimate.required_mbps:,.0f} MB/s"
     )
     if estimate.clients_mbps < estimate.required_mbps:
@@ -106,11 +107,13 @@ def checkpoint_warnings(config: ClusterConfig) -> list[Problem]:
             f"to {math.ceil(estimate.size_bytes / (estimate.clients_mbps * 1e6))} or add nodes"
         )
     else:
-        options = [
-            f"storage.lustre.capacity_gib: {capacity_for(estimate.required_mbps, lustre.throughput_per_tib, efa=lustre.efa)}"
-        ]
+        capacity = capacity_for(estimate.required_mbps, lustre.throughput_per_tib, efa=lustre.efa)
+        options = [f"storage.lustre.capacity_gib: {capacity}"]
         for tier in THROUGHPUT_TIERS:
-            if tier > lustre.throughput_per_tib and filesystem_mbps(lustre.capacity_gib, tier) >= estimate.required_mbps:
+            if (
+                tier > lustre.throughput_per_tib
+                and filesystem_mbps(lustre.capacity_gib, tier) >= estimate.required_mbps
+            ):
                 step = LUSTRE_EFA_CAPACITY_STEP_GIB[tier]
                 if not lustre.efa or lustre.capacity_gib % step == 0:
                     options.append(f"storage.lustre.throughput_per_tib: {tier}")

@@ -68,7 +68,9 @@ _TYPE_NAMES = {
 }
 
 
-def problems_from_validation_error(error: ValidationError, allowed_keys: dict[str, list[str]]) -> list[Problem]:
+def problems_from_validation_error(
+    error: ValidationError, allowed_keys: dict[str, list[str]]
+) -> list[Problem]:
     """Translate pydantic's errors into one Problem each, in fmcluster's words.
 
     `allowed_keys` maps a key path with list indices removed ('compute.name' style parent path, '' for the

@@ -26,7 +26,9 @@ def parse(data: dict, *, source: str = "<config>") -> ClusterConfig:
     try:
         config = ClusterConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(source, problems_from_validation_error(error, _allowed_keys(ClusterConfig))) from None
+        raise ConfigError(
+            source, problems_from_validation_error(error, _allowed_keys(ClusterConfig))
+        ) from None
     problems = cross_section_problems(config)
     if problems:
         raise ConfigError(source, problems)

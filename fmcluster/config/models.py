@@ -12,7 +12,15 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from fmcluster import catalog
@@ -63,9 +71,16 @@ class Network(_Model):
         try:
             block = ipaddress.IPv4Network(value, strict=True)
         except ValueError:
-            raise fail(f"must be an IPv4 block like 10.0.0.0/16 with no host bits set; got {value!r}") from None
-        if not any(block.subnet_of(ipaddress.IPv4Network(p)) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")):
-            raise fail(f"must be a private (RFC 1918) block in 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16; got {value!r}")
+            raise fail(
+                f"must be an IPv4 block like 10.0.0.0/16 with no host bits set; got {value!r}"
+            ) from None
+        if not any(
+            block.subnet_of(ipaddress.IPv4Network(p))
+            for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+        ):
+            raise fail(
+                f"must be a private (RFC 1918) block in 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16; got {value!r}"
+            )
         if not 16 <= block.prefixlen <= 20:
             raise fail(f"must be a /16 to /20 block; got /{block.prefixlen}")
         return value
@@ -93,7 +108,9 @@ class ComputeGroup(_Model):
                 f"got {value!r}"
             )
         if value.endswith("-"):
-            raise fail(f"must end with a letter or digit (HyperPod and Slurm reject a trailing '-'); got {value!r}")
+            raise fail(
+                f"must end with a letter or digit (HyperPod and Slurm reject a trailing '-'); got {value!r}"
+            )
         if value in RESERVED_GROUP_NAMES:
             raise fail(f"{value!r} is reserved for the cluster's own {value} nodes; choose another name")
         return value
@@ -121,7 +138,9 @@ class ComputeGroup(_Model):
         if capacity is not None and not needs_one:
             raise fail(f"only for capacity 'capacity-block' or 'odcr'; this group's capacity is {capacity!r}")
         if not RESERVATION_ID_PATTERN.match(value):
-            raise fail(f"must be a capacity reservation id like cr-0123456789abcdef0 ('cr-' and 17 hex digits); got {value!r}")
+            raise fail(
+                f"must be a capacity reservation id like cr-0123456789abcdef0 ('cr-' and 17 hex digits); got {value!r}"
+            )
         return value
 
     @field_validator("training_plan_arn")
@@ -221,7 +240,9 @@ class Repository(_Model):
         if value.rstrip("/") == "":
             raise fail("must not be '/': link a directory such as /datasets, not the file system's root")
         if not LUSTRE_PATH_PATTERN.match(value) or "/../" in value + "/" or "/./" in value + "/":
-            raise fail(f"must be a plain absolute path of letters, digits, '.', '_', '-' and '/'; got {value!r}")
+            raise fail(
+                f"must be a plain absolute path of letters, digits, '.', '_', '-' and '/'; got {value!r}"
+            )
         return value.rstrip("/")
 
     @field_validator("s3_uri")
@@ -231,7 +252,9 @@ class Repository(_Model):
             return None
         match = S3_URI_PATTERN.match(value)
         if not match or ".." in match["bucket"]:
-            raise fail(f"must be an S3 URI like s3://my-bucket/prefix/ with a valid bucket name; got {value!r}")
+            raise fail(
+                f"must be an S3 URI like s3://my-bucket/prefix/ with a valid bucket name; got {value!r}"
+            )
         return value
 
 
@@ -318,7 +341,9 @@ class Training(_Model):
 
 def _nccl_key(key: str) -> str:
     if not NCCL_ENV_KEY_PATTERN.match(key):
-        raise fail(f"{key!r} is not an NCCL or libfabric variable; keys must match ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$")
+        raise fail(
+            f"{key!r} is not an NCCL or libfabric variable; keys must match ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$"
+        )
     return key
 
 
@@ -326,7 +351,9 @@ def _env_value(value: object) -> object:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if isinstance(value, bool):
-        raise fail(f"must be a string or a whole number; got {value!r} (quote it: YAML reads yes/no/true as booleans)")
+        raise fail(
+            f"must be a string or a whole number; got {value!r} (quote it: YAML reads yes/no/true as booleans)"
+        )
     return value
 
 
@@ -406,7 +433,9 @@ class ClusterConfig(_Model):
     @classmethod
     def _account(cls, value: object) -> object:
         if isinstance(value, int) and not isinstance(value, bool):
-            raise fail("must be a quoted string of 12 digits, e.g. \"012345678901\" (YAML drops leading zeros of numbers)")
+            raise fail(
+                'must be a quoted string of 12 digits, e.g. "012345678901" (YAML drops leading zeros of numbers)'
+            )
         if isinstance(value, str) and not re.fullmatch(r"\d{12}", value):
             raise fail(f"must be 12 digits; got {value!r}")
         return value
@@ -429,8 +458,12 @@ class ClusterConfig(_Model):
             owner = region_of_az_id(value)
             if value.split("-az", 1)[0] != az_id_prefix(region):
                 where = f"is in {owner}" if owner else "belongs to no known region"
-                raise fail(f"{value!r} {where}, not in region {region} (its AZ IDs start with {az_id_prefix(region)}-)")
-        if info.field_name == "secondary_availability_zone_id" and value == info.data.get("availability_zone_id"):
+                raise fail(
+                    f"{value!r} {where}, not in region {region} (its AZ IDs start with {az_id_prefix(region)}-)"
+                )
+        if info.field_name == "secondary_availability_zone_id" and value == info.data.get(
+            "availability_zone_id"
+        ):
             raise fail(f"must differ from availability_zone_id; both are {value!r}")
         return value
 
@@ -443,7 +476,9 @@ class ClusterConfig(_Model):
     @classmethod
     def _tag_count(cls, value: dict[str, str]) -> dict[str, str]:
         if len(value) > 40:
-            raise fail(f"at most 40 tags (AWS allows 50 per resource and fmcluster adds its own); got {len(value)}")
+            raise fail(
+                f"at most 40 tags (AWS allows 50 per resource and fmcluster adds its own); got {len(value)}"
+            )
         return value
 
     @property

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from fmcluster.addressing import plan_subnets
 from fmcluster.catalog import CATALOG
 from fmcluster.config.errors import Problem
-from fmcluster.config.models import TRAINING_PLAN_ARN_PATTERN, S3_URI_PATTERN, ClusterConfig
+from fmcluster.config.models import S3_URI_PATTERN, TRAINING_PLAN_ARN_PATTERN, ClusterConfig
 
 Rule = Callable[[ClusterConfig], Iterator[Problem]]
 
@@ -106,7 +106,11 @@ def repositories_do_not_overlap(config: ClusterConfig) -> Iterator[Problem]:
                     f"{repository.path!r} and repositories[{earlier_index}].path {earlier.path!r} nest; "
                     "one path may not lie inside another",
                 )
-            if repository.s3_uri and earlier.s3_uri and _nested(_s3_key(repository.s3_uri), _s3_key(earlier.s3_uri)):
+            if (
+                repository.s3_uri
+                and earlier.s3_uri
+                and _nested(_s3_key(repository.s3_uri), _s3_key(earlier.s3_uri))
+            ):
                 yield Problem(
                     f"storage.lustre.repositories[{index}].s3_uri",
                     f"{repository.s3_uri!r} overlaps repositories[{earlier_index}].s3_uri {earlier.s3_uri!r}; "

@@ -36,16 +36,22 @@ def read_yaml(path: str | Path) -> dict:
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(source, [Problem("", f"cannot read the file: {error}")]) from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_StrictLoader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError(source, [Problem("", f"{where}YAML syntax error: {error.problem or error}")]) from None
+        raise ConfigError(
+            source, [Problem("", f"{where}YAML syntax error: {error.problem or error}")]
+        ) from None
     except yaml.YAMLError as error:
         raise ConfigError(source, [Problem("", f"YAML syntax error: {error}")]) from None
     if data is None:
-        raise ConfigError(source, [Problem("", "the file is empty; expected a mapping of keys (name, region, ...)")])
+        raise ConfigError(
+            source, [Problem("", "the file is empty; expected a mapping of keys (name, region, ...)")]
+        )
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
-        raise ConfigError(source, [Problem("", f"the top level is {kind}; expected a mapping of keys (name, region, ...)")])
+        raise ConfigError(
+            source, [Problem("", f"the top level is {kind}; expected a mapping of keys (name, region, ...)")]
+        )
     return data

@@ -15,19 +15,20 @@ from fmcluster.config.models import Network
 from fmcluster.config.regions import AZ_ID_PATTERN
 from fmcluster.constructs.props import check_props
 
-INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
-    "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
-    "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
-    "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
-    "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
-    "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
-    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
-    "Monitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
-    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
-    "SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API,
+INTERFACE_ENDPOINTS: dict[str, str] = {
+    "EcrApi": "ECR",
+    "EcrDocker": "ECR_DOCKER",
+    "Ssm": "SSM",
+    "SsmMessages": "SSM_MESSAGES",
+    "Ec2Messages": "EC2_MESSAGES",
+    "Logs": "CLOUDWATCH_LOGS",
+    "Monitoring": "CLOUDWATCH_MONITORING",
+    "Sts": "STS",
+    "SageMakerApi": "SAGEMAKER_API",
 }
-"""What nodes reach without an internet path (egress: none): image pulls, SSM sessions, logs and metrics,
-role credentials, and the SageMaker API that HyperPod's agents call."""
+"""Construct id -> `ec2.InterfaceVpcEndpointAwsService` attribute: what nodes reach without an internet path
+(egress: none): image pulls, SSM sessions, logs and metrics, role credentials, and the SageMaker API that
+HyperPod's agents call. Names, not services, so importing this module makes no jsii call."""
 
 
 class TrainingNetwork(Construct):
@@ -69,23 +70,34 @@ class TrainingNetwork(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         check_props(Network, "TrainingNetwork", vpc_cidr=vpc_cidr, egress=egress)
-        for prop, az_id in (("availability_zone_id", availability_zone_id),
-                            ("secondary_availability_zone_id", secondary_availability_zone_id)):
+        for prop, az_id in (
+            ("availability_zone_id", availability_zone_id),
+            ("secondary_availability_zone_id", secondary_availability_zone_id),
+        ):
             if az_id is not None and not cdk.Token.is_unresolved(az_id) and not AZ_ID_PATTERN.match(az_id):
                 raise ValueError(f"TrainingNetwork: {prop} must be an AZ ID like use1-az6; got {az_id!r}")
 
         self.egress = egress
         plan = plan_subnets(vpc_cidr)
-        cfn_vpc = ec2.CfnVPC(self, "Vpc", cidr_block=vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True)
+        cfn_vpc = ec2.CfnVPC(
+            self, "Vpc", cidr_block=vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True
+        )
         self._name(cfn_vpc, "vpc")
 
         private_routes = ec2.CfnRouteTable(self, "PrivateRoutes", vpc_id=cfn_vpc.ref)
         self._name(private_routes, "private")
-        compute = self._subnet("ComputeSubnet", cfn_vpc, plan.compute, availability_zone_id, private_routes, "compute")
+        compute = self._subnet(
+            "ComputeSubnet", cfn_vpc, plan.compute, availability_zone_id, private_routes, "compute"
+        )
         secondary = None
         if secondary_availability_zone_id:
             secondary = self._subnet(
-                "SecondarySubnet", cfn_vpc, plan.secondary, secondary_availability_zone_id, private_routes, "secondary"
+                "SecondarySubnet",
+                cfn_vpc,
+                plan.secondary,
+                secondary_availability_zone_id,
+                private_routes,
+                "secondary",
             )
 
         self.nat_gateway: ec2.CfnNatGateway | None = None
@@ -94,14 +106,18 @@ class TrainingNetwork(Construct):
             public = self._public_subnet(cfn_vpc, plan.public, availability_zone_id)
             public_subnet_ids = [public.ref]
             ec2.CfnRoute(
-                self, "PrivateDefaultRoute", route_table_id=private_routes.ref,
-                destination_cidr_block="0.0.0.0/0", nat_gateway_id=self.nat_gateway.ref,
+                self,
+                "PrivateDefaultRoute",
+                route_table_id=private_routes.ref,
+                destination_cidr_block="0.0.0.0/0",
+                nat_gateway_id=self.nat_gateway.ref,
             )
 
         private_subnets = [compute] + ([secondary] if secondary else [])
         subnet_kind = "private" if egress == "nat" else "isolated"
         self.vpc: ec2.IVpc = ec2.Vpc.from_vpc_attributes(
-            self, "Imported",
+            self,
+            "Imported",
             vpc_id=cfn_vpc.ref,
             vpc_cidr_block=cfn_vpc.attr_cidr_block,
             availability_zones=[subnet.attr_availability_zone for subnet in private_subnets],
@@ -114,20 +130,30 @@ class TrainingNetwork(Construct):
         self.cfn_vpc = cfn_vpc
         self.public_subnet_ids = public_subnet_ids
         self.compute_subnet: ec2.ISubnet = ec2.Subnet.from_subnet_attributes(
-            self, "ComputeSubnetRef", subnet_id=compute.ref, availability_zone=compute.attr_availability_zone,
-            route_table_id=private_routes.ref, ipv4_cidr_block=plan.compute,
+            self,
+            "ComputeSubnetRef",
+            subnet_id=compute.ref,
+            availability_zone=compute.attr_availability_zone,
+            route_table_id=private_routes.ref,
+            ipv4_cidr_block=plan.compute,
         )
         """The subnet in `availability_zone_id` where nodes, FSx and endpoints live."""
         self.secondary_subnet: ec2.ISubnet | None = None
         if secondary:
             self.secondary_subnet = ec2.Subnet.from_subnet_attributes(
-                self, "SecondarySubnetRef", subnet_id=secondary.ref,
+                self,
+                "SecondarySubnetRef",
+                subnet_id=secondary.ref,
                 availability_zone=secondary.attr_availability_zone,
-                route_table_id=private_routes.ref, ipv4_cidr_block=plan.secondary,
+                route_table_id=private_routes.ref,
+                ipv4_cidr_block=plan.secondary,
             )
 
         self.efa_security_group = ec2.SecurityGroup(
-            self, "EfaSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            self,
+            "EfaSecurityGroup",
+            vpc=self.vpc,
+            allow_all_outbound=False,
             description="Cluster nodes: EFA and Slurm traffic between members; HTTPS out to AWS APIs",
         )
         """All traffic to and from itself (EFA needs both directions), HTTPS out; nothing in from outside."""
@@ -138,7 +164,8 @@ class TrainingNetwork(Construct):
             self.efa_security_group, ec2.Port.all_traffic(), "EFA, NCCL and Slurm between cluster nodes"
         )
         self.efa_security_group.add_egress_rule(
-            ec2.Peer.any_ipv4(), ec2.Port.tcp(443),
+            ec2.Peer.any_ipv4(),
+            ec2.Port.tcp(443),
             "HTTPS to AWS APIs and package mirrors (through the NAT gateway or VPC endpoints)",
         )
         if egress == "nat":
@@ -147,7 +174,10 @@ class TrainingNetwork(Construct):
             )
 
         self.s3_endpoint = ec2.GatewayVpcEndpoint(
-            self, "S3Endpoint", vpc=self.vpc, service=ec2.GatewayVpcEndpointAwsService.S3,
+            self,
+            "S3Endpoint",
+            vpc=self.vpc,
+            service=ec2.GatewayVpcEndpointAwsService.S3,
             subnets=[ec2.SubnetSelection(subnets=[self.compute_subnet])],
         )
         self.endpoint_security_group: ec2.SecurityGroup | None = None
@@ -158,7 +188,8 @@ class TrainingNetwork(Construct):
             self, "FlowLogs", retention=flow_log_retention, removal_policy=removal_policy
         )
         ec2.FlowLog(
-            self, "FlowLog",
+            self,
+            "FlowLog",
             resource_type=ec2.FlowLogResourceType.from_vpc(self.vpc),
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
             traffic_type=ec2.FlowLogTrafficType.ALL,
@@ -173,7 +204,11 @@ class TrainingNetwork(Construct):
         self, construct_id: str, vpc: ec2.CfnVPC, cidr: str, az_id: str, routes: ec2.CfnRouteTable, name: str
     ) -> ec2.CfnSubnet:
         subnet = ec2.CfnSubnet(
-            self, construct_id, vpc_id=vpc.ref, cidr_block=cidr, availability_zone_id=az_id,
+            self,
+            construct_id,
+            vpc_id=vpc.ref,
+            cidr_block=cidr,
+            availability_zone_id=az_id,
             map_public_ip_on_launch=False,
         )
         self._name(subnet, name)
@@ -191,7 +226,10 @@ class TrainingNetwork(Construct):
         routes = ec2.CfnRouteTable(self, "PublicRoutes", vpc_id=vpc.ref)
         self._name(routes, "public")
         default_route = ec2.CfnRoute(
-            self, "PublicDefaultRoute", route_table_id=routes.ref, destination_cidr_block="0.0.0.0/0",
+            self,
+            "PublicDefaultRoute",
+            route_table_id=routes.ref,
+            destination_cidr_block="0.0.0.0/0",
             gateway_id=gateway.ref,
         )
         default_route.node.add_dependency(attachment)
@@ -207,7 +245,10 @@ class TrainingNetwork(Construct):
 
     def _interface_endpoints(self, vpc_cidr: str) -> None:
         self.endpoint_security_group = ec2.SecurityGroup(
-            self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            self,
+            "EndpointSecurityGroup",
+            vpc=self.vpc,
+            allow_all_outbound=False,
             description="VPC interface endpoints: HTTPS from inside the VPC only",
         )
         self.endpoint_security_group.add_ingress_rule(
@@ -215,8 +256,14 @@ class TrainingNetwork(Construct):
         )
         for construct_id, service in INTERFACE_ENDPOINTS.items():
             ec2.InterfaceVpcEndpoint(
-                self, f"{construct_id}Endpoint", vpc=self.vpc, service=service, subnets=self.compute_subnets,
-                security_groups=[self.endpoint_security_group], open=False, private_dns_enabled=True,
+                self,
+                f"{construct_id}Endpoint",
+                vpc=self.vpc,
+                service=getattr(ec2.InterfaceVpcEndpointAwsService, service),
+                subnets=self.compute_subnets,
+                security_groups=[self.endpoint_security_group],
+                open=False,
+                private_dns_enabled=True,
             )
 
     def _name(self, resource: cdk.CfnResource, suffix: str) -> None:

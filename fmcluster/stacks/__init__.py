@@ -25,7 +25,10 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
     """Add every stack of `config` to `app`, tag them, and apply cdk-nag's AwsSolutions pack."""
     environment = cdk.Environment(account=config.account, region=config.region)
     network = NetworkStack(
-        app, f"{config.name}-network", config=config, env=environment,
+        app,
+        f"{config.name}-network",
+        config=config,
+        env=environment,
         description=f"fmcluster {config.name}: VPC, subnets by AZ ID, endpoints, security groups",
     )
     stacks = ClusterStacks(network)

@@ -15,10 +15,13 @@ class NetworkStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.network = TrainingNetwork(
-            self, "Network",
+            self,
+            "Network",
             availability_zone_id=config.availability_zone_id,
             secondary_availability_zone_id=config.secondary_availability_zone_id,
             vpc_cidr=config.network.vpc_cidr,
             egress=config.network.egress,
-            removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
+            removal_policy=cdk.RemovalPolicy.RETAIN
+            if config.storage.retain_on_delete
+            else cdk.RemovalPolicy.DESTROY,
         )

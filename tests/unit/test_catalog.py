@@ -46,9 +46,9 @@ def test_efa_sits_at_device_one_of_card_zero_only_where_card_zero_has_efa(row):
 
 @given(instance_types)
 def test_without_efa_only_the_ena_interface_remains(row):
-    assert [(i.network_card_index, i.device_index, i.interface_type) for i in network_interfaces(row, efa=False)] == [
-        (0, 0, "interface")
-    ]
+    assert [
+        (i.network_card_index, i.device_index, i.interface_type) for i in network_interfaces(row, efa=False)
+    ] == [(0, 0, "interface")]
 
 
 @pytest.mark.parametrize(
@@ -81,5 +81,5 @@ def test_every_row_names_its_source_and_fits_its_cards():
 
 
 def test_unknown_type_names_the_known_ones():
-    with pytest.raises(KeyError, match="unknown instance type 'p9.48xlarge'; known: p4d.24xlarge"):
+    with pytest.raises(KeyError, match=r"unknown instance type 'p9\.48xlarge'; known: p4d\.24xlarge"):
         lookup("p9.48xlarge")

@@ -79,17 +79,24 @@ def test_nothing_is_open_to_the_internet_inbound(nat, isolated):
 
 
 def test_endpoint_security_group_admits_https_from_the_vpc_only(isolated):
-    groups = [g for g in resources(isolated, "AWS::EC2::SecurityGroup") if "endpoints" in g["GroupDescription"]]
+    groups = [
+        g for g in resources(isolated, "AWS::EC2::SecurityGroup") if "endpoints" in g["GroupDescription"]
+    ]
     assert groups[0]["SecurityGroupIngress"] == [
-        {"CidrIp": "172.16.0.0/20", "Description": "HTTPS from the VPC", "FromPort": 443, "IpProtocol": "tcp",
-         "ToPort": 443}
+        {
+            "CidrIp": "172.16.0.0/20",
+            "Description": "HTTPS from the VPC",
+            "FromPort": 443,
+            "IpProtocol": "tcp",
+            "ToPort": 443,
+        }
     ]
 
 
 def test_flow_logs_capture_all_traffic_and_are_retained_by_default(nat, isolated):
     assert resources(nat, "AWS::EC2::FlowLog")[0]["TrafficType"] == "ALL"
     groups = {
-        name: [r for r in t["Resources"].values() if r["Type"] == "AWS::Logs::LogGroup"][0]
+        name: next(r for r in t["Resources"].values() if r["Type"] == "AWS::Logs::LogGroup")
         for name, t in (("nat", nat), ("isolated", isolated))
     }
     assert groups["nat"]["DeletionPolicy"] == "Retain"
@@ -109,20 +116,30 @@ def test_unresolved_tokens_are_not_validated():
     stack = cdk.Stack(cdk.App(), "Tokens")
     az = cdk.CfnParameter(stack, "Az").value_as_string
     TrainingNetwork(stack, "Net", availability_zone_id=az)
-    Template.from_stack(stack).has_resource_properties("AWS::EC2::Subnet", {"AvailabilityZoneId": {"Ref": "Az"}})
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::EC2::Subnet", {"AvailabilityZoneId": {"Ref": "Az"}}
+    )
 
 
 @pytest.mark.parametrize(
     ("props", "message"),
     [
-        ({"availability_zone_id": "us-east-1a"},
-         "TrainingNetwork: availability_zone_id must be an AZ ID like use1-az6; got 'us-east-1a'"),
-        ({"availability_zone_id": "use1-az1", "secondary_availability_zone_id": "b"},
-         "TrainingNetwork: secondary_availability_zone_id must be an AZ ID like use1-az6; got 'b'"),
-        ({"availability_zone_id": "use1-az1", "vpc_cidr": "10.0.0.0/8"},
-         "TrainingNetwork: vpc_cidr: must be a /16 to /20 block; got /8"),
-        ({"availability_zone_id": "use1-az1", "egress": "igw"},
-         "TrainingNetwork: egress: must be 'nat' or 'none'; got 'igw'"),
+        (
+            {"availability_zone_id": "us-east-1a"},
+            "TrainingNetwork: availability_zone_id must be an AZ ID like use1-az6; got 'us-east-1a'",
+        ),
+        (
+            {"availability_zone_id": "use1-az1", "secondary_availability_zone_id": "b"},
+            "TrainingNetwork: secondary_availability_zone_id must be an AZ ID like use1-az6; got 'b'",
+        ),
+        (
+            {"availability_zone_id": "use1-az1", "vpc_cidr": "10.0.0.0/8"},
+            "TrainingNetwork: vpc_cidr: must be a /16 to /20 block; got /8",
+        ),
+        (
+            {"availability_zone_id": "use1-az1", "egress": "igw"},
+            "TrainingNetwork: egress: must be 'nat' or 'none'; got 'igw'",
+        ),
     ],
     ids=["az-name", "secondary", "cidr-size", "egress"],
 )
