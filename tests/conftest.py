@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from fmcluster.config import ClusterConfig, load
+
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,15 +35,15 @@ class SynthesizedExample:
         return self.outdir / f"{stack_name}.template.json"
 
 
-def synthesize(path: Path, outdir: Path) -> SynthesizedExample:
+def synthesize(path: Path, outdir: Path, config: ClusterConfig | None = None) -> SynthesizedExample:
+    """Build `config` (default: the file at `path`) into an app and synthesize it into `outdir`."""
     import aws_cdk as cdk
     from cdk_nag import AwsSolutionsChecks
 
-    from fmcluster.config import load
     from fmcluster.stacks import build
 
     app = cdk.App(outdir=str(outdir))
-    stacks = build(app, load(path))
+    stacks = build(app, config or load(path))
     report = AwsSolutionsChecks().validate_scope(app)
     findings = [
         f"{violation.rule_name} {resource.construct_path}: {violation.description}"
