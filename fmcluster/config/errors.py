@@ -35,10 +35,12 @@ class ConfigError(Exception):
 def key_path(loc: Iterable[str | int]) -> str:
     """('compute', 0, 'reservation_id') -> 'compute[0].reservation_id'."""
     path = ""
-    for part in loc:
+    parts = list(loc)
+    for index, part in enumerate(parts):
         if part == "[key]":
             continue
-        if isinstance(part, int):
+        is_dict_key = index + 1 < len(parts) and parts[index + 1] == "[key]"
+        if isinstance(part, int) and not is_dict_key:
             path += f"[{part}]"
         else:
             path += f".{part}" if path else str(part)
@@ -68,9 +70,7 @@ _TYPE_NAMES = {
 }
 
 
-def problems_from_validation_error(
-    error: ValidationError, allowed_keys: dict[str, list[str]]
-) -> list[Problem]:
+def problems_from_validation_error(error: ValidationError, allowed_keys: dict[str, list[str]]) -> list[Problem]:
     """Translate pydantic's errors into one Problem each, in fmcluster's words.
 
     `allowed_keys` maps a key path with list indices removed ('compute.name' style parent path, '' for the

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ValidationError
 
 from fmcluster.config.errors import ConfigError, problems_from_validation_error
 from fmcluster.config.models import ClusterConfig
-from fmcluster.config.rules import cross_section_problems
+from fmcluster.config.rules import Sections, cross_section_problems
 from fmcluster.config.source import read_yaml
 
 
@@ -26,10 +26,9 @@ def parse(data: dict, *, source: str = "<config>") -> ClusterConfig:
     try:
         config = ClusterConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(
-            source, problems_from_validation_error(error, _allowed_keys(ClusterConfig))
-        ) from None
-    problems = cross_section_problems(config)
+        problems = problems_from_validation_error(error, _allowed_keys(ClusterConfig))
+        raise ConfigError(source, problems + cross_section_problems(Sections.of_data(data))) from None
+    problems = cross_section_problems(Sections.of(config))
     if problems:
         raise ConfigError(source, problems)
     return config

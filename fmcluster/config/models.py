@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -39,6 +40,15 @@ def fail(message: str) -> PydanticCustomError:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: object) -> object:
+        """`storage:` with nothing after it (YAML null) means "use the defaults", as if the key were absent."""
+        if isinstance(data, dict):
+            optional = {field.alias or name for name, field in cls.model_fields.items() if not field.is_required()}
+            return {key: value for key, value in data.items() if value is not None or key not in optional}
+        return data
 
 
 Capacity = Literal["on-demand", "capacity-block", "odcr", "training-plan"]
@@ -71,12 +81,9 @@ class Network(_Model):
         try:
             block = ipaddress.IPv4Network(value, strict=True)
         except ValueError:
-            raise fail(
-                f"must be an IPv4 block like 10.0.0.0/16 with no host bits set; got {value!r}"
-            ) from None
+            raise fail(f"must be an IPv4 block like 10.0.0.0/16 with no host bits set; got {value!r}") from None
         if not any(
-            block.subnet_of(ipaddress.IPv4Network(p))
-            for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+            block.subnet_of(ipaddress.IPv4Network(p)) for p in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
         ):
             raise fail(
                 f"must be a private (RFC 1918) block in 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16; got {value!r}"
@@ -104,13 +111,10 @@ class ComputeGroup(_Model):
     def _name(cls, value: str) -> str:
         if not GROUP_NAME_PATTERN.match(value):
             raise fail(
-                "must start with a lowercase letter, then up to 19 lowercase letters, digits or '-'; "
-                f"got {value!r}"
+                f"must start with a lowercase letter, then up to 19 lowercase letters, digits or '-'; got {value!r}"
             )
         if value.endswith("-"):
-            raise fail(
-                f"must end with a letter or digit (HyperPod and Slurm reject a trailing '-'); got {value!r}"
-            )
+            raise fail(f"must end with a letter or digit (HyperPod and Slurm reject a trailing '-'); got {value!r}")
         if value in RESERVED_GROUP_NAMES:
             raise fail(f"{value!r} is reserved for the cluster's own {value} nodes; choose another name")
         return value
@@ -240,9 +244,7 @@ class Repository(_Model):
         if value.rstrip("/") == "":
             raise fail("must not be '/': link a directory such as /datasets, not the file system's root")
         if not LUSTRE_PATH_PATTERN.match(value) or "/../" in value + "/" or "/./" in value + "/":
-            raise fail(
-                f"must be a plain absolute path of letters, digits, '.', '_', '-' and '/'; got {value!r}"
-            )
+            raise fail(f"must be a plain absolute path of letters, digits, '.', '_', '-' and '/'; got {value!r}")
         return value.rstrip("/")
 
     @field_validator("s3_uri")
@@ -252,9 +254,7 @@ class Repository(_Model):
             return None
         match = S3_URI_PATTERN.match(value)
         if not match or ".." in match["bucket"]:
-            raise fail(
-                f"must be an S3 URI like s3://my-bucket/prefix/ with a valid bucket name; got {value!r}"
-            )
+            raise fail(f"must be an S3 URI like s3://my-bucket/prefix/ with a valid bucket name; got {value!r}")
         return value
 
 
@@ -286,7 +286,8 @@ class Lustre(_Model):
             if value % step:
                 raise fail(
                     f"an EFA-enabled file system at {tier} MB/s/TiB needs a multiple of {step} GiB; got {value} "
-                    f"(use {-(-value // step) * step}, or throughput_per_tib: 1000 for steps of 4800)"
+                    f"(use {-(-value // step) * step}"
+                    + (", or throughput_per_tib: 1000 for steps of 4800)" if tier != 1000 else ")")
                 )
         return value
 
@@ -317,19 +318,25 @@ class Storage(_Model):
     retain_on_delete: bool = True
 
 
+MAX_MODEL_PARAMETERS = 1e15
+
+
 def _parameter_count(value: object) -> object:
     """'70B' -> 7e10; numbers pass through; anything else is left for the type check to reject."""
     if isinstance(value, bool):
         return value
+    count = value
     if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
+        count = float(value)
+    elif isinstance(value, str):
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KkMBbT]?)\s*", value)
-        if match:
-            scale = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "B": 1e9, "b": 1e9, "T": 1e12}[match[2]]
-            return float(match[1]) * scale
-        raise fail(f"must be a parameter count like 7B, 70B, 1.5T or 7e9; got {value!r}")
-    return value
+        if not match:
+            raise fail(f"must be a parameter count like 7B, 70B, 1.5T or 7e9; got {value!r}")
+        scale = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "B": 1e9, "b": 1e9, "T": 1e12}[match[2]]
+        count = float(match[1]) * scale
+    if isinstance(count, float) and not count < MAX_MODEL_PARAMETERS:  # also catches inf and nan
+        raise fail(f"must be a parameter count below 1e15 (1000T); got {value!r}")
+    return count
 
 
 class Training(_Model):
@@ -341,9 +348,7 @@ class Training(_Model):
 
 def _nccl_key(key: str) -> str:
     if not NCCL_ENV_KEY_PATTERN.match(key):
-        raise fail(
-            f"{key!r} is not an NCCL or libfabric variable; keys must match ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$"
-        )
+        raise fail(f"{key!r} is not an NCCL or libfabric variable; keys must match ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$")
     return key
 
 
@@ -351,9 +356,7 @@ def _env_value(value: object) -> object:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if isinstance(value, bool):
-        raise fail(
-            f"must be a string or a whole number; got {value!r} (quote it: YAML reads yes/no/true as booleans)"
-        )
+        raise fail(f"must be a string or a whole number; got {value!r} (quote it: YAML reads yes/no/true as booleans)")
     return value
 
 
@@ -458,12 +461,8 @@ class ClusterConfig(_Model):
             owner = region_of_az_id(value)
             if value.split("-az", 1)[0] != az_id_prefix(region):
                 where = f"is in {owner}" if owner else "belongs to no known region"
-                raise fail(
-                    f"{value!r} {where}, not in region {region} (its AZ IDs start with {az_id_prefix(region)}-)"
-                )
-        if info.field_name == "secondary_availability_zone_id" and value == info.data.get(
-            "availability_zone_id"
-        ):
+                raise fail(f"{value!r} {where}, not in region {region} (its AZ IDs start with {az_id_prefix(region)}-)")
+        if info.field_name == "secondary_availability_zone_id" and value == info.data.get("availability_zone_id"):
             raise fail(f"must differ from availability_zone_id; both are {value!r}")
         return value
 
@@ -476,9 +475,7 @@ class ClusterConfig(_Model):
     @classmethod
     def _tag_count(cls, value: dict[str, str]) -> dict[str, str]:
         if len(value) > 40:
-            raise fail(
-                f"at most 40 tags (AWS allows 50 per resource and fmcluster adds its own); got {len(value)}"
-            )
+            raise fail(f"at most 40 tags (AWS allows 50 per resource and fmcluster adds its own); got {len(value)}")
         return value
 
     @property

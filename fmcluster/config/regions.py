@@ -50,7 +50,7 @@ REGIONS = frozenset(
         "cn-northwest-1",
     }
 )
-"""Regions as of 2026-11. A region missing here is rejected with a message naming this list's source."""
+"""Regions as of 2026-11; a region launched later needs a line here before fmcluster accepts it."""
 
 _DIRECTIONS = {
     "east": "e",

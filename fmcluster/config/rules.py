@@ -1,38 +1,129 @@
-"""Rules that span sections of a cluster file. Each yields Problems; all of them run on every valid model."""
+"""Rules that span sections of a cluster file. Each yields Problems.
+
+Rules read `Sections`: each section validated on its own, None where that section is invalid, so a file with a
+bad `name` still gets its capacity/orchestrator mismatch reported in the same run. A rule skips what it
+cannot judge (a None section, or a None compute group).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from fmcluster.addressing import plan_subnets
 from fmcluster.catalog import CATALOG
 from fmcluster.config.errors import Problem
-from fmcluster.config.models import S3_URI_PATTERN, TRAINING_PLAN_ARN_PATTERN, ClusterConfig
+from fmcluster.config.models import (
+    S3_URI_PATTERN,
+    TRAINING_PLAN_ARN_PATTERN,
+    ClusterConfig,
+    ComputeGroup,
+    Lustre,
+    Network,
+    Observability,
+    Orchestrator,
+    Repository,
+)
+from fmcluster.config.regions import REGIONS
 
-Rule = Callable[[ClusterConfig], Iterator[Problem]]
+SectionModel = TypeVar("SectionModel", bound=BaseModel)
 
 
-def capacity_matches_orchestrator(config: ClusterConfig) -> Iterator[Problem]:
+@dataclass(frozen=True)
+class Sections:
+    """The parts of a cluster file the rules read; None where that part is itself invalid."""
+
+    region: str | None
+    account: str | None
+    network: Network | None
+    orchestrator: Orchestrator | None
+    compute: tuple[ComputeGroup | None, ...]
+    capacities: tuple[object, ...]
+    """Each group's `capacity` as written, so a group with another bad key still gets the orchestrator check."""
+    lustre: Lustre | None
+    repositories: tuple[Repository | None, ...]
+    observability: Observability | None
+
+    @classmethod
+    def of(cls, config: ClusterConfig) -> Sections:
+        return cls(
+            region=config.region,
+            account=config.account,
+            network=config.network,
+            orchestrator=config.orchestrator,
+            compute=config.compute,
+            capacities=tuple(group.capacity for group in config.compute),
+            lustre=config.storage.lustre,
+            repositories=config.storage.lustre.repositories,
+            observability=config.observability,
+        )
+
+    @classmethod
+    def of_data(cls, data: dict) -> Sections:
+        """Each section of raw cluster-file data validated on its own."""
+        account = data.get("account")
+        groups = _list(data.get("compute"))
+        storage = data.get("storage") if isinstance(data.get("storage"), dict) else {}
+        lustre = storage.get("lustre") if isinstance(storage.get("lustre"), dict) else {}
+        return cls(
+            region=data.get("region") if data.get("region") in REGIONS else None,
+            account=account if isinstance(account, str) and account.isdigit() and len(account) == 12 else None,
+            network=_valid(Network, data.get("network") or {}),
+            orchestrator=_valid(Orchestrator, data.get("orchestrator") or {}),
+            compute=tuple(_valid(ComputeGroup, group) for group in groups),
+            capacities=tuple(
+                (group.get("capacity") or "on-demand") if isinstance(group, dict) else None for group in groups
+            ),
+            lustre=_valid(Lustre, lustre),
+            repositories=tuple(_valid(Repository, item) for item in _list(lustre.get("repositories"))),
+            observability=_valid(Observability, data.get("observability") or {}),
+        )
+
+    def groups(self) -> Iterator[tuple[int, ComputeGroup]]:
+        """(index, group) of every valid compute group."""
+        return ((index, group) for index, group in enumerate(self.compute) if group is not None)
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _valid(model: type[SectionModel], data: object) -> SectionModel | None:
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return None
+
+
+Rule = Callable[[Sections], Iterator[Problem]]
+
+
+def capacity_matches_orchestrator(config: Sections) -> Iterator[Problem]:
+    if config.orchestrator is None:
+        return
     orchestrator = config.orchestrator.type
-    for index, group in enumerate(config.compute):
-        if group.capacity == "training-plan" and orchestrator != "hyperpod-slurm":
+    for index, capacity in enumerate(config.capacities):
+        if capacity == "training-plan" and orchestrator != "hyperpod-slurm":
             yield Problem(
                 f"compute[{index}].capacity",
                 "'training-plan' needs orchestrator.type: hyperpod-slurm (training plans reserve SageMaker "
                 "capacity); with pcs use 'capacity-block' or 'odcr'",
             )
-        if group.capacity in ("capacity-block", "odcr") and orchestrator != "pcs":
+        if capacity in ("capacity-block", "odcr") and orchestrator != "pcs":
             yield Problem(
                 f"compute[{index}].capacity",
-                f"{group.capacity!r} needs orchestrator.type: pcs (EC2 reservations are consumed through launch "
+                f"{capacity!r} needs orchestrator.type: pcs (EC2 reservations are consumed through launch "
                 "templates); HyperPod takes reserved capacity as capacity: training-plan with training_plan_arn",
             )
 
 
-def training_plan_in_cluster_region(config: ClusterConfig) -> Iterator[Problem]:
-    for index, group in enumerate(config.compute):
+def training_plan_in_cluster_region(config: Sections) -> Iterator[Problem]:
+    for index, group in config.groups():
         match = TRAINING_PLAN_ARN_PATTERN.match(group.training_plan_arn or "")
-        if match and match["region"] != config.region:
+        if match and config.region and match["region"] != config.region:
             yield Problem(
                 f"compute[{index}].training_plan_arn",
                 f"the training plan is in {match['region']}, the cluster in {config.region}; "
@@ -45,9 +136,9 @@ def training_plan_in_cluster_region(config: ClusterConfig) -> Iterator[Problem]:
             )
 
 
-def group_names_unique(config: ClusterConfig) -> Iterator[Problem]:
+def group_names_unique(config: Sections) -> Iterator[Problem]:
     first_index: dict[str, int] = {}
-    for index, group in enumerate(config.compute):
+    for index, group in config.groups():
         if group.name in first_index:
             yield Problem(
                 f"compute[{index}].name",
@@ -56,9 +147,9 @@ def group_names_unique(config: ClusterConfig) -> Iterator[Problem]:
         first_index.setdefault(group.name, index)
 
 
-def reservation_holds_one_type(config: ClusterConfig) -> Iterator[Problem]:
+def reservation_holds_one_type(config: Sections) -> Iterator[Problem]:
     seen: dict[str, tuple[int, str]] = {}
-    for index, group in enumerate(config.compute):
+    for index, group in config.groups():
         if group.reservation_id is None:
             continue
         earlier = seen.setdefault(group.reservation_id, (index, group.instance_type))
@@ -70,21 +161,24 @@ def reservation_holds_one_type(config: ClusterConfig) -> Iterator[Problem]:
             )
 
 
-def nodes_fit_compute_subnet(config: ClusterConfig) -> Iterator[Problem]:
+def nodes_fit_compute_subnet(config: Sections) -> Iterator[Problem]:
+    if config.network is None or None in config.compute:
+        return
     plan = plan_subnets(config.network.vpc_cidr)
-    if config.total_nodes > plan.node_capacity:
+    total_nodes = sum(group.count for _, group in config.groups())
+    if total_nodes > plan.node_capacity:
         yield Problem(
             "compute",
-            f"{config.total_nodes} nodes do not fit the compute subnet {plan.compute} of network.vpc_cidr "
+            f"{total_nodes} nodes do not fit the compute subnet {plan.compute} of network.vpc_cidr "
             f"{config.network.vpc_cidr}, which holds {plan.node_capacity}; use a larger block (a /16 holds "
             f"{plan_subnets('10.0.0.0/16').node_capacity}) or fewer nodes",
         )
 
 
-def lustre_efa_has_clients(config: ClusterConfig) -> Iterator[Problem]:
-    if not config.storage.lustre.efa:
+def lustre_efa_has_clients(config: Sections) -> Iterator[Problem]:
+    if config.lustre is None or not config.lustre.efa or None in config.compute:
         return
-    if not any(group.efa and group.instance.lustre_efa_client for group in config.compute):
+    if not any(group.efa and group.instance.lustre_efa_client for _, group in config.groups()):
         clients = ", ".join(name for name, row in CATALOG.items() if row.lustre_efa_client)
         yield Problem(
             "storage.lustre.efa",
@@ -93,10 +187,12 @@ def lustre_efa_has_clients(config: ClusterConfig) -> Iterator[Problem]:
         )
 
 
-def repositories_do_not_overlap(config: ClusterConfig) -> Iterator[Problem]:
-    repositories = config.storage.lustre.repositories
+def repositories_do_not_overlap(config: Sections) -> Iterator[Problem]:
+    repositories = config.repositories
     for index, repository in enumerate(repositories):
         for earlier_index, earlier in enumerate(repositories[:index]):
+            if repository is None or earlier is None:
+                continue
             where = f"storage.lustre.repositories[{index}].path"
             if repository.path == earlier.path:
                 yield Problem(where, f"{repository.path!r} repeats repositories[{earlier_index}].path")
@@ -106,11 +202,7 @@ def repositories_do_not_overlap(config: ClusterConfig) -> Iterator[Problem]:
                     f"{repository.path!r} and repositories[{earlier_index}].path {earlier.path!r} nest; "
                     "one path may not lie inside another",
                 )
-            if (
-                repository.s3_uri
-                and earlier.s3_uri
-                and _nested(_s3_key(repository.s3_uri), _s3_key(earlier.s3_uri))
-            ):
+            if repository.s3_uri and earlier.s3_uri and _nested(_s3_key(repository.s3_uri), _s3_key(earlier.s3_uri)):
                 yield Problem(
                     f"storage.lustre.repositories[{index}].s3_uri",
                     f"{repository.s3_uri!r} overlaps repositories[{earlier_index}].s3_uri {earlier.s3_uri!r}; "
@@ -118,7 +210,9 @@ def repositories_do_not_overlap(config: ClusterConfig) -> Iterator[Problem]:
                 )
 
 
-def grafana_has_a_source(config: ClusterConfig) -> Iterator[Problem]:
+def grafana_has_a_source(config: Sections) -> Iterator[Problem]:
+    if config.observability is None:
+        return
     if config.observability.grafana != "none" and config.observability.prometheus == "none":
         yield Problem(
             "observability.grafana",
@@ -150,5 +244,5 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def cross_section_problems(config: ClusterConfig) -> list[Problem]:
-    return [problem for rule in RULES for problem in rule(config)]
+def cross_section_problems(sections: Sections) -> list[Problem]:
+    return [problem for rule in RULES for problem in rule(sections)]

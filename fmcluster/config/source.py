@@ -15,7 +15,13 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen: dict[object, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor` merges; keys given next to it override the merged ones on purpose
             key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, list | dict):
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a key must be a plain value, not a list or mapping", key_node.start_mark
+                )
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (first on line {seen[key] + 1})", key_node.start_mark
@@ -40,17 +46,13 @@ def read_yaml(path: str | Path) -> dict:
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError(
-            source, [Problem("", f"{where}YAML syntax error: {error.problem or error}")]
-        ) from None
+        raise ConfigError(source, [Problem("", f"{where}YAML syntax error: {error.problem or error}")]) from None
     except yaml.YAMLError as error:
         raise ConfigError(source, [Problem("", f"YAML syntax error: {error}")]) from None
     if data is None:
-        raise ConfigError(
-            source, [Problem("", "the file is empty; expected a mapping of keys (name, region, ...)")]
-        )
+        raise ConfigError(source, [Problem("", "the file is empty; expected a mapping of keys (name, region, ...)")])
     if not isinstance(data, dict):
-        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+        kind = "a list" if isinstance(data, list) else "a single value"
         raise ConfigError(
             source, [Problem("", f"the top level is {kind}; expected a mapping of keys (name, region, ...)")]
         )

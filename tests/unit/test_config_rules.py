@@ -1,0 +1,1506 @@
+"""Every rule of the cluster-file contract (shared/CONFIG.md), one change to a valid file per case.
+
+Each case starts from a minimal valid file (like examples/quickstart.yaml), applies one change through
+`changed()` and asserts the exact lines `fmcluster validate` would print.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+
+import pytest
+from pydantic import ValidationError
+
+from fmcluster import catalog
+from fmcluster.config import ClusterConfig, ConfigError, parse
+
+SOURCE = "cluster.yaml"
+RES = "cr-0123456789abcdef0"
+OTHER_RES = "cr-0fedcba9876543210"
+ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/my-plan"
+DELETE = object()
+
+BASE: dict = {
+    "name": "quickstart",
+    "region": "us-east-1",
+    "availability_zone_id": "use1-az6",
+    "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
+}
+
+KNOWN_TYPES = ", ".join(catalog.CATALOG)
+EFA_TYPES = ", ".join(name for name, row in catalog.CATALOG.items() if row.efa_cards)
+LUSTRE_EFA_CLIENTS = ", ".join(name for name, row in catalog.CATALOG.items() if row.lustre_efa_client)
+TOP_KEYS = (
+    "name, region, account, availability_zone_id, secondary_availability_zone_id, network, orchestrator, "
+    "compute, storage, training, nccl, observability, tags"
+)
+GROUP_KEYS = (
+    "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, "
+    "root_volume_gib, efa"
+)
+
+_TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def changed(changes: dict[str, object] | None = None) -> dict:
+    """A deep copy of BASE with each 'a.b[0].c' path set to its value (DELETE removes the key)."""
+    data = copy.deepcopy(BASE)
+    for path, value in (changes or {}).items():
+        keys: list[str | int] = [int(index) if index else key for key, index in _TOKEN.findall(path)]
+        target = data
+        for key, following in itertools.pairwise(keys):
+            if isinstance(key, str) and key not in target:
+                target[key] = [] if isinstance(following, int) else {}
+            target = target[key]
+        if value is DELETE:
+            target.pop(keys[-1], None)
+        else:
+            target[keys[-1]] = copy.deepcopy(value)
+    return data
+
+
+def lines_for(changes: dict[str, object]) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse(changed(changes), source=SOURCE)
+    return caught.value.lines()
+
+
+def valid(changes: dict[str, object] | None = None) -> ClusterConfig:
+    return parse(changed(changes), source=SOURCE)
+
+
+def group(name: str, instance_type: str = "p5.48xlarge", count: int = 1, **keys: object) -> dict:
+    return {"name": name, "instance_type": instance_type, "count": count, **keys}
+
+
+def repos(*entries: dict) -> dict[str, object]:
+    return {"storage.lustre.repositories": list(entries)}
+
+
+def rendered(expected: list[str]) -> list[str]:
+    return [f"{SOURCE}: {line}" for line in expected]
+
+
+PCS = {"orchestrator.type": "pcs"}
+CAPACITY_BLOCK = {**PCS, "compute[0].capacity": "capacity-block", "compute[0].reservation_id": RES}
+ODCR = {**PCS, "compute[0].capacity": "odcr", "compute[0].reservation_id": RES}
+TRAINING_PLAN = {"compute[0].capacity": "training-plan", "compute[0].training_plan_arn": ARN}
+
+NAME_RULE = (
+    "must be 2-24 characters of lowercase letters, digits and '-', starting with a letter and ending with a "
+    "letter or digit; got "
+)
+GROUP_NAME_RULE = "must start with a lowercase letter, then up to 19 lowercase letters, digits or '-'; got "
+AZ_NAME_RULE = (
+    "is an AZ name; give the AZ ID (like {prefix}-az1): names map to different zones in each account, IDs do "
+    "not (aws ec2 describe-availability-zones lists both)"
+)
+CIDR_FORMAT = "must be an IPv4 block like 10.0.0.0/16 with no host bits set; got "
+CIDR_PRIVATE = "must be a private (RFC 1918) block in 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16; got "
+RESERVATION_FORMAT = (
+    "must be a capacity reservation id like cr-0123456789abcdef0 ('cr-' and 17 hex digits); got "
+)
+ARN_FORMAT = (
+    "must be a SageMaker training plan ARN like "
+    "arn:aws:sagemaker:us-east-1:123456789012:training-plan/my-plan; got "
+)
+ML_PREFIX = "HyperPod's 'ml.' prefix is added for you"
+CAPACITY_RULE = "must be 1200, 2400 or a multiple of 2400 GiB; got "
+IOPS_RULE = "must be 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000; got "
+PATH_PLAIN = "must be a plain absolute path of letters, digits, '.', '_', '-' and '/'; got "
+PATH_ROOT = "must not be '/': link a directory such as /datasets, not the file system's root"
+S3_FORMAT = "must be an S3 URI like s3://my-bucket/prefix/ with a valid bucket name; got "
+NCCL_KEY = "is not an NCCL or libfabric variable; keys must match ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$"
+NCCL_BOOL = "must be a string or a whole number; got {value} (quote it: YAML reads yes/no/true as booleans)"
+LUSTRE_NO_CLIENT = (
+    "an EFA-enabled file system needs a compute group with efa: true on a type that can mount it over EFA "
+    f"({LUSTRE_EFA_CLIENTS}); none has one, so set efa: false"
+)
+EFA_LUSTRE_1000 = {
+    "storage.lustre.efa": True,
+    "storage.lustre.throughput_per_tib": 1000,
+    "storage.lustre.capacity_gib": 4800,
+}
+
+
+def _p(changes: dict[str, object], expected: list[str], id: str):
+    return pytest.param(changes, expected, id=id)
+
+
+INVALID = [
+    # --- name -------------------------------------------------------------------------------------------
+    _p({"name": DELETE}, ["name: required"], "name-missing"),
+    _p({"name": "a"}, ["name: " + NAME_RULE + "'a'"], "name-too-short"),
+    _p({"name": "a" * 25}, ["name: " + NAME_RULE + repr("a" * 25)], "name-too-long"),
+    _p({"name": "llm-"}, ["name: " + NAME_RULE + "'llm-'"], "name-trailing-dash"),
+    _p({"name": "1llm"}, ["name: " + NAME_RULE + "'1llm'"], "name-starts-with-digit"),
+    _p({"name": "-llm"}, ["name: " + NAME_RULE + "'-llm'"], "name-starts-with-dash"),
+    _p({"name": "Llm"}, ["name: " + NAME_RULE + "'Llm'"], "name-uppercase"),
+    _p({"name": "llm_pretrain"}, ["name: " + NAME_RULE + "'llm_pretrain'"], "name-underscore"),
+    _p({"name": 12}, ["name: must be a string (quote it); got 12"], "name-number"),
+    # --- region -----------------------------------------------------------------------------------------
+    _p({"region": DELETE}, ["region: required"], "region-missing"),
+    _p(
+        {"region": "us-east-9"},
+        ["region: must be an AWS region code like us-east-1; got 'us-east-9'"],
+        "region-unknown",
+    ),
+    _p(
+        {"region": "US-EAST-1"},
+        ["region: must be an AWS region code like us-east-1; got 'US-EAST-1'"],
+        "region-uppercase",
+    ),
+    _p(
+        {"region": "us-east-1a"},
+        [
+            "region: must be an AWS region code like us-east-1; got 'us-east-1a' "
+            "(that is an availability zone name; the region is 'us-east-1')"
+        ],
+        "region-is-az-name",
+    ),
+    _p({"region": 1}, ["region: must be a string (quote it); got 1"], "region-number"),
+    # --- account ----------------------------------------------------------------------------------------
+    _p(
+        {"account": 123456789012},
+        [
+            'account: must be a quoted string of 12 digits, e.g. "012345678901" (YAML drops leading zeros '
+            "of numbers)"
+        ],
+        "account-unquoted-number",
+    ),
+    _p({"account": "12345"}, ["account: must be 12 digits; got '12345'"], "account-too-short"),
+    _p({"account": "1234567890123"}, ["account: must be 12 digits; got '1234567890123'"], "account-too-long"),
+    _p({"account": "12345678901a"}, ["account: must be 12 digits; got '12345678901a'"], "account-not-digits"),
+    _p({"account": True}, ["account: must be a string (quote it); got True"], "account-bool"),
+    # --- availability zones -----------------------------------------------------------------------------
+    _p({"availability_zone_id": DELETE}, ["availability_zone_id: required"], "az-missing"),
+    _p(
+        {"availability_zone_id": "us-east-1a"},
+        ["availability_zone_id: 'us-east-1a' " + AZ_NAME_RULE.format(prefix="use1")],
+        "az-name-not-id",
+    ),
+    _p(
+        {"region": "us-west-2", "availability_zone_id": "us-west-2b"},
+        ["availability_zone_id: 'us-west-2b' " + AZ_NAME_RULE.format(prefix="usw2")],
+        "az-name-not-id-west",
+    ),
+    _p(
+        {"availability_zone_id": "usw2-az1"},
+        [
+            "availability_zone_id: 'usw2-az1' is in us-west-2, not in region us-east-1 (its AZ IDs start "
+            "with use1-)"
+        ],
+        "az-of-another-region",
+    ),
+    _p(
+        {"region": "eu-west-1", "availability_zone_id": "use1-az6"},
+        [
+            "availability_zone_id: 'use1-az6' is in us-east-1, not in region eu-west-1 (its AZ IDs start "
+            "with euw1-)"
+        ],
+        "az-of-another-region-eu",
+    ),
+    _p(
+        {"availability_zone_id": "xyz9-az1"},
+        [
+            "availability_zone_id: 'xyz9-az1' belongs to no known region, not in region us-east-1 "
+            "(its AZ IDs start with use1-)"
+        ],
+        "az-of-unknown-region",
+    ),
+    _p(
+        {"availability_zone_id": "az6"},
+        ["availability_zone_id: must be an AZ ID like use1-az6; got 'az6'"],
+        "az-junk",
+    ),
+    _p(
+        {"availability_zone_id": 6}, ["availability_zone_id: must be a string (quote it); got 6"], "az-number"
+    ),
+    _p(
+        {"secondary_availability_zone_id": "use1-az6"},
+        ["secondary_availability_zone_id: must differ from availability_zone_id; both are 'use1-az6'"],
+        "secondary-az-same-as-primary",
+    ),
+    _p(
+        {"secondary_availability_zone_id": "usw2-az2"},
+        [
+            "secondary_availability_zone_id: 'usw2-az2' is in us-west-2, not in region us-east-1 "
+            "(its AZ IDs start with use1-)"
+        ],
+        "secondary-az-of-another-region",
+    ),
+    _p(
+        {"secondary_availability_zone_id": "us-east-1b"},
+        ["secondary_availability_zone_id: 'us-east-1b' " + AZ_NAME_RULE.format(prefix="use1")],
+        "secondary-az-name-not-id",
+    ),
+    # --- network ----------------------------------------------------------------------------------------
+    _p(
+        {"network.vpc_cidr": "10.0.0.0/15"},
+        ["network.vpc_cidr: must be a /16 to /20 block; got /15"],
+        "cidr-too-large",
+    ),
+    _p(
+        {"network.vpc_cidr": "10.0.0.0/21"},
+        ["network.vpc_cidr: must be a /16 to /20 block; got /21"],
+        "cidr-too-small",
+    ),
+    _p(
+        {"network.vpc_cidr": "8.0.0.0/16"},
+        ["network.vpc_cidr: " + CIDR_PRIVATE + "'8.0.0.0/16'"],
+        "cidr-public",
+    ),
+    _p(
+        {"network.vpc_cidr": "172.15.0.0/16"},
+        ["network.vpc_cidr: " + CIDR_PRIVATE + "'172.15.0.0/16'"],
+        "cidr-just-outside-172-16",
+    ),
+    _p(
+        {"network.vpc_cidr": "10.0.0.1/16"},
+        ["network.vpc_cidr: " + CIDR_FORMAT + "'10.0.0.1/16'"],
+        "cidr-host-bits",
+    ),
+    _p({"network.vpc_cidr": "banana"}, ["network.vpc_cidr: " + CIDR_FORMAT + "'banana'"], "cidr-junk"),
+    _p({"network.vpc_cidr": "fd00::/16"}, ["network.vpc_cidr: " + CIDR_FORMAT + "'fd00::/16'"], "cidr-ipv6"),
+    _p({"network.egress": "igw"}, ["network.egress: must be 'nat' or 'none'; got 'igw'"], "egress-enum"),
+    _p({"network": []}, ["network: must be a mapping of keys; got a list"], "network-not-mapping"),
+    # --- compute (the list) -----------------------------------------------------------------------------
+    _p({"compute": DELETE}, ["compute: required"], "compute-missing"),
+    _p({"compute": []}, ["compute: must have at least 1 entry; got 0"], "compute-empty"),
+    _p(
+        {"compute": [group(f"g{i}") for i in range(17)]},
+        ["compute: must have at most 16 entries; got 17"],
+        "compute-17-groups",
+    ),
+    _p({"compute": {"name": "gpu"}}, ["compute: must be a list; got a mapping"], "compute-mapping"),
+    _p({"compute": ["gpu"]}, ["compute[0]: must be a mapping of keys; got 'gpu'"], "compute-item-string"),
+    # --- compute[].name ---------------------------------------------------------------------------------
+    _p({"compute[0].name": DELETE}, ["compute[0].name: required"], "group-name-missing"),
+    _p({"compute[0].name": "GPU"}, ["compute[0].name: " + GROUP_NAME_RULE + "'GPU'"], "group-name-uppercase"),
+    _p(
+        {"compute[0].name": "1gpu"},
+        ["compute[0].name: " + GROUP_NAME_RULE + "'1gpu'"],
+        "group-name-digit-first",
+    ),
+    _p(
+        {"compute[0].name": "a" * 21},
+        ["compute[0].name: " + GROUP_NAME_RULE + repr("a" * 21)],
+        "group-name-too-long",
+    ),
+    _p(
+        {"compute[0].name": "gpu_a"},
+        ["compute[0].name: " + GROUP_NAME_RULE + "'gpu_a'"],
+        "group-name-underscore",
+    ),
+    _p(
+        {"compute[0].name": "gpu-"},
+        [
+            "compute[0].name: must end with a letter or digit (HyperPod and Slurm reject a trailing '-'); "
+            "got 'gpu-'"
+        ],
+        "group-name-trailing-dash",
+    ),
+    _p(
+        {"compute[0].name": "controller"},
+        [
+            "compute[0].name: 'controller' is reserved for the cluster's own controller nodes; choose "
+            "another name"
+        ],
+        "group-name-controller-reserved",
+    ),
+    _p(
+        {"compute[0].name": "login"},
+        ["compute[0].name: 'login' is reserved for the cluster's own login nodes; choose another name"],
+        "group-name-login-reserved",
+    ),
+    _p(
+        {"compute": [group("a"), group("b"), group("a")]},
+        ["compute[2].name: 'a' is already the name of compute[0]; group names must be unique"],
+        "group-names-duplicate",
+    ),
+    _p(
+        {"compute": [group("a"), group("a"), group("a")]},
+        [
+            "compute[1].name: 'a' is already the name of compute[0]; group names must be unique",
+            "compute[2].name: 'a' is already the name of compute[0]; group names must be unique",
+        ],
+        "group-names-triplicate",
+    ),
+    # --- compute[].instance_type ------------------------------------------------------------------------
+    _p({"compute[0].instance_type": DELETE}, ["compute[0].instance_type: required"], "instance-type-missing"),
+    _p(
+        {"compute[0].instance_type": "m9.huge"},
+        [f"compute[0].instance_type: unknown instance type 'm9.huge'; known: {KNOWN_TYPES}"],
+        "instance-type-unknown",
+    ),
+    _p(
+        {"compute[0].instance_type": "p5.48xlarg"},
+        [
+            f"compute[0].instance_type: unknown instance type 'p5.48xlarg'; did you mean 'p5.48xlarge'? "
+            f"known: {KNOWN_TYPES}"
+        ],
+        "instance-type-typo",
+    ),
+    _p(
+        {"compute[0].instance_type": "ml.p5.48xlarge"},
+        [f"compute[0].instance_type: give the EC2 name 'p5.48xlarge'; {ML_PREFIX}"],
+        "instance-type-ml-prefix",
+    ),
+    _p(
+        {"compute[0].instance_type": "ml.m9.huge"},
+        [f"compute[0].instance_type: unknown instance type 'ml.m9.huge'; known: {KNOWN_TYPES}"],
+        "instance-type-ml-prefix-unknown",
+    ),
+    # --- compute[].count --------------------------------------------------------------------------------
+    _p({"compute[0].count": DELETE}, ["compute[0].count: required"], "count-missing"),
+    _p({"compute[0].count": -1}, ["compute[0].count: must be at least 0; got -1"], "count-negative"),
+    _p({"compute[0].count": 6759}, ["compute[0].count: must be at most 6758; got 6759"], "count-too-large"),
+    _p({"compute[0].count": "2"}, ["compute[0].count: must be a whole number; got '2'"], "count-string"),
+    _p({"compute[0].count": 2.5}, ["compute[0].count: must be a whole number; got 2.5"], "count-float"),
+    _p({"compute[0].count": True}, ["compute[0].count: must be a whole number; got True"], "count-bool"),
+    # --- compute[].capacity and reservations ------------------------------------------------------------
+    _p(
+        {"compute[0].capacity": "spot"},
+        ["compute[0].capacity: must be 'on-demand', 'capacity-block', 'odcr' or 'training-plan'; got 'spot'"],
+        "capacity-enum",
+    ),
+    _p(
+        {**CAPACITY_BLOCK, "compute[0].reservation_id": DELETE},
+        ["compute[0].reservation_id: required when capacity is 'capacity-block'"],
+        "capacity-block-needs-reservation",
+    ),
+    _p(
+        {**ODCR, "compute[0].reservation_id": DELETE},
+        ["compute[0].reservation_id: required when capacity is 'odcr'"],
+        "odcr-needs-reservation",
+    ),
+    _p(
+        {"compute[0].reservation_id": RES},
+        [
+            "compute[0].reservation_id: only for capacity 'capacity-block' or 'odcr'; "
+            "this group's capacity is 'on-demand'"
+        ],
+        "reservation-forbidden-on-demand",
+    ),
+    _p(
+        {**TRAINING_PLAN, "compute[0].reservation_id": RES},
+        [
+            "compute[0].reservation_id: only for capacity 'capacity-block' or 'odcr'; "
+            "this group's capacity is 'training-plan'"
+        ],
+        "reservation-forbidden-training-plan",
+    ),
+    _p(
+        {**CAPACITY_BLOCK, "compute[0].reservation_id": "cr-123"},
+        ["compute[0].reservation_id: " + RESERVATION_FORMAT + "'cr-123'"],
+        "reservation-id-short",
+    ),
+    _p(
+        {**CAPACITY_BLOCK, "compute[0].reservation_id": "cr-0123456789ABCDEF0"},
+        ["compute[0].reservation_id: " + RESERVATION_FORMAT + "'cr-0123456789ABCDEF0'"],
+        "reservation-id-uppercase",
+    ),
+    _p(
+        {**CAPACITY_BLOCK, "compute[0].reservation_id": "cb-0123456789abcdef0"},
+        ["compute[0].reservation_id: " + RESERVATION_FORMAT + "'cb-0123456789abcdef0'"],
+        "reservation-id-prefix",
+    ),
+    _p(
+        {**CAPACITY_BLOCK, "compute[0].placement_group": True},
+        [
+            "compute[0].placement_group: must be false with capacity 'capacity-block': capacity blocks are "
+            "already "
+            "placed inside an EC2 UltraCluster and reject a placement group"
+        ],
+        "capacity-block-placement-group-true",
+    ),
+    _p(
+        {**ODCR, "compute[0].placement_group": True},
+        [
+            "compute[0].placement_group: must be false with capacity 'odcr': a reservation serves a cluster "
+            "placement group only if it was created in that group, and fmcluster creates a new one"
+        ],
+        "odcr-placement-group-true",
+    ),
+    _p(
+        {"compute[0].placement_group": "yes"},
+        ["compute[0].placement_group: must be true or false; got 'yes'"],
+        "placement-group-not-bool",
+    ),
+    _p(
+        {
+            **PCS,
+            "compute": [
+                group("a", capacity="capacity-block", reservation_id=RES),
+                group("b", "p5en.48xlarge", capacity="capacity-block", reservation_id=RES),
+            ],
+        },
+        [
+            f"compute[1].reservation_id: {RES} also serves compute[0] (p5.48xlarge); a reservation holds one "
+            "instance type, so it cannot also serve p5en.48xlarge"
+        ],
+        "reservation-shared-by-two-types",
+    ),
+    _p(
+        {
+            **PCS,
+            "compute": [
+                group("a", capacity="odcr", reservation_id=RES),
+                group("b", "p4d.24xlarge", capacity="capacity-block", reservation_id=RES),
+            ],
+        },
+        [
+            f"compute[1].reservation_id: {RES} also serves compute[0] (p5.48xlarge); a reservation holds one "
+            "instance type, so it cannot also serve p4d.24xlarge"
+        ],
+        "reservation-shared-odcr-and-block",
+    ),
+    # --- compute[].training_plan_arn --------------------------------------------------------------------
+    _p(
+        {**TRAINING_PLAN, "compute[0].training_plan_arn": DELETE},
+        ["compute[0].training_plan_arn: required when capacity is 'training-plan'"],
+        "training-plan-needs-arn",
+    ),
+    _p(
+        {"compute[0].training_plan_arn": ARN},
+        [
+            "compute[0].training_plan_arn: only for capacity 'training-plan'; this group's capacity is "
+            "'on-demand'"
+        ],
+        "arn-forbidden-on-demand",
+    ),
+    _p(
+        {**CAPACITY_BLOCK, "compute[0].training_plan_arn": ARN},
+        [
+            "compute[0].training_plan_arn: only for capacity 'training-plan'; "
+            "this group's capacity is 'capacity-block'"
+        ],
+        "arn-forbidden-capacity-block",
+    ),
+    _p(
+        {**TRAINING_PLAN, "compute[0].training_plan_arn": "arn:x"},
+        ["compute[0].training_plan_arn: " + ARN_FORMAT + "'arn:x'"],
+        "arn-junk",
+    ),
+    _p(
+        {**TRAINING_PLAN, "compute[0].training_plan_arn": ARN.replace("sagemaker", "ec2")},
+        ["compute[0].training_plan_arn: " + ARN_FORMAT + repr(ARN.replace("sagemaker", "ec2"))],
+        "arn-wrong-service",
+    ),
+    _p(
+        {**TRAINING_PLAN, "compute[0].training_plan_arn": ARN.replace("123456789012", "1234")},
+        ["compute[0].training_plan_arn: " + ARN_FORMAT + repr(ARN.replace("123456789012", "1234"))],
+        "arn-short-account",
+    ),
+    _p(
+        {**TRAINING_PLAN, "compute[0].training_plan_arn": ARN.replace("training-plan/", "cluster/")},
+        ["compute[0].training_plan_arn: " + ARN_FORMAT + repr(ARN.replace("training-plan/", "cluster/"))],
+        "arn-wrong-resource",
+    ),
+    _p(
+        {**TRAINING_PLAN, "compute[0].training_plan_arn": ARN.replace("us-east-1", "us-west-2")},
+        [
+            "compute[0].training_plan_arn: the training plan is in us-west-2, the cluster in us-east-1; "
+            "a plan serves only its own region"
+        ],
+        "arn-other-region",
+    ),
+    _p(
+        {**TRAINING_PLAN, "account": "210987654321"},
+        [
+            "compute[0].training_plan_arn: the training plan belongs to account 123456789012, "
+            "the cluster to 210987654321"
+        ],
+        "arn-other-account",
+    ),
+    _p(
+        {
+            **TRAINING_PLAN,
+            "account": "210987654321",
+            "compute[0].training_plan_arn": ARN.replace("us-east-1", "us-west-2"),
+        },
+        [
+            "compute[0].training_plan_arn: the training plan is in us-west-2, the cluster in us-east-1; "
+            "a plan serves only its own region",
+            "compute[0].training_plan_arn: the training plan belongs to account 123456789012, "
+            "the cluster to 210987654321",
+        ],
+        "arn-other-region-and-account",
+    ),
+    # --- capacity against orchestrator ------------------------------------------------------------------
+    _p(
+        {**TRAINING_PLAN, **PCS},
+        [
+            "compute[0].capacity: 'training-plan' needs orchestrator.type: hyperpod-slurm (training plans "
+            "reserve "
+            "SageMaker capacity); with pcs use 'capacity-block' or 'odcr'"
+        ],
+        "training-plan-with-pcs",
+    ),
+    _p(
+        {**CAPACITY_BLOCK, "orchestrator.type": "hyperpod-slurm"},
+        [
+            "compute[0].capacity: 'capacity-block' needs orchestrator.type: pcs (EC2 reservations are "
+            "consumed "
+            "through launch templates); HyperPod takes reserved capacity as capacity: training-plan with "
+            "training_plan_arn"
+        ],
+        "capacity-block-with-hyperpod",
+    ),
+    _p(
+        {**ODCR, "orchestrator": DELETE},
+        [
+            "compute[0].capacity: 'odcr' needs orchestrator.type: pcs (EC2 reservations are consumed "
+            "through launch templates); HyperPod takes reserved capacity as capacity: training-plan with "
+            "training_plan_arn"
+        ],
+        "odcr-with-default-hyperpod",
+    ),
+    # --- compute[].root_volume_gib and efa --------------------------------------------------------------
+    _p(
+        {"compute[0].root_volume_gib": 99},
+        ["compute[0].root_volume_gib: must be at least 100; got 99"],
+        "root-volume-too-small",
+    ),
+    _p(
+        {"compute[0].root_volume_gib": 16385},
+        ["compute[0].root_volume_gib: must be at most 16384; got 16385"],
+        "root-volume-too-large",
+    ),
+    _p(
+        {"compute[0].instance_type": "g5.12xlarge", "compute[0].efa": True},
+        [f"compute[0].efa: g5.12xlarge has no EFA; set efa: false or use an EFA type ({EFA_TYPES})"],
+        "efa-on-type-without-efa",
+    ),
+    _p({"compute[0].efa": "yes"}, ["compute[0].efa: must be true or false; got 'yes'"], "efa-not-bool"),
+    # --- nodes against the compute subnet ---------------------------------------------------------------
+    _p(
+        {"network.vpc_cidr": "10.0.0.0/20", "compute[0].count": 1788},
+        [
+            "compute: 1788 nodes do not fit the compute subnet 10.0.0.0/21 of network.vpc_cidr 10.0.0.0/20, "
+            "which holds 1787; use a larger block (a /16 holds 32507) or fewer nodes"
+        ],
+        "nodes-exceed-small-vpc",
+    ),
+    _p(
+        {"network.vpc_cidr": "10.0.0.0/20", "compute": [group("a", count=1000), group("b", count=788)]},
+        [
+            "compute: 1788 nodes do not fit the compute subnet 10.0.0.0/21 of network.vpc_cidr 10.0.0.0/20, "
+            "which holds 1787; use a larger block (a /16 holds 32507) or fewer nodes"
+        ],
+        "nodes-of-two-groups-exceed-small-vpc",
+    ),
+    _p(
+        {"compute": [group(f"g{i}", count=6758) for i in range(5)]},
+        [
+            "compute: 33790 nodes do not fit the compute subnet 10.0.0.0/17 of network.vpc_cidr 10.0.0.0/16, "
+            "which holds 32507; use a larger block (a /16 holds 32507) or fewer nodes"
+        ],
+        "nodes-exceed-16",
+    ),
+    # --- orchestrator -----------------------------------------------------------------------------------
+    _p(
+        {"orchestrator.type": "slurm"},
+        ["orchestrator.type: must be 'hyperpod-slurm' or 'pcs'; got 'slurm'"],
+        "orchestrator-enum",
+    ),
+    _p(
+        {"orchestrator.controller_instance_type": "ml.m5.4xlarge"},
+        [f"orchestrator.controller_instance_type: give the EC2 name 'm5.4xlarge'; {ML_PREFIX}"],
+        "controller-ml-prefix",
+    ),
+    _p(
+        {"orchestrator.controller_instance_type": "m5"},
+        ["orchestrator.controller_instance_type: must be an EC2 instance type like m5.4xlarge; got 'm5'"],
+        "controller-not-a-type",
+    ),
+    _p(
+        {"orchestrator.login_instance_type": "ml.m5.xlarge"},
+        [f"orchestrator.login_instance_type: give the EC2 name 'm5.xlarge'; {ML_PREFIX}"],
+        "login-ml-prefix",
+    ),
+    _p(
+        {"orchestrator.login_instance_type": "M5.large"},
+        ["orchestrator.login_instance_type: must be an EC2 instance type like m5.4xlarge; got 'M5.large'"],
+        "login-not-a-type",
+    ),
+    # --- storage.lustre ---------------------------------------------------------------------------------
+    _p(
+        {"storage.lustre.capacity_gib": 1000},
+        [f"storage.lustre.capacity_gib: {CAPACITY_RULE}1000 (nearest: 1200)"],
+        "capacity-below-1200",
+    ),
+    _p(
+        {"storage.lustre.capacity_gib": 1300},
+        [f"storage.lustre.capacity_gib: {CAPACITY_RULE}1300 (nearest: 1200 or 2400)"],
+        "capacity-1300",
+    ),
+    _p(
+        {"storage.lustre.capacity_gib": 3600},
+        [f"storage.lustre.capacity_gib: {CAPACITY_RULE}3600 (nearest: 2400 or 4800)"],
+        "capacity-3600",
+    ),
+    _p(
+        {"storage.lustre.capacity_gib": 7000},
+        [f"storage.lustre.capacity_gib: {CAPACITY_RULE}7000 (nearest: 4800 or 7200)"],
+        "capacity-7000",
+    ),
+    _p(
+        {"storage.lustre.capacity_gib": 0},
+        [f"storage.lustre.capacity_gib: {CAPACITY_RULE}0 (nearest: 1200)"],
+        "capacity-zero",
+    ),
+    _p(
+        {"storage.lustre.capacity_gib": "4800"},
+        ["storage.lustre.capacity_gib: must be a whole number; got '4800'"],
+        "capacity-string",
+    ),
+    _p(
+        {"storage.lustre.throughput_per_tib": 300},
+        ["storage.lustre.throughput_per_tib: must be 125, 250, 500 or 1000; got 300"],
+        "throughput-enum",
+    ),
+    _p(
+        {"storage.lustre.compression": "zstd"},
+        ["storage.lustre.compression: must be 'lz4' or 'none'; got 'zstd'"],
+        "compression-enum",
+    ),
+    _p(
+        {"storage.lustre.efa": "yes"},
+        ["storage.lustre.efa: must be true or false; got 'yes'"],
+        "lustre-efa-not-bool",
+    ),
+    _p(
+        {"storage.retain_on_delete": "no"},
+        ["storage.retain_on_delete: must be true or false; got 'no'"],
+        "retain-on-delete-not-bool",
+    ),
+    # EFA-enabled Lustre: capacity steps per throughput tier, and a client group
+    _p(
+        {"storage.lustre.efa": True, "storage.lustre.capacity_gib": 4800},
+        [
+            "storage.lustre.capacity_gib: an EFA-enabled file system at 250 MB/s/TiB needs a multiple of "
+            "19200 GiB; "
+            "got 4800 (use 19200, or throughput_per_tib: 1000 for steps of 4800)"
+        ],
+        "efa-lustre-250-step",
+    ),
+    _p(
+        {
+            "storage.lustre.efa": True,
+            "storage.lustre.throughput_per_tib": 125,
+            "storage.lustre.capacity_gib": 19200,
+        },
+        [
+            "storage.lustre.capacity_gib: an EFA-enabled file system at 125 MB/s/TiB needs a multiple of "
+            "38400 GiB; "
+            "got 19200 (use 38400, or throughput_per_tib: 1000 for steps of 4800)"
+        ],
+        "efa-lustre-125-step",
+    ),
+    _p(
+        {
+            "storage.lustre.efa": True,
+            "storage.lustre.throughput_per_tib": 500,
+            "storage.lustre.capacity_gib": 14400,
+        },
+        [
+            "storage.lustre.capacity_gib: an EFA-enabled file system at 500 MB/s/TiB needs a multiple of "
+            "9600 GiB; "
+            "got 14400 (use 19200, or throughput_per_tib: 1000 for steps of 4800)"
+        ],
+        "efa-lustre-500-step",
+    ),
+    # At 1000 MB/s/TiB the hint must not suggest the tier the file system already has.
+    _p(
+        {**EFA_LUSTRE_1000, "storage.lustre.capacity_gib": 7200},
+        [
+            "storage.lustre.capacity_gib: an EFA-enabled file system at 1000 MB/s/TiB needs a multiple of "
+            "4800 GiB; "
+            "got 7200 (use 9600)"
+        ],
+        "efa-lustre-1000-step",
+    ),
+    _p(
+        {**EFA_LUSTRE_1000, "storage.lustre.capacity_gib": 1200},
+        [
+            "storage.lustre.capacity_gib: an EFA-enabled file system at 1000 MB/s/TiB needs a multiple of "
+            "4800 GiB; "
+            "got 1200 (use 4800)"
+        ],
+        "efa-lustre-1000-below-minimum",
+    ),
+    _p(
+        {**EFA_LUSTRE_1000, "compute[0].instance_type": "g5.48xlarge"},
+        ["storage.lustre.efa: " + LUSTRE_NO_CLIENT],
+        "efa-lustre-no-client-type",
+    ),
+    _p(
+        {**EFA_LUSTRE_1000, "compute[0].instance_type": "trn2.48xlarge"},
+        ["storage.lustre.efa: " + LUSTRE_NO_CLIENT],
+        "efa-lustre-trn2-not-a-client",
+    ),
+    _p(
+        {**EFA_LUSTRE_1000, "compute[0].efa": False},
+        ["storage.lustre.efa: " + LUSTRE_NO_CLIENT],
+        "efa-lustre-client-group-without-efa",
+    ),
+    # metadata_iops
+    *[
+        _p(
+            {"storage.lustre.metadata_iops": iops},
+            [f"storage.lustre.metadata_iops: {IOPS_RULE}{iops}"],
+            f"metadata-iops-{iops}",
+        )
+        for iops in (0, 1000, 2000, 18000, 204000, -12000)
+    ],
+    _p(
+        {"storage.lustre.metadata_iops": "6000"},
+        ["storage.lustre.metadata_iops: must be a whole number; got '6000'"],
+        "metadata-iops-string",
+    ),
+    # repositories
+    _p(
+        repos(*[{"path": f"/d{i}"} for i in range(9)]),
+        ["storage.lustre.repositories: must have at most 8 entries; got 9"],
+        "repositories-9",
+    ),
+    _p(
+        repos({"s3_uri": "s3://my-datasets/c4/"}),
+        ["storage.lustre.repositories[0].path: required"],
+        "repository-path-missing",
+    ),
+    _p(
+        repos({"path": "datasets"}),
+        [
+            "storage.lustre.repositories[0].path: must be an absolute Lustre path like /datasets; got "
+            "'datasets'"
+        ],
+        "repository-path-relative",
+    ),
+    _p(repos({"path": "/"}), ["storage.lustre.repositories[0].path: " + PATH_ROOT], "repository-path-root"),
+    _p(
+        repos({"path": "//"}),
+        ["storage.lustre.repositories[0].path: " + PATH_ROOT],
+        "repository-path-root-twice",
+    ),
+    _p(
+        repos({"path": "/a/../b"}),
+        ["storage.lustre.repositories[0].path: " + PATH_PLAIN + "'/a/../b'"],
+        "repository-path-dotdot",
+    ),
+    _p(
+        repos({"path": "/a/./b"}),
+        ["storage.lustre.repositories[0].path: " + PATH_PLAIN + "'/a/./b'"],
+        "repository-path-dot",
+    ),
+    _p(
+        repos({"path": "/a b"}),
+        ["storage.lustre.repositories[0].path: " + PATH_PLAIN + "'/a b'"],
+        "repository-path-space",
+    ),
+    _p(
+        repos({"path": "/a//b"}),
+        ["storage.lustre.repositories[0].path: " + PATH_PLAIN + "'/a//b'"],
+        "repository-path-double-slash",
+    ),
+    _p(
+        repos({"path": "/datasets"}, {"path": "/datasets"}),
+        ["storage.lustre.repositories[1].path: '/datasets' repeats repositories[0].path"],
+        "repository-path-repeats",
+    ),
+    _p(
+        repos({"path": "/datasets"}, {"path": "/datasets/"}),
+        ["storage.lustre.repositories[1].path: '/datasets' repeats repositories[0].path"],
+        "repository-path-repeats-with-slash",
+    ),
+    _p(
+        repos({"path": "/data"}, {"path": "/data/c4"}),
+        [
+            "storage.lustre.repositories[1].path: '/data/c4' and repositories[0].path '/data' nest; "
+            "one path may not lie inside another"
+        ],
+        "repository-path-nested",
+    ),
+    _p(
+        repos({"path": "/data/c4"}, {"path": "/data"}),
+        [
+            "storage.lustre.repositories[1].path: '/data' and repositories[0].path '/data/c4' nest; "
+            "one path may not lie inside another"
+        ],
+        "repository-path-contains-earlier",
+    ),
+    _p(
+        repos({"path": "/a", "s3_uri": "https://bucket/x/"}),
+        ["storage.lustre.repositories[0].s3_uri: " + S3_FORMAT + "'https://bucket/x/'"],
+        "s3-uri-scheme",
+    ),
+    _p(
+        repos({"path": "/a", "s3_uri": "s3://My-Bucket/x/"}),
+        ["storage.lustre.repositories[0].s3_uri: " + S3_FORMAT + "'s3://My-Bucket/x/'"],
+        "s3-uri-uppercase",
+    ),
+    _p(
+        repos({"path": "/a", "s3_uri": "s3://my..bucket/x/"}),
+        ["storage.lustre.repositories[0].s3_uri: " + S3_FORMAT + "'s3://my..bucket/x/'"],
+        "s3-uri-double-dot",
+    ),
+    _p(
+        repos({"path": "/a", "s3_uri": "s3://ab/x/"}),
+        ["storage.lustre.repositories[0].s3_uri: " + S3_FORMAT + "'s3://ab/x/'"],
+        "s3-uri-short-bucket",
+    ),
+    _p(
+        repos({"path": "/a", "s3_uri": "s3://bucket/a b/"}),
+        ["storage.lustre.repositories[0].s3_uri: " + S3_FORMAT + "'s3://bucket/a b/'"],
+        "s3-uri-space",
+    ),
+    _p(
+        repos({"path": "/a", "s3_uri": "s3://bkt/x/"}, {"path": "/b", "s3_uri": "s3://bkt/x/y/"}),
+        [
+            "storage.lustre.repositories[1].s3_uri: 's3://bkt/x/y/' overlaps repositories[0].s3_uri "
+            "'s3://bkt/x/'; "
+            "FSx links each S3 prefix to one path only"
+        ],
+        "s3-uri-nested-prefix",
+    ),
+    _p(
+        repos({"path": "/a", "s3_uri": "s3://bkt/x/"}, {"path": "/b", "s3_uri": "s3://bkt/x"}),
+        [
+            "storage.lustre.repositories[1].s3_uri: 's3://bkt/x' overlaps repositories[0].s3_uri "
+            "'s3://bkt/x/'; "
+            "FSx links each S3 prefix to one path only"
+        ],
+        "s3-uri-same-prefix",
+    ),
+    _p(
+        repos({"path": "/a", "s3_uri": "s3://bkt"}, {"path": "/b", "s3_uri": "s3://bkt/x/"}),
+        [
+            "storage.lustre.repositories[1].s3_uri: 's3://bkt/x/' overlaps repositories[0].s3_uri "
+            "'s3://bkt'; "
+            "FSx links each S3 prefix to one path only"
+        ],
+        "s3-uri-inside-whole-bucket",
+    ),
+    _p(
+        repos({"path": "/a", "s3_uri": "s3://bkt/x/"}, {"path": "/a", "s3_uri": "s3://bkt/x/"}),
+        [
+            "storage.lustre.repositories[1].path: '/a' repeats repositories[0].path",
+            "storage.lustre.repositories[1].s3_uri: 's3://bkt/x/' overlaps repositories[0].s3_uri "
+            "'s3://bkt/x/'; "
+            "FSx links each S3 prefix to one path only",
+        ],
+        "repository-repeated-whole",
+    ),
+    _p(
+        repos({"path": "/a", "import": ["create"]}),
+        ["storage.lustre.repositories[0].import[0]: must be 'new', 'changed' or 'deleted'; got 'create'"],
+        "import-unknown-event",
+    ),
+    _p(
+        repos({"path": "/a", "export": ["new", "NEW"]}),
+        ["storage.lustre.repositories[0].export[1]: must be 'new', 'changed' or 'deleted'; got 'NEW'"],
+        "export-unknown-event",
+    ),
+    _p(
+        repos({"path": "/a", "import": "new"}),
+        ["storage.lustre.repositories[0].import: must be a list; got 'new'"],
+        "import-not-a-list",
+    ),
+    _p(
+        repos({"path": "/a", "import": ["new", "new"]}),
+        ["storage.lustre.repositories[0].import: lists 'new' more than once"],
+        "import-repeats",
+    ),
+    _p(
+        repos({"path": "/a", "export": ["new", "new", "changed", "changed"]}),
+        ["storage.lustre.repositories[0].export: lists 'changed', 'new' more than once"],
+        "export-repeats",
+    ),
+    # --- training ---------------------------------------------------------------------------------------
+    _p({"training": {}}, ["training.model_parameters: required"], "model-parameters-missing"),
+    _p(
+        {"training.model_parameters": "lots"},
+        ["training.model_parameters: must be a parameter count like 7B, 70B, 1.5T or 7e9; got 'lots'"],
+        "model-parameters-word",
+    ),
+    _p(
+        {"training.model_parameters": "70 GB"},
+        ["training.model_parameters: must be a parameter count like 7B, 70B, 1.5T or 7e9; got '70 GB'"],
+        "model-parameters-unit",
+    ),
+    _p(
+        {"training.model_parameters": 0},
+        ["training.model_parameters: must be more than 0; got 0"],
+        "model-parameters-zero",
+    ),
+    _p(
+        {"training.model_parameters": -7},
+        ["training.model_parameters: must be more than 0; got -7"],
+        "model-parameters-negative",
+    ),
+    _p(
+        {"training.model_parameters": True},
+        ["training.model_parameters: must be a number; got True"],
+        "model-parameters-bool",
+    ),
+    _p(
+        {"training.model_parameters": [70]},
+        ["training.model_parameters: must be a number; got a list"],
+        "model-parameters-list",
+    ),
+    _p(
+        {"training.model_parameters": "7B", "training.checkpoint_write_seconds": 0},
+        ["training.checkpoint_write_seconds: must be at least 1; got 0"],
+        "checkpoint-seconds-zero",
+    ),
+    _p(
+        {"training.model_parameters": "7B", "training.checkpoint_write_seconds": "2m"},
+        ["training.checkpoint_write_seconds: must be a whole number; got '2m'"],
+        "checkpoint-seconds-string",
+    ),
+    # --- nccl -------------------------------------------------------------------------------------------
+    _p(
+        {"nccl.env": {"nccl_debug": "WARN"}},
+        [f"nccl.env.nccl_debug: 'nccl_debug' {NCCL_KEY}"],
+        "nccl-key-lowercase",
+    ),
+    _p(
+        {"nccl.env": {"CUDA_VISIBLE_DEVICES": "0"}},
+        [f"nccl.env.CUDA_VISIBLE_DEVICES: 'CUDA_VISIBLE_DEVICES' {NCCL_KEY}"],
+        "nccl-key-other-library",
+    ),
+    _p({"nccl.env": {"NCCL_": "1"}}, [f"nccl.env.NCCL_: 'NCCL_' {NCCL_KEY}"], "nccl-key-bare-prefix"),
+    _p(
+        {"nccl.env": {"NCCL_DEBUG": True}},
+        ["nccl.env.NCCL_DEBUG: " + NCCL_BOOL.format(value="True")],
+        "nccl-value-true",
+    ),
+    _p(
+        {"nccl.env": {"FI_EFA_USE_HUGE_PAGE": False}},
+        ["nccl.env.FI_EFA_USE_HUGE_PAGE: " + NCCL_BOOL.format(value="False")],
+        "nccl-value-false",
+    ),
+    _p(
+        {"nccl.env": {"NCCL_DEBUG": ["WARN"]}},
+        ["nccl.env.NCCL_DEBUG: must be a string (quote it); got a list"],
+        "nccl-value-list",
+    ),
+    _p(
+        {"nccl.env": ["NCCL_DEBUG=WARN"]},
+        ["nccl.env: must be a mapping of keys; got a list"],
+        "nccl-env-list",
+    ),
+    # --- observability ----------------------------------------------------------------------------------
+    _p(
+        {"observability.prometheus": "self-hosted"},
+        ["observability.prometheus: must be 'managed' or 'none'; got 'self-hosted'"],
+        "prometheus-enum",
+    ),
+    _p(
+        {"observability.grafana": "yes"},
+        ["observability.grafana: must be 'self-hosted', 'managed' or 'none'; got 'yes'"],
+        "grafana-enum",
+    ),
+    _p(
+        {"observability.alarm_email": "ops"},
+        ["observability.alarm_email: must be an email address like ops@example.com; got 'ops'"],
+        "email-no-at",
+    ),
+    _p(
+        {"observability.alarm_email": "ops@example"},
+        ["observability.alarm_email: must be an email address like ops@example.com; got 'ops@example'"],
+        "email-no-domain",
+    ),
+    _p(
+        {"observability.alarm_email": "ops team@example.com"},
+        [
+            "observability.alarm_email: must be an email address like ops@example.com; got 'ops "
+            "team@example.com'"
+        ],
+        "email-space",
+    ),
+    _p(
+        {"observability.prometheus": "none"},
+        [
+            "observability.grafana: 'self-hosted' needs prometheus: managed as its data source; "
+            "set grafana: none or prometheus: managed"
+        ],
+        "grafana-default-without-prometheus",
+    ),
+    _p(
+        {"observability.prometheus": "none", "observability.grafana": "managed"},
+        [
+            "observability.grafana: 'managed' needs prometheus: managed as its data source; "
+            "set grafana: none or prometheus: managed"
+        ],
+        "grafana-managed-without-prometheus",
+    ),
+    # --- tags -------------------------------------------------------------------------------------------
+    _p(
+        {"tags": {"aws:team": "ml"}},
+        ["tags.aws:team: 'aws:team': tag keys starting with 'aws:' are reserved by AWS"],
+        "tag-aws-prefix",
+    ),
+    _p(
+        {"tags": {"AWS:team": "ml"}},
+        ["tags.AWS:team: 'AWS:team': tag keys starting with 'aws:' are reserved by AWS"],
+        "tag-aws-prefix-upper",
+    ),
+    _p(
+        {"tags": {f"k{i}": "v" for i in range(41)}},
+        ["tags: at most 40 tags (AWS allows 50 per resource and fmcluster adds its own); got 41"],
+        "tags-41",
+    ),
+    _p(
+        {"tags": {"cost-center": 42}},
+        ["tags.cost-center: must be a string (quote it); got 42"],
+        "tag-value-number",
+    ),
+    _p({"tags": {"prod": True}}, ["tags.prod: must be a string (quote it); got True"], "tag-value-bool"),
+    _p(
+        {"tags": {"owner": None}},
+        ["tags.owner: must be a string (quote it); got nothing (null)"],
+        "tag-value-null",
+    ),
+    _p(
+        {"tags": {"a#b": "v"}},
+        ["tags.a#b: 'a#b': tag keys are 1-128 letters, digits, spaces and _.:/=+-@"],
+        "tag-key-character",
+    ),
+    _p(
+        {"tags": {"k" * 129: "v"}},
+        [f"tags.{'k' * 129}: {'k' * 129!r}: tag keys are 1-128 letters, digits, spaces and _.:/=+-@"],
+        "tag-key-too-long",
+    ),
+    _p(
+        {"tags": {"team": "a\nb"}},
+        ["tags.team: tag values are 0-256 letters, digits, spaces and _.:/=+-@; got 'a\\nb'"],
+        "tag-value-character",
+    ),
+    _p(
+        {"tags": {"team": "v" * 257}},
+        [f"tags.team: tag values are 0-256 letters, digits, spaces and _.:/=+-@; got {'v' * 257!r}"],
+        "tag-value-too-long",
+    ),
+    _p({"tags": ["team=ml"]}, ["tags: must be a mapping of keys; got a list"], "tags-list"),
+    # --- unknown keys -----------------------------------------------------------------------------------
+    _p({"nmae": "x"}, ["nmae: unknown key; did you mean 'name'?"], "unknown-top-typo"),
+    _p(
+        {"availability_zone": "use1-az6"},
+        ["availability_zone: unknown key; did you mean 'availability_zone_id'?"],
+        "unknown-top-az",
+    ),
+    _p({"vpc": {}}, [f"vpc: unknown key; allowed here: {TOP_KEYS}"], "unknown-top-no-match"),
+    _p(
+        {"network.cidr": "10.0.0.0/16"},
+        ["network.cidr: unknown key; did you mean 'vpc_cidr'?"],
+        "unknown-network-typo",
+    ),
+    _p(
+        {"compute[0].instance": "p5.48xlarge"},
+        ["compute[0].instance: unknown key; did you mean 'instance_type'?"],
+        "unknown-compute-typo",
+    ),
+    _p(
+        {"compute[0].zzz": 1},
+        [f"compute[0].zzz: unknown key; allowed here: {GROUP_KEYS}"],
+        "unknown-compute-no-match",
+    ),
+    _p(
+        {"orchestrator.kind": "pcs"},
+        ["orchestrator.kind: unknown key; allowed here: type, controller_instance_type, login_instance_type"],
+        "unknown-orchestrator",
+    ),
+    _p({"storage.lustr": {}}, ["storage.lustr: unknown key; did you mean 'lustre'?"], "unknown-storage-typo"),
+    _p(
+        {"storage.lustre.capcity_gib": 4800},
+        ["storage.lustre.capcity_gib: unknown key; did you mean 'capacity_gib'?"],
+        "unknown-lustre-typo",
+    ),
+    _p(
+        repos({"path": "/a", "imports": []}),
+        ["storage.lustre.repositories[0].imports: unknown key; did you mean 'import'?"],
+        "unknown-repository-typo",
+    ),
+    _p(
+        repos({"path": "/a", "import_": []}),
+        ["storage.lustre.repositories[0].import_: unknown key; did you mean 'import'?"],
+        "unknown-repository-python-name",
+    ),
+    _p(
+        {"training.model_params": "7B"},
+        [
+            "training.model_parameters: required",
+            "training.model_params: unknown key; did you mean 'model_parameters'?",
+        ],
+        "unknown-training-typo",
+    ),
+    _p({"nccl.environment": {}}, ["nccl.environment: unknown key; allowed here: env"], "unknown-nccl-typo"),
+    _p(
+        {"observability.grafna": "none"},
+        ["observability.grafna: unknown key; did you mean 'grafana'?"],
+        "unknown-observability-typo",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "expected"), INVALID)
+def test_invalid_file_is_reported_line_by_line(changes: dict[str, object], expected: list[str]) -> None:
+    assert lines_for(changes) == rendered(expected)
+
+
+def test_several_groups_report_each_of_their_problems() -> None:
+    compute = [group("GPU"), group("ok", count=-1), group("b", "p5.48xlarg", capacity="spot")]
+    assert lines_for({"compute": compute}) == rendered(
+        [
+            "compute[0].name: " + GROUP_NAME_RULE + "'GPU'",
+            "compute[1].count: must be at least 0; got -1",
+            f"compute[2].instance_type: unknown instance type 'p5.48xlarg'; did you mean 'p5.48xlarge'? "
+            f"known: {KNOWN_TYPES}",
+            "compute[2].capacity: must be 'on-demand', 'capacity-block', 'odcr' or 'training-plan'; got "
+            "'spot'",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        _p(
+            {"name": "Bad", "observability.prometheus": "none"},
+            [
+                "name: " + NAME_RULE + "'Bad'",
+                "observability.grafana: 'self-hosted' needs prometheus: managed as its data source; "
+                "set grafana: none or prometheus: managed",
+            ],
+            "bad-name-and-grafana-without-prometheus",
+        ),
+        _p(
+            {"tags": {"aws:team": "ml"}, "compute": [group("a"), group("a")]},
+            [
+                "tags.aws:team: 'aws:team': tag keys starting with 'aws:' are reserved by AWS",
+                "compute[1].name: 'a' is already the name of compute[0]; group names must be unique",
+            ],
+            "aws-tag-and-duplicate-group-names",
+        ),
+        _p(
+            {"compute[0].capacity": "capacity-block"},
+            [
+                "compute[0].reservation_id: required when capacity is 'capacity-block'",
+                "compute[0].capacity: 'capacity-block' needs orchestrator.type: pcs (EC2 reservations are "
+                "consumed "
+                "through launch templates); HyperPod takes reserved capacity as capacity: training-plan with "
+                "training_plan_arn",
+            ],
+            "capacity-block-on-hyperpod-without-reservation",
+        ),
+    ],
+)
+def test_key_problems_and_cross_section_problems_are_reported_together(
+    changes: dict[str, object], expected: list[str]
+) -> None:
+    """CONFIG.md: all problems in the file are reported in one run, not only the first."""
+    assert sorted(lines_for(changes)) == sorted(rendered(expected))
+
+
+def test_infinite_model_parameters_are_rejected() -> None:
+    """'.inf' (or '1e400') is no parameter count; accepting it crashes the sizing behind `validate`."""
+    with pytest.raises(ConfigError) as caught:
+        parse(changed({"training.model_parameters": float("inf")}), source=SOURCE)
+    assert len(caught.value.lines()) == 1
+    assert caught.value.lines()[0].startswith(f"{SOURCE}: training.model_parameters: ")
+
+
+def test_a_clean_config_error_names_the_source() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(changed({"name": "a"}), source="other.yaml")
+    assert caught.value.lines() == ["other.yaml: name: " + NAME_RULE + "'a'"]
+    assert str(caught.value) == "other.yaml: name: " + NAME_RULE + "'a'"
+
+
+# --- valid values ---------------------------------------------------------------------------------------
+
+VALID = [
+    pytest.param({}, id="minimal"),
+    pytest.param({"name": "ab"}, id="name-2-chars"),
+    pytest.param({"name": "a" * 24}, id="name-24-chars"),
+    pytest.param({"name": "llm-pretrain-2"}, id="name-dashes-digits"),
+    pytest.param({"account": "012345678901"}, id="account-leading-zero"),
+    pytest.param({"region": "us-west-2", "availability_zone_id": "usw2-az4"}, id="region-us-west-2"),
+    pytest.param(
+        {"region": "ap-northeast-1", "availability_zone_id": "apne1-az4"}, id="region-ap-northeast-1"
+    ),
+    pytest.param({"region": "eu-central-1", "availability_zone_id": "euc1-az2"}, id="region-eu-central-1"),
+    pytest.param({"region": "us-gov-west-1", "availability_zone_id": "usgw1-az1"}, id="region-govcloud"),
+    pytest.param({"region": "ca-central-1", "availability_zone_id": "cac1-az1"}, id="region-ca-central-1"),
+    pytest.param({"secondary_availability_zone_id": "use1-az4"}, id="secondary-az"),
+    pytest.param({"network.vpc_cidr": "10.0.0.0/20"}, id="cidr-20"),
+    pytest.param({"network.vpc_cidr": "172.16.0.0/16"}, id="cidr-172-16"),
+    pytest.param({"network.vpc_cidr": "192.168.0.0/16"}, id="cidr-192-168"),
+    pytest.param({"network.egress": "none"}, id="egress-none"),
+    pytest.param({"network.vpc_cidr": "10.0.0.0/20", "compute[0].count": 1787}, id="nodes-fill-small-vpc"),
+    pytest.param({"compute": [group(f"g{i}") for i in range(16)]}, id="compute-16-groups"),
+    pytest.param({"compute[0].name": "a"}, id="group-name-1-char"),
+    pytest.param({"compute[0].name": "a" * 20}, id="group-name-20-chars"),
+    pytest.param({"compute[0].name": "gpu-h100-2"}, id="group-name-dashes"),
+    pytest.param({"compute[0].count": 0}, id="count-0"),
+    pytest.param({"compute[0].count": 6758}, id="count-6758"),
+    pytest.param({"compute[0].root_volume_gib": 100}, id="root-volume-100"),
+    pytest.param({"compute[0].root_volume_gib": 16384}, id="root-volume-16384"),
+    pytest.param({"compute[0].efa": False}, id="efa-off-on-efa-type"),
+    pytest.param(
+        {"compute[0].instance_type": "g5.12xlarge", "compute[0].efa": False}, id="efa-false-no-efa-type"
+    ),
+    pytest.param({"compute[0].placement_group": False}, id="placement-group-off"),
+    pytest.param(CAPACITY_BLOCK, id="capacity-block-on-pcs"),
+    pytest.param(
+        {**CAPACITY_BLOCK, "compute[0].placement_group": False}, id="capacity-block-placement-false"
+    ),
+    pytest.param(ODCR, id="odcr-on-pcs"),
+    pytest.param(TRAINING_PLAN, id="training-plan-on-hyperpod"),
+    pytest.param({**TRAINING_PLAN, "account": "123456789012"}, id="training-plan-same-account"),
+    pytest.param(
+        {
+            **PCS,
+            "compute": [
+                group("a", capacity="capacity-block", reservation_id=RES),
+                group("b", capacity="capacity-block", reservation_id=RES),
+            ],
+        },
+        id="reservation-shared-by-one-type",
+    ),
+    pytest.param(
+        {
+            **PCS,
+            "compute": [
+                group("a", capacity="capacity-block", reservation_id=RES),
+                group("b", "p5en.48xlarge", capacity="capacity-block", reservation_id=OTHER_RES),
+            ],
+        },
+        id="two-reservations-two-types",
+    ),
+    pytest.param({**PCS, "orchestrator.login_instance_type": "m5.xlarge"}, id="pcs-with-login"),
+    pytest.param({"orchestrator.controller_instance_type": "c7i.8xlarge"}, id="controller-type"),
+    *[
+        pytest.param({"storage.lustre.capacity_gib": gib}, id=f"capacity-{gib}")
+        for gib in (1200, 2400, 4800, 9600)
+    ],
+    *[
+        pytest.param({"storage.lustre.throughput_per_tib": tier}, id=f"throughput-{tier}")
+        for tier in (125, 500, 1000)
+    ],
+    pytest.param({"storage.lustre.compression": "none"}, id="compression-none"),
+    pytest.param({"storage.retain_on_delete": False}, id="retain-false"),
+    *[
+        pytest.param(
+            {
+                "storage.lustre.efa": True,
+                "storage.lustre.throughput_per_tib": tier,
+                "storage.lustre.capacity_gib": step,
+            },
+            id=f"efa-lustre-{tier}-{step}",
+        )
+        for tier, step in ((1000, 4800), (1000, 9600), (500, 9600), (250, 19200), (125, 38400), (250, 38400))
+    ],
+    pytest.param(
+        {**EFA_LUSTRE_1000, "compute": [group("cpu", "g5.12xlarge"), group("gpu")]},
+        id="efa-lustre-one-client-group-is-enough",
+    ),
+    *[
+        pytest.param({"storage.lustre.metadata_iops": iops}, id=f"metadata-iops-{iops}")
+        for iops in (1500, 3000, 6000, 12000, 24000, 192000)
+    ],
+    pytest.param(repos(*[{"path": f"/d{i}"} for i in range(8)]), id="repositories-8"),
+    pytest.param(repos({"path": "/data"}, {"path": "/datasets"}), id="repository-sibling-paths"),
+    pytest.param(repos({"path": "/a/b.c_d-e"}), id="repository-path-characters"),
+    pytest.param(
+        repos({"path": "/a", "s3_uri": "s3://bkt/x"}, {"path": "/b", "s3_uri": "s3://bkt/xy"}),
+        id="s3-sibling-prefixes",
+    ),
+    pytest.param(
+        repos({"path": "/a", "s3_uri": "s3://bkt-1/x/"}, {"path": "/b", "s3_uri": "s3://bkt-2/x/"}),
+        id="s3-two-buckets",
+    ),
+    pytest.param(repos({"path": "/a", "s3_uri": "s3://my.bucket"}), id="s3-whole-bucket-with-dot"),
+    pytest.param(
+        repos({"path": "/a", "import": [], "export": ["new", "changed", "deleted"]}), id="events-export-all"
+    ),
+    pytest.param(repos({"path": "/a", "import": ["deleted"]}), id="events-subset"),
+    pytest.param({"training.model_parameters": "70B"}, id="training-70B"),
+    pytest.param(
+        {"training.model_parameters": 7e9, "training.checkpoint_write_seconds": 1}, id="training-number"
+    ),
+    pytest.param(
+        {"nccl.env": {"NCCL_DEBUG": "WARN", "FI_EFA_USE_HUGE_PAGE": "0", "OFI_NCCL_PROTOCOL": "RDMA"}},
+        id="nccl-prefixes",
+    ),
+    pytest.param(
+        {"observability.prometheus": "none", "observability.grafana": "none"}, id="observability-off"
+    ),
+    pytest.param(
+        {"observability.grafana": "managed", "observability.alarm_email": "ops@example.com"},
+        id="grafana-managed-email",
+    ),
+    pytest.param({"tags": {f"k{i}": "v" for i in range(40)}}, id="tags-40"),
+    pytest.param(
+        {"tags": {"team": "ml-platform", "cost center": "a/b:c=d+e@f.g", "empty": ""}}, id="tags-chars"
+    ),
+    pytest.param({"tags": {"awsome": "yes"}}, id="tag-starting-with-aws-not-colon"),
+]
+
+
+@pytest.mark.parametrize("changes", VALID)
+def test_valid_values_pass(changes: dict[str, object]) -> None:
+    assert isinstance(valid(changes), ClusterConfig)
+
+
+# --- defaults -------------------------------------------------------------------------------------------
+
+
+def test_defaults_resolve_as_config_md_says() -> None:
+    config = valid()
+    assert config.account is None
+    assert config.secondary_availability_zone_id is None
+    assert (config.network.vpc_cidr, config.network.egress) == ("10.0.0.0/16", "nat")
+    assert config.orchestrator.type == "hyperpod-slurm"
+    assert config.orchestrator.controller_instance_type == "m5.4xlarge"
+    assert config.orchestrator.login_instance_type is None
+    gpu = config.compute[0]
+    assert gpu.capacity == "on-demand"
+    assert gpu.reservation_id is None
+    assert gpu.training_plan_arn is None
+    assert gpu.placement_group is True
+    assert gpu.root_volume_gib == 512
+    assert gpu.efa is True
+    assert config.storage.retain_on_delete is True
+    assert config.training is None
+    assert dict(config.nccl.env) == {}
+    assert config.observability.prometheus == "managed"
+    assert config.observability.grafana == "self-hosted"
+    assert config.observability.alarm_email is None
+    assert dict(config.tags) == {}
+
+
+def test_lustre_defaults() -> None:
+    lustre = valid().storage.lustre
+    assert lustre.capacity_gib == 4800
+    assert lustre.throughput_per_tib == 250
+    assert lustre.efa is False
+    assert lustre.compression == "lz4"
+    assert lustre.metadata_iops is None
+    assert lustre.repositories == ()
+
+
+def test_repository_defaults() -> None:
+    repository = valid(repos({"path": "/datasets/"})).storage.lustre.repositories[0]
+    assert repository.path == "/datasets"
+    assert repository.s3_uri is None
+    assert repository.import_ == ("new", "changed", "deleted")
+    assert repository.export == ()
+
+
+def test_repository_events_as_given() -> None:
+    repository = valid(repos({"path": "/ckpt", "import": [], "export": ["new", "changed", "deleted"]}))
+    assert repository.storage.lustre.repositories[0].import_ == ()
+    assert repository.storage.lustre.repositories[0].export == ("new", "changed", "deleted")
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        pytest.param({}, True, id="on-demand"),
+        pytest.param(TRAINING_PLAN, True, id="training-plan"),
+        pytest.param(CAPACITY_BLOCK, False, id="capacity-block"),
+        pytest.param(ODCR, False, id="odcr"),
+        pytest.param({"compute[0].placement_group": False}, False, id="on-demand-explicit-false"),
+        pytest.param({"compute[0].placement_group": None}, True, id="on-demand-explicit-null"),
+    ],
+)
+def test_placement_group_default(changes: dict[str, object], expected: bool) -> None:
+    assert valid(changes).compute[0].placement_group is expected
+
+
+@pytest.mark.parametrize("instance_type", list(catalog.CATALOG))
+def test_efa_default_follows_the_catalog(instance_type: str) -> None:
+    config = valid({"compute[0].instance_type": instance_type})
+    assert config.compute[0].efa is bool(catalog.CATALOG[instance_type].efa_cards)
+
+
+def test_efa_default_per_group() -> None:
+    config = valid({"compute": [group("gpu"), group("cpu", "g5.12xlarge")]})
+    assert [g.efa for g in config.compute] == [True, False]
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        pytest.param("7B", 7e9, id="7B"),
+        pytest.param("70B", 7e10, id="70B"),
+        pytest.param("405B", 4.05e11, id="405B"),
+        pytest.param("1.5T", 1.5e12, id="1.5T"),
+        pytest.param("7e9", 7e9, id="7e9-string"),
+        pytest.param("125M", 1.25e8, id="125M"),
+        pytest.param(" 8 B ", 8e9, id="spaces"),
+        pytest.param(7_000_000_000, 7e9, id="int"),
+        pytest.param(7e9, 7e9, id="float"),
+    ],
+)
+def test_model_parameters_parse(given: object, expected: float) -> None:
+    training = valid({"training.model_parameters": given}).training
+    assert training is not None
+    assert training.model_parameters == pytest.approx(expected)
+    assert training.checkpoint_write_seconds == 120
+
+
+def test_nccl_whole_number_becomes_a_string() -> None:
+    assert dict(valid({"nccl.env": {"NCCL_MIN_NCHANNELS": 8}}).nccl.env) == {"NCCL_MIN_NCHANNELS": "8"}
+
+
+def test_total_nodes_sums_groups() -> None:
+    assert valid({"compute": [group("a", count=3), group("b", count=4)]}).total_nodes == 7
+
+
+def test_parse_does_not_modify_its_input() -> None:
+    data = changed(repos({"path": "/datasets"}))
+    before = copy.deepcopy(data)
+    parse(data, source=SOURCE)
+    assert data == before
+
+
+@pytest.mark.parametrize(
+    ("target", "attribute", "value"),
+    [
+        pytest.param(lambda c: c, "name", "other", id="cluster"),
+        pytest.param(lambda c: c.network, "egress", "none", id="network"),
+        pytest.param(lambda c: c.orchestrator, "type", "pcs", id="orchestrator"),
+        pytest.param(lambda c: c.compute[0], "count", 3, id="compute-group"),
+        pytest.param(lambda c: c.storage, "retain_on_delete", False, id="storage"),
+        pytest.param(lambda c: c.storage.lustre, "capacity_gib", 9600, id="lustre"),
+        pytest.param(lambda c: c.storage.lustre.repositories[0], "path", "/other", id="repository"),
+        pytest.param(lambda c: c.observability, "grafana", "none", id="observability"),
+    ],
+)
+def test_models_are_frozen(target, attribute: str, value: object) -> None:
+    config = valid(repos({"path": "/datasets"}))
+    with pytest.raises(ValidationError):
+        setattr(target(config), attribute, value)
+
+
+def test_lists_become_tuples() -> None:
+    config = valid(repos({"path": "/datasets"}))
+    assert isinstance(config.compute, tuple)
+    assert isinstance(config.storage.lustre.repositories, tuple)
+    assert isinstance(config.storage.lustre.repositories[0].import_, tuple)
+
+
+@pytest.mark.parametrize("section", ["network", "orchestrator", "storage", "training", "nccl", "observability", "tags"])
+def test_an_optional_section_left_empty_means_its_defaults(section: str) -> None:
+    config = parse(changed({section: None}), source="cluster.yaml")
+    assert getattr(config, section) == ClusterConfig.model_fields[section].get_default(call_default_factory=True)
+
+
+def test_a_required_key_left_empty_is_still_required() -> None:
+    assert lines_for({"name": None}) == rendered(["name: must be a string (quote it); got nothing (null)"])
