@@ -38,6 +38,8 @@ class InstanceType:
     lustre_efa_client: bool
     """Can mount an EFA-enabled FSx for Lustre file system over EFA (Nitro v4+ with EFA, not trn2)."""
     source: str
+    architecture: Literal["x86_64", "arm64"] = "x86_64"
+    """CPU architecture: picks the node image (GB200's Grace CPUs are arm64)."""
 
     @property
     def family(self) -> str:
@@ -108,7 +110,8 @@ _ROWS = (
         0,
         True,
         "AWS P6e-GB200 launch post: card 0 ENA only, odd cards 1-15 EFA-only, each odd/even pair one "
-        "physical NIC; EFA count and local NVMe (unconfirmed)",
+        "physical NIC; Grace CPUs (arm64); EFA count and local NVMe (unconfirmed)",
+        architecture="arm64",
     ),
     InstanceType(
         "trn1.32xlarge",

@@ -19,6 +19,8 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+CDK_JSON_CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
+"""The feature flags `cdk synth` runs with, so the tested templates are the ones users deploy."""
 
 
 @dataclass
@@ -42,7 +44,7 @@ def synthesize(path: Path, outdir: Path, config: ClusterConfig | None = None) ->
 
     from fmcluster.stacks import build
 
-    app = cdk.App(outdir=str(outdir))
+    app = cdk.App(outdir=str(outdir), context=CDK_JSON_CONTEXT)
     stacks = build(app, config or load(path))
     report = AwsSolutionsChecks().validate_scope(app)
     findings = [

@@ -7,18 +7,20 @@ from cdk_nag import AwsSolutionsChecks
 
 from fmcluster.config import ClusterConfig
 from fmcluster.stacks.network import NetworkStack
+from fmcluster.stacks.storage import StorageStack
 
-__all__ = ["ClusterStacks", "NetworkStack", "build"]
+__all__ = ["ClusterStacks", "NetworkStack", "StorageStack", "build"]
 
 
 class ClusterStacks:
     """The stacks of one cluster, by role."""
 
-    def __init__(self, network: NetworkStack) -> None:
+    def __init__(self, network: NetworkStack, storage: StorageStack) -> None:
         self.network = network
+        self.storage = storage
 
     def all(self) -> list[cdk.Stack]:
-        return [self.network]
+        return [self.network, self.storage]
 
 
 def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
@@ -31,7 +33,15 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: VPC, subnets by AZ ID, endpoints, security groups",
     )
-    stacks = ClusterStacks(network)
+    storage = StorageStack(
+        app,
+        f"{config.name}-storage",
+        config=config,
+        network=network.network,
+        env=environment,
+        description=f"fmcluster {config.name}: KMS key, data and checkpoint buckets, FSx for Lustre linked to S3",
+    )
+    stacks = ClusterStacks(network, storage)
     for key, value in {**config.tags, "fmcluster:cluster": config.name}.items():
         cdk.Tags.of(app).add(key, value)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -1,0 +1,54 @@
+"""The storage stack: the project's KMS key and buckets, and FSx for Lustre linked to them."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster.config import ClusterConfig
+from fmcluster.constructs.buckets import ProjectBuckets
+from fmcluster.constructs.lustre import LustreStorage
+from fmcluster.constructs.network import TrainingNetwork
+
+
+class StorageStack(cdk.Stack):
+    """`ProjectBuckets` and `LustreStorage` configured from the cluster file's `storage` section.
+
+    The file system sits in the network's compute subnet and admits the nodes' EFA security group. With
+    `storage.retain_on_delete: true` (the default) the stack is termination-protected and the key, buckets,
+    file system and its log group are retained by `cdk destroy` and on replacement; with `false` the stack is
+    not protected and they are deleted with it (buckets emptied first).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ClusterConfig,
+        network: TrainingNetwork,
+        **kwargs,
+    ) -> None:
+        retain = config.storage.retain_on_delete
+        kwargs["termination_protection"] = retain
+        super().__init__(scope, construct_id, **kwargs)
+        removal_policy = cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY
+        lustre = config.storage.lustre
+
+        self.buckets = ProjectBuckets(self, "Buckets", removal_policy=removal_policy)
+        self.lustre = LustreStorage(
+            self,
+            "Lustre",
+            vpc=network.vpc,
+            subnet=network.compute_subnet,
+            client_security_groups=[network.efa_security_group],
+            capacity_gib=lustre.capacity_gib,
+            throughput_per_tib=lustre.throughput_per_tib,
+            efa=lustre.efa,
+            compression=lustre.compression,
+            metadata_iops=lustre.metadata_iops,
+            repositories=lustre.repositories,
+            data_bucket=self.buckets.data_bucket,
+            kms_key=self.buckets.key,
+            removal_policy=removal_policy,
+        )

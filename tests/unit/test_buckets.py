@@ -1,0 +1,267 @@
+"""ProjectBuckets: the KMS key, the data, checkpoint and server-access-log buckets, RETAIN vs DESTROY,
+cdk-nag and cfn-lint. One app with a stack per variant, built and synthesized once for the module."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_kms as kms
+from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint_file
+from constructs import IConstruct
+
+from fmcluster.constructs.buckets import ProjectBuckets
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+REPO = Path(__file__).resolve().parents[2]
+CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
+"""The app's feature flags, as `cdk synth` passes them."""
+ENV = cdk.Environment(account="123456789012", region="us-east-1")
+TLS_ONLY = {"Bool": {"aws:SecureTransport": "false"}}
+
+
+@dataclass
+class Variant:
+    stack: cdk.Stack
+    buckets: ProjectBuckets
+    template: dict
+
+    def resource(self, element: IConstruct) -> dict:
+        cfn = element.node.default_child if not isinstance(element, cdk.CfnResource) else element
+        return self.template["Resources"][self.stack.resolve(self.stack.get_logical_id(cfn))]
+
+    def props(self, element: IConstruct) -> dict:
+        return self.resource(element)["Properties"]
+
+    def ref(self, value: object) -> object:
+        return self.stack.resolve(value)
+
+    def of_type(self, kind: str) -> dict[str, dict]:
+        return {name: r for name, r in self.template["Resources"].items() if r["Type"] == kind}
+
+
+@dataclass
+class Built:
+    app: cdk.App
+    outdir: Path
+    nag: list[str]
+    variants: dict[str, Variant]
+
+
+def synthesize(outdir: Path, context: dict, variants: dict[str, dict]) -> Built:
+    """One stack per variant, each with ProjectBuckets(**props); nag-checked and synthesized into `outdir`."""
+    app = cdk.App(context=context, outdir=str(outdir))
+    stacks, made = {}, {}
+    for name, props in variants.items():
+        stacks[name] = cdk.Stack(app, f"Buckets{name.title()}", env=ENV)
+        if props.get("key") == "given":
+            props = {**props, "key": kms.Key(stacks[name], "SharedKey", enable_key_rotation=True)}
+        made[name] = ProjectBuckets(stacks[name], "Buckets", **props)
+    report = AwsSolutionsChecks().validate_scope(app)
+    findings = [
+        f"{violation.rule_name} {resource.construct_path}: {violation.description}"
+        for violation in report.violations
+        for resource in violation.violating_resources
+    ]
+    app.synth()
+    templates = {
+        name: json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+        for name, stack in stacks.items()
+    }
+    return Built(
+        app=app,
+        outdir=outdir,
+        nag=findings,
+        variants={name: Variant(stacks[name], made[name], templates[name]) for name in variants},
+    )
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Built:
+    return synthesize(
+        tmp_path_factory.mktemp("buckets"),
+        CONTEXT,
+        {"kept": {}, "dropped": {"removal_policy": cdk.RemovalPolicy.DESTROY}, "given": {"key": "given"}},
+    )
+
+
+@pytest.fixture(scope="module")
+def unflagged(tmp_path_factory) -> Built:
+    """A library user's app: none of cdk.json's feature flags."""
+    return synthesize(tmp_path_factory.mktemp("buckets-unflagged"), {}, {"unflagged": {}})
+
+
+@pytest.fixture(scope="module")
+def kept(built) -> Variant:
+    return built.variants["kept"]
+
+
+@pytest.fixture(scope="module")
+def dropped(built) -> Variant:
+    return built.variants["dropped"]
+
+
+def bucket_policy(variant: Variant, bucket) -> list[dict]:
+    return variant.props(bucket.policy)["PolicyDocument"]["Statement"]
+
+
+def test_a_customer_key_with_rotation_is_created_and_retained(kept):
+    key = kept.buckets.key
+    assert isinstance(key, kms.Key) and key.node.scope is kept.buckets
+    resource = kept.resource(key)
+    assert resource["Properties"]["EnableKeyRotation"] is True
+    assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
+def test_a_given_key_is_used_and_no_other_is_created(built):
+    given = built.variants["given"]
+    assert given.buckets.key.node.id == "SharedKey"
+    assert len(given.of_type("AWS::KMS::Key")) == 1
+    for bucket in (given.buckets.data_bucket, given.buckets.checkpoints_bucket):
+        encryption = given.props(bucket)["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+        assert encryption["ServerSideEncryptionByDefault"]["KMSMasterKeyID"] == given.ref(
+            given.buckets.key.key_arn
+        )
+
+
+@pytest.mark.parametrize("name", ["data_bucket", "checkpoints_bucket"])
+def test_data_and_checkpoints_use_the_key_with_bucket_keys_tls_only_and_log_access(kept, name):
+    bucket = getattr(kept.buckets, name)
+    props = kept.props(bucket)
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+        {
+            "BucketKeyEnabled": True,
+            "ServerSideEncryptionByDefault": {
+                "SSEAlgorithm": "aws:kms",
+                "KMSMasterKeyID": kept.ref(kept.buckets.key.key_arn),
+            },
+        }
+    ]
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    prefix = {"data_bucket": "data/", "checkpoints_bucket": "checkpoints/"}[name]
+    assert props["LoggingConfiguration"] == {
+        "DestinationBucketName": kept.ref(kept.buckets.logs_bucket.bucket_name),
+        "LogFilePrefix": prefix,
+    }
+    deny = [s for s in bucket_policy(kept, bucket) if s["Effect"] == "Deny"]
+    assert [(s["Action"], s["Principal"], s["Condition"]) for s in deny] == [("s3:*", {"AWS": "*"}, TLS_ONLY)]
+
+
+def test_checkpoints_are_versioned_and_old_versions_age_out(kept):
+    props = kept.props(kept.buckets.checkpoints_bucket)
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["LifecycleConfiguration"]["Rules"] == [
+        {
+            "Id": "abort-incomplete-multipart-uploads",
+            "Status": "Enabled",
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+        },
+        {
+            "Id": "age-out-old-checkpoint-versions",
+            "Status": "Enabled",
+            "NoncurrentVersionTransitions": [{"StorageClass": "GLACIER_IR", "TransitionInDays": 30}],
+            "NoncurrentVersionExpiration": {"NoncurrentDays": 365},
+        },
+    ]
+
+
+def test_data_bucket_drops_incomplete_uploads_and_is_not_versioned(kept):
+    props = kept.props(kept.buckets.data_bucket)
+    assert "VersioningConfiguration" not in props
+    assert props["LifecycleConfiguration"]["Rules"] == [
+        {
+            "Id": "abort-incomplete-multipart-uploads",
+            "Status": "Enabled",
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+        },
+    ]
+
+
+def test_logs_bucket_uses_s3_managed_keys_and_admits_only_the_logging_service(kept):
+    logs = kept.buckets.logs_bucket
+    props = kept.props(logs)
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+    ]
+    assert props["PublicAccessBlockConfiguration"]["RestrictPublicBuckets"] is True
+    assert "LoggingConfiguration" not in props
+    statements = bucket_policy(kept, logs)
+    assert [s["Condition"] for s in statements if s["Effect"] == "Deny"] == [TLS_ONLY]
+    writers = [s for s in statements if s["Effect"] == "Allow"]
+    assert {json.dumps(s["Principal"]) for s in writers} == {
+        json.dumps({"Service": "logging.s3.amazonaws.com"})
+    }
+    assert {s["Action"] for s in writers} == {"s3:PutObject"}
+    sources = {json.dumps(s["Condition"]["ArnLike"]["aws:SourceArn"]) for s in writers}
+    assert sources == {
+        json.dumps(kept.ref(bucket.bucket_arn))
+        for bucket in (kept.buckets.data_bucket, kept.buckets.checkpoints_bucket)
+    }
+
+
+def test_retain_keeps_key_and_buckets_and_adds_no_auto_delete_machinery(kept):
+    for kind in ("AWS::S3::Bucket", "AWS::KMS::Key"):
+        for name, resource in kept.of_type(kind).items():
+            assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Retain", "Retain"), name
+    assert len(kept.of_type("AWS::S3::Bucket")) == 3
+    for kind in ("Custom::S3AutoDeleteObjects", "AWS::Lambda::Function", "AWS::IAM::Role"):
+        assert kept.of_type(kind) == {}, kind
+
+
+def test_destroy_empties_and_deletes_buckets_and_schedules_the_key_for_deletion(dropped):
+    for kind in ("AWS::S3::Bucket", "AWS::KMS::Key"):
+        for name, resource in dropped.of_type(kind).items():
+            assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Delete", "Delete"), name
+    custom = dropped.of_type("Custom::S3AutoDeleteObjects").values()
+    buckets = (dropped.buckets.data_bucket, dropped.buckets.checkpoints_bucket, dropped.buckets.logs_bucket)
+    assert sorted(json.dumps(r["Properties"]["BucketName"]) for r in custom) == sorted(
+        json.dumps(dropped.ref(bucket.bucket_name)) for bucket in buckets
+    )
+    (handler,) = dropped.of_type("AWS::Lambda::Function").values()
+    assert handler["Metadata"]["cfn-lint"] == {"config": {"ignore_checks": ["W3005"]}}
+
+
+def test_nothing_is_acknowledged(built):
+    # The logs bucket has no access logs of its own, but cdk-nag accepts a bucket that is the access-log
+    # destination of others (AwsSolutions-S1), so even that needs no acknowledgment.
+    acknowledged = [
+        (construct.node.path, entry.data)
+        for construct in built.app.node.find_all()
+        for entry in construct.node.metadata
+        if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+    ]
+    assert acknowledged == []
+
+
+def test_log_delivery_is_granted_by_bucket_policy_even_without_the_feature_flag(unflagged):
+    variant = unflagged.variants["unflagged"]
+    logs = variant.props(variant.buckets.logs_bucket)
+    assert "AccessControl" not in logs
+    assert logs["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    writers = [s for s in bucket_policy(variant, variant.buckets.logs_bucket) if s["Effect"] == "Allow"]
+    assert [s["Principal"] for s in writers] == [{"Service": "logging.s3.amazonaws.com"}] * 2
+
+
+def test_cdk_nag_finds_nothing_unacknowledged(built, unflagged):
+    assert built.nag == []
+    assert unflagged.nag == []
+
+
+def test_cfn_lint_reports_no_error_and_no_warning(built, unflagged):
+    for result in (built, unflagged):
+        for variant in result.variants.values():
+            template_file = result.outdir / f"{variant.stack.stack_name}.template.json"
+            matches = lint_file(template_file, ManualArgs(regions=[ENV.region]))
+            assert [f"{m.rule.id} {m.message} ({m.path})" for m in matches] == [], template_file.name
