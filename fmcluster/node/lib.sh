@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# shellcheck shell=bash
+#
+# lib.sh: helpers shared by fmcluster's node scripts. Sourced, never run:
+#
+#     # shellcheck source=lib.sh
+#     source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#
+# Gives: log/die (timestamped lines to /var/log/fmcluster/<script>.log and stderr), an ERR trap that logs the
+# failing command, require_root, retry (exponential backoff for network calls), imds (IMDSv2), write_file
+# (atomic, reports whether the content changed), set_fstab_entry, install_unit (systemd).
+#
+# Environment (all optional; none is set on a real node):
+#   FMCLUSTER_ROOT            prefix for every file the scripts read or write (/etc, /var/log, /sys, /scratch, ...),
+#                             so the tests run them against a scratch directory; when set, the root check is waived.
+#   FMCLUSTER_RETRY_ATTEMPTS  attempts per network call; default 5.
+#   FMCLUSTER_RETRY_DELAY     seconds before the first retry, doubled after each failure; default 2 (2+4+8+16 s).
+
+if [[ -n "${FMCLUSTER_LIB_LOADED:-}" ]]; then
+  return 0
+fi
+FMCLUSTER_LIB_LOADED=1
+
+ROOT="${FMCLUSTER_ROOT:-}"
+SCRIPT_NAME="$(basename "$0" .sh)"
+LOG_DIR="$ROOT/var/log/fmcluster"
+LOG_FILE="$LOG_DIR/$SCRIPT_NAME.log"
+FMC_CHANGED=0
+
+# log LEVEL MESSAGE...: one timestamped line to the script's log file and to stderr (cloud-init keeps stderr too).
+log() {
+  local level="$1" line
+  shift
+  line="$(date -u +%Y-%m-%dT%H:%M:%SZ) ${SCRIPT_NAME}[$$] $level: $*"
+  mkdir -p "$LOG_DIR"
+  printf '%s\n' "$line" >>"$LOG_FILE"
+  printf '%s\n' "$line" >&2
+}
+
+die() {
+  log ERROR "$*"
+  exit 1
+}
+
+_on_error() {
+  log ERROR "line $2: '$3' failed with exit status $1"
+}
+set -o errtrace
+trap '_on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
+
+# require_root: stop unless running as root (waived when FMCLUSTER_ROOT redirects every path, as in the tests).
+require_root() {
+  if [[ -z "$ROOT" && "$(id -u)" -ne 0 ]]; then
+    die "must run as root; try: sudo $0"
+  fi
+}
+
+# retry COMMAND...: run COMMAND until it succeeds, at most FMCLUSTER_RETRY_ATTEMPTS times, sleeping
+# FMCLUSTER_RETRY_DELAY seconds after the first failure and twice as long after each further one.
+# COMMAND's output passes through, so `value="$(retry aws ...)"` works. Returns 1 when every attempt failed.
+retry() {
+  local attempts="${FMCLUSTER_RETRY_ATTEMPTS:-5}" delay="${FMCLUSTER_RETRY_DELAY:-2}" attempt=1
+  until "$@"; do
+    if ((attempt >= attempts)); then
+      log ERROR "giving up after $attempt attempts: $*"
+      return 1
+    fi
+    log WARN "attempt $attempt of $attempts failed: $*; retrying in ${delay}s"
+    sleep "$delay"
+    attempt=$((attempt + 1))
+    delay=$((delay * 2))
+  done
+}
+
+# imds PATH: a value from the instance metadata service over IMDSv2 (the launch template requires tokens),
+# e.g. `imds meta-data/instance-type`.
+imds() {
+  local token
+  token="$(retry curl -fsS --connect-timeout 2 --max-time 5 -X PUT \
+    -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token)"
+  retry curl -fsS --connect-timeout 2 --max-time 5 \
+    -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/$1"
+}
+
+# write_file PATH MODE < CONTENT: replace PATH atomically with stdin. Sets FMC_CHANGED to 1 when the content
+# differs from what was there, 0 when the file already held exactly this (nothing is rewritten then).
+write_file() {
+  local path="$1" mode="$2" content old tmp
+  content="$(cat)"
+  if [[ -f "$path" ]]; then
+    old="$(cat "$path")"
+    if [[ "$old" == "$content" ]]; then
+      FMC_CHANGED=0
+      return 0
+    fi
+  fi
+  mkdir -p "$(dirname "$path")"
+  tmp="$(mktemp "$path.XXXXXX")"
+  printf '%s\n' "$content" >"$tmp"
+  chmod "$mode" "$tmp"
+  mv -f "$tmp" "$path"
+  FMC_CHANGED=1
+}
+
+# set_fstab_entry MOUNT_POINT ENTRY: make ENTRY the one /etc/fstab line for MOUNT_POINT (a stale line for the
+# same mount point, e.g. an old UUID, is replaced; other lines are kept as they are).
+set_fstab_entry() {
+  local mount_point="$1" entry="$2" fstab="$ROOT/etc/fstab" line
+  local -a fields kept=()
+  if [[ -f "$fstab" ]]; then
+    while IFS= read -r line || [[ -n "$line" ]]; do
+      read -r -a fields <<<"$line"
+      if [[ "${fields[0]:-#}" != \#* && "${fields[1]:-}" == "$mount_point" ]]; then
+        continue
+      fi
+      kept+=("$line")
+    done <"$fstab"
+  fi
+  kept+=("$entry")
+  write_file "$fstab" 0644 < <(printf '%s\n' "${kept[@]}")
+  if ((FMC_CHANGED)); then
+    log INFO "fstab: $entry"
+  fi
+}
+
+# install_unit NAME < UNIT: write /etc/systemd/system/NAME and enable it (not start it) when it changed.
+install_unit() {
+  local name="$1"
+  write_file "$ROOT/etc/systemd/system/$name" 0644
+  if ((FMC_CHANGED)); then
+    systemctl daemon-reload
+    systemctl enable "$name"
+    log INFO "installed and enabled $name"
+  fi
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+#
+# nccl-env.sh: install the environment that makes NCCL use EFA well, for login shells and for services.
+#
+# Usage: nccl-env.sh [SSM_PARAMETER_NAME]
+#
+# Writes the same variables to
+#   /etc/profile.d/fmcluster-nccl.sh   `export NAME='value'` lines, read by login shells (srun, sbatch, ssh)
+#   /etc/fmcluster/nccl.env            `NAME=value` lines, for systemd EnvironmentFile= and `docker run --env-file`
+#
+# Defaults: only what the aws-ofi-nccl plugin does not already set for itself (its doc/efa-env-var.md, v1.21):
+#   NCCL_SOCKET_IFNAME=^docker,lo,veth   NCCL's own socket traffic (bootstrap) avoids container and loopback links
+# The plugin picks FI_PROVIDER, FI_EFA_FORK_SAFE, NCCL_BUFFSIZE, NCCL_P2P_NET_CHUNKSIZE, its tuner and more by
+# instance type; setting them here would override its better choices, so they are left out.
+#
+# With SSM_PARAMETER_NAME, the parameter's value (read with `aws ssm get-parameter`, retried with backoff) is a
+# JSON object of variables, e.g. {"NCCL_DEBUG": "WARN", "FI_EFA_USE_HUGE_PAGE": "0"}: names match
+# ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$, values are strings or whole numbers on one line. They are laid over the
+# defaults. When the parameter cannot be read, or its value is not such an object, the defaults alone are
+# written and the log says why.
+# Log: /var/log/fmcluster/nccl-env.log
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PROFILE_FILE=/etc/profile.d/fmcluster-nccl.sh
+ENV_FILE=/etc/fmcluster/nccl.env
+
+# parse_variables JSON: NAME=value lines, sorted by name; fails (with the reason on stderr) on anything else.
+parse_variables() {
+  python3 -c '
+import json, re, sys
+try:
+    data = json.loads(sys.argv[1])
+except ValueError as error:
+    sys.exit(f"not JSON: {error}")
+if not isinstance(data, dict):
+    sys.exit(f"expected a JSON object of variables, got {type(data).__name__}")
+for name in sorted(data):
+    value = data[name]
+    if not re.fullmatch(r"(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+", name):
+        sys.exit(f"{name!r} is not an NCCL, libfabric or aws-ofi-nccl variable")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        sys.exit(f"{name}: value must be a string or a whole number, got {json.dumps(value)}")
+    value = str(value)
+    if any(c in value for c in "\n\r\0"):
+        sys.exit(f"{name}: value must be one line")
+    print(f"{name}={value}")
+' "$1"
+}
+
+region() {
+  if [[ -n "${AWS_REGION:-}" ]]; then
+    printf '%s\n' "$AWS_REGION"
+  elif [[ -n "${AWS_DEFAULT_REGION:-}" ]]; then
+    printf '%s\n' "$AWS_DEFAULT_REGION"
+  else
+    imds meta-data/placement/region
+  fi
+}
+
+main() {
+  local parameter="${1:-}" origin="fmcluster defaults" value parsed line name aws_region profile env_lines
+  local -A variables=([NCCL_SOCKET_IFNAME]='^docker,lo,veth')
+  local -a names
+  if (($# > 1)); then
+    printf 'usage: %s [SSM_PARAMETER_NAME]\n' "$0" >&2
+    exit 2
+  fi
+  require_root
+
+  if [[ -n "$parameter" ]]; then
+    if ! command -v aws >/dev/null 2>&1; then
+      log WARN "the AWS CLI is not installed; cannot read SSM parameter $parameter; using the defaults"
+    elif ! aws_region="$(region)"; then
+      log WARN "cannot tell the AWS region; using the defaults"
+    elif ! value="$(retry aws ssm get-parameter --region "$aws_region" --name "$parameter" \
+      --query Parameter.Value --output text)"; then
+      log WARN "SSM parameter $parameter could not be read; using the defaults"
+    elif ! parsed="$(parse_variables "$value" 2>&1)"; then
+      log ERROR "SSM parameter $parameter: $parsed; using the defaults"
+    else
+      while IFS= read -r line; do
+        if [[ -n "$line" ]]; then
+          variables["${line%%=*}"]="${line#*=}"
+        fi
+      done <<<"$parsed"
+      origin="SSM parameter $parameter"
+    fi
+  fi
+
+  mapfile -t names < <(printf '%s\n' "${!variables[@]}" | sort)
+  profile="# Written by fmcluster nccl-env.sh from $origin; re-run it rather than editing this file."
+  env_lines="$profile"
+  for name in "${names[@]}"; do
+    value="${variables[$name]}"
+    profile+=$'\n'"export $name='${value//\'/\'\\\'\'}'"
+    env_lines+=$'\n'"$name=$value"
+  done
+  write_file "$ROOT$PROFILE_FILE" 0644 <<<"$profile"
+  write_file "$ROOT$ENV_FILE" 0644 <<<"$env_lines"
+  log INFO "NCCL environment from $origin: ${names[*]}"
+}
+
+main "$@"

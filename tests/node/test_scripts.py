@@ -1,0 +1,660 @@
+"""fmcluster's node scripts (fmcluster/node/*.sh): shellcheck, and their logic run against stubbed commands.
+
+There is no NVMe instance store, mdadm, XFS, Lustre, EFA, SSM or instance metadata service on a test machine, and
+the scripts must never touch the real /etc or /dev here. So each test runs a script with:
+
+* a PATH holding only stub commands (`lsblk`, `nvme`, `mdadm`, `blkid`, `mkfs.xfs`, `mount`, `mountpoint`,
+  `lnetctl`, `modprobe`, `modinfo`, `ip`, `aws`, `curl`, `systemctl`, `sleep`, ...) written into tmp_path, each of
+  which records its arguments and answers from a small state directory the test prepares (the disks lsblk
+  reports, what is mounted, what `aws ssm get-parameter` returns, how many calls fail first), plus links to the
+  few harmless tools the scripts use (bash, coreutils, python3, tar); no real system command is reachable;
+* FMCLUSTER_ROOT=tmp_path/root, which the scripts put in front of every file they read or write, so /etc/fstab,
+  mdadm.conf, /etc/systemd, /etc/profile.d, /sys/class/infiniband, /scratch, /fsx and /var/log/fmcluster all
+  land in the test's own directory.
+
+The tests then check the commands the scripts ran and the files they wrote.
+"""
+
+from __future__ import annotations
+
+import email
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fmcluster import node_scripts
+
+NODE_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node"
+SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
+INSTANCE_STORE = "Amazon EC2 NVMe Instance Storage"
+EBS = "Amazon Elastic Block Store"
+DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
+
+TOOLS = (
+    "bash", "env", "cat", "date", "mkdir", "mktemp", "chmod", "mv", "rm", "basename", "dirname", "sort",
+    "readlink", "id", "uname", "tar", "gzip", "base64",
+)  # fmt: skip
+"""Real commands the scripts may use: they only read, or write inside FMCLUSTER_ROOT."""
+
+_RECORD = """#!/usr/bin/env bash
+{ printf '%s' "$(basename "$0")"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_LOG"
+"""
+_FAILURES = """failures="$STUB_STATE/$(basename "$0")-failures"
+if [[ -f "$failures" ]]; then
+  left="$(<"$failures")"
+  if ((left > 0)); then echo $((left - 1)) >"$failures"; echo "$(basename "$0"): stub failure" >&2; exit 32; fi
+fi
+"""
+RECORD_ONLY = (
+    "sleep", "systemctl", "udevadm", "update-initramfs", "modprobe", "gpg", "rpm", "apt-get", "amazon-linux-extras",
+)  # fmt: skip
+"""Stubs that only record their arguments and succeed."""
+STUBS = {
+    "lsblk": '[[ -f "$STUB_STATE/lsblk" ]] && cat "$STUB_STATE/lsblk"\nexit 0',
+    "nvme": 'cat "$STUB_STATE/nvme-list"',
+    "mdadm": """case "$1" in
+  --create) : >"$STUB_STATE/md-scratch" ;;
+  --detail)
+    if [[ "$2" == --brief ]]; then
+      echo "ARRAY /dev/md/scratch metadata=1.2 name=node:scratch UUID=0a1b2c3d:4e5f6a7b:8c9d0e1f:2a3b4c5d"
+    else
+      [[ -f "$STUB_STATE/md-scratch" ]]
+    fi ;;
+esac""",
+    "blkid": """device="${!#}"
+if [[ -f "$STUB_STATE/fs-${device##*/}" ]]; then
+  if [[ "$4" == TYPE ]]; then cat "$STUB_STATE/fs-${device##*/}"; else echo "uuid-${device##*/}"; fi
+else
+  exit 2
+fi""",
+    "mkfs.xfs": 'device="${!#}"; echo xfs >"$STUB_STATE/fs-${device##*/}"',
+    "mount": _FAILURES + 'echo "${!#}" >>"$STUB_STATE/mounted"',
+    "mountpoint": """[[ -f "$STUB_STATE/mounted" ]] || exit 1
+while IFS= read -r mounted; do [[ "$mounted" == "${!#}" ]] && exit 0; done <"$STUB_STATE/mounted"
+exit 1""",
+    "modinfo": '[[ ! -f "$STUB_STATE/no-lustre" ]]',
+    "dnf": 'rm -f "$STUB_STATE/no-lustre"',
+    "lnetctl": """if [[ "$1 $2" == "net show" ]]; then
+  [[ -f "$STUB_STATE/lnet-efa" ]] && cat "$STUB_STATE/lnet-efa" && exit 0
+  exit 1
+fi""",
+    "ip": 'echo "default via 10.0.0.1 dev enp39s0 proto dhcp src 10.0.12.7 metric 512"',
+    "aws": _FAILURES + 'cat "$STUB_STATE/ssm-value"',
+    "curl": """case "$*" in
+  *api/token*) echo stub-token ;;
+  *meta-data/instance-type*) cat "$STUB_STATE/instance-type" ;;
+  *meta-data/placement/region*) echo us-west-2 ;;
+  *) exit 22 ;;
+esac""",
+    **dict.fromkeys(RECORD_ONLY, "exit 0"),
+}
+"""Stub commands: each records its arguments to STUB_LOG, then behaves as below (state under STUB_STATE)."""
+
+
+@dataclass
+class Node:
+    """A pretend node: stub commands on PATH, state for them, and FMCLUSTER_ROOT standing in for /."""
+
+    root: Path
+    state: Path
+    bin: Path
+    log: Path
+    env: dict[str, str]
+
+    def run(self, script: str | Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        path = script if isinstance(script, Path) else NODE_DIR / script
+        return subprocess.run(
+            ["bash", str(path), *args],
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def calls(self, command: str | None = None) -> list[list[str]]:
+        """Every stub call so far as [command, arg, ...], optionally only those of `command`."""
+        if not self.log.exists():
+            return []
+        calls = [shlex.split(line) for line in self.log.read_text().splitlines()]
+        return [call for call in calls if command is None or call[0] == command]
+
+    def commands(self) -> list[str]:
+        return [call[0] for call in self.calls()]
+
+    def path(self, absolute: str) -> Path:
+        """Where the scripts put `absolute` (e.g. "/etc/fstab") on this pretend node."""
+        return self.root / absolute.lstrip("/")
+
+    def set(self, name: str, content: str) -> None:
+        (self.state / name).write_text(content)
+
+    def disks(self, *disks: tuple[str, str], ordered: bool = True) -> None:
+        """What lsblk reports: (device, model) pairs, `TYPE=disk`."""
+        lines = [f'NAME="{device}" MODEL="{model}" TYPE="disk"' for device, model in disks]
+        self.set("lsblk", "\n".join(lines if ordered else reversed(lines)) + "\n")
+
+    def script_log(self, script: str) -> str:
+        return self.path(f"/var/log/fmcluster/{script}.log").read_text()
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    root, state, stub_bin = tmp_path / "root", tmp_path / "state", tmp_path / "bin"
+    for directory in (root, state, stub_bin):
+        directory.mkdir()
+    for tool in TOOLS:
+        real = shutil.which(tool, path="/usr/bin:/bin")
+        assert real, f"{tool} is needed to run the node scripts"
+        (stub_bin / tool).symlink_to(real)
+    (stub_bin / "python3").symlink_to(Path(sys.executable).resolve())
+    for name, body in STUBS.items():
+        stub = stub_bin / name
+        stub.write_text(_RECORD + body + "\n")
+        stub.chmod(0o755)
+    log = tmp_path / "calls.log"
+    env = {
+        "PATH": str(stub_bin),
+        "FMCLUSTER_ROOT": str(root),
+        "FMCLUSTER_RETRY_DELAY": "1",
+        "STUB_LOG": str(log),
+        "STUB_STATE": str(state),
+        "LANG": "C",
+    }
+    return Node(root=root, state=state, bin=stub_bin, log=log, env=env)
+
+
+def store_disks(count: int) -> list[tuple[str, str]]:
+    return [(f"/dev/nvme{i}n1", INSTANCE_STORE) for i in range(1, count + 1)]
+
+
+# -- shellcheck -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", node_scripts.NODE_SCRIPTS)
+def test_shellcheck_is_clean(script):
+    result = subprocess.run(
+        [SHELLCHECK, "-x", script], cwd=NODE_DIR, capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_shipped_scripts_are_ascii_with_strict_mode_and_executable():
+    for name in node_scripts.NODE_SCRIPTS:
+        text = (NODE_DIR / name).read_text(encoding="ascii")  # the user-data part is declared us-ascii
+        assert text.startswith("#!/usr/bin/env bash\n"), name
+        if name != "lib.sh":
+            assert "\nset -euo pipefail\n" in text, name
+            assert (NODE_DIR / name).stat().st_mode & stat.S_IXUSR, f"{name} is not executable"
+
+
+def test_compacted_scripts_in_the_user_data_still_pass_shellcheck(tmp_path):
+    """The archive drops full-line comments; shellcheck (warnings and errors) must still pass on what ships."""
+    for name in node_scripts.NODE_SCRIPTS:
+        (tmp_path / name).write_text(node_scripts._compact(node_scripts.script_text(name)))
+    result = subprocess.run(
+        [SHELLCHECK, "-x", "-S", "warning", *node_scripts.NODE_SCRIPTS],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout
+
+
+# -- nvme-raid.sh ---------------------------------------------------------------------------------------------
+
+
+def test_eight_instance_store_disks_become_one_raid0_array_at_scratch(node):
+    node.disks(("/dev/nvme0n1", EBS), *store_disks(8), ordered=False)
+    result = node.run("nvme-raid.sh")
+    assert result.returncode == 0, result.stderr
+
+    (create,) = [call for call in node.calls("mdadm") if call[1] == "--create"]
+    assert create[:7] == ["mdadm", "--create", "/dev/md/scratch", "--run", "--level=0", "--name=scratch",
+                          "--raid-devices=8"]  # fmt: skip
+    assert create[7:] == [f"/dev/nvme{i}n1" for i in range(1, 9)]  # the EBS root volume is never a member
+    assert node.calls("mkfs.xfs") == [["mkfs.xfs", "-f", "-K", "-L", "scratch", "/dev/md/scratch"]]
+    assert node.calls("mount") == [
+        ["mount", "-t", "xfs", "-o", "defaults,noatime", "/dev/md/scratch", str(node.path("/scratch"))]
+    ]
+    assert node.path("/etc/fstab").read_text() == (
+        "UUID=uuid-scratch /scratch xfs defaults,noatime,nofail,x-systemd.device-timeout=5s 0 0\n"
+    )
+    assert node.path("/etc/mdadm.conf").read_text().startswith("ARRAY /dev/md/scratch metadata=1.2 ")
+    assert stat.S_IMODE(node.path("/scratch").stat().st_mode) == 0o1777
+    unit = node.path("/etc/systemd/system/fmcluster-scratch.service").read_text()
+    assert f"ExecStart={NODE_DIR}/nvme-raid.sh" in unit
+    assert ["systemctl", "enable", "fmcluster-scratch.service"] in node.calls("systemctl")
+    assert "mounted /dev/md/scratch at /scratch" in node.script_log("nvme-raid")
+
+
+def test_debian_layout_keeps_mdadm_conf_under_etc_mdadm_and_rebuilds_the_initramfs(node):
+    node.disks(*store_disks(2))
+    node.path("/etc/mdadm").mkdir(parents=True)
+    assert node.run("nvme-raid.sh").returncode == 0
+    assert "ARRAY /dev/md/scratch" in node.path("/etc/mdadm/mdadm.conf").read_text()
+    assert node.calls("update-initramfs") == [["update-initramfs", "-u"]]
+
+
+def test_one_disk_is_used_directly_without_mdadm(node):
+    node.disks(("/dev/nvme0n1", EBS), ("/dev/nvme1n1", INSTANCE_STORE + "         "))  # lsblk may pad the model
+    result = node.run("nvme-raid.sh")
+    assert result.returncode == 0, result.stderr
+    assert node.calls("mdadm") == []
+    assert node.calls("mkfs.xfs") == [["mkfs.xfs", "-f", "-K", "-L", "scratch", "/dev/nvme1n1"]]
+    assert "UUID=uuid-nvme1n1 /scratch xfs " in node.path("/etc/fstab").read_text()
+    assert not node.path("/etc/mdadm.conf").exists()
+
+
+def test_no_instance_store_means_exit_0_and_nothing_done(node):
+    node.disks(("/dev/nvme0n1", EBS), ("/dev/nvme1n1", EBS))
+    result = node.run("nvme-raid.sh")
+    assert result.returncode == 0, result.stderr
+    assert node.commands() == ["mountpoint", "lsblk"]
+    assert not node.path("/etc").exists() and not node.path("/scratch").exists()
+    assert "no NVMe instance-store disks" in node.script_log("nvme-raid")
+
+
+def test_second_run_does_nothing(node):
+    node.disks(*store_disks(8))
+    assert node.run("nvme-raid.sh").returncode == 0
+    fstab = node.path("/etc/fstab").read_text()
+    first = len(node.calls())
+
+    result = node.run("nvme-raid.sh")
+    assert result.returncode == 0, result.stderr
+    assert node.commands()[first:] == ["mountpoint"]
+    assert node.path("/etc/fstab").read_text() == fstab
+    assert "already mounted; nothing to do" in node.script_log("nvme-raid")
+
+
+def test_after_a_stop_start_the_array_is_rebuilt_and_the_stale_fstab_line_replaced(node):
+    """Instance store comes back blank after a stop/start; fstab still names the old file system."""
+    node.disks(*store_disks(4))
+    node.path("/etc").mkdir(parents=True)
+    node.path("/etc/fstab").write_text(
+        "# /etc/fstab\nLABEL=cloudimg-rootfs / ext4 defaults 0 1\n"
+        "UUID=old-uuid /scratch xfs defaults,noatime,nofail 0 0\n"
+    )
+    assert node.run("nvme-raid.sh").returncode == 0
+    assert node.path("/etc/fstab").read_text() == (
+        "# /etc/fstab\nLABEL=cloudimg-rootfs / ext4 defaults 0 1\n"
+        "UUID=uuid-scratch /scratch xfs defaults,noatime,nofail,x-systemd.device-timeout=5s 0 0\n"
+    )
+
+
+def test_an_existing_array_is_mounted_without_being_created_or_formatted_again(node):
+    node.disks(*store_disks(2))
+    node.set("md-scratch", "")
+    node.set("fs-scratch", "xfs")
+    assert node.run("nvme-raid.sh").returncode == 0
+    assert [call[1] for call in node.calls("mdadm")] == ["--detail", "--detail"]  # exists?, then --brief
+    assert node.calls("mkfs.xfs") == []
+    assert len(node.calls("mount")) == 1
+
+
+def test_a_foreign_file_system_is_never_formatted(node):
+    node.disks(*store_disks(1))
+    node.set("fs-nvme1n1", "ext4")
+    result = node.run("nvme-raid.sh")
+    assert result.returncode == 1
+    assert node.calls("mkfs.xfs") == [] and node.calls("mount") == []
+    assert "holds a ext4 file system; refusing to format it" in node.script_log("nvme-raid")
+
+
+def test_nvme_list_is_used_when_lsblk_is_missing(node):
+    (node.bin / "lsblk").unlink()
+    node.set(
+        "nvme-list",
+        "Node             SN                   Model                                    Namespace\n"
+        "---------------- -------------------- ---------------------------------------- ---------\n"
+        f"/dev/nvme0n1     vol0123456789abcdef0 {EBS:<40} 1\n"
+        f"/dev/nvme1n1     AWS1A2B3C4D5E6F7G8H9 {INSTANCE_STORE:<40} 1\n"
+        f"/dev/nvme2n1     AWS9H8G7F6E5D4C3B2A1 {INSTANCE_STORE:<40} 1\n",
+    )
+    assert node.run("nvme-raid.sh").returncode == 0
+    (create,) = [call for call in node.calls("mdadm") if call[1] == "--create"]
+    assert create[-2:] == ["/dev/nvme1n1", "/dev/nvme2n1"]
+
+
+# -- mount-lustre.sh ------------------------------------------------------------------------------------------
+
+
+def efa_devices(node: Node, names: list[str], other: tuple[str, ...] = ()) -> None:
+    """Pretend sysfs: /sys/class/infiniband/<name>/device/driver -> .../drivers/efa (others: another driver)."""
+    drivers = node.path("/sys/bus/pci/drivers")
+    for driver in ("efa", "mlx5_core"):
+        (drivers / driver).mkdir(parents=True, exist_ok=True)
+    for name, driver in [(n, "efa") for n in names] + [(n, "mlx5_core") for n in other]:
+        device = node.path(f"/sys/class/infiniband/{name}/device")
+        device.mkdir(parents=True)
+        (device / "driver").symlink_to(drivers / driver)
+
+
+def test_lustre_mounts_over_tcp_with_an_fstab_entry(node):
+    result = node.run("mount-lustre.sh", DNS, "abcdef12")
+    assert result.returncode == 0, result.stderr
+    assert node.path("/etc/fstab").read_text() == (
+        f"{DNS}@tcp:/abcdef12 /fsx lustre defaults,_netdev,noatime,flock 0 0\n"
+    )
+    assert node.calls("mount") == [
+        ["mount", "-t", "lustre", "-o", "noatime,flock", f"{DNS}@tcp:/abcdef12", str(node.path("/fsx"))]
+    ]
+    assert node.calls("lnetctl") == [] and node.calls("dnf") == []
+
+
+def test_lustre_mount_is_retried_with_exponential_backoff(node):
+    node.set("mount-failures", "2")
+    result = node.run("mount-lustre.sh", DNS, "abcdef12", "/data")
+    assert result.returncode == 0, result.stderr
+    assert len(node.calls("mount")) == 3
+    assert node.calls("sleep") == [["sleep", "1"], ["sleep", "2"]]
+    assert node.calls("mount")[-1][-1] == str(node.path("/data"))
+
+
+def test_lustre_already_mounted_does_nothing(node):
+    node.set("mounted", f"{node.path('/fsx')}\n")
+    assert node.run("mount-lustre.sh", DNS, "abcdef12").returncode == 0
+    assert node.commands() == ["mountpoint"]
+    assert not node.path("/etc/fstab").exists()
+
+
+def test_missing_lustre_client_is_installed_with_dnf_on_amazon_linux_2023(node):
+    node.set("no-lustre", "")
+    node.path("/etc").mkdir(parents=True)
+    node.path("/etc/os-release").write_text('NAME="Amazon Linux"\nID="amzn"\nVERSION_ID="2023"\n')
+    assert node.run("mount-lustre.sh", DNS, "abcdef12").returncode == 0
+    assert node.calls("dnf") == [["dnf", "install", "-y", "lustre-client"]]
+
+
+def test_lustre_efa_sets_up_lnet_over_efa_as_the_fsx_guide_describes(node):
+    """p5.48xlarge: 32 EFA devices, the guide's table says 8 for LNet, one in every four (one per PCIe switch)."""
+    numbers = list(range(8, 40))  # rdmap8s0 .. rdmap39s0: natural order, not text order
+    efa_devices(node, [f"rdmap{n}s0" for n in numbers], other=("mlx5_0",))
+    node.set("instance-type", "p5.48xlarge")
+    result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa")
+    assert result.returncode == 0, result.stderr
+
+    assert ["modprobe", "kefalnd", "ipif_name=enp39s0"] in node.calls("modprobe")
+    lnet = [call[1:] for call in node.calls("lnetctl")]
+    assert lnet[:4] == [
+        ["net", "show", "--net", "efa"],
+        ["lnet", "configure"],
+        ["net", "del", "--net", "tcp"],
+        ["net", "add", "--net", "tcp", "--if", "enp39s0"],
+    ]
+    assert lnet[4:12] == [
+        ["net", "add", "--net", "efa", "--if", f"rdmap{n}s0", "--peer-credits", "32"] for n in numbers[::4]
+    ]
+    assert lnet[12:] == [["set", "discovery", "1"], ["udsp", "add", "--src", "efa", "--priority", "0"]]
+    assert node.calls("modprobe")[-1] == ["modprobe", "lustre"]
+    unit = node.path("/etc/systemd/system/fmcluster-lnet-efa.service").read_text()
+    assert f"ExecStart={NODE_DIR}/mount-lustre.sh --efa --lnet-only" in unit and "Before=remote-fs-pre.target" in unit
+    assert node.path("/etc/fstab").read_text() == (
+        f"{DNS}@tcp:/abcdef12 /fsx lustre "
+        "defaults,_netdev,noatime,flock,x-systemd.requires=fmcluster-lnet-efa.service 0 0\n"
+    )
+    assert len(node.calls("mount")) == 1
+
+
+def test_lnet_only_mode_is_what_the_boot_unit_runs(node):
+    efa_devices(node, ["rdmap0s0", "rdmap1s0", "rdmap2s0", "rdmap3s0"])
+    result = node.run("mount-lustre.sh", "--efa", "--lnet-only", env={"FMCLUSTER_INSTANCE_TYPE": "p4d.24xlarge"})
+    assert result.returncode == 0, result.stderr
+    efa = [call[6] for call in node.calls("lnetctl") if call[1:5] == ["net", "add", "--net", "efa"]]
+    assert efa == ["rdmap0s0", "rdmap2s0"]  # other multi-card types: 2 interfaces
+    assert node.calls("mount") == [] and node.calls("systemctl") == []
+
+
+def test_lnet_already_on_efa_is_left_alone(node):
+    efa_devices(node, ["rdmap0s0"])
+    node.set("lnet-efa", "net:\n    - net type: efa\n      local NI(s):\n        - nid: 10.0.12.7@efa\n")
+    result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa", env={"FMCLUSTER_INSTANCE_TYPE": "g5.48xlarge"})
+    assert result.returncode == 0, result.stderr
+    assert [call[1:3] for call in node.calls("lnetctl")] == [["net", "show"]]
+
+
+def test_trn2_is_no_fsx_efa_client_and_keeps_tcp(node):
+    efa_devices(node, [f"rdmap{n}s0" for n in range(16)])
+    node.set("instance-type", "trn2.48xlarge")
+    assert node.run("mount-lustre.sh", DNS, "abcdef12", "--efa").returncode == 0
+    assert node.calls("lnetctl") == []
+    assert "cannot be an FSx EFA client; using TCP" in node.script_log("mount-lustre")
+    assert len(node.calls("mount")) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        ((), 2, "usage: "),
+        ((DNS,), 2, "usage: "),
+        ((DNS, "abcdef12", "--weird"), 2, "usage: "),
+        (("fs-1;reboot", "abcdef12"), 1, "DNS_NAME must be a host name like fs-0123456789abcdef0.fsx"),
+        ((DNS, "abc def"), 1, "MOUNT_NAME must be the file system's mount name, 1-16 letters"),
+        ((DNS, "abcdef12", "fsx"), 1, "MOUNT_POINT must be an absolute directory like /fsx; got 'fsx'"),
+    ],
+    ids=["nothing", "no-mount-name", "unknown-option", "dns-name", "mount-name", "mount-point"],
+)
+def test_mount_lustre_rejects_bad_arguments(node, args, status, message):
+    result = node.run("mount-lustre.sh", *args)
+    assert result.returncode == status
+    assert message in result.stderr
+    assert node.calls("mount") == []
+
+
+# -- nccl-env.sh ----------------------------------------------------------------------------------------------
+
+
+def test_nccl_env_from_the_ssm_parameter_json(node):
+    node.set("ssm-value", '{"NCCL_DEBUG": "WARN", "FI_EFA_USE_HUGE_PAGE": 0, "NCCL_SOCKET_IFNAME": "^docker,lo"}')
+    result = node.run("nccl-env.sh", "/fmcluster/nccl", env={"AWS_REGION": "us-east-1"})
+    assert result.returncode == 0, result.stderr
+    assert node.calls("aws") == [
+        ["aws", "ssm", "get-parameter", "--region", "us-east-1", "--name", "/fmcluster/nccl", "--query",
+         "Parameter.Value", "--output", "text"]
+    ]  # fmt: skip
+    header = "# Written by fmcluster nccl-env.sh from SSM parameter /fmcluster/nccl; re-run it rather than editing"
+    assert node.path("/etc/fmcluster/nccl.env").read_text() == (
+        f"{header} this file.\nFI_EFA_USE_HUGE_PAGE=0\nNCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=^docker,lo\n"
+    )
+    assert node.path("/etc/profile.d/fmcluster-nccl.sh").read_text() == (
+        f"{header} this file.\nexport FI_EFA_USE_HUGE_PAGE='0'\nexport NCCL_DEBUG='WARN'\n"
+        "export NCCL_SOCKET_IFNAME='^docker,lo'\n"
+    )
+
+
+def test_nccl_env_falls_back_to_the_defaults_when_ssm_is_unreachable(node):
+    node.set("aws-failures", "99")
+    result = node.run(
+        "nccl-env.sh", "/fmcluster/nccl", env={"AWS_REGION": "us-east-1", "FMCLUSTER_RETRY_ATTEMPTS": "3"}
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(node.calls("aws")) == 3
+    assert node.path("/etc/fmcluster/nccl.env").read_text().splitlines()[1:] == ["NCCL_SOCKET_IFNAME=^docker,lo,veth"]
+    assert "from fmcluster defaults" in node.path("/etc/profile.d/fmcluster-nccl.sh").read_text()
+    assert "SSM parameter /fmcluster/nccl could not be read; using the defaults" in node.script_log("nccl-env")
+
+
+def test_nccl_env_without_a_parameter_writes_only_what_the_plugin_does_not_set(node):
+    assert node.run("nccl-env.sh").returncode == 0
+    assert node.calls() == []
+    assert node.path("/etc/profile.d/fmcluster-nccl.sh").read_text().splitlines()[1:] == [
+        "export NCCL_SOCKET_IFNAME='^docker,lo,veth'"
+    ]
+
+
+def test_aws_failing_twice_then_succeeding_exercises_the_retry(node):
+    node.set("aws-failures", "2")
+    node.set("ssm-value", '{"NCCL_DEBUG": "INFO"}')
+    result = node.run("nccl-env.sh", "nccl-tuning", env={"AWS_DEFAULT_REGION": "eu-west-1"})
+    assert result.returncode == 0, result.stderr
+    assert len(node.calls("aws")) == 3
+    assert node.calls("sleep") == [["sleep", "1"], ["sleep", "2"]]  # backoff doubles
+    assert "NCCL_DEBUG=INFO" in node.path("/etc/fmcluster/nccl.env").read_text()
+    log = node.script_log("nccl-env")
+    assert "attempt 1 of 5 failed" in log and "attempt 2 of 5 failed" in log and "retrying in 2s" in log
+
+
+def test_nccl_env_reads_the_region_from_imds_when_none_is_set(node):
+    node.set("ssm-value", "{}")
+    assert node.run("nccl-env.sh", "/p").returncode == 0
+    assert [call[-1] for call in node.calls("curl")][-1].endswith("meta-data/placement/region")
+    assert node.calls("aws")[0][3:5] == ["--region", "us-west-2"]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("not json", "not JSON: Expecting value: line 1 column 1 (char 0)"),
+        ('["NCCL_DEBUG"]', "expected a JSON object of variables, got list"),
+        ('{"LD_PRELOAD": "/tmp/x.so"}', "'LD_PRELOAD' is not an NCCL, libfabric or aws-ofi-nccl variable"),
+        ('{"NCCL_DEBUG": true}', "NCCL_DEBUG: value must be a string or a whole number, got true"),
+        ('{"NCCL_DEBUG": "a\\nb"}', "NCCL_DEBUG: value must be one line"),
+    ],
+    ids=["not-json", "list", "foreign-variable", "boolean", "newline"],
+)
+def test_a_malformed_parameter_is_logged_and_the_defaults_written(node, value, reason):
+    node.set("ssm-value", value)
+    assert node.run("nccl-env.sh", "/p", env={"AWS_REGION": "us-east-1"}).returncode == 0
+    assert f"SSM parameter /p: {reason}; using the defaults" in node.script_log("nccl-env")
+    assert node.path("/etc/fmcluster/nccl.env").read_text().splitlines()[1:] == ["NCCL_SOCKET_IFNAME=^docker,lo,veth"]
+
+
+def test_profile_values_are_quoted_for_the_shell(node):
+    node.set("ssm-value", """{"NCCL_TOPO_FILE": "/opt/it's here/topo.xml"}""")
+    assert node.run("nccl-env.sh", "/p", env={"AWS_REGION": "us-east-1"}).returncode == 0
+    profile = node.path("/etc/profile.d/fmcluster-nccl.sh")
+    shown = subprocess.run(
+        ["bash", "-c", f'. {shlex.quote(str(profile))} && printf %s "$NCCL_TOPO_FILE"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout == "/opt/it's here/topo.xml"
+
+
+# -- bootstrap.sh and the user data ---------------------------------------------------------------------------
+
+
+def test_bootstrap_runs_scratch_lustre_and_nccl_in_order(node):
+    node.disks(*store_disks(2))
+    node.set("ssm-value", '{"NCCL_DEBUG": "WARN"}')
+    result = node.run(
+        "bootstrap.sh",
+        *("--lustre-dns-name", DNS, "--lustre-mount-name", "abcdef12", "--nccl-parameter", "/fmcluster/nccl"),
+        env={"AWS_REGION": "us-east-1"},
+    )
+    assert result.returncode == 0, result.stderr
+    order = [c for c in node.commands() if c in ("lsblk", "mdadm", "mount", "aws")]
+    assert order == ["lsblk", "mdadm", "mdadm", "mdadm", "mount", "mount", "aws"]
+    log = node.script_log("bootstrap")
+    assert log.index("nvme-raid done") < log.index("mount-lustre done") < log.index("nccl-env done")
+
+
+def test_bootstrap_carries_on_after_a_failed_step_and_reports_it(node):
+    node.disks(*store_disks(1))
+    node.set("fs-nvme1n1", "ext4")  # nvme-raid refuses to format it
+    result = node.run("bootstrap.sh", "--lustre-dns-name", DNS, "--lustre-mount-name", "abcdef12")
+    assert result.returncode == 1
+    assert len(node.calls("mount")) == 1  # Lustre still mounted
+    assert node.path("/etc/fmcluster/nccl.env").exists()
+    assert "bootstrap finished with failures: nvme-raid" in node.script_log("bootstrap")
+
+
+def test_bootstrap_needs_both_lustre_names(node):
+    result = node.run("bootstrap.sh", "--lustre-dns-name", DNS)
+    assert result.returncode == 1
+    assert "--lustre-dns-name and --lustre-mount-name go together" in result.stderr
+    assert node.calls() == []
+
+
+def shell_part(rendered: str) -> str:
+    """The text/x-shellscript part of MIME multi-part user data."""
+    message = email.message_from_string(rendered)
+    assert message.get_content_type() == "multipart/mixed"
+    (part,) = [p for p in message.walk() if p.get_content_type() == "text/x-shellscript"]
+    assert part.get_content_charset() == "us-ascii"
+    return part.get_payload()
+
+
+def test_the_user_data_unpacks_the_scripts_and_bootstraps_the_node(node, tmp_path):
+    """The rendered user data (multi-part, as AWS PCS wants it) run as cloud-init would, against the stubs."""
+    node.disks(*store_disks(8))
+    node.set("ssm-value", '{"NCCL_DEBUG": "WARN"}')
+    user_data = node_scripts.bootstrap_user_data(
+        lustre_dns_name=DNS, lustre_mount_name="abcdef12", lustre_mount_point="/fsx", nccl_parameter_name="/x/nccl",
+        region="us-east-1",
+    )  # fmt: skip
+    script = tmp_path / "user-data.sh"
+    script.write_text(shell_part(user_data.render()))
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+
+    installed = node.path(node_scripts.INSTALL_DIR)
+    assert sorted(p.name for p in installed.iterdir()) == sorted(node_scripts.NODE_SCRIPTS)
+    assert os.access(installed / "bootstrap.sh", os.X_OK) and not os.access(installed / "lib.sh", os.X_OK)
+    assert (node.state / "mounted").read_text().split() == [str(node.path("/scratch")), str(node.path("/fsx"))]
+    assert node.calls("aws")[0][3:5] == ["--region", "us-east-1"]
+    assert "NCCL_DEBUG=WARN" in node.path("/etc/fmcluster/nccl.env").read_text()
+    assert (
+        f"ExecStart={installed}/nvme-raid.sh" in node.path("/etc/systemd/system/fmcluster-scratch.service").read_text()
+    )
+
+
+def test_user_data_is_reproducible_and_within_budget():
+    assert node_scripts.scripts_archive() == node_scripts.scripts_archive()
+    biggest = node_scripts.bootstrap_user_data(
+        lustre_dns_name=DNS, lustre_mount_name="abcdef12", lustre_efa=True, nccl_parameter_name="/x/nccl",
+        region="us-east-1",
+    ).render()  # fmt: skip
+    assert len(biggest.encode()) <= node_scripts.USER_DATA_BUDGET
+
+
+def test_plain_shell_user_data_on_request():
+    rendered = node_scripts.bootstrap_user_data(multipart=False, region="us-east-1").render()
+    assert rendered.startswith("#!/bin/bash\nset -euo pipefail\n")
+    assert rendered.rstrip().endswith('"$dest/bootstrap.sh"')
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"lustre_dns_name": DNS},
+            "bootstrap_user_data: lustre_dns_name and lustre_mount_name go together: give both to mount a file "
+            "system, or neither",
+        ),
+        (
+            {"lustre_efa": True},
+            "bootstrap_user_data: lustre_efa: needs a file system (lustre_dns_name and lustre_mount_name)",
+        ),
+        (
+            {"lustre_dns_name": "fs-1 && reboot", "lustre_mount_name": "abcdef12"},
+            "bootstrap_user_data: lustre_dns_name: must be a DNS name like "
+            "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'fs-1 && reboot'",
+        ),
+        (
+            {"lustre_dns_name": DNS, "lustre_mount_name": "abcdef12", "lustre_mount_point": "fsx"},
+            "bootstrap_user_data: lustre_mount_point: must be an absolute directory like /fsx; got 'fsx'",
+        ),
+        (
+            {"nccl_parameter_name": "nccl tuning"},
+            "bootstrap_user_data: nccl_parameter_name: must be an SSM parameter name like /fmcluster/nccl; "
+            "got 'nccl tuning'",
+        ),
+    ],
+    ids=["half-lustre", "efa-without-lustre", "dns-name", "mount-point", "parameter"],
+)
+def test_user_data_rejects_bad_arguments(props, message):
+    with pytest.raises(ValueError) as error:
+        node_scripts.bootstrap_user_data(**props)
+    assert str(error.value) == message
