@@ -12,6 +12,7 @@ where card 0 carries EFA an `efa-only` interface sits at card 0 / device 1; ever
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -162,6 +163,13 @@ def lookup(name: str) -> InstanceType:
         return CATALOG[name]
     except KeyError:
         raise KeyError(f"unknown instance type {name!r}; known: {', '.join(CATALOG)}") from None
+
+
+def instance_architecture(name: str) -> Literal["x86_64", "arm64"]:
+    """CPU architecture of any EC2 type: the catalog's, else Graviton's 'g' after the generation (m7g, c7gn)."""
+    if name in CATALOG:
+        return CATALOG[name].architecture
+    return "arm64" if re.match(r"^[a-z]+\d+g[a-z]*\.", name) else "x86_64"
 
 
 def network_interfaces(instance: InstanceType, *, efa: bool = True) -> tuple[NetworkInterface, ...]:

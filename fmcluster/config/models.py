@@ -60,6 +60,13 @@ RESERVATION_ID_PATTERN = re.compile(r"^cr-[0-9a-f]{17}$")
 TRAINING_PLAN_ARN_PATTERN = re.compile(
     r"^arn:aws[a-z-]*:sagemaker:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):training-plan/[A-Za-z0-9-]{1,63}$"
 )
+AMI_ID_PATTERN = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
+PCS_SLURM_VERSIONS = ("24.11", "25.05", "25.11")
+"""Slurm versions AWS PCS runs (PCS user guide, Slurm versions; 2026-11)."""
+PCS_DEFAULT_SLURM_VERSION = "25.11"
+"""The newest: its AWS PCS sample AMI (Amazon Linux 2023) carries an NVIDIA driver for Blackwell (P6)."""
+PCS_MAX_NODES = 2048
+"""AWS PCS LARGE clusters manage at most 2,048 instances (PCS API reference, Cluster.size)."""
 EC2_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 S3_URI_PATTERN = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>/[^\s]*)?$")
 LUSTRE_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
@@ -205,6 +212,33 @@ class Orchestrator(_Model):
     type: Literal["hyperpod-slurm", "pcs"] = "hyperpod-slurm"
     controller_instance_type: str = "m5.4xlarge"
     login_instance_type: str | None = None
+    slurm_version: str | None = Field(None, validate_default=True)
+    ami_id: str | None = None
+
+    @field_validator("slurm_version", mode="before")
+    @classmethod
+    def _slurm_version(cls, value: object, info: ValidationInfo) -> object:
+        pcs = info.data.get("type") == "pcs"
+        if value is None:
+            return PCS_DEFAULT_SLURM_VERSION if pcs else None
+        if isinstance(value, float):
+            value = f"{value:.2f}"  # YAML reads 25.11 as a number
+        if not pcs and info.data.get("type") is not None:
+            raise fail("only for orchestrator.type: pcs (HyperPod runs the Slurm version it ships)")
+        if value not in PCS_SLURM_VERSIONS:
+            raise fail(f"must be a Slurm version AWS PCS supports ({', '.join(PCS_SLURM_VERSIONS)}); got {value!r}")
+        return value
+
+    @field_validator("ami_id")
+    @classmethod
+    def _ami(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if info.data.get("type") == "hyperpod-slurm":
+            raise fail("only for orchestrator.type: pcs (HyperPod nodes run SageMaker's HyperPod image)")
+        if not AMI_ID_PATTERN.match(value):
+            raise fail(f"must be an AMI id like ami-0123456789abcdef0; got {value!r}")
+        return value
 
     @field_validator("controller_instance_type", "login_instance_type")
     @classmethod

@@ -14,9 +14,10 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from fmcluster.addressing import plan_subnets
-from fmcluster.catalog import CATALOG
+from fmcluster.catalog import CATALOG, instance_architecture
 from fmcluster.config.errors import Problem
 from fmcluster.config.models import (
+    PCS_MAX_NODES,
     S3_URI_PATTERN,
     TRAINING_PLAN_ARN_PATTERN,
     ClusterConfig,
@@ -210,6 +211,35 @@ def repositories_do_not_overlap(config: Sections) -> Iterator[Problem]:
                 )
 
 
+def pcs_cluster_size(config: Sections) -> Iterator[Problem]:
+    if config.orchestrator is None or config.orchestrator.type != "pcs" or None in config.compute:
+        return
+    login = 1 if config.orchestrator.login_instance_type else 0
+    total = sum(group.count for _, group in config.groups()) + login
+    if total > PCS_MAX_NODES:
+        yield Problem(
+            "compute",
+            f"{total} nodes (with login) exceed the {PCS_MAX_NODES:,} instances an AWS PCS cluster manages (size "
+            "LARGE); split the cluster or use orchestrator.type: hyperpod-slurm",
+        )
+
+
+def one_architecture_per_image(config: Sections) -> Iterator[Problem]:
+    if config.orchestrator is None or config.orchestrator.ami_id is None or None in config.compute:
+        return
+    architectures = {group.instance.architecture: group.instance_type for _, group in config.groups()}
+    if config.orchestrator.login_instance_type:
+        login = config.orchestrator.login_instance_type
+        architectures.setdefault(instance_architecture(login), login)
+    if len(architectures) > 1:
+        pairs = ", ".join(f"{name} is {arch}" for arch, name in sorted(architectures.items()))
+        yield Problem(
+            "orchestrator.ami_id",
+            f"one image serves every node group, but {pairs}; omit ami_id to get the matching AWS PCS image per "
+            "architecture, or keep the groups to one architecture",
+        )
+
+
 def grafana_has_a_source(config: Sections) -> Iterator[Problem]:
     if config.observability is None:
         return
@@ -241,6 +271,8 @@ RULES: tuple[Rule, ...] = (
     lustre_efa_has_clients,
     repositories_do_not_overlap,
     grafana_has_a_source,
+    pcs_cluster_size,
+    one_architecture_per_image,
 )
 
 

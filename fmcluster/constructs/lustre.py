@@ -22,9 +22,7 @@ LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
 """LNet (TCP 988) and the Lustre client/server ports (TCP 1018-1023), needed in both directions."""
 LUSTRE_VERSION = "2.15"
 """The Lustre version FSx recommends for new file systems (and its default with a metadata configuration)."""
-FSX_S3_ROLE = (
-    "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-*"
-)
+FSX_S3_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-*"
 """The service-linked role FSx creates per file system to reach its linked S3 buckets (FSx for Lustre user
 guide, "Working with server-side encrypted Amazon S3 buckets")."""
 
@@ -142,9 +140,7 @@ class LustreStorage(Construct):
             description="FSx for Lustre: Lustre traffic with its file servers and client nodes only",
         )
         """The file system's own security group; rules reference the client groups by id."""
-        self.connections = ec2.Connections(
-            security_groups=[self.security_group], default_port=LUSTRE_PORTS[0]
-        )
+        self.connections = ec2.Connections(security_groups=[self.security_group], default_port=LUSTRE_PORTS[0])
         """Connections of the file system; `allow_clients` opens every port a Lustre client needs."""
 
         # FSx writes only to log groups under /aws/fsx/ (its service-linked role's policy), so the group needs
@@ -174,15 +170,11 @@ class LustreStorage(Construct):
             lustre_configuration=fsx.CfnFileSystem.LustreConfigurationProperty(
                 deployment_type="PERSISTENT_2",
                 per_unit_storage_throughput=throughput_per_tib,
-                data_compression_type=compression
-                if cdk.Token.is_unresolved(compression)
-                else compression.upper(),
+                data_compression_type=compression if cdk.Token.is_unresolved(compression) else compression.upper(),
                 metadata_configuration=(
                     fsx.CfnFileSystem.MetadataConfigurationProperty(mode="AUTOMATIC")
                     if metadata_iops is None
-                    else fsx.CfnFileSystem.MetadataConfigurationProperty(
-                        mode="USER_PROVISIONED", iops=metadata_iops
-                    )
+                    else fsx.CfnFileSystem.MetadataConfigurationProperty(mode="USER_PROVISIONED", iops=metadata_iops)
                 ),
                 efa_enabled=efa,
                 log_configuration=fsx.CfnFileSystem.LogConfigurationProperty(
@@ -258,9 +250,7 @@ class LustreStorage(Construct):
     def _ports(self) -> tuple[ec2.Port, ...]:
         return (*LUSTRE_PORTS, ec2.Port.all_traffic()) if self.efa else LUSTRE_PORTS
 
-    def _associate(
-        self, link: Repository, data_bucket: s3.IBucket | None
-    ) -> fsx.CfnDataRepositoryAssociation:
+    def _associate(self, link: Repository, data_bucket: s3.IBucket | None) -> fsx.CfnDataRepositoryAssociation:
         if link.s3_uri is not None:
             location = link.s3_uri
         else:
@@ -357,9 +347,7 @@ def _validated(
         problems.extend(str(error).splitlines())
     # The cluster file's rule across repositories (paths unique and not nested, S3 prefixes not overlapping),
     # run on these repositories exactly as `fmcluster validate` runs it; invalid entries are skipped there.
-    sections = Sections.of_data(
-        {"storage": {"lustre": {"repositories": [_as_data(link) for link in repositories]}}}
-    )
+    sections = Sections.of_data({"storage": {"lustre": {"repositories": [_as_data(link) for link in repositories]}}})
     for problem in repositories_do_not_overlap(sections):
         problems.append(f"LustreStorage: {problem.path.removeprefix('storage.lustre.')}: {problem.message}")
     for index, link in enumerate(sections.repositories):

@@ -79,16 +79,12 @@ class TrainingNetwork(Construct):
 
         self.egress = egress
         plan = plan_subnets(vpc_cidr)
-        cfn_vpc = ec2.CfnVPC(
-            self, "Vpc", cidr_block=vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True
-        )
+        cfn_vpc = ec2.CfnVPC(self, "Vpc", cidr_block=vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True)
         self._name(cfn_vpc, "vpc")
 
         private_routes = ec2.CfnRouteTable(self, "PrivateRoutes", vpc_id=cfn_vpc.ref)
         self._name(private_routes, "private")
-        compute = self._subnet(
-            "ComputeSubnet", cfn_vpc, plan.compute, availability_zone_id, private_routes, "compute"
-        )
+        compute = self._subnet("ComputeSubnet", cfn_vpc, plan.compute, availability_zone_id, private_routes, "compute")
         secondary = None
         if secondary_availability_zone_id:
             secondary = self._subnet(
@@ -251,9 +247,7 @@ class TrainingNetwork(Construct):
             allow_all_outbound=False,
             description="VPC interface endpoints: HTTPS from inside the VPC only",
         )
-        self.endpoint_security_group.add_ingress_rule(
-            ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "HTTPS from the VPC"
-        )
+        self.endpoint_security_group.add_ingress_rule(ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "HTTPS from the VPC")
         for construct_id, service in INTERFACE_ENDPOINTS.items():
             ec2.InterfaceVpcEndpoint(
                 self,

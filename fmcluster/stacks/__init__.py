@@ -6,21 +6,23 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from fmcluster.config import ClusterConfig
+from fmcluster.stacks.cluster_pcs import PcsClusterStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
-__all__ = ["ClusterStacks", "NetworkStack", "StorageStack", "build"]
+__all__ = ["ClusterStacks", "NetworkStack", "PcsClusterStack", "StorageStack", "build"]
 
 
 class ClusterStacks:
     """The stacks of one cluster, by role."""
 
-    def __init__(self, network: NetworkStack, storage: StorageStack) -> None:
+    def __init__(self, network: NetworkStack, storage: StorageStack, cluster: cdk.Stack | None) -> None:
         self.network = network
         self.storage = storage
+        self.cluster = cluster
 
     def all(self) -> list[cdk.Stack]:
-        return [self.network, self.storage]
+        return [stack for stack in (self.network, self.storage, self.cluster) if stack is not None]
 
 
 def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
@@ -41,7 +43,18 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: KMS key, data and checkpoint buckets, FSx for Lustre linked to S3",
     )
-    stacks = ClusterStacks(network, storage)
+    cluster = None
+    if config.orchestrator.type == "pcs":
+        cluster = PcsClusterStack(
+            app,
+            f"{config.name}-cluster",
+            config=config,
+            network=network,
+            storage=storage,
+            env=environment,
+            description=f"fmcluster {config.name}: AWS PCS Slurm cluster, EFA launch templates, node bootstrap",
+        )
+    stacks = ClusterStacks(network, storage, cluster)
     for key, value in {**config.tags, "fmcluster:cluster": config.name}.items():
         cdk.Tags.of(app).add(key, value)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
@@ -10,7 +11,8 @@ from fmcluster.constructs.network import TrainingNetwork
 
 
 class NetworkStack(cdk.Stack):
-    """`TrainingNetwork` configured from the cluster file's `network` and AZ keys."""
+    """`TrainingNetwork` configured from the cluster file's `network` and AZ keys, plus one cluster placement
+    group per PCS compute group that asks for one (HyperPod places its nodes itself)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -21,7 +23,12 @@ class NetworkStack(cdk.Stack):
             secondary_availability_zone_id=config.secondary_availability_zone_id,
             vpc_cidr=config.network.vpc_cidr,
             egress=config.network.egress,
-            removal_policy=cdk.RemovalPolicy.RETAIN
-            if config.storage.retain_on_delete
-            else cdk.RemovalPolicy.DESTROY,
+            removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
+        self.placement_groups: dict[str, ec2.PlacementGroup] = {}
+        if config.orchestrator.type == "pcs":
+            for group in config.compute:
+                if group.placement_group:
+                    self.placement_groups[group.name] = ec2.PlacementGroup(
+                        self, f"{group.name}PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER
+                    )

@@ -37,8 +37,7 @@ TOP_KEYS = (
     "compute, storage, training, nccl, observability, tags"
 )
 GROUP_KEYS = (
-    "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, "
-    "root_volume_gib, efa"
+    "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa"
 )
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -99,12 +98,9 @@ AZ_NAME_RULE = (
 )
 CIDR_FORMAT = "must be an IPv4 block like 10.0.0.0/16 with no host bits set; got "
 CIDR_PRIVATE = "must be a private (RFC 1918) block in 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16; got "
-RESERVATION_FORMAT = (
-    "must be a capacity reservation id like cr-0123456789abcdef0 ('cr-' and 17 hex digits); got "
-)
+RESERVATION_FORMAT = "must be a capacity reservation id like cr-0123456789abcdef0 ('cr-' and 17 hex digits); got "
 ARN_FORMAT = (
-    "must be a SageMaker training plan ARN like "
-    "arn:aws:sagemaker:us-east-1:123456789012:training-plan/my-plan; got "
+    "must be a SageMaker training plan ARN like arn:aws:sagemaker:us-east-1:123456789012:training-plan/my-plan; got "
 )
 ML_PREFIX = "HyperPod's 'ml.' prefix is added for you"
 CAPACITY_RULE = "must be 1200, 2400 or a multiple of 2400 GiB; got "
@@ -164,10 +160,7 @@ INVALID = [
     # --- account ----------------------------------------------------------------------------------------
     _p(
         {"account": 123456789012},
-        [
-            'account: must be a quoted string of 12 digits, e.g. "012345678901" (YAML drops leading zeros '
-            "of numbers)"
-        ],
+        ['account: must be a quoted string of 12 digits, e.g. "012345678901" (YAML drops leading zeros of numbers)'],
         "account-unquoted-number",
     ),
     _p({"account": "12345"}, ["account: must be 12 digits; got '12345'"], "account-too-short"),
@@ -188,18 +181,12 @@ INVALID = [
     ),
     _p(
         {"availability_zone_id": "usw2-az1"},
-        [
-            "availability_zone_id: 'usw2-az1' is in us-west-2, not in region us-east-1 (its AZ IDs start "
-            "with use1-)"
-        ],
+        ["availability_zone_id: 'usw2-az1' is in us-west-2, not in region us-east-1 (its AZ IDs start with use1-)"],
         "az-of-another-region",
     ),
     _p(
         {"region": "eu-west-1", "availability_zone_id": "use1-az6"},
-        [
-            "availability_zone_id: 'use1-az6' is in us-east-1, not in region eu-west-1 (its AZ IDs start "
-            "with euw1-)"
-        ],
+        ["availability_zone_id: 'use1-az6' is in us-east-1, not in region eu-west-1 (its AZ IDs start with euw1-)"],
         "az-of-another-region-eu",
     ),
     _p(
@@ -215,9 +202,7 @@ INVALID = [
         ["availability_zone_id: must be an AZ ID like use1-az6; got 'az6'"],
         "az-junk",
     ),
-    _p(
-        {"availability_zone_id": 6}, ["availability_zone_id: must be a string (quote it); got 6"], "az-number"
-    ),
+    _p({"availability_zone_id": 6}, ["availability_zone_id: must be a string (quote it); got 6"], "az-number"),
     _p(
         {"secondary_availability_zone_id": "use1-az6"},
         ["secondary_availability_zone_id: must differ from availability_zone_id; both are 'use1-az6'"],
@@ -296,18 +281,12 @@ INVALID = [
     ),
     _p(
         {"compute[0].name": "gpu-"},
-        [
-            "compute[0].name: must end with a letter or digit (HyperPod and Slurm reject a trailing '-'); "
-            "got 'gpu-'"
-        ],
+        ["compute[0].name: must end with a letter or digit (HyperPod and Slurm reject a trailing '-'); got 'gpu-'"],
         "group-name-trailing-dash",
     ),
     _p(
         {"compute[0].name": "controller"},
-        [
-            "compute[0].name: 'controller' is reserved for the cluster's own controller nodes; choose "
-            "another name"
-        ],
+        ["compute[0].name: 'controller' is reserved for the cluster's own controller nodes; choose another name"],
         "group-name-controller-reserved",
     ),
     _p(
@@ -465,18 +444,12 @@ INVALID = [
     ),
     _p(
         {"compute[0].training_plan_arn": ARN},
-        [
-            "compute[0].training_plan_arn: only for capacity 'training-plan'; this group's capacity is "
-            "'on-demand'"
-        ],
+        ["compute[0].training_plan_arn: only for capacity 'training-plan'; this group's capacity is 'on-demand'"],
         "arn-forbidden-on-demand",
     ),
     _p(
         {**CAPACITY_BLOCK, "compute[0].training_plan_arn": ARN},
-        [
-            "compute[0].training_plan_arn: only for capacity 'training-plan'; "
-            "this group's capacity is 'capacity-block'"
-        ],
+        ["compute[0].training_plan_arn: only for capacity 'training-plan'; this group's capacity is 'capacity-block'"],
         "arn-forbidden-capacity-block",
     ),
     _p(
@@ -774,10 +747,7 @@ INVALID = [
     ),
     _p(
         repos({"path": "datasets"}),
-        [
-            "storage.lustre.repositories[0].path: must be an absolute Lustre path like /datasets; got "
-            "'datasets'"
-        ],
+        ["storage.lustre.repositories[0].path: must be an absolute Lustre path like /datasets; got 'datasets'"],
         "repository-path-relative",
     ),
     _p(repos({"path": "/"}), ["storage.lustre.repositories[0].path: " + PATH_ROOT], "repository-path-root"),
@@ -1016,10 +986,7 @@ INVALID = [
     ),
     _p(
         {"observability.alarm_email": "ops team@example.com"},
-        [
-            "observability.alarm_email: must be an email address like ops@example.com; got 'ops "
-            "team@example.com'"
-        ],
+        ["observability.alarm_email: must be an email address like ops@example.com; got 'ops team@example.com'"],
         "email-space",
     ),
     _p(
@@ -1111,7 +1078,10 @@ INVALID = [
     ),
     _p(
         {"orchestrator.kind": "pcs"},
-        ["orchestrator.kind: unknown key; allowed here: type, controller_instance_type, login_instance_type"],
+        [
+            "orchestrator.kind: unknown key; allowed here: type, controller_instance_type, login_instance_type, "
+            "slurm_version, ami_id"
+        ],
         "unknown-orchestrator",
     ),
     _p({"storage.lustr": {}}, ["storage.lustr: unknown key; did you mean 'lustre'?"], "unknown-storage-typo"),
@@ -1160,8 +1130,7 @@ def test_several_groups_report_each_of_their_problems() -> None:
             "compute[1].count: must be at least 0; got -1",
             f"compute[2].instance_type: unknown instance type 'p5.48xlarg'; did you mean 'p5.48xlarge'? "
             f"known: {KNOWN_TYPES}",
-            "compute[2].capacity: must be 'on-demand', 'capacity-block', 'odcr' or 'training-plan'; got "
-            "'spot'",
+            "compute[2].capacity: must be 'on-demand', 'capacity-block', 'odcr' or 'training-plan'; got 'spot'",
         ]
     )
 
@@ -1230,9 +1199,7 @@ VALID = [
     pytest.param({"name": "llm-pretrain-2"}, id="name-dashes-digits"),
     pytest.param({"account": "012345678901"}, id="account-leading-zero"),
     pytest.param({"region": "us-west-2", "availability_zone_id": "usw2-az4"}, id="region-us-west-2"),
-    pytest.param(
-        {"region": "ap-northeast-1", "availability_zone_id": "apne1-az4"}, id="region-ap-northeast-1"
-    ),
+    pytest.param({"region": "ap-northeast-1", "availability_zone_id": "apne1-az4"}, id="region-ap-northeast-1"),
     pytest.param({"region": "eu-central-1", "availability_zone_id": "euc1-az2"}, id="region-eu-central-1"),
     pytest.param({"region": "us-gov-west-1", "availability_zone_id": "usgw1-az1"}, id="region-govcloud"),
     pytest.param({"region": "ca-central-1", "availability_zone_id": "cac1-az1"}, id="region-ca-central-1"),
@@ -1251,14 +1218,10 @@ VALID = [
     pytest.param({"compute[0].root_volume_gib": 100}, id="root-volume-100"),
     pytest.param({"compute[0].root_volume_gib": 16384}, id="root-volume-16384"),
     pytest.param({"compute[0].efa": False}, id="efa-off-on-efa-type"),
-    pytest.param(
-        {"compute[0].instance_type": "g5.12xlarge", "compute[0].efa": False}, id="efa-false-no-efa-type"
-    ),
+    pytest.param({"compute[0].instance_type": "g5.12xlarge", "compute[0].efa": False}, id="efa-false-no-efa-type"),
     pytest.param({"compute[0].placement_group": False}, id="placement-group-off"),
     pytest.param(CAPACITY_BLOCK, id="capacity-block-on-pcs"),
-    pytest.param(
-        {**CAPACITY_BLOCK, "compute[0].placement_group": False}, id="capacity-block-placement-false"
-    ),
+    pytest.param({**CAPACITY_BLOCK, "compute[0].placement_group": False}, id="capacity-block-placement-false"),
     pytest.param(ODCR, id="odcr-on-pcs"),
     pytest.param(TRAINING_PLAN, id="training-plan-on-hyperpod"),
     pytest.param({**TRAINING_PLAN, "account": "123456789012"}, id="training-plan-same-account"),
@@ -1284,14 +1247,8 @@ VALID = [
     ),
     pytest.param({**PCS, "orchestrator.login_instance_type": "m5.xlarge"}, id="pcs-with-login"),
     pytest.param({"orchestrator.controller_instance_type": "c7i.8xlarge"}, id="controller-type"),
-    *[
-        pytest.param({"storage.lustre.capacity_gib": gib}, id=f"capacity-{gib}")
-        for gib in (1200, 2400, 4800, 9600)
-    ],
-    *[
-        pytest.param({"storage.lustre.throughput_per_tib": tier}, id=f"throughput-{tier}")
-        for tier in (125, 500, 1000)
-    ],
+    *[pytest.param({"storage.lustre.capacity_gib": gib}, id=f"capacity-{gib}") for gib in (1200, 2400, 4800, 9600)],
+    *[pytest.param({"storage.lustre.throughput_per_tib": tier}, id=f"throughput-{tier}") for tier in (125, 500, 1000)],
     pytest.param({"storage.lustre.compression": "none"}, id="compression-none"),
     pytest.param({"storage.retain_on_delete": False}, id="retain-false"),
     *[
@@ -1325,29 +1282,21 @@ VALID = [
         id="s3-two-buckets",
     ),
     pytest.param(repos({"path": "/a", "s3_uri": "s3://my.bucket"}), id="s3-whole-bucket-with-dot"),
-    pytest.param(
-        repos({"path": "/a", "import": [], "export": ["new", "changed", "deleted"]}), id="events-export-all"
-    ),
+    pytest.param(repos({"path": "/a", "import": [], "export": ["new", "changed", "deleted"]}), id="events-export-all"),
     pytest.param(repos({"path": "/a", "import": ["deleted"]}), id="events-subset"),
     pytest.param({"training.model_parameters": "70B"}, id="training-70B"),
-    pytest.param(
-        {"training.model_parameters": 7e9, "training.checkpoint_write_seconds": 1}, id="training-number"
-    ),
+    pytest.param({"training.model_parameters": 7e9, "training.checkpoint_write_seconds": 1}, id="training-number"),
     pytest.param(
         {"nccl.env": {"NCCL_DEBUG": "WARN", "FI_EFA_USE_HUGE_PAGE": "0", "OFI_NCCL_PROTOCOL": "RDMA"}},
         id="nccl-prefixes",
     ),
-    pytest.param(
-        {"observability.prometheus": "none", "observability.grafana": "none"}, id="observability-off"
-    ),
+    pytest.param({"observability.prometheus": "none", "observability.grafana": "none"}, id="observability-off"),
     pytest.param(
         {"observability.grafana": "managed", "observability.alarm_email": "ops@example.com"},
         id="grafana-managed-email",
     ),
     pytest.param({"tags": {f"k{i}": "v" for i in range(40)}}, id="tags-40"),
-    pytest.param(
-        {"tags": {"team": "ml-platform", "cost center": "a/b:c=d+e@f.g", "empty": ""}}, id="tags-chars"
-    ),
+    pytest.param({"tags": {"team": "ml-platform", "cost center": "a/b:c=d+e@f.g", "empty": ""}}, id="tags-chars"),
     pytest.param({"tags": {"awsome": "yes"}}, id="tag-starting-with-aws-not-colon"),
 ]
 
@@ -1504,3 +1453,67 @@ def test_an_optional_section_left_empty_means_its_defaults(section: str) -> None
 
 def test_a_required_key_left_empty_is_still_required() -> None:
     assert lines_for({"name": None}) == rendered(["name: must be a string (quote it); got nothing (null)"])
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        pytest.param(
+            {**PCS, "orchestrator.slurm_version": "23.11"},
+            ["orchestrator.slurm_version: must be a Slurm version AWS PCS supports (24.11, 25.05, 25.11); got '23.11'"],
+            id="slurm-version-unsupported",
+        ),
+        pytest.param(
+            {"orchestrator.slurm_version": "25.11"},
+            ["orchestrator.slurm_version: only for orchestrator.type: pcs (HyperPod runs the Slurm version it ships)"],
+            id="slurm-version-on-hyperpod",
+        ),
+        pytest.param(
+            {**PCS, "orchestrator.ami_id": "ami-123"},
+            ["orchestrator.ami_id: must be an AMI id like ami-0123456789abcdef0; got 'ami-123'"],
+            id="ami-id-format",
+        ),
+        pytest.param(
+            {"orchestrator.ami_id": "ami-0123456789abcdef0"},
+            ["orchestrator.ami_id: only for orchestrator.type: pcs (HyperPod nodes run SageMaker's HyperPod image)"],
+            id="ami-id-on-hyperpod",
+        ),
+        pytest.param(
+            {
+                **PCS,
+                "network.vpc_cidr": "10.0.0.0/16",
+                "compute[0].count": 2048,
+                "orchestrator.login_instance_type": "m5.xlarge",
+            },
+            [
+                "compute: 2049 nodes (with login) exceed the 2,048 instances an AWS PCS cluster manages (size "
+                "LARGE); split the cluster or use orchestrator.type: hyperpod-slurm"
+            ],
+            id="pcs-too-many-nodes",
+        ),
+        pytest.param(
+            {
+                **PCS,
+                "orchestrator.ami_id": "ami-0123456789abcdef0",
+                "compute[0].instance_type": "p6e-gb200.36xlarge",
+                "orchestrator.login_instance_type": "m5.4xlarge",
+            },
+            [
+                "orchestrator.ami_id: one image serves every node group, but p6e-gb200.36xlarge is arm64, "
+                "m5.4xlarge is x86_64; omit ami_id to get the matching AWS PCS image per architecture, or keep "
+                "the groups to one architecture"
+            ],
+            id="ami-id-mixed-architectures",
+        ),
+    ],
+)
+def test_pcs_orchestrator_rules(changes: dict[str, object], expected: list[str]) -> None:
+    assert lines_for(changes) == rendered(expected)
+
+
+def test_pcs_defaults_and_yaml_number_versions() -> None:
+    assert parse(changed(PCS), source="cluster.yaml").orchestrator.slurm_version == "25.11"
+    assert (
+        parse(changed({**PCS, "orchestrator.slurm_version": 25.05}), source="c").orchestrator.slurm_version == "25.05"
+    )
+    assert parse(changed({}), source="cluster.yaml").orchestrator.slurm_version is None

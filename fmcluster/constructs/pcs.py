@@ -1,0 +1,240 @@
+"""PcsSlurmCluster: an AWS PCS Slurm cluster with static node groups on fmcluster's launch templates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.resources import files
+from typing import Literal
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_pcs as pcs
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from fmcluster.catalog import instance_architecture
+from fmcluster.config.models import AMI_ID_PATTERN, PCS_DEFAULT_SLURM_VERSION, PCS_MAX_NODES, PCS_SLURM_VERSIONS
+from fmcluster.constructs.nag import nag_form
+
+PurchaseOption = Literal["ONDEMAND", "CAPACITY_BLOCK"]
+SIZES = (("SMALL", 32), ("MEDIUM", 512), ("LARGE", PCS_MAX_NODES))
+"""AWS PCS cluster sizes and the instances each manages (PCS API reference, Cluster.size)."""
+LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_14
+"""The newest Python runtime (cdk-nag AwsSolutions-L1 accepts only the latest)."""
+
+
+def cluster_size(nodes: int) -> str:
+    """The smallest AWS PCS size that manages `nodes` instances."""
+    for size, limit in SIZES:
+        if nodes <= limit:
+            return size
+    raise ValueError(f"PcsSlurmCluster: {nodes} nodes exceed the {PCS_MAX_NODES:,} an AWS PCS cluster manages")
+
+
+class PcsSlurmCluster(Construct):
+    """An AWS PCS cluster (managed Slurm controller) whose node groups run on `EfaLaunchTemplate`s.
+
+    The controller lives in AWS's account and reaches the nodes through an interface in `subnet`, in
+    `security_groups` (give the EFA group: it admits all traffic from itself, which covers slurmctld and slurmd).
+    Node groups are static (min = max = count): training capacity is reserved or expensive, and a job must
+    not wait for nodes to boot. Each compute node group gets a queue (Slurm partition) of the same name.
+
+    Nodes share one instance profile whose role sits under the path `/aws-pcs/` (AWS PCS accepts no other
+    role), may register with this cluster only, and may be managed through SSM. Without an `ami_id`, a node
+    group runs the newest AWS PCS sample AMI (Amazon Linux 2023, NVIDIA driver, EFA) for the Slurm version
+    and the instance's architecture, looked up at deploy time by a custom resource and kept until the
+    version changes; production clusters usually pin an image of their own.
+
+    Example::
+
+        cluster = PcsSlurmCluster(stack, "Slurm", cluster_name="llm", subnet=network.compute_subnet,
+                                  security_groups=[network.efa_security_group], expected_nodes=16)
+        template = EfaLaunchTemplate(stack, "P5", instance_type="p5.48xlarge", subnet=network.compute_subnet,
+                                     security_groups=[network.efa_security_group])
+        cluster.add_node_group("gpu", instance_type="p5.48xlarge", count=16,
+                               launch_template_id=template.launch_template_id,
+                               launch_template_version=template.latest_version)
+
+    Args:
+        cluster_name: the PCS cluster's name (also tags and log names).
+        subnet: where the controller's interface and every node live.
+        security_groups: groups of the controller's interface; the nodes' groups come from their templates.
+        slurm_version: a Slurm version AWS PCS supports. Omitted: 25.11.
+        expected_nodes: how many instances all node groups will hold; picks the size (SMALL up to 32, MEDIUM up
+            to 512, LARGE up to 2,048). Omitted: 32. The size cannot change without replacing the controller.
+        scale_down_idle_seconds: for node groups with min < max; static groups never scale. Omitted: 600.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        subnet: ec2.ISubnet,
+        security_groups: Sequence[ec2.ISecurityGroup],
+        slurm_version: str = PCS_DEFAULT_SLURM_VERSION,
+        expected_nodes: int = 32,
+        scale_down_idle_seconds: int = 600,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if slurm_version not in PCS_SLURM_VERSIONS:
+            raise ValueError(
+                f"PcsSlurmCluster: slurm_version must be one of {', '.join(PCS_SLURM_VERSIONS)}; got {slurm_version!r}"
+            )
+        if not security_groups:
+            raise ValueError("PcsSlurmCluster: security_groups needs at least one group (the EFA group)")
+        self.slurm_version = slurm_version
+        self.subnet = subnet
+        self.cluster = pcs.CfnCluster(
+            self,
+            "Cluster",
+            name=cluster_name,
+            scheduler=pcs.CfnCluster.SchedulerProperty(type="SLURM", version=slurm_version),
+            size=cluster_size(expected_nodes),
+            networking=pcs.CfnCluster.NetworkingProperty(
+                subnet_ids=[subnet.subnet_id], security_group_ids=[group.security_group_id for group in security_groups]
+            ),
+            slurm_configuration=pcs.CfnCluster.SlurmConfigurationProperty(
+                scale_down_idle_time_in_seconds=scale_down_idle_seconds
+            ),
+        )
+        self.role = iam.Role(
+            self,
+            "NodeRole",
+            path="/aws-pcs/",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"AWS PCS nodes of {cluster_name}: register with the cluster, SSM sessions",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+        )
+        """The nodes' role; give it more with `grant_*` methods of other constructs."""
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["pcs:RegisterComputeNodeGroupInstance"], resources=[self.cluster.attr_arn])
+        )
+        cdk.Validations.of(self.role).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
+                reason="SSM Session Manager is how operators reach nodes without SSH keys or open ports; AWS "
+                "maintains this policy's action list as the SSM agent changes",
+            )
+        )
+        self.instance_profile = iam.InstanceProfile(self, "NodeProfile", role=self.role, path="/aws-pcs/")
+        self._images: dict[str, str] = {}
+        self._image_provider: cr.Provider | None = None
+        self.node_groups: dict[str, pcs.CfnComputeNodeGroup] = {}
+        self.queues: dict[str, pcs.CfnQueue] = {}
+
+    def add_node_group(
+        self,
+        name: str,
+        *,
+        instance_type: str,
+        count: int,
+        launch_template_id: str,
+        launch_template_version: str,
+        purchase_option: PurchaseOption = "ONDEMAND",
+        ami_id: str | None = None,
+        queue: bool = True,
+    ) -> pcs.CfnComputeNodeGroup:
+        """A static node group of `count` instances (and, with `queue`, a Slurm partition named `name`).
+
+        `ami_id` omitted: the AWS PCS sample AMI for the cluster's Slurm version and the type's architecture.
+        """
+        if ami_id is not None and not cdk.Token.is_unresolved(ami_id) and not AMI_ID_PATTERN.match(ami_id):
+            raise ValueError(f"PcsSlurmCluster: ami_id must look like ami-0123456789abcdef0; got {ami_id!r}")
+        if name in self.node_groups:
+            raise ValueError(f"PcsSlurmCluster: a node group named {name!r} exists already")
+        group = pcs.CfnComputeNodeGroup(
+            self,
+            f"{name}NodeGroup",
+            name=name,
+            cluster_id=self.cluster.attr_id,
+            ami_id=ami_id or self.sample_image(instance_architecture(instance_type)),
+            custom_launch_template=pcs.CfnComputeNodeGroup.CustomLaunchTemplateProperty(
+                template_id=launch_template_id, version=launch_template_version
+            ),
+            iam_instance_profile_arn=self.instance_profile.instance_profile_arn,
+            instance_configs=[pcs.CfnComputeNodeGroup.InstanceConfigProperty(instance_type=instance_type)],
+            scaling_configuration=pcs.CfnComputeNodeGroup.ScalingConfigurationProperty(
+                min_instance_count=count, max_instance_count=count
+            ),
+            subnet_ids=[self.subnet.subnet_id],
+            purchase_option=purchase_option,
+        )
+        self.node_groups[name] = group
+        if queue:
+            self.queues[name] = pcs.CfnQueue(
+                self,
+                f"{name}Queue",
+                name=name,
+                cluster_id=self.cluster.attr_id,
+                compute_node_group_configurations=[
+                    pcs.CfnQueue.ComputeNodeGroupConfigurationProperty(compute_node_group_id=group.attr_id)
+                ],
+            )
+        return group
+
+    def sample_image(self, architecture: str) -> str:
+        """The AMI id (a deploy-time token) of the newest AWS PCS sample AMI for `architecture`."""
+        if architecture not in self._images:
+            image = cdk.CustomResource(
+                self,
+                f"SampleImage{architecture.replace('_', '')}",
+                service_token=self._provider().service_token,
+                resource_type="Custom::PcsSampleImage",
+                properties={"SlurmVersion": self.slurm_version, "Architecture": architecture},
+            )
+            self._images[architecture] = image.get_att_string("ImageId")
+        return self._images[architecture]
+
+    def _provider(self) -> cr.Provider:
+        if self._image_provider is None:
+            handler = lambda_.Function(
+                self,
+                "SampleImageLookup",
+                runtime=LAMBDA_RUNTIME,
+                handler="handler.on_event",
+                code=lambda_.Code.from_asset(str(files("fmcluster") / "lambdas" / "pcs_ami")),
+                timeout=cdk.Duration.seconds(60),
+                description="Finds the newest AWS PCS sample AMI for a Slurm version and CPU architecture",
+                log_group=logs.LogGroup(self, "SampleImageLookupLogs", retention=logs.RetentionDays.ONE_YEAR),
+            )
+            handler.add_to_role_policy(iam.PolicyStatement(actions=["ec2:DescribeImages"], resources=["*"]))
+            self._image_provider = cr.Provider(self, "SampleImageProvider", on_event_handler=handler)
+            framework = self._image_provider.node.find_child("framework-onEvent")
+            for function in (handler, framework):
+                # CDK makes a function depend on its role both by GetAtt and by DependsOn (for the role's policy)
+                function.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+            acknowledge_provider_findings(handler, self._image_provider)
+        return self._image_provider
+
+
+def acknowledge_provider_findings(handler: lambda_.Function, provider: cr.Provider) -> None:
+    """cdk-nag findings a Lambda-backed custom resource cannot avoid, acknowledged with their reasons."""
+    cdk.Validations.of(handler).acknowledge(
+        cdk.Acknowledgment(
+            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            reason="Lets the function write its own CloudWatch logs; no other permission",
+        ),
+        cdk.Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::*]",
+            reason="ec2:DescribeImages supports no resource-level permission; it only reads image metadata",
+        ),
+    )
+    cdk.Validations.of(provider).acknowledge(
+        cdk.Acknowledgment(
+            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            reason="The CDK Provider framework's own function writes only its CloudWatch logs",
+        ),
+        cdk.Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::{nag_form(handler, handler.function_arn)}:*]",
+            reason="The Provider framework invokes every version of the one handler function it wraps",
+        ),
+        cdk.Acknowledgment(
+            id="AwsSolutions-L1",
+            reason="The Provider framework's runtime is chosen and updated by aws-cdk-lib, not by this project",
+        ),
+    )

@@ -1,0 +1,140 @@
+"""The cluster stack for `orchestrator.type: pcs`: AWS PCS, EFA launch templates, node bootstrap."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from fmcluster.config import ClusterConfig, ComputeGroup
+from fmcluster.constructs.efa import EfaLaunchTemplate
+from fmcluster.constructs.nag import acknowledge_wildcards
+from fmcluster.constructs.pcs import PcsSlurmCluster
+from fmcluster.node_scripts import bootstrap_user_data
+from fmcluster.stacks.network import NetworkStack
+from fmcluster.stacks.storage import StorageStack
+
+LOGIN_ROOT_VOLUME_GIB = 200
+ROOT_DEVICE = "/dev/xvda"
+"""Root device of Amazon Linux 2023, which the AWS PCS sample AMIs (and most PCS images) are built on; a
+mismatch would attach a second volume and leave the root at the AMI's size."""
+PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "odcr": "ONDEMAND", "capacity-block": "CAPACITY_BLOCK"}
+"""An ODCR is consumed as on-demand capacity through the launch template's reservation target."""
+
+
+def nccl_parameter_name(cluster: str, group: str) -> str:
+    """Where the NCCL issue's tuning publishes a group's environment (read by node scripts)."""
+    return f"/fmcluster/{cluster}/{group}/nccl-env"
+
+
+class PcsClusterStack(cdk.Stack):
+    """`PcsSlurmCluster` with one node group and queue per compute group, and login nodes when asked.
+
+    Every compute group gets an `EfaLaunchTemplate` (all EFA interfaces, its capacity, its placement group)
+    whose user data makes /scratch on local NVMe, mounts the FSx file system at /fsx (over EFA where the file
+    system and the node support it) and writes the NCCL environment.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ClusterConfig,
+        network: NetworkStack,
+        storage: StorageStack,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        orchestrator = config.orchestrator
+        login_nodes = 1 if orchestrator.login_instance_type else 0
+        efa_group = network.network.efa_security_group
+        subnet = network.network.compute_subnet
+        self.slurm = PcsSlurmCluster(
+            self,
+            "Slurm",
+            cluster_name=config.name,
+            subnet=subnet,
+            security_groups=[efa_group],
+            slurm_version=orchestrator.slurm_version,
+            expected_nodes=config.total_nodes + login_nodes,
+        )
+        self._grant_node_access(config, storage)
+        lustre = storage.lustre
+        self.launch_templates: dict[str, EfaLaunchTemplate] = {}
+        for group in config.compute:
+            template = EfaLaunchTemplate(
+                self,
+                f"{group.name}LaunchTemplate",
+                instance_type=group.instance_type,
+                security_groups=[efa_group],
+                subnet=subnet,
+                efa=group.efa,
+                root_volume_gib=group.root_volume_gib,
+                root_device_name=ROOT_DEVICE,
+                capacity=group.capacity,
+                reservation_id=group.reservation_id,
+                placement_group=network.placement_groups.get(group.name),
+                user_data=bootstrap_user_data(
+                    lustre_dns_name=lustre.dns_name,
+                    lustre_mount_name=lustre.mount_name,
+                    lustre_efa=_mounts_over_efa(config, group),
+                    nccl_parameter_name=nccl_parameter_name(config.name, group.name),
+                ),
+            )
+            self.launch_templates[group.name] = template
+            self.slurm.add_node_group(
+                group.name,
+                instance_type=group.instance_type,
+                count=group.count,
+                launch_template_id=template.launch_template_id,
+                launch_template_version=template.latest_version,
+                purchase_option=PURCHASE_OPTIONS[group.capacity],
+                ami_id=orchestrator.ami_id,
+            )
+        if orchestrator.login_instance_type:
+            login = self._login_template(orchestrator.login_instance_type, efa_group, lustre)
+            self.slurm.add_node_group(
+                "login",
+                instance_type=orchestrator.login_instance_type,
+                count=1,
+                launch_template_id=login.launch_template_id,
+                launch_template_version=login.latest_version_number,
+                ami_id=orchestrator.ami_id,
+                queue=False,
+            )
+
+    def _grant_node_access(self, config: ClusterConfig, storage: StorageStack) -> None:
+        role = self.slurm.role
+        role.add_managed_policy(storage.node_data_policy)
+        parameters = self.format_arn(service="ssm", resource="parameter", resource_name=f"fmcluster/{config.name}/*")
+        role.add_to_principal_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[parameters]))
+        acknowledge_wildcards(
+            role,
+            resources=[parameters],
+            reason="Nodes read only this cluster's own SSM parameters (NCCL settings per group, image URI)",
+        )
+
+    def _login_template(self, instance_type: str, group: ec2.ISecurityGroup, lustre) -> ec2.LaunchTemplate:
+        """Login nodes: no EFA, the cluster's group, IMDSv2, an encrypted gp3 root volume, /fsx mounted."""
+        return ec2.LaunchTemplate(
+            self,
+            "loginLaunchTemplate",
+            security_group=group,
+            require_imdsv2=True,
+            http_put_response_hop_limit=2,
+            user_data=bootstrap_user_data(lustre_dns_name=lustre.dns_name, lustre_mount_name=lustre.mount_name),
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name=ROOT_DEVICE,
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        LOGIN_ROOT_VOLUME_GIB, encrypted=True, volume_type=ec2.EbsDeviceVolumeType.GP3
+                    ),
+                )
+            ],
+        )
+
+
+def _mounts_over_efa(config: ClusterConfig, group: ComputeGroup) -> bool:
+    return config.storage.lustre.efa and group.efa and group.instance.lustre_efa_client

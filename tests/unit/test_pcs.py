@@ -1,0 +1,178 @@
+"""The AWS PCS cluster stack, read from the session's synthesized examples:
+p5-capacity-block (16 x p5 on a capacity block, login node) and p6-b300-isolated (on-demand p6-b300 in a
+placement group plus a g5 group, EFA-enabled Lustre)."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+
+from fmcluster.constructs.pcs import PcsSlurmCluster, cluster_size
+
+
+def of_type(template: dict, kind: str) -> dict[str, dict]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def props(template: dict, kind: str) -> list[dict]:
+    return [r["Properties"] for r in of_type(template, kind).values()]
+
+
+@pytest.fixture(scope="module")
+def block(synthesized) -> dict:
+    return synthesized["p5-capacity-block"].templates["llm-pretrain-cluster"]
+
+
+@pytest.fixture(scope="module")
+def b300(synthesized) -> dict:
+    return synthesized["p6-b300-isolated"].templates["b300-isolated-cluster"]
+
+
+def test_cluster_runs_slurm_25_11_sized_for_its_nodes(block):
+    (cluster,) = props(block, "AWS::PCS::Cluster")
+    assert cluster["Name"] == "llm-pretrain"
+    assert cluster["Scheduler"] == {"Type": "SLURM", "Version": "25.11"}
+    assert cluster["Size"] == "SMALL"  # 16 GPU nodes + 1 login node
+
+
+def test_capacity_block_group_is_static_and_purchased_as_a_capacity_block(block):
+    groups = {g["Name"]: g for g in props(block, "AWS::PCS::ComputeNodeGroup")}
+    assert set(groups) == {"gpu", "login"}
+    gpu = groups["gpu"]
+    assert gpu["PurchaseOption"] == "CAPACITY_BLOCK"
+    assert gpu["ScalingConfiguration"] == {"MinInstanceCount": 16, "MaxInstanceCount": 16}
+    assert gpu["InstanceConfigs"] == [{"InstanceType": "p5.48xlarge"}]
+    assert groups["login"]["PurchaseOption"] == "ONDEMAND"
+    assert groups["login"]["ScalingConfiguration"] == {"MinInstanceCount": 1, "MaxInstanceCount": 1}
+
+
+def test_every_compute_group_gets_a_queue_and_login_gets_none(block, b300):
+    assert sorted(q["Name"] for q in props(block, "AWS::PCS::Queue")) == ["gpu"]
+    assert sorted(q["Name"] for q in props(b300, "AWS::PCS::Queue")) == ["b300", "dev"]
+
+
+def test_capacity_block_template_targets_the_reservation_without_placement_group(block):
+    templates = {
+        k: r["Properties"]["LaunchTemplateData"] for k, r in of_type(block, "AWS::EC2::LaunchTemplate").items()
+    }
+    (gpu,) = [data for key, data in templates.items() if key.startswith("gpu")]
+    assert gpu["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    target = gpu["CapacityReservationSpecification"]["CapacityReservationTarget"]
+    assert target == {"CapacityReservationId": "cr-0123456789abcdef0"}
+    assert "Placement" not in gpu
+    assert sum(i["InterfaceType"] == "efa-only" for i in gpu["NetworkInterfaces"]) == 32
+
+
+def test_on_demand_group_sits_in_its_placement_group_and_p6_b300_card_zero_is_ena(b300, synthesized):
+    network = synthesized["p6-b300-isolated"].templates["b300-isolated-network"]
+    placement = props(network, "AWS::EC2::PlacementGroup")
+    assert len(placement) == 2 and all(p["Strategy"] == "cluster" for p in placement)
+    templates = {k: r["Properties"]["LaunchTemplateData"] for k, r in of_type(b300, "AWS::EC2::LaunchTemplate").items()}
+    (gpu,) = [data for key, data in templates.items() if key.startswith("b300")]
+    assert "GroupName" in gpu["Placement"]
+    card_zero = [i for i in gpu["NetworkInterfaces"] if i["NetworkCardIndex"] == 0]
+    assert [i["InterfaceType"] for i in card_zero] == ["interface"]
+    assert sum(i["InterfaceType"] == "efa-only" for i in gpu["NetworkInterfaces"]) == 16
+
+
+def test_root_volume_maps_to_the_amazon_linux_root_device(block):
+    for resource in of_type(block, "AWS::EC2::LaunchTemplate").values():
+        (volume,) = resource["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"]
+        assert volume["DeviceName"] == "/dev/xvda"
+        assert volume["Ebs"]["Encrypted"] is True
+
+
+def test_node_role_is_under_the_aws_pcs_path_and_may_register_with_this_cluster_only(block):
+    roles = [r for r in props(block, "AWS::IAM::Role") if r.get("Path") == "/aws-pcs/"]
+    assert len(roles) == 1
+    assert props(block, "AWS::IAM::InstanceProfile")[0]["Path"] == "/aws-pcs/"
+    statements = [s for p in props(block, "AWS::IAM::Policy") for s in p["PolicyDocument"]["Statement"]]
+    register = [s for s in statements if s["Action"] == "pcs:RegisterComputeNodeGroupInstance"]
+    assert register == [
+        {
+            "Action": "pcs:RegisterComputeNodeGroupInstance",
+            "Effect": "Allow",
+            "Resource": {"Fn::GetAtt": ["SlurmClusterB946DAE9", "Arn"]},
+        }
+    ]
+    ssm = [s for s in statements if s["Action"] == "ssm:GetParameter"]
+    assert ssm[0]["Resource"] == "arn:aws:ssm:us-east-1:123456789012:parameter/fmcluster/llm-pretrain/*"
+
+
+def test_without_ami_id_nodes_run_the_sample_image_looked_up_at_deploy_time(block, b300):
+    lookups = props(block, "Custom::PcsSampleImage")
+    assert lookups == [{"ServiceToken": lookups[0]["ServiceToken"], "SlurmVersion": "25.11", "Architecture": "x86_64"}]
+    for group in props(b300, "AWS::PCS::ComputeNodeGroup"):
+        assert group["AmiId"]["Fn::GetAtt"][1] == "ImageId"
+    functions = props(block, "AWS::Lambda::Function")
+    assert any(f.get("Runtime") == "python3.14" and f["Handler"] == "handler.on_event" for f in functions)
+
+
+def test_user_data_mounts_lustre_over_efa_only_where_the_node_can(b300):
+    templates = {k: r["Properties"]["LaunchTemplateData"] for k, r in of_type(b300, "AWS::EC2::LaunchTemplate").items()}
+    user_data = {key[:4]: str(data["UserData"]) for key, data in templates.items()}
+    assert "--lustre-efa" in user_data["b300"]
+    assert "--lustre-efa" not in user_data["devL"]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "size"), [(1, "SMALL"), (32, "SMALL"), (33, "MEDIUM"), (512, "MEDIUM"), (513, "LARGE"), (2048, "LARGE")]
+)
+def test_cluster_size_follows_the_node_count(nodes, size):
+    assert cluster_size(nodes) == size
+
+
+def test_library_users_get_clear_errors():
+    stack = cdk.Stack(cdk.App(), "Lib")
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=1, nat_gateways=0)
+    with pytest.raises(ValueError, match=r"^PcsSlurmCluster: 2049 nodes exceed the 2,048 an AWS PCS cluster manages$"):
+        cluster_size(2049)
+    with pytest.raises(
+        ValueError, match=r"^PcsSlurmCluster: slurm_version must be one of 24.11, 25.05, 25.11; got '23.11'$"
+    ):
+        PcsSlurmCluster(
+            stack,
+            "Old",
+            cluster_name="x",
+            subnet=vpc.isolated_subnets[0],
+            security_groups=[ec2.SecurityGroup(stack, "Sg", vpc=vpc)],
+            slurm_version="23.11",
+        )
+    with pytest.raises(ValueError, match=r"^PcsSlurmCluster: security_groups needs at least one group"):
+        PcsSlurmCluster(stack, "NoSg", cluster_name="x", subnet=vpc.isolated_subnets[0], security_groups=[])
+    cluster = PcsSlurmCluster(
+        stack,
+        "Ok",
+        cluster_name="x",
+        subnet=vpc.isolated_subnets[0],
+        security_groups=[ec2.SecurityGroup(stack, "Sg2", vpc=vpc)],
+    )
+    with pytest.raises(
+        ValueError, match=r"^PcsSlurmCluster: ami_id must look like ami-0123456789abcdef0; got 'ubuntu'$"
+    ):
+        cluster.add_node_group(
+            "gpu",
+            instance_type="p5.48xlarge",
+            count=1,
+            launch_template_id="lt-1",
+            launch_template_version="1",
+            ami_id="ubuntu",
+        )
+    cluster.add_node_group(
+        "gpu",
+        instance_type="p5.48xlarge",
+        count=1,
+        launch_template_id="lt-1",
+        launch_template_version="1",
+        ami_id="ami-0123456789abcdef0",
+    )
+    with pytest.raises(ValueError, match=r"^PcsSlurmCluster: a node group named 'gpu' exists already$"):
+        cluster.add_node_group(
+            "gpu",
+            instance_type="p5.48xlarge",
+            count=1,
+            launch_template_id="lt-1",
+            launch_template_version="1",
+            ami_id="ami-0123456789abcdef0",
+        )
