@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import aws_cdk as cdk
@@ -21,6 +22,8 @@ def _flatten(node: object) -> str:
     if isinstance(node, dict) and "Fn::GetAtt" in node:
         logical_id, attribute = node["Fn::GetAtt"]
         return f"<{logical_id}.{attribute}>"
+    if isinstance(node, dict) and isinstance(node.get("Fn::Sub"), str):
+        return re.sub(r"\$\{([^}]+)\}", r"<\1>", node["Fn::Sub"])
     if isinstance(node, dict) and "Fn::Join" in node:
         separator, parts = node["Fn::Join"]
         return separator.join(_flatten(part) for part in parts)

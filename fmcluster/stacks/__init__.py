@@ -6,23 +6,24 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from fmcluster.config import ClusterConfig
+from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
 from fmcluster.stacks.cluster_pcs import PcsClusterStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
-__all__ = ["ClusterStacks", "NetworkStack", "PcsClusterStack", "StorageStack", "build"]
+__all__ = ["ClusterStacks", "HyperPodClusterStack", "NetworkStack", "PcsClusterStack", "StorageStack", "build"]
 
 
 class ClusterStacks:
     """The stacks of one cluster, by role."""
 
-    def __init__(self, network: NetworkStack, storage: StorageStack, cluster: cdk.Stack | None) -> None:
+    def __init__(self, network: NetworkStack, storage: StorageStack, cluster: cdk.Stack) -> None:
         self.network = network
         self.storage = storage
         self.cluster = cluster
 
     def all(self) -> list[cdk.Stack]:
-        return [stack for stack in (self.network, self.storage, self.cluster) if stack is not None]
+        return [self.network, self.storage, self.cluster]
 
 
 def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
@@ -43,17 +44,20 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: KMS key, data and checkpoint buckets, FSx for Lustre linked to S3",
     )
-    cluster = None
-    if config.orchestrator.type == "pcs":
-        cluster = PcsClusterStack(
-            app,
-            f"{config.name}-cluster",
-            config=config,
-            network=network,
-            storage=storage,
-            env=environment,
-            description=f"fmcluster {config.name}: AWS PCS Slurm cluster, EFA launch templates, node bootstrap",
-        )
+    cluster_stack, what = (
+        (PcsClusterStack, "AWS PCS Slurm cluster, EFA launch templates, node bootstrap")
+        if config.orchestrator.type == "pcs"
+        else (HyperPodClusterStack, "SageMaker HyperPod Slurm cluster, lifecycle scripts, node role")
+    )
+    cluster = cluster_stack(
+        app,
+        f"{config.name}-cluster",
+        config=config,
+        network=network,
+        storage=storage,
+        env=environment,
+        description=f"fmcluster {config.name}: {what}",
+    )
     stacks = ClusterStacks(network, storage, cluster)
     for key, value in {**config.tags, "fmcluster:cluster": config.name}.items():
         cdk.Tags.of(app).add(key, value)

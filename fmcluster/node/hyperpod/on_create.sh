@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+#
+# on_create.sh: SageMaker HyperPod's OnCreate lifecycle script for an fmcluster cluster. HyperPod runs it as root on
+# every node as the node joins the cluster (creation, replacement of a faulty node, scale-up).
+#
+# Usage: on_create.sh
+#
+# Steps, in this order, each a process of its own:
+#   install  copy fmcluster's node scripts to /opt/fmcluster/node (the /scratch boot unit runs nvme-raid.sh from there)
+#   scratch  nvme-raid.sh: /scratch on the instance-store NVMe disks (nothing to do on types without them)
+#   nccl     nccl-env.sh <FMCLUSTER_NCCL_PREFIX>/<instance group>/nccl-env: the NCCL/libfabric environment of jobs
+#            (nccl-env.sh's defaults alone when the group has no such parameter)
+#   enroot   enroot-pyxis.sh: enroot and pyxis configured, caches on local disk
+#   image    import-image.sh, on the controller only: the training image, once, as a squashfs on the file system
+# A failed step does not stop the later ones (image needs enroot, and is skipped without it). Every step is
+# idempotent, so running the script again is safe.
+#
+# Settings: fmcluster.env beside this script (the HyperPodSlurmCluster construct deploys it with the scripts), lines
+# of FMCLUSTER_CLUSTER, FMCLUSTER_REGION, FMCLUSTER_NCCL_PREFIX, FMCLUSTER_IMAGE_PARAMETER,
+# FMCLUSTER_CONTROLLER_GROUP and FMCLUSTER_FSX_MOUNT (empty: no shared file system). The node's instance group is
+# the one whose instance has one of this node's IP addresses in HyperPod's /opt/ml/config/resource_config.json.
+# lib.sh sits beside this script in the lifecycle bucket, and one directory up in the fmcluster package.
+#
+# Log: /var/log/fmcluster/lifecycle.log holds every step's output (each step also keeps its own log beside it);
+# everything also goes to stderr, which HyperPod sends to CloudWatch. When a step fails, the last line names the
+# failed steps and the log, and the exit status is 1, so HyperPod reports the lifecycle failure.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [[ -f "$HERE/lib.sh" ]]; then
+  NODE_DIR="$HERE" # as deployed: every script in one directory
+else
+  NODE_DIR="$(dirname "$HERE")" # in the fmcluster package: node/hyperpod/ below node/
+fi
+# shellcheck source=../lib.sh
+source "$NODE_DIR/lib.sh"
+# shellcheck source=ssm.sh
+source "$HERE/ssm.sh"
+
+LOG_FILE="$LOG_DIR/lifecycle.log"
+INSTALL_DIR=/opt/fmcluster/node
+SETTINGS_FILE="$HERE/fmcluster.env"
+RESOURCE_CONFIG=/opt/ml/config/resource_config.json
+SCRIPTS=(lib.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh import-image.sh)
+FMCLUSTER_CLUSTER=""
+FMCLUSTER_REGION=""
+FMCLUSTER_NCCL_PREFIX=""
+FMCLUSTER_IMAGE_PARAMETER=""
+FMCLUSTER_CONTROLLER_GROUP=""
+FMCLUSTER_FSX_MOUNT=""
+FAILED=()
+
+# fail_lifecycle REASON STEP...: the one line that says which steps failed and where to read more; exit 1.
+fail_lifecycle() {
+  local reason="$1" steps
+  shift
+  steps="$(printf ', %s' "$@")"
+  if (($# > 1)); then
+    steps="steps ${steps:2}"
+  else
+    steps="step ${steps:2}"
+  fi
+  die "fmcluster lifecycle FAILED at $steps: $reason (log: ${LOG_FILE#"$ROOT"})"
+}
+
+# read_settings: the FMCLUSTER_* settings from fmcluster.env (only known keys; the file is not run as code).
+read_settings() {
+  local line key value
+  if [[ ! -f "$SETTINGS_FILE" ]]; then
+    fail_lifecycle "$SETTINGS_FILE is missing; deploy the scripts with fmcluster's HyperPodSlurmCluster" settings
+  fi
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    if [[ -z "$line" || "$line" == \#* ]]; then
+      continue
+    fi
+    key="${line%%=*}"
+    value="${line#*=}"
+    case "$key" in
+      FMCLUSTER_CLUSTER | FMCLUSTER_REGION | FMCLUSTER_NCCL_PREFIX | FMCLUSTER_IMAGE_PARAMETER | \
+        FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT)
+        printf -v "$key" '%s' "$value"
+        ;;
+      *) log WARN "$SETTINGS_FILE: ignoring unknown setting '$key'" ;;
+    esac
+  done <"$SETTINGS_FILE"
+  for key in FMCLUSTER_CLUSTER FMCLUSTER_REGION FMCLUSTER_NCCL_PREFIX FMCLUSTER_IMAGE_PARAMETER \
+    FMCLUSTER_CONTROLLER_GROUP; do
+    if [[ -z "${!key}" ]]; then
+      fail_lifecycle "$SETTINGS_FILE sets no $key" settings
+    fi
+  done
+}
+
+# instance_group: the name of this node's instance group, from HyperPod's resource configuration.
+instance_group() {
+  local config="$ROOT$RESOURCE_CONFIG" addresses
+  if [[ ! -f "$config" ]]; then
+    printf '%s is missing; is this a SageMaker HyperPod node?\n' "$RESOURCE_CONFIG" >&2
+    return 1
+  fi
+  addresses="$(hostname -I)"
+  python3 -c '
+import json, sys
+path, mine = sys.argv[1], set(sys.argv[2].split())
+try:
+    groups = json.load(open(path))["InstanceGroups"]
+except (OSError, ValueError, KeyError, TypeError) as error:
+    sys.exit(f"cannot read the instance groups of {path}: {error!r}")
+for group in groups:
+    for instance in group.get("Instances", []):
+        if instance.get("CustomerIpAddress") in mine:
+            print(group["Name"])
+            sys.exit(0)
+shown = ", ".join(sorted(mine)) or "none"
+sys.exit(f"none of the addresses of this node ({shown}) is an instance in {path}")
+' "$config" "$addresses"
+}
+
+# script PATH: where to run a node script from: the installed copy, else the copy that came with this script.
+script() {
+  if [[ -f "$ROOT$INSTALL_DIR/$1" ]]; then
+    printf '%s\n' "$ROOT$INSTALL_DIR/$1"
+  elif [[ -f "$HERE/$1" ]]; then
+    printf '%s\n' "$HERE/$1"
+  else
+    printf '%s\n' "$NODE_DIR/$1"
+  fi
+}
+
+# install_scripts: copy the node scripts to INSTALL_DIR (replacing older copies; unchanged files are left alone).
+install_scripts() {
+  local name mode source
+  for name in "${SCRIPTS[@]}"; do
+    source="$HERE/$name"
+    if [[ ! -f "$source" ]]; then
+      source="$NODE_DIR/$name"
+    fi
+    mode=0755
+    if [[ "$name" == lib.sh || "$name" == ssm.sh ]]; then
+      mode=0644 # sourced, never run
+    fi
+    write_file "$ROOT$INSTALL_DIR/$name" "$mode" <"$source"
+  done
+  log INFO "node scripts installed in $INSTALL_DIR"
+}
+
+# nccl_step GROUP: nccl-env.sh with the group's NCCL parameter, or without one (the defaults) when there is none.
+nccl_step() {
+  local parameter="$FMCLUSTER_NCCL_PREFIX/$1/nccl-env" value
+  local -a arguments=("$parameter")
+  if ! command -v aws >/dev/null 2>&1; then
+    : # nccl-env.sh says so and writes the defaults
+  elif ! value="$(retry ssm_get "$FMCLUSTER_REGION" "$parameter")"; then
+    log WARN "SSM parameter $parameter could not be checked; nccl-env.sh reads it itself"
+  elif [[ -z "$value" ]]; then
+    log INFO "there is no SSM parameter $parameter: the NCCL defaults apply to group $1"
+    arguments=()
+  fi
+  bash "$(script nccl-env.sh)" ${arguments[@]+"${arguments[@]}"}
+}
+
+# in_step COMMAND...: COMMAND with log() writing to stderr only, which run_step adds to lifecycle.log (once).
+in_step() {
+  local LOG_FILE=/dev/null
+  "$@"
+}
+
+# run_step NAME COMMAND...: run COMMAND with its output added to lifecycle.log (and stderr); remember a failure.
+run_step() {
+  local name="$1" status on_error
+  shift
+  log INFO "step $name: starting"
+  # Not `pipeline || status=$?`: inside an || list bash ignores set -e, also in the step's functions. The step's
+  # own failure is reported below, so lib.sh's ERR trap is off for the pipeline itself (and on inside the step).
+  on_error="$(trap -p ERR)"
+  trap - ERR
+  set +e
+  (
+    eval "$on_error"
+    set -e
+    in_step "$@"
+  ) 2>&1 | tee -a "$LOG_FILE" >&2
+  status="${PIPESTATUS[0]}"
+  set -e
+  eval "$on_error"
+  if ((status == 0)); then
+    log INFO "step $name: done"
+  else
+    log ERROR "step $name: failed with exit status $status"
+    FAILED+=("$name")
+  fi
+}
+
+main() {
+  local group
+  if (($#)); then
+    printf 'usage: %s\n' "$0" >&2
+    exit 2
+  fi
+  require_root
+  log INFO "fmcluster lifecycle starts on $(hostname)"
+  read_settings
+  export AWS_REGION="$FMCLUSTER_REGION" AWS_DEFAULT_REGION="$FMCLUSTER_REGION"
+  if ! group="$(instance_group 2>&1)"; then
+    fail_lifecycle "$group" group
+  fi
+  log INFO "cluster $FMCLUSTER_CLUSTER, instance group $group"
+
+  run_step install install_scripts
+  run_step scratch bash "$(script nvme-raid.sh)"
+  run_step nccl nccl_step "$group"
+  run_step enroot bash "$(script enroot-pyxis.sh)"
+  if [[ "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
+    if [[ " ${FAILED[*]} " == *" enroot "* ]]; then
+      log ERROR "step image: skipped, since it needs enroot"
+      FAILED+=(image)
+    elif [[ -z "$FMCLUSTER_FSX_MOUNT" ]]; then
+      log INFO "step image: skipped, since the cluster has no shared file system to keep the image on"
+    else
+      run_step image bash "$(script import-image.sh)" "$FMCLUSTER_IMAGE_PARAMETER" "$FMCLUSTER_FSX_MOUNT"
+    fi
+  fi
+
+  if ((${#FAILED[@]})); then
+    fail_lifecycle "see the lines of each step above" "${FAILED[@]}"
+  fi
+  log INFO "fmcluster lifecycle finished"
+}
+
+main "$@"

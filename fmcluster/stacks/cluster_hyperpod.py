@@ -1,0 +1,48 @@
+"""The cluster stack for `orchestrator.type: hyperpod-slurm`: SageMaker HyperPod with API-driven Slurm."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster.config import ClusterConfig
+from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
+from fmcluster.stacks.network import NetworkStack
+from fmcluster.stacks.storage import StorageStack
+
+
+class HyperPodClusterStack(cdk.Stack):
+    """`HyperPodSlurmCluster` configured from the cluster file: one Slurm partition per compute group.
+
+    The nodes' interfaces sit in the network's compute subnet (in `availability_zone_id`, where a training plan's
+    capacity is) and in its EFA security group, which the file system already admits; the storage stack's FSx for
+    Lustre file system is mounted at /fsx on every node. The execution role gets the storage stack's node data
+    policy (read datasets, read and write checkpoints), as AWS PCS nodes do. `orchestrator.controller_instance_type`
+    and `login_instance_type` size the controller and the optional login node. The node log group follows
+    `storage.retain_on_delete`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ClusterConfig,
+        network: NetworkStack,
+        storage: StorageStack,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.hyperpod = HyperPodSlurmCluster(
+            self,
+            "HyperPod",
+            cluster_name=config.name,
+            subnet=network.network.compute_subnet,
+            security_groups=[network.network.efa_security_group],
+            compute_groups=config.compute,
+            controller_instance_type=config.orchestrator.controller_instance_type,
+            login_instance_type=config.orchestrator.login_instance_type,
+            file_system=storage.lustre,
+            removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
+        )
+        self.hyperpod.role.add_managed_policy(storage.node_data_policy)

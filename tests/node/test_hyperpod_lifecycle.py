@@ -1,0 +1,557 @@
+"""HyperPod lifecycle scripts (fmcluster/node/hyperpod/*.sh): shellcheck, and their logic against stubbed commands.
+
+A test machine is no HyperPod node: it has no /opt/ml/config/resource_config.json, no NVMe instance store, no FSx
+mount, no enroot, pyxis or Slurm, no SSM parameters, no ECR, and the scripts must never touch its real /etc. So
+each test runs the scripts as HyperPod would (`on_create.sh` from a directory holding exactly what the
+HyperPodSlurmCluster construct deploys: the scripts of LIFECYCLE_SCRIPTS, flat, and the fmcluster.env it writes)
+with:
+
+* a PATH holding only stub commands written into tmp_path, each recording its arguments and answering from a small
+  state directory the test prepares: `hostname` (the node's addresses, so the script finds its instance group),
+  `aws` (SSM parameter values by name, ParameterNotFound for the others, an ECR password; N failures first when
+  asked), `enroot` (records the import and writes the squashfs file; keeps a copy of the registry credentials it
+  was given), `mountpoint` (what is mounted), `lsblk`/`blkid` (the instance-store disks nvme-raid.sh looks for) and
+  `sleep`/`systemctl` (record only, so backoff costs no time); plus links to the harmless tools the scripts use
+  (bash, coreutils, python3); no real system command is reachable;
+* FMCLUSTER_ROOT=tmp_path/root, which the scripts put in front of every path they read or write, so HyperPod's
+  resource config, /opt/slurm, /etc/enroot, /scratch, /fsx, /opt/fmcluster and /var/log/fmcluster all live in the
+  test's own directory; TMPDIR inside tmp_path too, for the private credentials directory.
+
+The tests then check the commands the scripts ran and the files they left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fmcluster.constructs.hyperpod import LIFECYCLE_ENV, LIFECYCLE_SCRIPTS, _package_text, lifecycle_settings
+
+HYPERPOD_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "hyperpod"
+SCRIPTS = ("on_create.sh", "enroot-pyxis.sh", "import-image.sh")
+SOURCED = ("ssm.sh",)
+SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
+CLUSTER = "quickstart"
+REGION = "us-east-1"
+IMAGE = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/team/train:v3"
+REGISTRY = f"123456789012.dkr.ecr.{REGION}.amazonaws.com"
+FAILED_LINE = re.compile(r"ERROR: fmcluster lifecycle FAILED at (steps?) (.+): (.+) \(log: (\S+)\)$")
+
+TOOLS = (
+    "bash", "env", "cat", "date", "mkdir", "mktemp", "chmod", "mv", "rm", "basename", "dirname", "sort", "readlink",
+    "id", "uname", "tee", "stat", "ln", "cp",
+)  # fmt: skip
+"""Real commands the scripts may use: they only read, or write inside FMCLUSTER_ROOT and TMPDIR."""
+
+_RECORD = """#!/usr/bin/env bash
+{ printf '%s' "$(basename "$0")"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_LOG"
+failures="$STUB_STATE/$(basename "$0")-failures"
+if [[ -f "$failures" ]]; then
+  left="$(<"$failures")"
+  if ((left > 0)); then echo $((left - 1)) >"$failures"; echo "$(basename "$0"): stub failure" >&2; exit 32; fi
+fi
+"""
+STUBS = {
+    "hostname": """if [[ "${1:-}" == -I ]]; then cat "$STUB_STATE/addresses"; else echo ip-10-1-0-5; fi""",
+    "aws": """case "$1 $2" in
+  "ssm get-parameter")
+    while (($#)); do [[ "$1" == --name ]] && name="$2"; shift; done
+    value="$STUB_STATE/ssm${name}"
+    if [[ -f "$value" ]]; then cat "$value"; exit 0; fi
+    echo "An error occurred (ParameterNotFound) when calling the GetParameter operation: " >&2
+    exit 254 ;;
+  "ecr get-login-password") echo stub-ecr-password ;;
+  *) exit 2 ;;
+esac""",
+    "enroot": """if [[ "${1:-}" == import ]]; then
+  cp "$ENROOT_CONFIG_PATH/.credentials" "$STUB_STATE/enroot-credentials"
+  echo "$ENROOT_CONFIG_PATH" >"$STUB_STATE/enroot-config-path"
+  [[ -e "$3" ]] && { echo "enroot: $3 exists" >&2; exit 1; }
+  echo "squashfs of $4" >"$3"
+fi""",
+    "mountpoint": """[[ -f "$STUB_STATE/mounted" ]] || exit 1
+while IFS= read -r mounted; do [[ "$mounted" == "${!#}" ]] && exit 0; done <"$STUB_STATE/mounted"
+exit 1""",
+    "lsblk": '[[ -f "$STUB_STATE/lsblk" ]] && cat "$STUB_STATE/lsblk"\nexit 0',
+    "blkid": """device="${!#}"
+[[ -f "$STUB_STATE/fs-${device##*/}" ]] || exit 2
+if [[ "$4" == TYPE ]]; then cat "$STUB_STATE/fs-${device##*/}"; else echo "uuid-${device##*/}"; fi""",
+    "sleep": "exit 0",
+    "systemctl": "exit 0",
+}
+"""Stub commands: each records its arguments to STUB_LOG (after failing as often as <name>-failures says)."""
+
+
+@dataclass
+class Node:
+    """A pretend HyperPod node: stubs on PATH, their state, FMCLUSTER_ROOT standing in for /, the lifecycle dir."""
+
+    root: Path
+    state: Path
+    bin: Path
+    log: Path
+    lifecycle: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, script: Path | None = None, env: dict[str, str] | None = None):
+        return subprocess.run(
+            ["bash", str(script or self.lifecycle / "on_create.sh"), *args],
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def calls(self, command: str | None = None) -> list[list[str]]:
+        if not self.log.exists():
+            return []
+        calls = [shlex.split(line) for line in self.log.read_text().splitlines()]
+        return [call for call in calls if command is None or call[0] == command]
+
+    def path(self, absolute: str) -> Path:
+        return self.root / absolute.lstrip("/")
+
+    def set(self, name: str, content: str) -> None:
+        target = self.state / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+
+    def parameter(self, name: str, value: str) -> None:
+        self.set(f"ssm{name}", value + "\n")
+
+    def mount(self, *points: str) -> None:
+        existing = (self.state / "mounted").read_text() if (self.state / "mounted").exists() else ""
+        self.set("mounted", existing + "".join(f"{self.path(point)}\n" for point in points))
+
+    def script_log(self, name: str) -> str:
+        return self.path(f"/var/log/fmcluster/{name}.log").read_text()
+
+    def drop(self, command: str) -> None:
+        (self.bin / command).unlink()
+
+
+def resource_config() -> dict:
+    """HyperPod's /opt/ml/config/resource_config.json for a controller and two GPU nodes."""
+
+    def group(name: str, *addresses: str) -> dict:
+        instances = [
+            {"InstanceName": f"{name}-{i}", "AgentIpAddress": f"172.16.0.{i}", "CustomerIpAddress": address}
+            for i, address in enumerate(addresses, start=1)
+        ]
+        return {"Name": name, "InstanceType": "ml.x", "Instances": instances}
+
+    return {"InstanceGroups": [group("controller", "10.1.0.5"), group("gpu", "10.1.0.6", "10.1.0.7")]}
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    root, state, stub_bin, lifecycle, scratch = (
+        tmp_path / name for name in ("root", "state", "bin", "lifecycle", "tmp")
+    )
+    for directory in (root, state, stub_bin, lifecycle, scratch):
+        directory.mkdir()
+    for tool in TOOLS:
+        real = shutil.which(tool, path="/usr/bin:/bin")
+        assert real, f"{tool} is needed to run the lifecycle scripts"
+        (stub_bin / tool).symlink_to(real)
+    (stub_bin / "python3").symlink_to(Path(sys.executable).resolve())
+    for name, body in STUBS.items():
+        (stub_bin / name).write_text(_RECORD + body + "\n")
+        (stub_bin / name).chmod(0o755)
+    # What the construct deploys: every script, flat, and fmcluster.env.
+    for name, package_path in LIFECYCLE_SCRIPTS.items():
+        (lifecycle / name).write_text(_package_text(package_path))
+    (lifecycle / LIFECYCLE_ENV).write_text(
+        lifecycle_settings(
+            cluster_name=CLUSTER,
+            region=REGION,
+            nccl_parameter_prefix=f"/fmcluster/{CLUSTER}",
+            image_parameter_name=f"/fmcluster/{CLUSTER}/image-uri",
+            mount_path="/fsx",
+        )
+    )
+    config = root / "opt/ml/config/resource_config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps(resource_config()))
+    (root / "opt/slurm/etc").mkdir(parents=True)
+    (root / "opt/slurm/lib/slurm").mkdir(parents=True)
+    (root / "opt/slurm/lib/slurm/spank_pyxis.so").write_bytes(b"")
+    (state / "addresses").write_text("10.1.0.6 172.16.0.2\n")  # a GPU node
+    env = {
+        "PATH": str(stub_bin),
+        "FMCLUSTER_ROOT": str(root),
+        "FMCLUSTER_RETRY_DELAY": "1",
+        "STUB_LOG": str(tmp_path / "calls.log"),
+        "STUB_STATE": str(state),
+        "TMPDIR": str(scratch),
+        "LANG": "C",
+    }
+    return Node(root=root, state=state, bin=stub_bin, log=tmp_path / "calls.log", lifecycle=lifecycle, env=env)
+
+
+def controller(node: Node) -> None:
+    node.set("addresses", "10.1.0.5\n")
+
+
+def failure_line(result: subprocess.CompletedProcess) -> tuple[str, str, str, str]:
+    match = FAILED_LINE.search(result.stderr.rstrip().splitlines()[-1])
+    assert match, result.stderr
+    return match.groups()
+
+
+# -- shellcheck and the deployment -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", SCRIPTS + SOURCED)
+def test_shellcheck_is_clean(script):
+    result = subprocess.run(
+        [SHELLCHECK, "-x", script], cwd=HYPERPOD_DIR, capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_are_ascii_strict_and_executable(script):
+    path = HYPERPOD_DIR / script
+    text = path.read_text(encoding="ascii")
+    assert text.startswith("#!/usr/bin/env bash\n") and "\nset -euo pipefail\n" in text
+    assert path.stat().st_mode & stat.S_IXUSR
+
+
+def test_sourced_helpers_are_ascii_bash():
+    for name in SOURCED:
+        text = (HYPERPOD_DIR / name).read_text(encoding="ascii")
+        assert text.startswith("#!/usr/bin/env bash\n# shellcheck shell=bash"), name
+
+
+def test_the_deployment_ships_every_script_on_create_runs():
+    """on_create.sh installs and runs exactly the scripts the construct deploys beside it (lib.sh included)."""
+    text = (HYPERPOD_DIR / "on_create.sh").read_text()
+    installed = re.search(r"^SCRIPTS=\(([^)]*)\)$", text, re.MULTILINE)
+    assert installed is not None
+    assert set(installed[1].split()) | {"on_create.sh"} == set(LIFECYCLE_SCRIPTS)
+    for package_path in LIFECYCLE_SCRIPTS.values():
+        assert (HYPERPOD_DIR.parents[1] / package_path).is_file(), package_path
+
+
+# -- a GPU node ------------------------------------------------------------------------------------------------
+
+
+def test_compute_node_gets_scratch_nccl_enroot_and_pyxis_but_no_image(node):
+    node.mount("/scratch")
+    node.parameter(f"/fmcluster/{CLUSTER}/gpu/nccl-env", '{"NCCL_DEBUG": "WARN"}')
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+
+    installed = node.path("/opt/fmcluster/node")
+    assert sorted(p.name for p in installed.iterdir()) == sorted(set(LIFECYCLE_SCRIPTS) - {"on_create.sh"})
+    assert stat.S_IMODE((installed / "nvme-raid.sh").stat().st_mode) == 0o755
+    assert stat.S_IMODE((installed / "lib.sh").stat().st_mode) == 0o644
+    assert "already mounted" in node.script_log("nvme-raid")
+
+    read = ["aws", "ssm", "get-parameter", "--region", REGION, "--name", f"/fmcluster/{CLUSTER}/gpu/nccl-env",
+            "--query", "Parameter.Value", "--output", "text"]  # fmt: skip
+    assert node.calls("aws") == [read, read]  # on_create.sh checks it exists, nccl-env.sh reads it
+    assert "NCCL_DEBUG=WARN" in node.path("/etc/fmcluster/nccl.env").read_text()
+
+    conf = node.path("/etc/enroot/enroot.conf").read_text()
+    assert "ENROOT_CACHE_PATH /scratch/enroot/cache/group-$(id -g)\n" in conf
+    assert "ENROOT_DATA_PATH /scratch/enroot/data/user-$(id -u)\n" in conf
+    assert "ENROOT_TEMP_PATH /scratch/enroot/tmp\n" in conf
+    for directory in ("cache", "data", "tmp"):
+        assert stat.S_IMODE(node.path(f"/scratch/enroot/{directory}").stat().st_mode) == 0o1777
+    assert node.path("/opt/slurm/etc/plugstack.conf.d/pyxis.conf").read_text() == (
+        "required /opt/slurm/lib/slurm/spank_pyxis.so\n"
+    )
+    assert node.path("/opt/slurm/etc/plugstack.conf").read_text() == "include /opt/slurm/etc/plugstack.conf.d/*\n"
+
+    assert node.calls("enroot") == []  # only the controller imports the image
+    log = node.script_log("lifecycle")
+    assert "cluster quickstart, instance group gpu" in log
+    for step in ("install", "scratch", "nccl", "enroot"):
+        assert f"step {step}: done" in log
+    assert "step image" not in log
+    assert "NCCL environment from SSM parameter" in log  # each step's own output lands in lifecycle.log too
+    assert log.rstrip().endswith("fmcluster lifecycle finished")
+
+
+def test_running_again_changes_nothing(node):
+    node.mount("/scratch")
+    assert node.run().returncode == 0
+    files = {p: p.read_bytes() for p in node.root.rglob("*") if p.is_file() and "var/log" not in str(p)}
+    assert node.run().returncode == 0
+    assert {p: p.read_bytes() for p in node.root.rglob("*") if p.is_file() and "var/log" not in str(p)} == files
+
+
+def test_a_failed_step_does_not_stop_the_others_and_is_named_last(node):
+    node.set("lsblk", 'NAME="/dev/nvme1n1" MODEL="Amazon EC2 NVMe Instance Storage" TYPE="disk"\n')
+    node.set("fs-nvme1n1", "ext4")  # nvme-raid.sh refuses to format it
+    result = node.run()
+    assert result.returncode == 1
+    assert failure_line(result) == (
+        "step", "scratch", "see the lines of each step above", "/var/log/fmcluster/lifecycle.log"
+    )  # fmt: skip
+    log = node.script_log("lifecycle")
+    assert "refusing to format it" in log  # the step's reason, from its own output
+    assert "step nccl: done" in log and "step enroot: done" in log
+
+
+def test_a_failed_install_leaves_the_steps_to_run_from_the_lifecycle_directory(node):
+    node.path("/opt/fmcluster").write_text("not a directory")
+    result = node.run()
+    assert result.returncode == 1
+    assert failure_line(result)[:2] == ("step", "install")
+    log = node.script_log("lifecycle")
+    assert "step scratch: done" in log and "step nccl: done" in log and "step enroot: done" in log
+
+
+def test_pyxis_already_in_the_plugin_stack_is_left_alone(node):
+    stack = node.path("/opt/slurm/etc/plugstack.conf")
+    stack.write_text("# optional /x/spank_pyxis.so\nrequired /usr/local/lib/slurm/spank_pyxis.so\n")
+    assert node.run().returncode == 0
+    assert stack.read_text() == "# optional /x/spank_pyxis.so\nrequired /usr/local/lib/slurm/spank_pyxis.so\n"
+    assert not node.path("/opt/slurm/etc/plugstack.conf.d/pyxis.conf").exists()
+    assert "loads pyxis already" in node.script_log("enroot-pyxis")
+
+
+def test_an_existing_plugin_stack_keeps_its_lines(node):
+    stack = node.path("/opt/slurm/etc/plugstack.conf")
+    stack.write_text("optional /opt/other/spank_other.so\n")
+    assert node.run().returncode == 0
+    assert stack.read_text() == "optional /opt/other/spank_other.so\ninclude /opt/slurm/etc/plugstack.conf.d/*\n"
+
+
+def test_without_scratch_enroot_uses_tmp_and_says_so(node):
+    assert node.run().returncode == 0
+    assert "ENROOT_TEMP_PATH /tmp/enroot/tmp\n" in node.path("/etc/enroot/enroot.conf").read_text()
+    assert "enroot keeps its caches under /tmp" in node.script_log("enroot-pyxis")
+
+
+@pytest.mark.parametrize(
+    ("missing", "reason"),
+    [
+        ("enroot", "enroot is not installed; fmcluster never downloads it"),
+        ("pyxis", "pyxis is not installed (no spank_pyxis.so in /opt/slurm/lib/slurm "),
+    ],
+)
+def test_missing_enroot_or_pyxis_fails_the_enroot_step_and_says_why(node, missing, reason):
+    if missing == "enroot":
+        node.drop("enroot")
+    else:
+        node.path("/opt/slurm/lib/slurm/spank_pyxis.so").unlink()
+    result = node.run()
+    assert result.returncode == 1
+    assert failure_line(result)[:2] == ("step", "enroot")
+    assert reason in node.script_log("lifecycle")
+
+
+# -- the controller and the training image ---------------------------------------------------------------------
+
+
+def test_controller_imports_the_training_image_once_into_the_file_system(node):
+    controller(node)
+    node.mount("/fsx", "/opt/sagemaker")
+    node.parameter(f"/fmcluster/{CLUSTER}/image-uri", IMAGE)
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+
+    images = node.path("/fsx/enroot/images")
+    target = images / "team+train+v3.sqsh"
+    assert node.calls("enroot") == [
+        ["enroot", "import", "--output", f"{target}.partial", f"docker://{REGISTRY}#team/train:v3"]
+    ]
+    assert target.read_text() == f"squashfs of docker://{REGISTRY}#team/train:v3\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert os.readlink(images / "training-image.sqsh") == "team+train+v3.sqsh"
+    assert (images / "training-image.uri").read_text() == IMAGE + "\n"
+    assert not (images / "team+train+v3.sqsh.lock").exists()
+    assert not Path(f"{target}.partial").exists()
+    # ECR credentials reached enroot in a private directory that is gone afterwards
+    credentials = (node.state / "enroot-credentials").read_text()
+    assert credentials == f"machine {REGISTRY} login AWS password stub-ecr-password\n"
+    assert not Path((node.state / "enroot-config-path").read_text().strip()).exists()
+    assert ["aws", "ecr", "get-login-password", "--region", REGION] in node.calls("aws")
+    # the controller has no NVMe: enroot's caches go to HyperPod's extra EBS volume
+    assert "ENROOT_TEMP_PATH /opt/sagemaker/enroot/tmp\n" in node.path("/etc/enroot/enroot.conf").read_text()
+    assert "step image: done" in node.script_log("lifecycle")
+
+    assert node.run().returncode == 0  # again: the image is there already
+    assert len(node.calls("enroot")) == 1
+    assert "is imported already" in node.script_log("import-image")
+
+
+def test_no_image_parameter_means_nothing_to_import(node):
+    controller(node)
+    node.mount("/fsx")
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    assert node.calls("enroot") == []
+    names = [call[call.index("--name") + 1] for call in node.calls("aws")]
+    assert names == [f"/fmcluster/{CLUSTER}/controller/nccl-env", f"/fmcluster/{CLUSTER}/image-uri"]
+    assert (
+        f"there is no SSM parameter /fmcluster/{CLUSTER}/controller/nccl-env: the NCCL defaults apply"
+        in node.script_log("lifecycle")
+    )
+    assert (
+        f"SSM parameter /fmcluster/{CLUSTER}/image-uri does not exist: no training image to import; skipping"
+        in node.script_log("lifecycle")
+    )
+
+
+def test_a_node_holding_the_lock_is_left_to_import(node):
+    controller(node)
+    node.mount("/fsx")
+    node.parameter(f"/fmcluster/{CLUSTER}/image-uri", IMAGE)
+    lock = node.path("/fsx/enroot/images/team+train+v3.sqsh.lock")
+    lock.mkdir(parents=True)
+    (lock / "owner").write_text("ip-10-1-0-9 since 2026-11-29T10:00:00Z\n")
+    assert node.run().returncode == 0
+    assert node.calls("enroot") == []
+    assert lock.is_dir()  # not ours to remove
+    assert "is held by ip-10-1-0-9 since 2026-11-29T10:00:00Z" in node.script_log("import-image")
+
+
+def test_a_stale_lock_is_taken_over(node):
+    controller(node)
+    node.mount("/fsx")
+    node.parameter(f"/fmcluster/{CLUSTER}/image-uri", IMAGE)
+    lock = node.path("/fsx/enroot/images/team+train+v3.sqsh.lock")
+    lock.mkdir(parents=True)
+    hours_ago = time.time() - 3 * 3600
+    os.utime(lock, (hours_ago, hours_ago))
+    assert node.run().returncode == 0
+    assert len(node.calls("enroot")) == 1
+    assert not lock.exists()
+    assert "past 7200s: taking the import over" in node.script_log("import-image")
+
+
+def test_ssm_and_enroot_failures_are_retried_with_backoff(node):
+    controller(node)
+    node.mount("/fsx")
+    node.parameter(f"/fmcluster/{CLUSTER}/image-uri", IMAGE)
+    node.set("enroot-failures", "1")
+    node.set("aws-failures", "2")  # the NCCL parameter's first two reads
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    assert [call[1] for call in node.calls("enroot")] == ["import", "import"]
+    assert node.calls("sleep") == [["sleep", "1"], ["sleep", "2"], ["sleep", "1"]]
+    assert "attempt 1 of 5 failed: import_once" in node.script_log("import-image")
+
+
+@pytest.mark.parametrize(
+    ("image", "reason"),
+    [
+        ("nvcr.io/nvidia/pytorch:25.01-py3", "is not a private ECR image with a tag"),
+        (f"{REGISTRY}/train@sha256:" + "0" * 64, "is not a private ECR image with a tag"),
+        (IMAGE.replace(REGION, "us-west-2"), "the image is in us-west-2, the cluster in us-east-1"),
+    ],
+    ids=["public-registry", "digest", "other-region"],
+)
+def test_images_fmcluster_cannot_import_fail_the_image_step(node, image, reason):
+    controller(node)
+    node.mount("/fsx")
+    node.parameter(f"/fmcluster/{CLUSTER}/image-uri", image)
+    result = node.run()
+    assert result.returncode == 1
+    assert failure_line(result)[:2] == ("step", "image")
+    assert reason in node.script_log("lifecycle")
+    assert node.calls("enroot") == []
+
+
+def test_without_the_file_system_mounted_the_import_fails(node):
+    controller(node)
+    node.parameter(f"/fmcluster/{CLUSTER}/image-uri", IMAGE)
+    result = node.run(env={"FMCLUSTER_RETRY_ATTEMPTS": "2"})
+    assert result.returncode == 1
+    assert "/fsx is not mounted; the image is kept on the shared file system" in node.script_log("lifecycle")
+
+
+def test_controller_without_enroot_fails_enroot_and_image(node):
+    controller(node)
+    node.drop("enroot")
+    result = node.run()
+    assert result.returncode == 1
+    assert failure_line(result)[:2] == ("steps", "enroot, image")
+    assert "step image: skipped, since it needs enroot" in node.script_log("lifecycle")
+
+
+def test_a_cluster_without_a_file_system_skips_the_image(node):
+    controller(node)
+    settings = node.lifecycle / LIFECYCLE_ENV
+    settings.write_text(settings.read_text().replace("FMCLUSTER_FSX_MOUNT=/fsx", "FMCLUSTER_FSX_MOUNT="))
+    assert node.run().returncode == 0
+    assert "step image: skipped, since the cluster has no shared file system" in node.script_log("lifecycle")
+
+
+# -- what stops the lifecycle before any step ------------------------------------------------------------------
+
+
+def test_a_node_missing_from_the_resource_config_stops_with_one_clear_line(node):
+    node.set("addresses", "192.168.9.9\n")
+    result = node.run()
+    assert result.returncode == 1
+    steps, step, reason, log = failure_line(result)
+    assert (steps, step, log) == ("step", "group", "/var/log/fmcluster/lifecycle.log")
+    assert reason.startswith("none of the addresses of this node (192.168.9.9) is an instance in ")
+    assert node.calls("lsblk") == [] and node.calls("aws") == []
+
+
+def test_missing_resource_config_is_named(node):
+    node.path("/opt/ml/config/resource_config.json").unlink()
+    result = node.run()
+    assert failure_line(result)[1:3] == (
+        "group", "/opt/ml/config/resource_config.json is missing; is this a SageMaker HyperPod node?"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("settings", "reason"),
+    [
+        (None, "fmcluster.env is missing; deploy the scripts with fmcluster's HyperPodSlurmCluster"),
+        ("FMCLUSTER_CLUSTER=x\n", "fmcluster.env sets no FMCLUSTER_REGION"),
+    ],
+    ids=["missing", "incomplete"],
+)
+def test_missing_settings_stop_the_lifecycle(node, settings, reason):
+    path = node.lifecycle / LIFECYCLE_ENV
+    if settings is None:
+        path.unlink()
+    else:
+        path.write_text(settings)
+    result = node.run()
+    assert result.returncode == 1
+    assert failure_line(result)[1] == "settings"
+    assert failure_line(result)[2].endswith(reason)
+    assert [call[0] for call in node.calls()] == ["hostname"]  # only the start line's host name
+
+
+def test_unknown_settings_are_ignored_with_a_warning(node):
+    settings = node.lifecycle / LIFECYCLE_ENV
+    settings.write_text(settings.read_text() + "# a comment\n\nPATH=/evil\n")
+    assert node.run().returncode == 0
+    assert "ignoring unknown setting 'PATH'" in node.script_log("lifecycle")
+
+
+def test_arguments_are_a_usage_error(node):
+    result = node.run("--now")
+    assert result.returncode == 2
+    assert "usage: " in result.stderr
+
+
+def test_scripts_also_run_from_the_package_layout(node):
+    """enroot-pyxis.sh straight from fmcluster/node/hyperpod/, sourcing ../lib.sh as it does before deployment."""
+    result = node.run(script=HYPERPOD_DIR / "enroot-pyxis.sh")
+    assert result.returncode == 0, result.stderr
+    assert node.path("/etc/enroot/enroot.conf").exists()

@@ -1,0 +1,763 @@
+"""HyperPodSlurmCluster and the HyperPod cluster stack: instance groups, FSx, the lifecycle bucket and scripts, the
+execution role, cdk-nag and cfn-lint, and prop errors for library users.
+
+One app, built and synthesized once for the module, with cdk.json's feature flags, holds:
+* the quickstart (examples/quickstart.yaml): network, storage and HyperPod cluster stacks;
+* the training-plan example (examples/hyperpod-training-plan.yaml): a login group, a group on a training plan and a
+  group without EFA;
+* a library user's stack without an environment (account and region are tokens) using every optional prop, with
+  compute groups given as mappings and the file system by DNS and mount name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
+from aws_cdk.assertions import Match, Template
+from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint_file
+
+from fmcluster.config import ClusterConfig, ComputeGroup, load
+from fmcluster.constructs.buckets import ProjectBuckets
+from fmcluster.constructs.hyperpod import (
+    LIFECYCLE_ENV,
+    LIFECYCLE_PREFIX,
+    LIFECYCLE_SCRIPTS,
+    HyperPodSlurmCluster,
+    _package_text,
+    lifecycle_bucket_name,
+)
+from fmcluster.constructs.network import TrainingNetwork
+from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
+from fmcluster.stacks.network import NetworkStack
+from fmcluster.stacks.storage import StorageStack
+
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+REPO = Path(__file__).resolve().parents[2]
+CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
+"""The app's feature flags, as `cdk synth` passes them."""
+ENV = cdk.Environment(account="123456789012", region="us-east-1")
+PLAN_ARN = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/llm-pretrain-2026q4"
+DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
+VPC_DESCRIBE = [
+    "ec2:DescribeDhcpOptions",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeVpcs",
+]
+STAR_ACTIONS = {*VPC_DESCRIBE, "ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
+"""The only actions allowed on Resource "*": none of them supports resource-level permissions."""
+
+
+@dataclass
+class Cluster:
+    """One HyperPodSlurmCluster and the template of its stack."""
+
+    stack: cdk.Stack
+    construct: HyperPodSlurmCluster
+    template: dict
+    region: str
+
+    def logical_id(self, element) -> str:
+        cfn = element if isinstance(element, cdk.CfnElement) else element.node.default_child
+        return self.stack.resolve(self.stack.get_logical_id(cfn))
+
+    def resource(self, element) -> dict:
+        return self.template["Resources"][self.logical_id(element)]
+
+    def ref(self, value: object) -> object:
+        return self.stack.resolve(value)
+
+    @property
+    def props(self) -> dict:
+        return self.resource(self.construct.cluster)["Properties"]
+
+    def group(self, name: str) -> dict:
+        (found,) = [group for group in self.props["InstanceGroups"] if group["InstanceGroupName"] == name]
+        return found
+
+    def statements(self) -> list[dict]:
+        policy = self.construct.role.node.find_child("DefaultPolicy").node.default_child
+        found = []
+        for statement in self.resource(policy)["Properties"]["PolicyDocument"]["Statement"]:
+            actions, resources = statement["Action"], statement["Resource"]
+            found.append(
+                {
+                    **statement,
+                    "Action": sorted(actions if isinstance(actions, list) else [actions]),
+                    "Resource": resources if isinstance(resources, list) else [resources],
+                }
+            )
+        return found
+
+    def allowed(self, action: str) -> list[dict]:
+        return [statement for statement in self.statements() if action in statement["Action"]]
+
+    def assertions(self) -> Template:
+        return Template.from_json(self.template)
+
+
+@dataclass
+class Built:
+    app: cdk.App
+    outdir: Path
+    nag: list[str]
+    templates: dict[str, dict]
+    regions: dict[str, str]
+    clusters: dict[str, Cluster]
+    configs: dict[str, ClusterConfig]
+    library_parts: dict[str, object]
+
+    def template_file(self, stack_name: str) -> Path:
+        return self.outdir / f"{stack_name}.template.json"
+
+
+def nag_findings(app: cdk.App) -> list[str]:
+    report = AwsSolutionsChecks().validate_scope(app)
+    return [
+        f"{violation.rule_name} {resource.construct_path}: {violation.description}"
+        for violation in report.violations
+        for resource in violation.violating_resources
+    ]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Built:
+    outdir = tmp_path_factory.mktemp("hyperpod")
+    app = cdk.App(context=CONTEXT, outdir=str(outdir))
+    stacks: list[cdk.Stack] = []
+    made: dict[str, tuple[cdk.Stack, HyperPodSlurmCluster]] = {}
+    configs = {}
+    for key, example in (("quickstart", "quickstart"), ("plan", "hyperpod-training-plan")):
+        config = configs[key] = load(REPO / "examples" / f"{example}.yaml")
+        env = cdk.Environment(account=config.account, region=config.region)
+        network = NetworkStack(app, f"{config.name}-network", config=config, env=env)
+        storage = StorageStack(app, f"{config.name}-storage", config=config, network=network.network, env=env)
+        cluster = HyperPodClusterStack(
+            app, f"{config.name}-cluster", config=config, network=network, storage=storage, env=env
+        )
+        stacks += [network, storage, cluster]
+        made[key] = (cluster, cluster.hyperpod)
+
+    library = cdk.Stack(app, "HyperPodLibrary")
+    network = TrainingNetwork(library, "Network", availability_zone_id="use1-az6")
+    buckets = ProjectBuckets(library, "Buckets")
+    repository = ecr.Repository(library, "Images", image_scan_on_push=True, removal_policy=cdk.RemovalPolicy.DESTROY)
+    extra_group = ec2.SecurityGroup(library, "Extra", vpc=network.vpc, allow_all_outbound=False)
+    made["library"] = (
+        library,
+        HyperPodSlurmCluster(
+            library,
+            "HyperPod",
+            cluster_name="Research-Cluster",
+            subnet=network.compute_subnet,
+            security_groups=[network.efa_security_group, extra_group],
+            compute_groups=[
+                {"name": "h100", "instance_type": "p5.48xlarge", "count": 4},
+                ComputeGroup(name="trn", instance_type="trn1.32xlarge", count=0, efa=False),
+            ],
+            controller_instance_type="c5.4xlarge",
+            lustre_dns_name=DNS,
+            lustre_mount_name="abcdef12",
+            buckets=buckets,
+            nccl_parameter_prefix="/tuning/research",
+            key=buckets.key,
+            image_repositories=[repository],
+            access_logs_bucket=buckets.logs_bucket,
+            controller_volume_gib=1000,
+            slurm_config_strategy="Managed",
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        ),
+    )
+    stacks.append(library)
+
+    findings = nag_findings(app)
+    app.synth()
+    templates = {
+        stack.stack_name: json.loads((outdir / f"{stack.stack_name}.template.json").read_text()) for stack in stacks
+    }
+    regions = {stack.stack_name: (stack.region if not cdk.Token.is_unresolved(stack.region) else "us-east-1")
+               for stack in stacks}  # fmt: skip
+    clusters = {
+        key: Cluster(stack=stack, construct=construct, template=templates[stack.stack_name],
+                     region=regions[stack.stack_name])
+        for key, (stack, construct) in made.items()
+    }  # fmt: skip
+    return Built(
+        app=app,
+        outdir=outdir,
+        nag=findings,
+        templates=templates,
+        regions=regions,
+        clusters=clusters,
+        configs=configs,
+        library_parts={"buckets": buckets, "repository": repository, "network": network, "extra": extra_group},
+    )
+
+
+@pytest.fixture(scope="module")
+def quickstart(built) -> Cluster:
+    return built.clusters["quickstart"]
+
+
+@pytest.fixture(scope="module")
+def plan(built) -> Cluster:
+    return built.clusters["plan"]
+
+
+@pytest.fixture(scope="module")
+def library(built) -> Cluster:
+    return built.clusters["library"]
+
+
+def output_of(value: object, stack: str, name_part: str) -> bool:
+    """Whether `value` reads an output of `stack` whose name contains `name_part` (a reference across stacks)."""
+    if not isinstance(value, dict) or "Fn::GetStackOutput" not in value:
+        return False
+    output = value["Fn::GetStackOutput"]
+    return output["StackName"] == stack and name_part in output["OutputName"]
+
+
+# --- the cluster ----------------------------------------------------------------------------------------------
+
+
+def test_quickstart_is_one_api_driven_slurm_cluster_with_automatic_recovery(quickstart):
+    quickstart.assertions().resource_count_is("AWS::SageMaker::Cluster", 1)
+    quickstart.assertions().has_resource_properties(
+        "AWS::SageMaker::Cluster",
+        {"ClusterName": "quickstart", "Orchestrator": {"Slurm": {}}, "NodeRecovery": "Automatic"},
+    )
+    assert [group["InstanceGroupName"] for group in quickstart.props["InstanceGroups"]] == ["controller", "gpu"]
+    assert quickstart.construct.instance_group_names == ["controller", "gpu"]
+
+
+def test_nodes_sit_in_the_compute_subnet_and_the_efa_security_group(quickstart):
+    vpc = quickstart.props["VpcConfig"]
+    (subnet,) = vpc["Subnets"]
+    (group,) = vpc["SecurityGroupIds"]
+    assert output_of(subnet, "quickstart-network", "ComputeSubnet")
+    assert output_of(group, "quickstart-network", "EfaSecurityGroup")
+    assert quickstart.stack.dependencies and {s.stack_name for s in quickstart.stack.dependencies} == {
+        "quickstart-network",
+        "quickstart-storage",
+    }
+
+
+def test_controller_group_is_one_slurm_controller_with_an_extra_encrypted_volume(quickstart):
+    controller = quickstart.group("controller")
+    assert controller["InstanceType"] == "ml.m5.4xlarge"
+    assert controller["InstanceCount"] == 1
+    assert controller["SlurmConfig"] == {"NodeType": "Controller"}
+    volume, fsx = controller["InstanceStorageConfigs"]
+    assert volume == {"EbsVolumeConfig": {"VolumeSizeInGB": 500}}  # HyperPod encrypts it with an AWS owned key
+    assert "FsxLustreConfig" in fsx
+    for key in ("ThreadsPerCore", "OnStartDeepHealthChecks", "NetworkInterface", "TrainingPlanArn"):
+        assert key not in controller
+
+
+def test_compute_group_is_a_partition_of_accelerated_efa_nodes(quickstart):
+    gpu = quickstart.group("gpu")
+    assert gpu["InstanceType"] == "ml.p5.48xlarge"
+    assert gpu["InstanceCount"] == 2
+    assert gpu["SlurmConfig"] == {"NodeType": "Compute", "PartitionNames": ["gpu"]}
+    assert gpu["ThreadsPerCore"] == 1
+    assert gpu["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert gpu["NetworkInterface"] == {"InterfaceType": "efa-only"}
+    assert "TrainingPlanArn" not in gpu
+    assert [list(config) for config in gpu["InstanceStorageConfigs"]] == [["FsxLustreConfig"]]  # no EBS volume
+
+
+def test_every_group_mounts_the_storage_stacks_file_system_at_fsx(quickstart, plan):
+    for cluster, storage in ((quickstart, "quickstart-storage"), (plan, "llm-plan-storage")):
+        for group in cluster.props["InstanceGroups"]:
+            (fsx,) = [c["FsxLustreConfig"] for c in group["InstanceStorageConfigs"] if "FsxLustreConfig" in c]
+            assert fsx["MountPath"] == "/fsx"
+            assert output_of(fsx["DnsName"], storage, "DNSName"), group["InstanceGroupName"]
+            assert output_of(fsx["MountName"], storage, "LustreMountName"), group["InstanceGroupName"]
+
+
+def test_every_group_runs_the_entry_script_after_hyperpod_set_up_from_the_lifecycle_prefix(quickstart, plan, library):
+    for cluster in (quickstart, plan, library):
+        bucket = cluster.logical_id(cluster.construct.lifecycle_bucket)
+        role = cluster.logical_id(cluster.construct.role)
+        for group in cluster.props["InstanceGroups"]:
+            assert group["LifeCycleConfig"] == {
+                "OnInitComplete": "on_create.sh",
+                "SourceS3Uri": {"Fn::Join": ["", ["s3://", {"Ref": bucket}, f"/{LIFECYCLE_PREFIX}/"]]},
+            }
+            assert group["ExecutionRole"] == {"Fn::GetAtt": [role, "Arn"]}
+
+
+def test_training_plan_example_has_a_login_group_and_a_group_on_the_plan(plan, built):
+    groups = plan.props["InstanceGroups"]
+    assert [(g["InstanceGroupName"], g["InstanceType"], g["InstanceCount"]) for g in groups] == [
+        ("controller", "ml.m5.8xlarge", 1),
+        ("login", "ml.m5.4xlarge", 1),
+        ("gpu", "ml.p5en.48xlarge", 8),
+        ("dev", "ml.g5.12xlarge", 1),
+    ]
+    login = plan.group("login")
+    assert login["SlurmConfig"] == {"NodeType": "Login"}
+    assert [list(config) for config in login["InstanceStorageConfigs"]] == [["FsxLustreConfig"]]
+    assert plan.group("gpu")["TrainingPlanArn"] == PLAN_ARN
+    assert PLAN_ARN.split(":")[3] == built.configs["plan"].region
+    assert [g["InstanceGroupName"] for g in groups if "TrainingPlanArn" in g] == ["gpu"]  # compute groups only
+    dev = plan.group("dev")  # g5.12xlarge: accelerated, but no EFA
+    assert dev["SlurmConfig"] == {"NodeType": "Compute", "PartitionNames": ["dev"]}
+    assert "NetworkInterface" not in dev
+    assert dev["ThreadsPerCore"] == 1 and dev["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert plan.construct.instance_group_names == ["controller", "login", "gpu", "dev"]
+
+
+def test_cluster_waits_for_the_role_policy_and_the_scripts(quickstart):
+    depends_on = set(quickstart.resource(quickstart.construct.cluster)["DependsOn"])
+    policy = quickstart.construct.role.node.find_child("DefaultPolicy")
+    deployment = quickstart.construct.lifecycle_deployment.node.find_child("CustomResource")
+    assert quickstart.logical_id(policy) in depends_on
+    assert quickstart.logical_id(deployment) in depends_on
+
+
+# --- the lifecycle bucket and scripts -------------------------------------------------------------------------
+
+
+def test_lifecycle_bucket_name_starts_with_sagemaker_and_names_account_region_and_cluster(quickstart, plan, library):
+    assert quickstart.resource(quickstart.construct.lifecycle_bucket)["Properties"]["BucketName"] == {
+        "Fn::Join": ["", ["sagemaker-quickstart-", {"Ref": "AWS::AccountId"}, "-us-east-1"]]
+    }
+    assert plan.resource(plan.construct.lifecycle_bucket)["Properties"]["BucketName"] == (
+        "sagemaker-llm-plan-123456789012-us-west-2"
+    )
+    assert library.resource(library.construct.lifecycle_bucket)["Properties"]["BucketName"] == {
+        "Fn::Join": ["", ["sagemaker-research-cluster-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}]]
+    }
+
+
+@pytest.mark.parametrize(
+    ("cluster_name", "region", "expected"),
+    [
+        ("quickstart", "us-east-1", "sagemaker-quickstart-123456789012-us-east-1"),
+        ("a" * 24, "ap-southeast-7", f"sagemaker-{'a' * 24}-123456789012-ap-southeast-7"),  # the longest config
+        ("Mixed-Case", "eu-west-1", "sagemaker-mixed-case-123456789012-eu-west-1"),
+        ("b" * 63, "us-east-1", f"sagemaker-{'b' * 21}-94e419fa-123456789012-us-east-1"),
+        ("c" * 20 + "-" + "d" * 20, "us-east-1", f"sagemaker-{'c' * 20}-6068d1c1-123456789012-us-east-1"),
+    ],
+    ids=["short", "longest-config-name", "uppercase", "long", "long-with-dash"],
+)
+def test_lifecycle_bucket_name_fits_s3(cluster_name, region, expected):
+    name = lifecycle_bucket_name(cluster_name, "123456789012", region)
+    assert name == expected
+    assert len(name) <= 63 and re.fullmatch(r"sagemaker-[a-z0-9][a-z0-9-]*[a-z0-9]", name)
+
+
+def test_lifecycle_bucket_name_leaves_room_for_any_region_when_it_is_a_token():
+    name = lifecycle_bucket_name("e" * 40, cdk.Aws.ACCOUNT_ID, cdk.Aws.REGION)
+    longest = name.replace(cdk.Aws.ACCOUNT_ID, "1" * 12).replace(cdk.Aws.REGION, "ap-southeast-7")
+    assert len(longest) == 63
+
+
+def test_lifecycle_bucket_is_private_encrypted_tls_only_and_goes_with_the_stack(quickstart):
+    resource = quickstart.resource(quickstart.construct.lifecycle_bucket)
+    props = resource["Properties"]
+    assert props["BucketEncryption"] == {
+        "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+    }
+    assert props["PublicAccessBlockConfiguration"] == dict.fromkeys(
+        ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"), True
+    )
+    assert props["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    assert "LoggingConfiguration" not in props  # acknowledged: see test_acknowledgments
+    assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Delete", "Delete")
+    quickstart.assertions().has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "Bucket": {"Ref": quickstart.logical_id(quickstart.construct.lifecycle_bucket)},
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                )
+            },
+        },
+    )
+
+
+def test_lifecycle_bucket_logs_access_when_given_a_logs_bucket(library, built):
+    props = library.resource(library.construct.lifecycle_bucket)["Properties"]
+    assert props["LoggingConfiguration"] == {
+        "DestinationBucketName": library.ref(built.library_parts["buckets"].logs_bucket.bucket_name),
+        "LogFilePrefix": f"{LIFECYCLE_PREFIX}/",
+    }
+
+
+def deployment(cluster: Cluster) -> dict:
+    (found,) = [r for r in cluster.template["Resources"].values() if r["Type"] == "Custom::CDKBucketDeployment"]
+    return found["Properties"]
+
+
+def deployed_files(cluster: Cluster, outdir: Path) -> dict[str, str]:
+    """What the BucketDeployment copies: each source asset's single file, read from cdk.out."""
+    files = {}
+    for key in deployment(cluster)["SourceObjectKeys"]:
+        (path,) = (outdir / f"asset.{key.removesuffix('.zip')}").iterdir()
+        files[path.name] = path.read_text()
+    return files
+
+
+def test_scripts_are_deployed_flat_from_the_package_and_pruned(quickstart, built):
+    props = deployment(quickstart)
+    assert props["DestinationBucketName"] == {"Ref": quickstart.logical_id(quickstart.construct.lifecycle_bucket)}
+    assert props["DestinationBucketKeyPrefix"] == LIFECYCLE_PREFIX
+    assert props["Prune"] is True
+    assert props["RetainOnDelete"] is False
+    files = deployed_files(quickstart, built.outdir)
+    assert set(files) == {*LIFECYCLE_SCRIPTS, LIFECYCLE_ENV}
+    for name, package_path in LIFECYCLE_SCRIPTS.items():
+        assert files[name] == _package_text(package_path), name
+    assert "lib.sh" in files and "on_create.sh" in files
+
+
+def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library, built):
+    assert deployed_files(quickstart, built.outdir)[LIFECYCLE_ENV] == (
+        "FMCLUSTER_CLUSTER=quickstart\n"
+        "FMCLUSTER_REGION=us-east-1\n"
+        "FMCLUSTER_NCCL_PREFIX=/fmcluster/quickstart\n"
+        "FMCLUSTER_IMAGE_PARAMETER=/fmcluster/quickstart/image-uri\n"
+        "FMCLUSTER_CONTROLLER_GROUP=controller\n"
+        "FMCLUSTER_FSX_MOUNT=/fsx\n"
+    )
+    settings = deployed_files(library, built.outdir)[LIFECYCLE_ENV]
+    assert "FMCLUSTER_NCCL_PREFIX=/tuning/research\n" in settings
+    assert "FMCLUSTER_IMAGE_PARAMETER=/fmcluster/Research-Cluster/image-uri\n" in settings
+    (marker,) = re.findall(r"^FMCLUSTER_REGION=(<<marker:\w+:\d+>>)$", settings, re.MULTILINE)
+    markers = [m for m in deployment(library)["SourceMarkers"] if m]
+    assert {"Ref": "AWS::Region"} in [m.get(marker) for m in markers]  # filled in at deploy time
+
+
+# --- the execution role ---------------------------------------------------------------------------------------
+
+
+def test_role_is_trusted_by_sagemaker_with_the_hyperpod_instance_policy(quickstart):
+    props = quickstart.resource(quickstart.construct.role)["Properties"]
+    assert props["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}
+    ]
+    instance_policy, node_data = props["ManagedPolicyArns"]
+    assert instance_policy == {
+        "Fn::Join": [
+            "",
+            ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy"],
+        ]
+    }
+    assert output_of(node_data, "quickstart-storage", "NodeDataAccess")  # the storage stack's node data policy
+
+
+def test_only_actions_without_resource_level_permissions_get_star(quickstart, plan, library):
+    for cluster in (quickstart, plan, library):
+        for statement in cluster.statements():
+            assert statement["Effect"] == "Allow"
+            assert all("*" not in action for action in statement["Action"]), statement
+            if "*" in statement["Resource"]:
+                assert statement["Resource"] == ["*"]
+                assert set(statement["Action"]) <= STAR_ACTIONS, statement
+        (metrics,) = cluster.allowed("cloudwatch:PutMetricData")
+        assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": cluster.construct.metrics_namespace}}
+        assert cluster.construct.metrics_namespace == f"fmcluster/{cluster.construct.cluster_name}"
+
+
+def test_vpc_permissions_hyperpod_needs_are_scoped_to_the_subnet_groups_and_interfaces(quickstart):
+    (describe,) = [s for s in quickstart.statements() if "ec2:DescribeVpcs" in s["Action"]]
+    assert set(VPC_DESCRIBE) <= set(describe["Action"]) and describe["Resource"] == ["*"]
+    interfaces = {"Fn::Join": ["", ["arn:aws:ec2:us-east-1:", {"Ref": "AWS::AccountId"}, ":network-interface/*"]]}
+    (create,) = quickstart.allowed("ec2:CreateNetworkInterface")
+    subnet = [r for r in create["Resource"] if ":subnet/" in json.dumps(r)]
+    groups = [r for r in create["Resource"] if ":security-group/" in json.dumps(r)]
+    assert interfaces in create["Resource"] and len(create["Resource"]) == 3
+    assert output_of(subnet[0]["Fn::Join"][1][-1], "quickstart-network", "ComputeSubnet")
+    assert output_of(groups[0]["Fn::Join"][1][-1], "quickstart-network", "EfaSecurityGroup")
+    (manage,) = [s for s in quickstart.statements() if "ec2:CreateNetworkInterfacePermission" in s["Action"]]
+    assert manage["Action"] == [
+        "ec2:CreateNetworkInterfacePermission",
+        "ec2:CreateTags",
+        "ec2:DeleteNetworkInterface",
+        "ec2:DeleteNetworkInterfacePermission",
+        "ec2:DetachNetworkInterface",
+    ]
+    assert manage["Resource"] == [interfaces]
+    (detach,) = [
+        s for s in quickstart.allowed("ec2:DetachNetworkInterface") if s is not manage and len(s["Action"]) == 1
+    ]
+    assert detach["Resource"] == ["arn:aws:ec2:us-east-1:*:instance/*"]
+
+
+def test_nodes_read_their_lifecycle_prefix_and_their_own_ssm_parameters(quickstart, library):
+    bucket = quickstart.logical_id(quickstart.construct.lifecycle_bucket)
+    (read,) = quickstart.allowed("s3:GetObject")
+    assert read["Resource"] == [{"Fn::Join": ["", [{"Fn::GetAtt": [bucket, "Arn"]}, f"/{LIFECYCLE_PREFIX}/*"]]}]
+    (listing,) = quickstart.allowed("s3:ListBucket")
+    assert listing["Resource"] == [{"Fn::GetAtt": [bucket, "Arn"]}]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"{LIFECYCLE_PREFIX}/*", LIFECYCLE_PREFIX]}}
+    (ssm,) = quickstart.allowed("ssm:GetParameter")
+    assert ssm["Action"] == ["ssm:GetParameter"]
+    assert ssm["Resource"] == [
+        {"Fn::Join": ["", ["arn:aws:ssm:us-east-1:", {"Ref": "AWS::AccountId"}, ":parameter/fmcluster/quickstart/*"]]}
+    ]
+    (ssm,) = library.allowed("ssm:GetParameter")  # its own parameters, and the NCCL prefix it was given
+    assert [json.dumps(r) for r in ssm["Resource"]] == [
+        json.dumps({"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":ssm:", {"Ref": "AWS::Region"}, ":",
+                                      {"Ref": "AWS::AccountId"}, f":parameter/{path}/*"]]})
+        for path in ("fmcluster/Research-Cluster", "tuning/research")
+    ]  # fmt: skip
+
+
+def test_ecr_pull_only_and_node_logs(quickstart, library, built):
+    for cluster in (quickstart, library):
+        (pull,) = cluster.allowed("ecr:BatchGetImage")
+        assert pull["Action"] == ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+        assert not [s for s in cluster.statements() if any(a.startswith("ecr:Put") for a in s["Action"])]
+        (logs,) = cluster.allowed("logs:PutLogEvents")
+        assert logs["Action"] == ["logs:CreateLogStream", "logs:PutLogEvents"]
+        assert logs["Resource"] == [{"Fn::GetAtt": [cluster.logical_id(cluster.construct.node_log_group), "Arn"]}]
+    assert quickstart.allowed("ecr:BatchGetImage")[0]["Resource"] == [
+        {"Fn::Join": ["", ["arn:aws:ecr:us-east-1:", {"Ref": "AWS::AccountId"}, ":repository/*"]]}
+    ]
+    repository = built.library_parts["repository"]
+    assert library.allowed("ecr:BatchGetImage")[0]["Resource"] == [library.ref(repository.repository_arn)]
+    group = quickstart.resource(quickstart.construct.node_log_group)
+    assert group["Properties"]["RetentionInDays"] == 365 and group["DeletionPolicy"] == "Retain"
+    assert library.resource(library.construct.node_log_group)["DeletionPolicy"] == "Delete"
+
+
+def test_project_buckets_given_to_the_construct_are_read_and_written_through_their_key(library, built):
+    buckets = built.library_parts["buckets"]
+    data, checkpoints = (library.ref(b.bucket_arn) for b in (buckets.data_bucket, buckets.checkpoints_bucket))
+    objects = {json.dumps(s["Resource"]): s["Action"] for s in library.statements() if "s3:PutObject" in s["Action"]}
+    assert objects == {
+        json.dumps([{"Fn::Join": ["", [data, "/*"]]}]): [
+            "s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:PutObject"],
+        json.dumps([{"Fn::Join": ["", [checkpoints, "/*"]]}]): [
+            "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListMultipartUploadParts",
+            "s3:PutObject"],
+    }  # fmt: skip
+    key = library.ref(buckets.key.key_arn)
+    (via_s3,) = [s for s in library.allowed("kms:GenerateDataKey")]
+    assert via_s3["Resource"] == [key]
+    assert via_s3["Condition"] == {
+        "StringEquals": {
+            "kms:ViaService": {"Fn::Join": ["", ["s3.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}]]}
+        }
+    }
+
+
+def test_a_customer_key_encrypts_the_controller_volume_and_the_role_may_use_it_for_ebs(library, built):
+    key = library.ref(built.library_parts["buckets"].key.key_arn)
+    (volume,) = [c for c in library.group("controller")["InstanceStorageConfigs"] if "EbsVolumeConfig" in c]
+    assert volume == {"EbsVolumeConfig": {"VolumeSizeInGB": 1000, "VolumeKmsKeyId": key}}
+    (grant,) = library.allowed("kms:CreateGrant")
+    assert grant["Resource"] == [key]
+    assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    (use,) = library.allowed("kms:GenerateDataKeyWithoutPlaintext")
+    assert use["Resource"] == [key]
+
+
+def test_library_props_reach_the_cluster(library, built):
+    props = library.props
+    assert props["ClusterName"] == "Research-Cluster"
+    assert props["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+    parts = built.library_parts
+    assert props["VpcConfig"]["SecurityGroupIds"] == [
+        library.ref(parts["network"].efa_security_group.security_group_id),
+        library.ref(parts["extra"].security_group_id),
+    ]
+    for group in props["InstanceGroups"]:
+        (fsx,) = [c["FsxLustreConfig"] for c in group["InstanceStorageConfigs"] if "FsxLustreConfig" in c]
+        assert fsx == {"DnsName": DNS, "MountName": "abcdef12", "MountPath": "/fsx"}
+    assert library.group("controller")["InstanceType"] == "ml.c5.4xlarge"
+    assert library.group("h100")["NetworkInterface"] == {"InterfaceType": "efa-only"}
+    trn = library.group("trn")
+    assert trn["InstanceCount"] == 0 and "NetworkInterface" not in trn  # efa: false
+    assert library.construct.nccl_parameter_prefix == "/tuning/research"
+    assert library.construct.image_parameter_name == "/fmcluster/Research-Cluster/image-uri"
+
+
+# --- gates ----------------------------------------------------------------------------------------------------
+
+
+def test_cdk_nag_finds_nothing(built):
+    assert built.nag == []
+
+
+def test_cfn_lint_reports_no_error_and_no_warning(built):
+    for stack_name, region in built.regions.items():
+        matches = lint_file(built.template_file(stack_name), ManualArgs(regions=[region]))
+        assert [f"{m.rule.id} {m.message} ({m.path})" for m in matches] == [], stack_name
+
+
+def acknowledged(app: cdk.App, path_part: str) -> dict[str, str]:
+    found = {}
+    for construct in app.node.find_all():
+        if path_part not in construct.node.path:
+            continue
+        for entry in construct.node.metadata:
+            if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
+                found.update({rule.removeprefix("Annotation::"): reason for rule, reason in entry.data.items()})
+    return found
+
+
+def test_acknowledgments_are_finding_level_with_reasons(built):
+    role = acknowledged(built.app, "quickstart-cluster/HyperPod/ExecutionRole")
+    assert set(role) == {
+        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]",
+        "AwsSolutions-IAM5[Resource::*]",
+        "AwsSolutions-IAM5[Resource::arn:aws:ec2:us-east-1:<AWS::AccountId>:network-interface/*]",
+        "AwsSolutions-IAM5[Resource::arn:aws:ec2:us-east-1:*:instance/*]",
+        "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket47A602DB.Arn>/fmcluster-lifecycle/*]",
+        "AwsSolutions-IAM5[Resource::arn:aws:ssm:us-east-1:<AWS::AccountId>:parameter/fmcluster/quickstart/*]",
+        "AwsSolutions-IAM5[Resource::arn:aws:ecr:us-east-1:<AWS::AccountId>:repository/*]",
+    }
+    assert set(acknowledged(built.app, "quickstart-cluster/HyperPod/LifecycleBucket")) == {"AwsSolutions-S1"}
+    assert "AwsSolutions-S1" not in acknowledged(built.app, "HyperPodLibrary/HyperPod/LifecycleBucket")  # it logs
+    function = acknowledged(built.app, "quickstart-cluster/Custom::CDKBucketDeployment")
+    assert set(function) == {
+        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+        "AwsSolutions-L1",
+        *(f"AwsSolutions-IAM5[Action::{a}]" for a in ("s3:GetObject*", "s3:GetBucket*", "s3:List*",
+                                                     "s3:DeleteObject*", "s3:Abort*")),
+        "AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-us-east-1/*]",
+        "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket47A602DB.Arn>/*]",
+    }  # fmt: skip
+    for reason in (*role.values(), *function.values()):
+        assert len(reason) >= 40
+    ours = {**acknowledged(built.app, "/HyperPod/"), **acknowledged(built.app, "/Custom::CDKBucketDeployment")}
+    rule_level = {rule for rule in ours if "[" not in rule}
+    assert rule_level == {"AwsSolutions-S1", "AwsSolutions-L1"}  # these two rules have no finding-level ids
+
+
+# --- prop errors ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scope() -> tuple[cdk.Stack, dict]:
+    app = cdk.App()
+    stack = cdk.Stack(app, "Errors", env=ENV)
+    network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
+    required = {
+        "cluster_name": "llm",
+        "subnet": network.compute_subnet,
+        "security_groups": [network.efa_security_group],
+        "compute_groups": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
+    }
+    return stack, required
+
+
+GPU = {"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}
+ON_PLAN = {**GPU, "capacity": "training-plan"}
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"cluster_name": "-llm"}, "cluster_name: must be 1-63 letters, digits and '-', starting and ending with a "
+         "letter or digit (HyperPod's rule); got '-llm'"),
+        ({"cluster_name": "llm_1"}, "cluster_name: must be 1-63 letters, digits and '-', starting and ending with a "
+         "letter or digit (HyperPod's rule); got 'llm_1'"),
+        ({"compute_groups": []}, "compute_groups: needs at least one compute group (each becomes a Slurm partition); "
+         "got none"),
+        ({"compute_groups": [GPU, {**GPU, "instance_type": "p4d.24xlarge"}]}, "compute_groups[1].name: 'gpu' is "
+         "already the name of compute_groups[0]; HyperPod instance group names must be unique"),
+        ({"compute_groups": [{**GPU, "name": "GPU"}]}, "compute_groups[0].name: must start with a lowercase letter, "
+         "then up to 19 lowercase letters, digits or '-'; got 'GPU'"),
+        ({"compute_groups": [{**GPU, "name": "login"}]}, "compute_groups[0].name: 'login' is reserved for the "
+         "cluster's own login nodes; choose another name"),
+        ({"compute_groups": [{**GPU, "name": "gpu-"}]}, "compute_groups[0].name: must end with a letter or digit "
+         "(HyperPod and Slurm reject a trailing '-'); got 'gpu-'"),
+        ({"compute_groups": [{**GPU, "count": -1}]}, "compute_groups[0].count: must be at least 0; got -1"),
+        ({"compute_groups": [{**GPU, "count": 7000}]}, "compute_groups[0].count: must be at most 6758; got 7000"),
+        ({"compute_groups": ["gpu"]}, "compute_groups[0]: must be a ComputeGroup or a mapping of its keys; "
+         "got 'gpu'"),
+        ({"compute_groups": [{**GPU, "capacity": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}]},
+         "compute_groups[0].capacity: 'capacity-block' is for AWS PCS (EC2 reservations go through launch "
+         "templates); HyperPod reserves capacity with capacity: training-plan and a training_plan_arn"),
+        ({"compute_groups": [ON_PLAN]}, "compute_groups[0].training_plan_arn: required when capacity is "
+         "'training-plan'"),
+        ({"compute_groups": [{**GPU, "training_plan_arn": PLAN_ARN}]}, "compute_groups[0].training_plan_arn: only "
+         "for capacity 'training-plan'; this group's capacity is 'on-demand'"),
+        ({"compute_groups": [{**ON_PLAN, "training_plan_arn": PLAN_ARN}]}, "compute_groups[0].training_plan_arn: "
+         "the training plan is in us-west-2, the stack in us-east-1; a plan serves only its own region"),
+        ({"compute_groups": [{**ON_PLAN, "training_plan_arn": PLAN_ARN.replace("us-west-2:123456789012",
+                                                                               "us-east-1:210987654321")}]},
+         "compute_groups[0].training_plan_arn: the training plan belongs to account 210987654321, the stack to "
+         "123456789012"),
+        ({"controller_instance_type": "ml.m5.4xlarge"}, "controller_instance_type: give the EC2 name 'm5.4xlarge'; "
+         "HyperPod's 'ml.' prefix is added for you"),
+        ({"login_instance_type": "big"}, "login_instance_type: must be an EC2 instance type like m5.4xlarge; "
+         "got 'big'"),
+        ({"security_groups": []}, "security_groups: HyperPod takes 1-5 security groups (give the EFA group); got 0"),
+        ({"lustre_dns_name": DNS}, "lustre_dns_name and lustre_mount_name go together: give both to mount a file "
+         "system, or neither"),
+        ({"lustre_dns_name": "nfs.example.com", "lustre_mount_name": "abcdef12"}, "lustre_dns_name: must be an FSx "
+         "DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'nfs.example.com'"),
+        ({"lustre_dns_name": DNS, "lustre_mount_name": "abcdefghi"}, "lustre_mount_name: must be an FSx mount name "
+         "of 1-8 letters, digits, '_' or '-'; got 'abcdefghi'"),
+        ({"nccl_parameter_prefix": "fmcluster/llm"}, "nccl_parameter_prefix: must be an SSM path like "
+         "/fmcluster/llm; got 'fmcluster/llm'"),
+        ({"controller_volume_gib": 0}, "controller_volume_gib: must be 1-16384 GiB; got 0"),
+        ({"slurm_config_strategy": "Auto"}, "slurm_config_strategy: must be one of Managed, Overwrite, Merge; "
+         "got 'Auto'"),
+    ],
+    ids=[
+        "name-dash", "name-underscore", "no-groups", "duplicate-group", "uppercase-group", "reserved-group",
+        "trailing-dash", "negative-count", "too-many", "not-a-group", "capacity-block", "plan-without-arn",
+        "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "ml-prefix", "bad-login-type",
+        "no-security-group", "half-lustre", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
+    ],
+)  # fmt: skip
+def test_props_hyperpod_would_reject_raise_with_exact_messages(scope, props, message):
+    stack, required = scope
+    with pytest.raises(ValueError) as error:
+        HyperPodSlurmCluster(stack, "Invalid", **{**required, **props})
+    assert str(error.value) == f"HyperPodSlurmCluster: {message}"
+    assert stack.node.try_find_child("Invalid") is None  # nothing half-built is left in the tree
+
+
+def test_every_problem_is_reported_at_once(scope):
+    stack, required = scope
+    with pytest.raises(ValueError) as error:
+        HyperPodSlurmCluster(
+            stack, "Invalid", **{**required, "cluster_name": "-", "compute_groups": [], "controller_volume_gib": 0}
+        )
+    assert str(error.value).splitlines() == [
+        "HyperPodSlurmCluster: cluster_name: must be 1-63 letters, digits and '-', starting and ending with a letter "
+        "or digit (HyperPod's rule); got '-'",
+        "HyperPodSlurmCluster: compute_groups: needs at least one compute group (each becomes a Slurm partition); "
+        "got none",
+        "HyperPodSlurmCluster: controller_volume_gib: must be 1-16384 GiB; got 0",
+    ]
+
+
+def test_file_system_and_dns_name_are_exclusive(scope, built):
+    stack, required = scope
+    storage = next(s for s in built.app.node.children if isinstance(s, StorageStack))
+    with pytest.raises(ValueError) as error:
+        HyperPodSlurmCluster(
+            stack, "Invalid", **required, file_system=storage.lustre, lustre_dns_name=DNS, lustre_mount_name="ab"
+        )
+    assert str(error.value) == (
+        "HyperPodSlurmCluster: file_system: give either file_system or lustre_dns_name with lustre_mount_name, not both"
+    )
+
+
+def test_tokens_are_left_for_deploy_time(scope):
+    stack, required = scope
+    name = cdk.CfnParameter(stack, "ClusterName").value_as_string
+    volume = cdk.CfnParameter(stack, "Volume", type="Number").value_as_number
+    cluster = HyperPodSlurmCluster(stack, "Tokens", **{**required, "cluster_name": name}, controller_volume_gib=volume)
+    assert stack.resolve(cluster.cluster.cluster_name) == {"Ref": "ClusterName"}
