@@ -2,6 +2,6 @@
 
 from fmcluster.config.errors import ConfigError, Problem
 from fmcluster.config.loader import load, parse
-from fmcluster.config.models import ClusterConfig, ComputeGroup, Lustre, Repository
+from fmcluster.config.models import ClusterConfig, ComputeGroup, Image, Lustre, Repository
 
-__all__ = ["ClusterConfig", "ComputeGroup", "ConfigError", "Lustre", "Problem", "Repository", "load", "parse"]
+__all__ = ["ClusterConfig", "ComputeGroup", "ConfigError", "Image", "Lustre", "Problem", "Repository", "load", "parse"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+from collections.abc import Callable, Iterable
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -18,11 +19,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from fmcluster import catalog
 from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
@@ -400,6 +402,201 @@ class Nccl(_Model):
     env: dict[Annotated[str, AfterValidator(_nccl_key)], Annotated[str, BeforeValidator(_env_value)]] = {}
 
 
+# --- the training image --------------------------------------------------------------------------------------------
+# One released, mutually compatible set for current P5/P6 (Hopper, Blackwell B200 and B300):
+# - base_image: AWS Deep Learning Containers' CUDA 13.0.0 base for EC2 on Ubuntu 22.04 (CUDA toolkit, cuDNN 9.13,
+#   Python 3.12 with pip, build tools), listed with this ECR Public URI in aws/deep-learning-containers
+#   docs/releasenotes/base/base-13.0-gpu-ec2.md (the Dockerfile checks its nvcc release before anything else).
+#   It sits on Amazon ECR Public, not Docker Hub: CodeBuild reaches Docker Hub from addresses shared with other AWS
+#   customers, so anonymous pulls run into Docker Hub's 100-pulls-per-6-hours limit ("toomanyrequests") however
+#   rarely one project builds. ECR Public is AWS's own registry, its quotas are per second and per account, and the
+#   buildspec signs in to it for the higher authenticated ones. The EFA 1.44.0 and NCCL 2.27.7 it ships are
+#   replaced by the pinned versions below.
+# - cuda 13.0: the base's toolkit; PyTorch publishes CUDA 13.0 wheels since 2.9 (PyTorch 2.9 release notes,
+#   index download.pytorch.org/whl/cu130); CUDA 13.0 compiles for sm_90 (H100/H200), sm_100 (B200) and sm_103
+#   (B300; added in CUDA 12.9, unconfirmed). Nodes need an NVIDIA driver of the R580 branch or later (CUDA 13.0
+#   toolkit release notes).
+# - pytorch 2.14.1: a patch release whose PyPI wheel for Linux x86_64 is the CUDA 13.0 build (its metadata pins
+#   cuda-toolkit 13.0.3 and nvidia-nccl-cu13 2.30.7, read with `pip install --dry-run --report`, 2026-11).
+# - efa_installer 1.50.0, aws_ofi_nccl 1.21.1, nccl 2.31.2: the set AWS pins for nccl-tests on P5/P6
+#   (awslabs/awsome-distributed-ai micro-benchmarks/nccl-tests README and buildspec.yaml): EFA installer 1.50.0 bundles
+#   aws-ofi-nccl 1.21.1 (libfabric 2.6.0amzn1.0), whose release notes name NCCL 2.31.2-1 as tested. NCCL 2.31.2 is
+#   also published as nvidia-nccl-cu13 on PyPI. The same set is fmcluster.nccl's default for the NCCL tuning.
+DEFAULT_BASE_IMAGE = "public.ecr.aws/deep-learning-containers/base:13.0.0-gpu-py312-cu130-ubuntu22.04-ec2"
+DEFAULT_CUDA_VERSION = "13.0"
+DEFAULT_PYTORCH_VERSION = "2.14.1"
+DEFAULT_EFA_INSTALLER_VERSION = "1.50.0"
+DEFAULT_AWS_OFI_NCCL_VERSION = "1.21.1"
+DEFAULT_NCCL_VERSION = "2.31.2"
+
+IMAGE_VERSION_PATTERN = re.compile(r"^\d+(\.\d+){1,3}(-\d+)?$")
+CONTAINER_IMAGE_PATTERN = re.compile(
+    r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::\d+)?)/)?"
+    r"(?P<path>[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+"""A container image reference: [registry/]path[:tag][@sha256:digest] (the Docker distribution reference grammar)."""
+
+P5_CLASS_FAMILIES = ("p5", "p6")
+"""Families with the P5 version floors (aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge"; FACTS.md)."""
+P5_FLOORS = {"cuda": (12, 0, 0), "nccl": (2, 18, 5), "aws_ofi_nccl": (1, 7, 3), "efa_installer": (1, 29, 0)}
+"""cuda>=12.0, nccl>=2.18.5, aws-ofi-nccl>=1.7.3, efa-installer>=1.29.0 (aws-ofi-nccl doc/efa-env-var.md)."""
+BLACKWELL_MIN_CUDA = (12, 8, 0)
+"""Blackwell (p6*) needs CUDA 12.8 or later, the first toolkit for sm_100 (CUDA 12.8 release notes; issue 6)."""
+MIN_AWS_OFI_NCCL = (1, 6, 0)
+"""The oldest plugin the image builds: older ones need FI_PROVIDER=efa and NCCL_PROTO=simple set by hand
+(aws-ofi-nccl doc/efa-env-var.md), which an image cannot set for some plugins and not others."""
+MIN_PYTORCH_FOR_CUDA = (((13, 0, 0), (2, 9, 0), "2.9"), ((12, 8, 0), (2, 7, 0), "2.7"))
+"""The first PyTorch with wheels for a CUDA line: CUDA 12.8 in 2.7 (the Blackwell release), 13.0 in 2.9."""
+MIN_NCCL_FOR_CUDA_13 = (2, 27, 7)
+"""NCCL builds for CUDA 13 from 2.27.7 on (the first release of nvidia-nccl-cu13 on PyPI; DLC CUDA 13.0 base)."""
+
+_IMAGE_VERSION_SHAPES = {
+    "cuda": (re.compile(r"^\d+\.\d+(\.\d+)?$"), 'major.minor, e.g. "13.0"'),
+    "pytorch": (re.compile(r"^\d+\.\d+\.\d+$"), 'major.minor.patch, e.g. "2.14.1"'),
+    "efa_installer": (re.compile(r"^\d+\.\d+\.\d+$"), 'major.minor.patch, e.g. "1.50.0"'),
+    "aws_ofi_nccl": (re.compile(r"^\d+\.\d+\.\d+$"), 'major.minor.patch, e.g. "1.21.1"'),
+    "nccl": (re.compile(r"^\d+\.\d+\.\d+(-\d+)?$"), 'major.minor.patch with an optional -N, e.g. "2.31.2"'),
+}
+
+
+def version_tuple(text: str) -> tuple[int, int, int]:
+    """'2.31.2-1' -> (2, 31, 2); '13.0' -> (13, 0, 0). The text must match IMAGE_VERSION_PATTERN."""
+    numbers = [int(part) for part in text.split("-", 1)[0].split(".")]
+    return (*numbers, 0, 0)[:3]  # type: ignore[return-value]
+
+
+def _show_version(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+def _image_version(key: str) -> Callable[[object], object]:
+    """A before-validator for one version key: YAML numbers where they are safe, the version shapes otherwise.
+
+    YAML reads an unquoted 12.8 as a number, and numbers lose trailing zeros (2.10 becomes 2.1). `cuda` is the one
+    key whose versions have two parts, and its minor versions are single digits (12.0-12.9, 13.x), so a number with
+    exactly one decimal (12.8, 13.0) is read as that version. Any other number is refused with a request to quote
+    it: three-part versions cannot be numbers at all, and a number with two or more decimals is no CUDA version.
+    """
+    shape, example = _IMAGE_VERSION_SHAPES[key]
+
+    def before(value: object) -> object:
+        if isinstance(value, bool):
+            return value  # strict str rejects it: "must be a string (quote it)"
+        if isinstance(value, float):
+            text = repr(value)
+            if key == "cuda" and re.fullmatch(r"\d+\.\d", text):
+                return text
+            dropped = "13.10 becomes 13.1" if key == "cuda" else "2.10 becomes 2.1"
+            raise fail(
+                f"YAML read {text} as a number; quote the version ({example}): numbers drop trailing zeros ({dropped})"
+            )
+        if isinstance(value, int):
+            raise fail(f"must be a quoted version, {example}; got the number {value}")
+        if isinstance(value, str) and not (IMAGE_VERSION_PATTERN.match(value) and shape.match(value)):
+            raise fail(f"must be a version of the form {example}; got {value!r}")
+        return value
+
+    return before
+
+
+class Image(_Model):
+    """`image`: the PyTorch training image fmcluster builds into ECR (base image and pinned versions)."""
+
+    base_image: str = DEFAULT_BASE_IMAGE
+    cuda: Annotated[str, BeforeValidator(_image_version("cuda"))] = DEFAULT_CUDA_VERSION
+    pytorch: Annotated[str, BeforeValidator(_image_version("pytorch"))] = DEFAULT_PYTORCH_VERSION
+    efa_installer: Annotated[str, BeforeValidator(_image_version("efa_installer"))] = DEFAULT_EFA_INSTALLER_VERSION
+    aws_ofi_nccl: Annotated[str, BeforeValidator(_image_version("aws_ofi_nccl"))] = DEFAULT_AWS_OFI_NCCL_VERSION
+    nccl: Annotated[str, BeforeValidator(_image_version("nccl"))] = DEFAULT_NCCL_VERSION
+
+    @field_validator("base_image")
+    @classmethod
+    def _reference(cls, value: str) -> str:
+        if not CONTAINER_IMAGE_PATTERN.match(value) or not (":" in value.rsplit("/", 1)[-1] or "@" in value):
+            raise fail(
+                "must be a container image reference with a tag or digest, like "
+                f"{DEFAULT_BASE_IMAGE} or nvcr.io/nvidia/cuda:13.0.2-devel-ubuntu24.04; got {value!r}"
+            )
+        return value
+
+    @field_validator("cuda")
+    @classmethod
+    def _cuda_matches_base(cls, value: str, info: ValidationInfo) -> str:
+        base_cuda = base_image_cuda(info.data.get("base_image") or "")
+        if base_cuda and base_cuda != version_tuple(value)[:2]:
+            raise fail(
+                f"{value!r} differs from the CUDA {_show_version(base_cuda)} of base_image "
+                f'{info.data["base_image"]}; set cuda: "{_show_version(base_cuda)}" or a base image of CUDA {value}'
+            )
+        return value
+
+    @field_validator("pytorch")
+    @classmethod
+    def _pytorch_has_wheels(cls, value: str, info: ValidationInfo) -> str:
+        cuda = info.data.get("cuda")
+        if cuda is None:
+            return value
+        for cuda_line, minimum, shown in MIN_PYTORCH_FOR_CUDA:
+            if version_tuple(cuda) >= cuda_line and version_tuple(value) < minimum:
+                raise fail(
+                    f"PyTorch {value} has no wheels for CUDA {cuda}; CUDA {_show_version(cuda_line[:2])} and later "
+                    f'need PyTorch {shown} or later (e.g. "{DEFAULT_PYTORCH_VERSION}")'
+                )
+        return value
+
+    @field_validator("aws_ofi_nccl")
+    @classmethod
+    def _plugin_selects_efa(cls, value: str) -> str:
+        if version_tuple(value) < MIN_AWS_OFI_NCCL:
+            raise fail(
+                f"the training image builds aws-ofi-nccl 1.6.0 or later (older plugins need FI_PROVIDER=efa and "
+                f'NCCL_PROTO=simple set by hand); got {value!r}, use "{DEFAULT_AWS_OFI_NCCL_VERSION}"'
+            )
+        return value
+
+    @field_validator("nccl")
+    @classmethod
+    def _nccl_builds_with_cuda(cls, value: str, info: ValidationInfo) -> str:
+        cuda = info.data.get("cuda")
+        if cuda is not None and version_tuple(cuda) >= (13, 0, 0) and version_tuple(value) < MIN_NCCL_FOR_CUDA_13:
+            raise fail(
+                f"NCCL {value} does not build with CUDA {cuda}; CUDA 13 needs NCCL 2.27.7 or later "
+                f'(e.g. "{DEFAULT_NCCL_VERSION}")'
+            )
+        return value
+
+    def problems_for(self, instance_types: Iterable[str]) -> dict[str, str]:
+        """Key -> message for each version too old for `instance_types` (P5-class floors, Blackwell's CUDA)."""
+        types = sorted(set(instance_types))
+        problems: dict[str, str] = {}
+        p5_class = [name for name in types if name.startswith(P5_CLASS_FAMILIES)]
+        if p5_class:
+            for key, floor in P5_FLOORS.items():
+                given = getattr(self, key)
+                if version_tuple(given) < floor:
+                    problems[key] = (
+                        f"{given!r} is older than the {_show_version(floor)} that P5-class instances "
+                        f"({', '.join(p5_class)}) need; use {_show_version(floor)} or later "
+                        f'(default "{getattr(Image(), key)}")'
+                    )
+        blackwell = [name for name in types if name.startswith("p6")]
+        if blackwell and version_tuple(self.cuda) < BLACKWELL_MIN_CUDA:
+            problems["cuda"] = (
+                f"{self.cuda!r} cannot build for Blackwell GPUs ({', '.join(blackwell)}): they need CUDA 12.8 or "
+                f'later; use "{DEFAULT_CUDA_VERSION}" (with a base image of that CUDA)'
+            )
+        return problems
+
+
+def base_image_cuda(reference: str) -> tuple[int, int] | None:
+    """The CUDA major.minor a base image's tag names ('...:13.0.2-devel-ubuntu24.04' -> (13, 0)), else None."""
+    match = CONTAINER_IMAGE_PATTERN.match(reference)
+    tag = match["tag"] if match else None
+    found = re.match(r"^(\d+)\.(\d+)(?:\.\d+)?(?:-|$)", tag or "")
+    return (int(found[1]), int(found[2])) if found else None
+
+
 class Observability(_Model):
     """`observability`: Prometheus, Grafana and where alarms go."""
 
@@ -443,6 +640,7 @@ class ClusterConfig(_Model):
     storage: Storage = Storage()
     training: Training | None = None
     nccl: Nccl = Nccl()
+    image: Image = Image()
     observability: Observability = Observability()
     tags: dict[Annotated[str, AfterValidator(_tag_key)], Annotated[str, AfterValidator(_tag_value)]] = {}
 
@@ -504,6 +702,22 @@ class ClusterConfig(_Model):
     @classmethod
     def _list(cls, value: object) -> object:
         return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("image")
+    @classmethod
+    def _image_fits_compute(cls, value: Image, info: ValidationInfo) -> Image:
+        """The P5-class version floors and Blackwell's CUDA, for the compute groups' instance types."""
+        groups = info.data.get("compute") or ()
+        problems = value.problems_for(group.instance_type for group in groups)
+        if problems:
+            raise ValidationError.from_exception_data(
+                "Image",
+                [
+                    InitErrorDetails(type=fail(message), loc=(key,), input=getattr(value, key))
+                    for key, message in problems.items()
+                ],
+            )
+        return value
 
     @field_validator("tags")
     @classmethod

@@ -17,7 +17,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct, IConstruct
+from constructs import Construct
 from pydantic import ValidationError
 
 from fmcluster.config.errors import problems_from_validation_error

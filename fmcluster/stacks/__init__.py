@@ -8,22 +8,32 @@ from cdk_nag import AwsSolutionsChecks
 from fmcluster.config import ClusterConfig
 from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
 from fmcluster.stacks.cluster_pcs import PcsClusterStack
+from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
-__all__ = ["ClusterStacks", "HyperPodClusterStack", "NetworkStack", "PcsClusterStack", "StorageStack", "build"]
+__all__ = [
+    "ClusterStacks",
+    "HyperPodClusterStack",
+    "ImageStack",
+    "NetworkStack",
+    "PcsClusterStack",
+    "StorageStack",
+    "build",
+]
 
 
 class ClusterStacks:
     """The stacks of one cluster, by role."""
 
-    def __init__(self, network: NetworkStack, storage: StorageStack, cluster: cdk.Stack) -> None:
+    def __init__(self, network: NetworkStack, storage: StorageStack, image: ImageStack, cluster: cdk.Stack) -> None:
         self.network = network
         self.storage = storage
+        self.image = image
         self.cluster = cluster
 
     def all(self) -> list[cdk.Stack]:
-        return [self.network, self.storage, self.cluster]
+        return [self.network, self.storage, self.image, self.cluster]
 
 
 def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
@@ -44,6 +54,13 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: KMS key, data and checkpoint buckets, FSx for Lustre linked to S3",
     )
+    image = ImageStack(
+        app,
+        f"{config.name}-image",
+        config=config,
+        env=environment,
+        description=f"fmcluster {config.name}: training image (ECR repository, CodeBuild project, image build)",
+    )
     cluster_stack, what = (
         (PcsClusterStack, "AWS PCS Slurm cluster, EFA launch templates, node bootstrap")
         if config.orchestrator.type == "pcs"
@@ -55,10 +72,11 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         config=config,
         network=network,
         storage=storage,
+        image=image,
         env=environment,
         description=f"fmcluster {config.name}: {what}",
     )
-    stacks = ClusterStacks(network, storage, cluster)
+    stacks = ClusterStacks(network, storage, image, cluster)
     for key, value in {**config.tags, "fmcluster:cluster": config.name}.items():
         cdk.Tags.of(app).add(key, value)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -7,6 +7,8 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
+from fmcluster.stacks.cluster_services import nccl_tuning
+from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
@@ -30,6 +32,7 @@ class HyperPodClusterStack(cdk.Stack):
         config: ClusterConfig,
         network: NetworkStack,
         storage: StorageStack,
+        image: ImageStack,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -43,6 +46,8 @@ class HyperPodClusterStack(cdk.Stack):
             controller_instance_type=config.orchestrator.controller_instance_type,
             login_instance_type=config.orchestrator.login_instance_type,
             file_system=storage.lustre,
+            image_repositories=[image.training_image.repository],
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
         self.hyperpod.role.add_managed_policy(storage.node_data_policy)
+        self.nccl = nccl_tuning(self, config)

@@ -12,6 +12,8 @@ from fmcluster.constructs.efa import EfaLaunchTemplate
 from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.constructs.pcs import PcsSlurmCluster
 from fmcluster.node_scripts import bootstrap_user_data
+from fmcluster.stacks.cluster_services import nccl_tuning
+from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
@@ -21,11 +23,6 @@ ROOT_DEVICE = "/dev/xvda"
 mismatch would attach a second volume and leave the root at the AMI's size."""
 PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "odcr": "ONDEMAND", "capacity-block": "CAPACITY_BLOCK"}
 """An ODCR is consumed as on-demand capacity through the launch template's reservation target."""
-
-
-def nccl_parameter_name(cluster: str, group: str) -> str:
-    """Where the NCCL issue's tuning publishes a group's environment (read by node scripts)."""
-    return f"/fmcluster/{cluster}/{group}/nccl-env"
 
 
 class PcsClusterStack(cdk.Stack):
@@ -44,6 +41,7 @@ class PcsClusterStack(cdk.Stack):
         config: ClusterConfig,
         network: NetworkStack,
         storage: StorageStack,
+        image: ImageStack,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -61,6 +59,14 @@ class PcsClusterStack(cdk.Stack):
             expected_nodes=config.total_nodes + login_nodes,
         )
         self._grant_node_access(config, storage)
+        image.training_image.grant_pull(self.slurm.role)
+        acknowledge_wildcards(
+            self.slurm.role,
+            resources=["*"],
+            reason="ecr:GetAuthorizationToken has no resource-level permissions; the token it issues only "
+            "reaches the training image repository that the role may pull from",
+        )
+        self.nccl = nccl_tuning(self, config)
         lustre = storage.lustre
         self.launch_templates: dict[str, EfaLaunchTemplate] = {}
         for group in config.compute:
@@ -80,7 +86,7 @@ class PcsClusterStack(cdk.Stack):
                     lustre_dns_name=lustre.dns_name,
                     lustre_mount_name=lustre.mount_name,
                     lustre_efa=_mounts_over_efa(config, group),
-                    nccl_parameter_name=nccl_parameter_name(config.name, group.name),
+                    nccl_parameter_name=self.nccl.parameter_names[group.name],
                 ),
             )
             self.launch_templates[group.name] = template

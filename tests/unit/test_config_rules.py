@@ -34,7 +34,7 @@ EFA_TYPES = ", ".join(name for name, row in catalog.CATALOG.items() if row.efa_c
 LUSTRE_EFA_CLIENTS = ", ".join(name for name, row in catalog.CATALOG.items() if row.lustre_efa_client)
 TOP_KEYS = (
     "name, region, account, availability_zone_id, secondary_availability_zone_id, network, orchestrator, "
-    "compute, storage, training, nccl, observability, tags"
+    "compute, storage, training, nccl, image, observability, tags"
 )
 GROUP_KEYS = (
     "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa"
@@ -1517,3 +1517,213 @@ def test_pcs_defaults_and_yaml_number_versions() -> None:
         parse(changed({**PCS, "orchestrator.slurm_version": 25.05}), source="c").orchestrator.slurm_version == "25.05"
     )
     assert parse(changed({}), source="cluster.yaml").orchestrator.slurm_version is None
+
+
+# --- image: the training image's base and versions ------------------------------------------------------------------
+CUDA_128_BASE = "nvcr.io/nvidia/cuda:12.8.1-devel-ubuntu24.04"
+CUDA_118_BASE = "nvcr.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"
+IMAGE_KEYS = "base_image, cuda, pytorch, efa_installer, aws_ofi_nccl, nccl"
+IMAGE_REFERENCE_RULE = (
+    "must be a container image reference with a tag or digest, like "
+    "public.ecr.aws/deep-learning-containers/base:13.0.0-gpu-py312-cu130-ubuntu22.04-ec2 or "
+    "nvcr.io/nvidia/cuda:13.0.2-devel-ubuntu24.04; got "
+)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        pytest.param(
+            {"image.cuda": 12.85},
+            [
+                'image.cuda: YAML read 12.85 as a number; quote the version (major.minor, e.g. "13.0"): numbers drop '
+                "trailing zeros (13.10 becomes 13.1)"
+            ],
+            id="cuda-number-with-two-decimals",
+        ),
+        pytest.param(
+            {"image.pytorch": 2.1},
+            [
+                'image.pytorch: YAML read 2.1 as a number; quote the version (major.minor.patch, e.g. "2.14.1"): '
+                "numbers drop trailing zeros (2.10 becomes 2.1)"
+            ],
+            id="pytorch-number",
+        ),
+        pytest.param(
+            {"image.nccl": 2},
+            [
+                'image.nccl: must be a quoted version, major.minor.patch with an optional -N, e.g. "2.31.2"; got the '
+                "number 2"
+            ],
+            id="nccl-whole-number",
+        ),
+        pytest.param(
+            {"image.efa_installer": "1.50"},
+            ["image.efa_installer: must be a version of the form major.minor.patch, e.g. \"1.50.0\"; got '1.50'"],
+            id="efa-installer-two-parts",
+        ),
+        pytest.param(
+            {"image.aws_ofi_nccl": "v1.21.1"},
+            ["image.aws_ofi_nccl: must be a version of the form major.minor.patch, e.g. \"1.21.1\"; got 'v1.21.1'"],
+            id="plugin-leading-v",
+        ),
+        pytest.param(
+            {"image.nccl": "2.31.2-aws"},
+            [
+                'image.nccl: must be a version of the form major.minor.patch with an optional -N, e.g. "2.31.2"; '
+                "got '2.31.2-aws'"
+            ],
+            id="nccl-suffix",
+        ),
+        pytest.param({"image.cuda": True}, ["image.cuda: must be a string (quote it); got True"], id="cuda-boolean"),
+        pytest.param(
+            {"image.base_image": "ubuntu"}, ["image.base_image: " + IMAGE_REFERENCE_RULE + "'ubuntu'"], id="base-no-tag"
+        ),
+        pytest.param(
+            {"image.base_image": "Nvidia/CUDA:12.8"},
+            ["image.base_image: " + IMAGE_REFERENCE_RULE + "'Nvidia/CUDA:12.8'"],
+            id="base-uppercase",
+        ),
+        pytest.param(
+            {"image.cuda": "12.8"},
+            [
+                "image.cuda: '12.8' differs from the CUDA 13.0 of base_image "
+                "public.ecr.aws/deep-learning-containers/base:13.0.0-gpu-py312-cu130-ubuntu22.04-ec2; "
+                'set cuda: "13.0" or a base image of CUDA 12.8'
+            ],
+            id="cuda-differs-from-base",
+        ),
+        pytest.param(
+            {"image.pytorch": "2.8.0"},
+            [
+                "image.pytorch: PyTorch 2.8.0 has no wheels for CUDA 13.0; CUDA 13.0 and later need PyTorch 2.9 or "
+                'later (e.g. "2.14.1")'
+            ],
+            id="pytorch-too-old-for-cuda-13",
+        ),
+        pytest.param(
+            {"image.base_image": CUDA_128_BASE, "image.cuda": "12.8", "image.pytorch": "2.6.0"},
+            [
+                "image.pytorch: PyTorch 2.6.0 has no wheels for CUDA 12.8; CUDA 12.8 and later need PyTorch 2.7 or "
+                'later (e.g. "2.14.1")'
+            ],
+            id="pytorch-too-old-for-cuda-12-8",
+        ),
+        pytest.param(
+            {"image.nccl": "2.27.3"},
+            [
+                "image.nccl: NCCL 2.27.3 does not build with CUDA 13.0; CUDA 13 needs NCCL 2.27.7 or later "
+                '(e.g. "2.31.2")'
+            ],
+            id="nccl-too-old-for-cuda-13",
+        ),
+        pytest.param(
+            {"image.aws_ofi_nccl": "1.5.0", "compute[0].instance_type": "p4d.24xlarge"},
+            [
+                "image.aws_ofi_nccl: the training image builds aws-ofi-nccl 1.6.0 or later (older plugins need "
+                "FI_PROVIDER=efa and NCCL_PROTO=simple set by hand); got '1.5.0', use \"1.21.1\""
+            ],
+            id="plugin-older-than-the-image-builds",
+        ),
+        pytest.param(
+            {
+                "image.base_image": CUDA_118_BASE,
+                "image.cuda": "11.8",
+                "image.nccl": "2.18.3",
+                "image.aws_ofi_nccl": "1.7.2",
+                "image.efa_installer": "1.28.0",
+            },
+            [
+                "image.cuda: '11.8' is older than the 12.0.0 that P5-class instances (p5.48xlarge) need; use 12.0.0 "
+                'or later (default "13.0")',
+                "image.nccl: '2.18.3' is older than the 2.18.5 that P5-class instances (p5.48xlarge) need; use 2.18.5 "
+                'or later (default "2.31.2")',
+                "image.aws_ofi_nccl: '1.7.2' is older than the 1.7.3 that P5-class instances (p5.48xlarge) need; use "
+                '1.7.3 or later (default "1.21.1")',
+                "image.efa_installer: '1.28.0' is older than the 1.29.0 that P5-class instances (p5.48xlarge) need; "
+                'use 1.29.0 or later (default "1.50.0")',
+            ],
+            id="p5-version-floors",
+        ),
+        pytest.param(
+            {
+                "compute": [group("b200", "p6-b200.48xlarge"), group("b300", "p6-b300.48xlarge")],
+                "image.base_image": "nvcr.io/nvidia/cuda:12.6.3-devel-ubuntu24.04",
+                "image.cuda": "12.6",
+            },
+            [
+                "image.cuda: '12.6' cannot build for Blackwell GPUs (p6-b200.48xlarge, p6-b300.48xlarge): they need "
+                'CUDA 12.8 or later; use "13.0" (with a base image of that CUDA)'
+            ],
+            id="blackwell-needs-cuda-12-8",
+        ),
+        pytest.param(
+            {"image.cudnn": "9.13"}, ["image.cudnn: unknown key; did you mean 'cuda'?"], id="image-unknown-key-close"
+        ),
+        pytest.param(
+            {"image.tensorflow": "2.20.0"},
+            [f"image.tensorflow: unknown key; allowed here: {IMAGE_KEYS}"],
+            id="image-unknown-key",
+        ),
+        pytest.param(
+            {"name": "Bad", "image.aws_ofi_nccl": "1.7.2"},
+            [
+                "name: " + NAME_RULE + "'Bad'",
+                "image.aws_ofi_nccl: '1.7.2' is older than the 1.7.3 that P5-class instances (p5.48xlarge) need; use "
+                '1.7.3 or later (default "1.21.1")',
+            ],
+            id="image-floors-reported-with-other-problems",
+        ),
+    ],
+)
+def test_image_rules(changes: dict[str, object], expected: list[str]) -> None:
+    assert lines_for(changes) == rendered(expected)
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "value"),
+    [
+        pytest.param({"image.base_image": CUDA_128_BASE, "image.cuda": 12.8}, "cuda", "12.8", id="cuda-number"),
+        pytest.param({"image.cuda": 13.0}, "cuda", "13.0", id="cuda-number-trailing-zero-kept"),
+        pytest.param({"image.cuda": "13.0.2"}, "cuda", "13.0.2", id="cuda-with-patch"),
+        pytest.param({"image.nccl": "2.31.2-1"}, "nccl", "2.31.2-1", id="nccl-release-suffix"),
+        pytest.param(
+            {"image.base_image": "public.ecr.aws/deep-learning-containers/base@sha256:" + "0" * 64},
+            "base_image",
+            "public.ecr.aws/deep-learning-containers/base@sha256:" + "0" * 64,
+            id="base-by-digest",
+        ),
+        pytest.param(
+            {
+                "compute[0].instance_type": "p4d.24xlarge",
+                "image.base_image": CUDA_118_BASE,
+                "image.cuda": "11.8",
+                "image.nccl": "2.18.3",
+                "image.aws_ofi_nccl": "1.7.2",
+                "image.efa_installer": "1.28.0",
+                "image.pytorch": "2.5.1",
+            },
+            "nccl",
+            "2.18.3",
+            id="p4d-needs-no-p5-floors",
+        ),
+        pytest.param({"image": None}, "nccl", "2.31.2", id="image-left-empty"),
+    ],
+)
+def test_image_values_pass(changes: dict[str, object], key: str, value: str) -> None:
+    assert getattr(valid(changes).image, key) == value
+
+
+def test_image_defaults_serve_every_instance_type() -> None:
+    from fmcluster.config.models import Image
+
+    config = valid()
+    assert config.image == Image()
+    assert (config.image.cuda, config.image.pytorch, config.image.nccl) == ("13.0", "2.14.1", "2.31.2")
+    assert (config.image.efa_installer, config.image.aws_ofi_nccl) == ("1.50.0", "1.21.1")
+    assert config.image.base_image == (
+        "public.ecr.aws/deep-learning-containers/base:13.0.0-gpu-py312-cu130-ubuntu22.04-ec2"
+    )
+    assert Image().problems_for(catalog.CATALOG) == {}
+    explicit = valid({"compute[0].instance_type": "p6-b300.48xlarge", "image": {}})
+    assert explicit.image == Image()

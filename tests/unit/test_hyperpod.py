@@ -37,6 +37,7 @@ from fmcluster.constructs.hyperpod import (
 )
 from fmcluster.constructs.network import TrainingNetwork
 from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
+from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
@@ -143,10 +144,11 @@ def built(tmp_path_factory) -> Built:
         env = cdk.Environment(account=config.account, region=config.region)
         network = NetworkStack(app, f"{config.name}-network", config=config, env=env)
         storage = StorageStack(app, f"{config.name}-storage", config=config, network=network.network, env=env)
+        image = ImageStack(app, f"{config.name}-image", config=config, env=env)
         cluster = HyperPodClusterStack(
-            app, f"{config.name}-cluster", config=config, network=network, storage=storage, env=env
+            app, f"{config.name}-cluster", config=config, network=network, storage=storage, image=image, env=env
         )
-        stacks += [network, storage, cluster]
+        stacks += [network, storage, image, cluster]
         made[key] = (cluster, cluster.hyperpod)
 
     library = cdk.Stack(app, "HyperPodLibrary")
@@ -250,6 +252,7 @@ def test_nodes_sit_in_the_compute_subnet_and_the_efa_security_group(quickstart):
     assert quickstart.stack.dependencies and {s.stack_name for s in quickstart.stack.dependencies} == {
         "quickstart-network",
         "quickstart-storage",
+        "quickstart-image",
     }
 
 
@@ -526,9 +529,8 @@ def test_ecr_pull_only_and_node_logs(quickstart, library, built):
         (logs,) = cluster.allowed("logs:PutLogEvents")
         assert logs["Action"] == ["logs:CreateLogStream", "logs:PutLogEvents"]
         assert logs["Resource"] == [{"Fn::GetAtt": [cluster.logical_id(cluster.construct.node_log_group), "Arn"]}]
-    assert quickstart.allowed("ecr:BatchGetImage")[0]["Resource"] == [
-        {"Fn::Join": ["", ["arn:aws:ecr:us-east-1:", {"Ref": "AWS::AccountId"}, ":repository/*"]]}
-    ]
+    (image_repository,) = quickstart.allowed("ecr:BatchGetImage")[0]["Resource"]
+    assert output_of(image_repository, "quickstart-image", "TrainingImageRepository")  # the stack's own image
     repository = built.library_parts["repository"]
     assert library.allowed("ecr:BatchGetImage")[0]["Resource"] == [library.ref(repository.repository_arn)]
     group = quickstart.resource(quickstart.construct.node_log_group)
@@ -621,7 +623,6 @@ def test_acknowledgments_are_finding_level_with_reasons(built):
         "AwsSolutions-IAM5[Resource::arn:aws:ec2:us-east-1:*:instance/*]",
         "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket47A602DB.Arn>/fmcluster-lifecycle/*]",
         "AwsSolutions-IAM5[Resource::arn:aws:ssm:us-east-1:<AWS::AccountId>:parameter/fmcluster/quickstart/*]",
-        "AwsSolutions-IAM5[Resource::arn:aws:ecr:us-east-1:<AWS::AccountId>:repository/*]",
     }
     assert set(acknowledged(built.app, "quickstart-cluster/HyperPod/LifecycleBucket")) == {"AwsSolutions-S1"}
     assert "AwsSolutions-S1" not in acknowledged(built.app, "HyperPodLibrary/HyperPod/LifecycleBucket")  # it logs

@@ -9,7 +9,7 @@ import zipfile
 
 from tests.conftest import REPO
 
-PACKAGE_DATA_DIRS = ("node", "lambdas", "dashboards")
+PACKAGE_DATA_DIRS = ("node", "lambdas", "dashboards", "image")
 
 
 def test_wheel_ships_every_package_data_file(tmp_path):

@@ -8,7 +8,8 @@
 # Usage: import-image.sh SSM_PARAMETER_NAME MOUNT_POINT
 #
 # The SSM parameter holds a private ECR image URI with a tag, in the node's region, e.g.
-# 123456789012.dkr.ecr.us-east-1.amazonaws.com/train:v3. No such parameter: nothing to import (exit 0, logged). Any
+# 123456789012.dkr.ecr.us-east-1.amazonaws.com/train:v3, maybe followed by @sha256:<digest> as the image build
+# publishes it (the import goes by the tag: fmcluster's ECR tags are immutable). No such parameter: nothing to import (exit 0, logged). Any
 # other registry is refused: nodes never pull from the public internet, and may have no path to it.
 # The image becomes MOUNT_POINT/enroot/images/<repository, '/' as '+'>+<tag>.sqsh, made with `enroot import` (ECR
 # credentials from `aws ecr get-login-password`, in a private directory removed afterwards); training-image.sqsh
@@ -29,7 +30,7 @@ source "$LIB"
 # shellcheck source=ssm.sh
 source "$HERE/ssm.sh"
 
-ECR_IMAGE='^([0-9]{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/([a-z0-9][a-z0-9._/-]*):([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$'
+ECR_IMAGE='^([0-9]{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/([a-z0-9][a-z0-9._/-]*):([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})(@sha256:[0-9a-f]{64})?$'
 STALE_SECONDS="${FMCLUSTER_IMPORT_LOCK_STALE:-7200}"
 LINK_NAME=training-image.sqsh
 LOCK=""

@@ -1,0 +1,52 @@
+"""The observability stack: metrics, dashboards, alarms and node-health events of one cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from fmcluster.config import ClusterConfig
+from fmcluster.constructs.observability import ClusterObservability
+from fmcluster.stacks.storage import StorageStack
+
+
+class ObservabilityStack(cdk.Stack):
+    """`ClusterObservability` configured from the cluster file's `observability` section, watching the storage
+    stack's FSx for Lustre file system and granting the nodes' roles remote write to the Prometheus workspace.
+
+    It deploys after the storage and cluster stacks (it reads the file system id and the node roles). Nodes that boot
+    before it exists find the workspace's endpoint later through its SSM parameter (observability.sh refreshes every
+    5 minutes). With `storage.retain_on_delete: true` (the default) the Prometheus workspace (the metrics history) and
+    the alarm topic's key survive `cdk destroy`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: ClusterConfig,
+        storage: StorageStack,
+        node_roles: Sequence[iam.IRole] = (),
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        observability = config.observability
+        lustre = config.storage.lustre
+        retain = config.storage.retain_on_delete
+        self.observability = ClusterObservability(
+            self,
+            "Observability",
+            cluster_name=config.name,
+            prometheus=observability.prometheus,
+            grafana=observability.grafana,
+            alarm_email=observability.alarm_email,
+            file_system_id=storage.lustre.file_system_id,
+            lustre_capacity_gib=lustre.capacity_gib,
+            lustre_throughput_per_tib=lustre.throughput_per_tib,
+            node_roles=node_roles,
+            removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
+        )

@@ -1,0 +1,649 @@
+"""The nccl-tests results Lambda (fmcluster/lambdas/nccl_results/handler.py) and the sbatch script that feeds it.
+
+AWS is emulated by moto (`mock_aws`): the uploaded log lives in moto's in-memory S3, and PutMetricData lands in moto's
+CloudWatch, where `get_metric_statistics` reads it back. That keeps the tests offline and free of credentials, and
+every test starts from an empty account. moto enforces no IAM and delivers no S3 notifications: the tests call the
+handler with the S3 event S3 would send, and the role's permissions and the bucket subscription are asserted on the
+synthesized template (tests/unit/test_nccl_constructs.py).
+
+The parser is tested on its own over fixture logs in tests/lambdas/fixtures/, written in the output formats of
+nccl-tests 2.13 (the AWS samples' published 2x p5 and 2x p4de tables), 2.16 and 2.20 (with the version and
+"Collective test" lines), for 2, 4 and 16 nodes, with `srun -l` and Open MPI tags and NCCL_DEBUG lines mixed in,
+and over broken variants: truncated, garbled, #wrong > 0, empty, without a result header.
+
+The sbatch script runs under bash with stub `srun`, `aws` and `nvidia-smi` commands first on PATH: shellcheck clean,
+and the log it uploads, to the key it uploads to, is one this handler accepts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from fmcluster.nccl import LINE_RATE_FRACTION, MIN_BASELINE_MESSAGE_BYTES, PUBLISHED_MARGIN, baseline_spec
+
+REPO = Path(__file__).resolve().parents[2]
+HANDLER = REPO / "fmcluster" / "lambdas" / "nccl_results" / "handler.py"
+SBATCH = REPO / "fmcluster" / "node" / "nccl-tests.sbatch"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
+GIB = 1024**3
+BUCKET = "llm-pretrain-checkpoints"
+CLUSTER = "llm-pretrain"
+TYPES = ("p4de.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "g5.12xlarge")
+
+
+def load_handler():
+    spec = importlib.util.spec_from_file_location("fmcluster_test_nccl_results_handler", HANDLER)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+handler = load_handler()
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def environment(**overrides: str) -> dict[str, str]:
+    """The function's environment as NcclValidation sets it."""
+    return {
+        "CLUSTER_NAME": CLUSTER,
+        "BASELINES": json.dumps({t: baseline_spec(t) for t in TYPES}),
+        "LINE_RATE_FRACTION": str(LINE_RATE_FRACTION),
+        "PUBLISHED_MARGIN": str(PUBLISHED_MARGIN),
+        "MIN_BASELINE_BYTES": str(MIN_BASELINE_MESSAGE_BYTES),
+        **overrides,
+    }
+
+
+SETTINGS = handler.Settings.from_environment(environment())
+
+
+# --- the parser over real-format output ---------------------------------------------------------------------------
+GOOD = {
+    # name: (rows, largest message, its bus bandwidth, avg bus bandwidth, hosts, ranks, nccl-tests version, validated)
+    "all_reduce_p5_2n_nccl-tests-2.13.log": (32, 16 * GIB, 487.26, 124.324, 2, 16, None, True),
+    "all_reduce_p4de_2n_mpirun.log": (29, 2 * GIB, 78.33, 18.5269, 2, 16, None, True),
+    "all_reduce_p5en_4n_nccl-tests-2.20.log": (32, 16 * GIB, 392.88, 139.476, 4, 32, "2.20.0", True),
+    "all_reduce_p5en_4n_degraded.log": (32, 16 * GIB, 143.64, 56.6482, 4, 32, "2.20.0", True),
+    "all_reduce_p5_16n_nccl-tests-2.16.log": (32, 16 * GIB, 358.76, 117.693, 16, 128, "2.16.9", True),
+    "all_reduce_p6-b200_2n_no-validation.log": (32, 16 * GIB, 628.96, 218.98, 2, 16, "2.20.0", False),
+}
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_real_format_logs_parse(name):
+    rows, largest, busbw, average, hosts, ranks, version, validated = GOOD[name]
+    result = handler.parse_all_reduce(fixture(name))
+    assert len(result.rows) == rows
+    assert [row.size for row in result.rows] == [8 * 2**i for i in range(rows)]  # 8 B doubling, in order
+    assert result.largest_size == largest
+    assert result.largest_bus_bandwidth == busbw
+    assert result.avg_bus_bandwidth == average
+    assert (len(result.hosts), result.ranks, result.nccl_tests_version, result.validated) == (
+        hosts,
+        ranks,
+        version,
+        validated,
+    )
+    assert all(row.type == "float" and row.redop == "sum" and row.root == -1 for row in result.rows)
+    assert result.out_of_bounds in (0, None)
+
+
+def test_a_row_is_read_column_by_column():
+    """The 2x p5 table as published: 17179869184 B, out-of-place 66132 us 259.78 487.09, in-place 66109 ... 487.26."""
+    last = handler.parse_all_reduce(fixture("all_reduce_p5_2n_nccl-tests-2.13.log")).rows[-1]
+    assert (last.size, last.count, last.type, last.redop, last.root) == (17179869184, 4294967296, "float", "sum", -1)
+    assert last.out_of_place == handler.Measurement(time_us=66132.0, algbw=259.78, busbw=487.09, wrong=0)
+    assert last.in_place == handler.Measurement(time_us=66109.0, algbw=259.87, busbw=487.26, wrong=0)
+    assert last.busbw == 487.26
+
+
+def test_size_classes_take_the_best_bus_bandwidth_inside_each():
+    result = handler.parse_all_reduce(fixture("all_reduce_p5_2n_nccl-tests-2.13.log"))
+    assert result.size_classes() == {
+        "8B-64KiB": 1.18,
+        "64KiB-16MiB": 105.53,
+        "16MiB-1GiB": 440.96,
+        "1GiB-and-up": 487.26,
+    }
+    small = handler.parse_all_reduce(fixture("all_reduce_p4de_2n_mpirun.log"))
+    assert set(small.size_classes()) == {"8B-64KiB", "64KiB-16MiB", "16MiB-1GiB", "1GiB-and-up"}
+
+
+BROKEN = {
+    "broken_empty.log": "empty output: the log has no text",
+    "broken_truncated.log": "truncated: no '# Avg bus bandwidth' line after the last row (size 1073741824 B); the "
+    "job was cut off or the log is incomplete",
+    "broken_garbled.log": "line 65: garbled result row '67108864      16777216     float     sum      -1    601.5  "
+    "1#1.57  209.19      0    604': 10 fields where the header has 13",
+    "broken_wrong.log": "data corruption: #wrong > 0 (268435456 B in-place: 3); the results are not valid",
+    "broken_no_header.log": "no all_reduce_perf result header ('# size count type redop root time algbw busbw "
+    "#wrong ...') found; is this nccl-tests output?",
+}
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_broken_logs_are_rejected_with_the_reason(name):
+    with pytest.raises(handler.ParseError) as error:
+        handler.parse_all_reduce(fixture(name))
+    assert str(error.value) == BROKEN[name]
+
+
+P5_LOG = fixture("all_reduce_p5_2n_nccl-tests-2.13.log")
+ROW_1G = (
+    "0:   1073741824     268435456     float     sum      -1   4607.6  233.04  436.94      0   4565.6  235.18  440.96"
+    "      0"
+)
+
+
+@pytest.mark.parametrize(
+    ("replacement", "message"),
+    [
+        (
+            ROW_1G.replace("233.04", "abc"),
+            "could not convert string to float: 'abc'",
+        ),
+        (ROW_1G.replace("436.94", "-436.94"), "busbw '-436.94' is not a finite, non-negative number"),
+        (ROW_1G.replace("436.94", "nan"), "busbw 'nan' is not a finite, non-negative number"),
+        (ROW_1G.replace("  float", "  fl@at"), "type 'fl@at' or redop 'sum' is not a name"),
+        (ROW_1G.replace("      0   4565.6", "    0.5   4565.6"), "#wrong '0.5' is not a count"),
+        (ROW_1G + "  1", "14 fields where the header has 13"),
+        ("0: Segmentation fault (core dumped)", "4 fields where the header has 13"),
+    ],
+)
+def test_garbled_rows_are_rejected(replacement, message):
+    assert ROW_1G in P5_LOG
+    with pytest.raises(handler.ParseError) as error:
+        handler.parse_all_reduce(P5_LOG.replace(ROW_1G, replacement))
+    assert str(error.value).startswith("line 57: garbled result row ")
+    assert str(error.value).endswith(message)
+
+
+def test_a_header_of_another_layout_is_rejected():
+    old = P5_LOG.replace("busbw #wrong     time   algbw   busbw #wrong", "busbw  error     time   algbw   busbw  error")
+    with pytest.raises(handler.ParseError, match=r"line 28: unsupported table header .*nccl-tests 2.13 or later"):
+        handler.parse_all_reduce(old)
+
+
+def test_a_second_table_or_a_summary_before_any_table_is_rejected():
+    header = next(line for line in P5_LOG.splitlines() if "#wrong" in line)
+    with pytest.raises(handler.ParseError, match="a second result table header"):
+        handler.parse_all_reduce(P5_LOG.replace(ROW_1G, ROW_1G + "\n" + header))
+    with pytest.raises(handler.ParseError, match="no all_reduce_perf result header"):
+        handler.parse_all_reduce("# Avg bus bandwidth    : 52.9753\n")
+
+
+def test_out_of_bounds_values_reject_the_run():
+    text = P5_LOG.replace("# Out of bounds values : 0 OK", "# Out of bounds values : 12 FAILED")
+    with pytest.raises(handler.ParseError, match="12 out-of-bounds values reported"):
+        handler.parse_all_reduce(text)
+
+
+def test_the_timestamp_column_and_cputime_are_understood():
+    lines = fixture("all_reduce_p5en_4n_nccl-tests-2.20.log").splitlines()
+    out = []
+    for line in lines:
+        body = line[3:]
+        if "#wrong" in body and "size" in body:
+            line = line.replace(" time ", " cputime ").rstrip() + "  timestamp"
+        elif body.strip() and body.strip()[0].isdigit():
+            line = line + "  2026-11-29 17:02:11"
+        out.append(line)
+    result = handler.parse_all_reduce("\n".join(out))
+    assert len(result.rows) == 32 and result.largest_bus_bandwidth == 392.88
+
+
+def test_crlf_line_ends_and_missing_labels_are_fine():
+    text = P5_LOG.replace("\n0: ", "\n").removeprefix("0: ").replace("\n", "\r\n")
+    assert handler.parse_all_reduce(text).largest_bus_bandwidth == 487.26
+
+
+# --- the baseline -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "nodes", "largest", "threshold", "basis"),
+    [
+        ("p5.48xlarge", 2, 16 * GIB, 438.3, "90% of the published 487.0 GB/s for 2x p5.48xlarge at 16 GiB"),
+        ("p5.48xlarge", 2, 4 * GIB, 398.7, "90% of the published 443.0 GB/s for 2x p5.48xlarge at 2 GiB"),
+        ("p5.48xlarge", 2, 2 * GIB, 398.7, "90% of the published 443.0 GB/s for 2x p5.48xlarge at 2 GiB"),
+        ("p4de.24xlarge", 2, 2 * GIB, 70.47, "90% of the published 78.3 GB/s for 2x p4de.24xlarge at 2 GiB"),
+        ("p5.48xlarge", 16, 16 * GIB, 280.0, "70% of the 3200 Gbps EFA line rate (400 GB/s); nothing published"),
+        ("p5en.48xlarge", 4, 16 * GIB, 280.0, "70% of the 3200 Gbps EFA line rate (400 GB/s); nothing published"),
+        ("p4de.24xlarge", 4, 2 * GIB, 35.0, "70% of the 400 Gbps EFA line rate (50 GB/s); nothing published"),
+        ("p5.48xlarge", 2, GIB, 280.0, "70% of the 3200 Gbps EFA line rate (400 GB/s); nothing published"),
+    ],
+)
+def test_baseline_prefers_a_published_figure_for_the_same_node_count(instance_type, nodes, largest, threshold, basis):
+    judged = handler.baseline(baseline_spec(instance_type), instance_type, nodes, largest, SETTINGS)
+    assert judged.threshold_gbs == threshold
+    assert judged.basis.startswith(basis)
+
+
+def test_no_baseline_below_one_gib_or_without_efa():
+    assert handler.baseline(baseline_spec("p5.48xlarge"), "p5.48xlarge", 2, 512 * 1024**2, SETTINGS) is None
+    assert handler.baseline(baseline_spec("g5.12xlarge"), "g5.12xlarge", 2, 16 * GIB, SETTINGS) is None
+
+
+# --- the handler against emulated S3 and CloudWatch ---------------------------------------------------------------
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        **environment(),
+    }.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        yield s3, boto3.client("cloudwatch")
+
+
+def s3_event(key: str, bucket: str = BUCKET) -> dict:
+    return {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "awsRegion": "us-east-1",
+                "eventTime": "2026-11-29T17:00:00.000Z",
+                "eventName": "ObjectCreated:Put",
+                "s3": {
+                    "s3SchemaVersion": "1.0",
+                    "configurationId": "nccl-tests",
+                    "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
+                    "object": {"key": key, "size": 1024, "sequencer": "0055AED6DCD90281E5"},
+                },
+            }
+        ]
+    }
+
+
+def upload(s3, key: str, body: str | bytes) -> dict:
+    s3.put_object(Bucket=BUCKET, Key=key, Body=body.encode() if isinstance(body, str) else body)
+    return s3_event(key)
+
+
+def metric(cloudwatch, name: str, **dimensions: str) -> list[float]:
+    """Every value published for `name` with exactly these dimensions (moto keeps them for the query window)."""
+    response = cloudwatch.get_metric_statistics(
+        Namespace="fmcluster/nccl",
+        MetricName=name,
+        Dimensions=[{"Name": k, "Value": v} for k, v in dimensions.items()],
+        StartTime="2020-01-01T00:00:00Z",
+        EndTime="2100-01-01T00:00:00Z",
+        Period=3600,
+        Statistics=["Maximum"],
+    )
+    return [point["Maximum"] for point in response["Datapoints"]]
+
+
+def logged(capsys) -> list[dict]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "below"),
+    [
+        ("all_reduce_p5_2n_nccl-tests-2.13.log", "nccl-tests/p5.48xlarge/2n/4242.log", 0.0),
+        ("all_reduce_p4de_2n_mpirun.log", "nccl-tests/p4de.24xlarge/2n/77.log", 0.0),
+        ("all_reduce_p5en_4n_nccl-tests-2.20.log", "nccl-tests/p5en.48xlarge/4n/9001.log", 0.0),
+        ("all_reduce_p5en_4n_degraded.log", "nccl-tests/p5en.48xlarge/4n/9002.log", 1.0),
+        ("all_reduce_p6-b200_2n_no-validation.log", "nccl-tests/p6-b200.48xlarge/2n/12.log", 0.0),
+    ],
+)
+def test_a_result_publishes_its_metrics_and_its_verdict(aws, capsys, name, key, below):
+    s3, cloudwatch = aws
+    assert handler.handler(upload(s3, key, fixture(name))) == {"accepted": 1, "rejected": 0}
+    instance_type, nodes = key.split("/")[1], key.split("/")[2][:-1]
+    dims = {"Cluster": CLUSTER, "InstanceType": instance_type, "Nodes": nodes}
+    _, _, busbw, average, *_ = GOOD[name]
+    assert metric(cloudwatch, "LargestMessageBusBandwidth", **dims) == [busbw]
+    assert metric(cloudwatch, "AvgBusBandwidth", **dims) == [average]
+    for size_class, best in handler.parse_all_reduce(fixture(name)).size_classes().items():
+        assert metric(cloudwatch, "BusBandwidth", **dims, SizeClass=size_class) == [best]
+    assert metric(cloudwatch, "BelowBaseline", **dims) == [below]
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType=instance_type) == [below]
+    assert metric(cloudwatch, "RejectedResults", Cluster=CLUSTER) == []
+    (entry,) = logged(capsys)
+    assert entry["message"] == "published nccl-tests result" and entry["key"] == key
+    assert entry["below_baseline"] is bool(below) and entry["largest_message_busbw"] == busbw
+
+
+def test_the_degraded_run_names_its_baseline(aws, capsys):
+    s3, cloudwatch = aws
+    handler.handler(upload(s3, "nccl-tests/p5en.48xlarge/4n/9002.log", fixture("all_reduce_p5en_4n_degraded.log")))
+    dims = {"Cluster": CLUSTER, "InstanceType": "p5en.48xlarge", "Nodes": "4"}
+    assert metric(cloudwatch, "BaselineBusBandwidth", **dims) == [280.0]
+    (entry,) = logged(capsys)
+    assert entry["baseline_gbs"] == 280.0
+    assert entry["baseline_basis"] == "70% of the 3200 Gbps EFA line rate (400 GB/s); nothing published"
+
+
+def test_a_run_too_short_to_judge_publishes_no_verdict(aws):
+    s3, cloudwatch = aws
+    short = "\n".join(line for line in P5_LOG.splitlines() if not any(f" {2**k} " in line for k in range(30, 35)))
+    assert handler.handler(upload(s3, "nccl-tests/p5.48xlarge/2n/5.log", short)) == {"accepted": 1, "rejected": 0}
+    dims = {"Cluster": CLUSTER, "InstanceType": "p5.48xlarge", "Nodes": "2"}
+    assert metric(cloudwatch, "LargestMessageBusBandwidth", **dims) == [394.0]  # rows up to 512 MiB
+    assert metric(cloudwatch, "BelowBaseline", **dims) == []
+
+
+REJECTIONS = [
+    (
+        "logs/p5.48xlarge/2n/1.log",
+        P5_LOG,
+        "key does not follow nccl-tests/<instance_type>/<nodes>n/<job>.log (e.g. nccl-tests/p5.48xlarge/2n/1234.log)",
+    ),
+    (
+        "nccl-tests/p5.48xlarge/two/1.log",
+        P5_LOG,
+        "key does not follow nccl-tests/<instance_type>/<nodes>n/<job>.log (e.g. nccl-tests/p5.48xlarge/2n/1234.log)",
+    ),
+    (
+        "nccl-tests/p5e.48xlarge/2n/1.log",
+        P5_LOG,
+        "unknown instance type 'p5e.48xlarge'; this cluster's: g5.12xlarge, p4de.24xlarge, p5.48xlarge, "
+        "p5en.48xlarge, p6-b200.48xlarge",
+    ),
+    (
+        "nccl-tests/p5.48xlarge/4n/1.log",
+        P5_LOG,
+        "the key says 4 nodes but the log's ranks ran on 2 hosts (ip-10-1-44-123, ip-10-1-45-17)",
+    ),
+    ("nccl-tests/p5.48xlarge/2n/2.log", fixture("broken_truncated.log"), BROKEN["broken_truncated.log"]),
+    ("nccl-tests/p5en.48xlarge/4n/3.log", fixture("broken_garbled.log"), BROKEN["broken_garbled.log"]),
+    ("nccl-tests/p5.48xlarge/2n/4.log", fixture("broken_wrong.log"), BROKEN["broken_wrong.log"]),
+    ("nccl-tests/p5.48xlarge/2n/5.log", "", BROKEN["broken_empty.log"]),
+    ("nccl-tests/p5.48xlarge/2n/6.log", fixture("broken_no_header.log"), BROKEN["broken_no_header.log"]),
+    (
+        "nccl-tests/p5.48xlarge/2n/7.log",
+        b"\x1f\x8b\x08\x00binary",
+        "the log is not UTF-8 text (invalid start byte at byte 1)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("key", "body", "reason"), REJECTIONS, ids=[r[2][:50] for r in REJECTIONS])
+def test_bad_input_is_logged_counted_and_never_raised(aws, capsys, key, body, reason):
+    s3, cloudwatch = aws
+    assert handler.handler(upload(s3, key, body)) == {"accepted": 0, "rejected": 1}
+    (entry,) = logged(capsys)
+    assert (entry["level"], entry["message"], entry["reason"]) == ("WARNING", "rejected nccl-tests upload", reason)
+    assert entry["bucket"] == BUCKET and entry["key"] == key
+    assert metric(cloudwatch, "RejectedResults", Cluster=CLUSTER) == [1.0]
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType="p5.48xlarge") == []
+
+
+def test_a_deleted_object_or_a_malformed_event_is_a_rejection_too(aws, capsys):
+    _, cloudwatch = aws
+    assert handler.handler(s3_event("nccl-tests/p5.48xlarge/2n/gone.log")) == {"accepted": 0, "rejected": 1}
+    assert handler.handler({"Records": [{"eventSource": "aws:sqs"}]}) == {"accepted": 0, "rejected": 1}
+    assert handler.handler({"detail-type": "Object Created"}) == {"accepted": 0, "rejected": 1}
+    reasons = [entry["reason"] for entry in logged(capsys)]
+    assert reasons == [
+        "cannot read the object: NoSuchKey",
+        "not an S3 object notification: no s3.bucket.name or s3.object.key",
+        "not an S3 event: no Records",
+    ]
+    assert metric(cloudwatch, "RejectedResults", Cluster=CLUSTER) == [1.0]  # Maximum per period; three points
+
+
+def test_an_oversized_log_is_rejected_without_reading_it(aws, capsys, monkeypatch):
+    s3, _ = aws
+    monkeypatch.setenv("MAX_LOG_BYTES", "4096")
+    handler.handler(upload(s3, "nccl-tests/p5.48xlarge/2n/8.log", P5_LOG))
+    (entry,) = logged(capsys)
+    assert entry["reason"] == (
+        f"the log is {len(P5_LOG.encode())} bytes, over the 4096-byte limit; is this an all_reduce_perf log?"
+    )
+
+
+def test_several_records_are_judged_one_by_one(aws):
+    s3, _ = aws
+    good = upload(s3, "nccl-tests/p5.48xlarge/2n/10.log", P5_LOG)
+    bad = upload(s3, "nccl-tests/p5.48xlarge/2n/11.log", fixture("broken_truncated.log"))
+    assert handler.handler({"Records": good["Records"] + bad["Records"]}) == {"accepted": 1, "rejected": 1}
+
+
+def test_url_encoded_keys_are_decoded(aws):
+    s3, _ = aws
+    s3.put_object(Bucket=BUCKET, Key="nccl-tests/p5.48xlarge/2n/run=3.log", Body=P5_LOG.encode())
+    assert handler.handler(s3_event("nccl-tests/p5.48xlarge/2n/run%3D3.log"))["rejected"] == 1  # '=' not a job id
+    s3.put_object(Bucket=BUCKET, Key="nccl-tests/p5.48xlarge/2n/run_3.log", Body=P5_LOG.encode())
+    assert handler.handler(s3_event("nccl-tests/p5.48xlarge/2n/run%5F3.log")) == {"accepted": 1, "rejected": 0}
+
+
+# --- the sbatch script --------------------------------------------------------------------------------------------
+
+
+def test_sbatch_script_is_shellcheck_clean_ascii_and_strict():
+    result = subprocess.run(
+        [SHELLCHECK, "-x", "--shell=bash", SBATCH.name],
+        cwd=SBATCH.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = SBATCH.read_text(encoding="ascii")
+    assert text.startswith("#!/usr/bin/env bash\n#SBATCH ")
+    assert "\nset -euo pipefail\n" in text
+
+
+STUBS = {
+    # srun: record its arguments and the NCCL environment it was given, then print the fixture (as rank 0 does)
+    "srun": """{ printf '%s\\n' "$*"; env | grep -E '^(NCCL|FI|OFI_NCCL)_' | sort; } >"$STUB_DIR/srun.args"
+cat "$STUB_DIR/output.log"
+exit "${STUB_SRUN_STATUS:-0}"
+""",
+    # aws: record its arguments and keep the uploaded file; fail the first STUB_AWS_FAILURES calls
+    "aws": """printf '%s\\n' "$*" >>"$STUB_DIR/aws.args"
+if [[ "$1" == ssm ]]; then
+  if [[ -f "$STUB_DIR/image-uri" ]]; then cat "$STUB_DIR/image-uri"; exit 0; fi
+  echo "An error occurred (ParameterNotFound)" >&2; exit 254
+fi
+failures="$(cat "$STUB_DIR/aws.failures" 2>/dev/null || echo 0)"
+if ((failures > 0)); then echo $((failures - 1)) >"$STUB_DIR/aws.failures"; echo "upload failed" >&2; exit 1; fi
+cp "${@: -2:1}" "$STUB_DIR/uploaded.log"
+""",
+    "nvidia-smi": "printf '%s\\n' 0 1 2 3 4 5 6 7\n",
+    "sleep": "exit 0\n",
+    "curl": "echo 'curl must not be called when the instance type and region are given' >&2; exit 7\n",
+}
+
+
+@pytest.fixture
+def sbatch(tmp_path):
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name, body in STUBS.items():
+        path = stubs / name
+        path.write_text("#!/usr/bin/env bash\n" + body)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "output.log").write_text(P5_LOG)
+    env_file = tmp_path / "nccl.env"
+    env_file.write_text(
+        "# Written by fmcluster nccl-env.sh from SSM parameter /fmcluster/llm-pretrain/gpu/nccl-env\n"
+        "NCCL_DEBUG=WARN\nNCCL_SOCKET_IFNAME=^docker,lo,veth\n"
+    )
+    base = {
+        "PATH": f"{stubs}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+        "STUB_DIR": str(tmp_path),
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NUM_NODES": "2",
+        "FMCLUSTER_NCCL_ENV_FILE": str(env_file),
+        "AWS_REGION": "us-east-1",
+        "FMCLUSTER_RETRY_DELAY": "0",
+    }
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(SBATCH), *args],
+            env={**base, **env},
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+
+    run.dir = tmp_path
+    return run
+
+
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/llm-pretrain-training:2026-11-29"
+ARGS = ("--bucket", BUCKET, "--image", IMAGE, "--instance-type", "ml.p5.48xlarge")
+
+
+def test_sbatch_runs_all_reduce_in_the_image_and_uploads_what_the_handler_accepts(sbatch, aws):
+    result = sbatch(*ARGS)
+    assert result.returncode == 0, result.stderr
+    srun_args, *srun_env = (sbatch.dir / "srun.args").read_text().splitlines()
+    assert srun_args == (
+        "--nodes=2 --ntasks-per-node=8 --mpi=pmix --cpu-bind=none -u -l "
+        "--container-image=123456789012.dkr.ecr.us-east-1.amazonaws.com#llm-pretrain-training:2026-11-29 "
+        "--container-env=NCCL_DEBUG,NCCL_SOCKET_IFNAME "
+        "/opt/nccl-tests/bin/all_reduce_perf -b 8 -e 16G -f 2 -g 1 -c 1"
+    )
+    assert srun_env == ["NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=^docker,lo,veth"]
+    key = "nccl-tests/p5.48xlarge/2n/4242.log"
+    assert (sbatch.dir / "aws.args").read_text().splitlines() == [
+        f"s3 cp --only-show-errors --region us-east-1 {sbatch.dir}/nccl-tests-4242.log s3://{BUCKET}/{key}"
+    ]
+    assert result.stdout == P5_LOG  # the job's own output keeps a copy
+    # the key and the log are what the Lambda judges
+    s3, _ = aws
+    assert handler.KEY_PATTERN.match(key)
+    s3.put_object(Bucket=BUCKET, Key=key, Body=(sbatch.dir / "uploaded.log").read_bytes())
+    assert handler.handler(s3_event(key)) == {"accepted": 1, "rejected": 0}
+
+
+def test_sbatch_options_from_the_environment_and_squashfs_images(sbatch):
+    result = sbatch(
+        FMCLUSTER_CHECKPOINTS_BUCKET=BUCKET,
+        FMCLUSTER_TRAINING_IMAGE="/fsx/images/train.sqsh",
+        FMCLUSTER_INSTANCE_TYPE="p5en.48xlarge",
+        SLURM_GPUS_ON_NODE="4",
+        FMCLUSTER_NCCL_TESTS_MAX_BYTES="2G",
+        SLURM_JOB_NUM_NODES="4",
+    )
+    assert result.returncode == 0, result.stderr
+    srun_args = (sbatch.dir / "srun.args").read_text().splitlines()[0]
+    assert "--nodes=4 --ntasks-per-node=4 " in srun_args
+    assert "--container-image=/fsx/images/train.sqsh " in srun_args and " -e 2G " in srun_args
+    assert (sbatch.dir / "aws.args").read_text().endswith(f"s3://{BUCKET}/nccl-tests/p5en.48xlarge/4n/4242.log\n")
+
+
+def test_sbatch_reads_the_image_the_build_published_and_pins_its_digest(sbatch):
+    digest = "sha256:" + "0123456789abcdef" * 4
+    (sbatch.dir / "image-uri").write_text(f"{IMAGE.rsplit(':', 1)[0]}@{digest}\n")
+    result = sbatch("--bucket", BUCKET, "--cluster", CLUSTER, "--instance-type", "p5.48xlarge", "--binary", "/x/arp")
+    assert result.returncode == 0, result.stderr
+    aws_calls = (sbatch.dir / "aws.args").read_text().splitlines()
+    assert aws_calls[0] == (
+        f"ssm get-parameter --region us-east-1 --name /fmcluster/{CLUSTER}/image-uri --query Parameter.Value "
+        "--output text"
+    )
+    srun_args = (sbatch.dir / "srun.args").read_text().splitlines()[0]
+    assert (
+        f" --container-image=123456789012.dkr.ecr.us-east-1.amazonaws.com#llm-pretrain-training:{digest} " in srun_args
+    )
+    assert " /x/arp -b 8 " in srun_args
+
+
+def test_sbatch_without_the_image_parameter_stops_before_running(sbatch):
+    result = sbatch("--bucket", BUCKET, "--cluster", CLUSTER, "--instance-type", "p5.48xlarge")
+    assert result.returncode == 1
+    assert f"cannot read SSM parameter /fmcluster/{CLUSTER}/image-uri (has the image been built?)" in result.stderr
+    assert not (sbatch.dir / "srun.args").exists()
+
+
+@pytest.mark.parametrize(
+    ("image", "enroot"),
+    [
+        ("nvcr.io/nvidia/pytorch:25.10-py3", "nvcr.io#nvidia/pytorch:25.10-py3"),
+        ("nvcr.io#nvidia/pytorch:25.10-py3", "nvcr.io#nvidia/pytorch:25.10-py3"),
+        ("localhost:5000/train:1", "localhost:5000#train:1"),
+        ("ubuntu:24.04", "ubuntu:24.04"),
+        ("library/ubuntu:24.04", "library/ubuntu:24.04"),
+        (f"{IMAGE}@sha256:{'a' * 64}", IMAGE.replace(".com/", ".com#")),
+        (
+            f"{IMAGE.rsplit(':', 1)[0]}@sha256:{'a' * 64}",
+            f"{IMAGE.rsplit(':', 1)[0].replace('.com/', '.com#')}:sha256:{'a' * 64}",
+        ),
+        ("/fsx/images/train.sqsh", "/fsx/images/train.sqsh"),
+    ],
+)
+def test_sbatch_gives_pyxis_enroots_image_references(sbatch, image, enroot):
+    assert sbatch("--bucket", BUCKET, "--image", image, "--instance-type", "p5.48xlarge").returncode == 0
+    assert f" --container-image={enroot} " in (sbatch.dir / "srun.args").read_text()
+
+
+def test_sbatch_uploads_the_log_of_a_failed_run_and_exits_with_its_status(sbatch):
+    result = sbatch(*ARGS, STUB_SRUN_STATUS="3")
+    assert result.returncode == 3
+    assert "all_reduce_perf failed with exit status 3; uploading its output anyway" in result.stderr
+    assert (sbatch.dir / "uploaded.log").read_text() == P5_LOG
+
+
+def test_sbatch_retries_the_upload_then_gives_up(sbatch):
+    (sbatch.dir / "aws.failures").write_text("2")
+    assert sbatch(*ARGS).returncode == 0
+    assert len((sbatch.dir / "aws.args").read_text().splitlines()) == 3
+    (sbatch.dir / "aws.failures").write_text("9")
+    result = sbatch(*ARGS, FMCLUSTER_RETRY_ATTEMPTS="2")
+    assert result.returncode == 1
+    assert f"could not upload {sbatch.dir}/nccl-tests-4242.log to s3://{BUCKET}/nccl-tests/" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (ARGS, {"SLURM_JOB_ID": ""}, "not inside a Slurm job; submit this script with sbatch"),
+        (("--image", IMAGE), {}, "--bucket (the checkpoints bucket) is required"),
+        (("--bucket", "Bad_Bucket", "--image", IMAGE), {}, "--bucket: not an S3 bucket name: Bad_Bucket"),
+        (("--bucket", BUCKET), {}, "--cluster (to read the image from SSM) or --image is required"),
+        (("--bucket", BUCKET, "--cluster", "Prod"), {}, "--cluster: not a cluster name: Prod"),
+        ((*ARGS, "--max-bytes", "lots"), {}, "--max-bytes: a size like 16G, 512M or 1048576; got lots"),
+        ((*ARGS, "--gpus-per-node", "0"), {}, "--gpus-per-node: a positive number; got 0"),
+        ((*ARGS, "--frobnicate", "1"), {}, "unknown option: --frobnicate"),
+        ((*ARGS, "--binary"), {}, "--binary needs a value"),
+        (("--bucket", BUCKET, "--image", IMAGE, "--instance-type", "p5"), {}, "not an EC2 instance type: p5"),
+    ],
+)
+def test_sbatch_bad_usage_exits_2_before_running_anything(sbatch, args, env, message):
+    result = sbatch(*args, **env)
+    assert result.returncode == 2
+    assert f"nccl-tests: {message}\n" in result.stderr
+    assert not (sbatch.dir / "srun.args").exists()
+
+
+def test_sbatch_refuses_to_test_without_the_nodes_nccl_environment(sbatch):
+    result = sbatch(*ARGS, FMCLUSTER_NCCL_ENV_FILE=str(sbatch.dir / "missing.env"))
+    assert result.returncode == 1
+    assert "missing.env is missing: the node was not set up by fmcluster" in result.stderr
+    assert not (sbatch.dir / "srun.args").exists()
