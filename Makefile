@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 
 .PHONY: setup synth plan validate test lint deploy clean
 
-setup: $(STAMP)/python $(STAMP)/node
+setup: $(STAMP)/python $(STAMP)/node $(STAMP)/prometheus
 
 $(STAMP)/python: pyproject.toml
 	@mkdir -p $(STAMP)
@@ -22,6 +22,15 @@ $(STAMP)/python: pyproject.toml
 $(STAMP)/node: package.json package-lock.json
 	@mkdir -p $(STAMP)
 	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# A real Prometheus (Debian's package) checks the observability rules and dashboards; the package's own service
+# is disabled so nothing listens on :9090 behind your back.
+$(STAMP)/prometheus:
+	@mkdir -p $(STAMP)
+	command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }
+	systemctl disable --now prometheus >/dev/null 2>&1 || true
 	@touch $@
 
 synth: setup

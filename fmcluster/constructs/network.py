@@ -25,10 +25,11 @@ INTERFACE_ENDPOINTS: dict[str, str] = {
     "Monitoring": "CLOUDWATCH_MONITORING",
     "Sts": "STS",
     "SageMakerApi": "SAGEMAKER_API",
+    "PrometheusWorkspaces": "PROMETHEUS_WORKSPACES",
 }
 """Construct id -> `ec2.InterfaceVpcEndpointAwsService` attribute: what nodes reach without an internet path
-(egress: none): image pulls, SSM sessions, logs and metrics, role credentials, and the SageMaker API that
-HyperPod's agents call. Names, not services, so importing this module makes no jsii call."""
+(egress: none): image pulls, SSM sessions, logs and metrics, role credentials, the SageMaker API that
+HyperPod's agents call, and Prometheus remote write. Names, not services, so importing makes no jsii call."""
 
 
 class TrainingNetwork(Construct):

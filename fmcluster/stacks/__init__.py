@@ -10,6 +10,7 @@ from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
 from fmcluster.stacks.cluster_pcs import PcsClusterStack
 from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.network import NetworkStack
+from fmcluster.stacks.observability import ObservabilityStack
 from fmcluster.stacks.storage import StorageStack
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "HyperPodClusterStack",
     "ImageStack",
     "NetworkStack",
+    "ObservabilityStack",
     "PcsClusterStack",
     "StorageStack",
     "build",
@@ -26,14 +28,22 @@ __all__ = [
 class ClusterStacks:
     """The stacks of one cluster, by role."""
 
-    def __init__(self, network: NetworkStack, storage: StorageStack, image: ImageStack, cluster: cdk.Stack) -> None:
+    def __init__(
+        self,
+        network: NetworkStack,
+        storage: StorageStack,
+        image: ImageStack,
+        cluster: PcsClusterStack | HyperPodClusterStack,
+        observability: ObservabilityStack,
+    ) -> None:
         self.network = network
         self.storage = storage
         self.image = image
         self.cluster = cluster
+        self.observability = observability
 
     def all(self) -> list[cdk.Stack]:
-        return [self.network, self.storage, self.image, self.cluster]
+        return [self.network, self.storage, self.image, self.cluster, self.observability]
 
 
 def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
@@ -76,7 +86,16 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: {what}",
     )
-    stacks = ClusterStacks(network, storage, image, cluster)
+    observability = ObservabilityStack(
+        app,
+        f"{config.name}-observability",
+        config=config,
+        storage=storage,
+        node_roles=[cluster.node_role],
+        env=environment,
+        description=f"fmcluster {config.name}: Amazon Managed Prometheus, Grafana, alarms and node-health events",
+    )
+    stacks = ClusterStacks(network, storage, image, cluster, observability)
     for key, value in {**config.tags, "fmcluster:cluster": config.name}.items():
         cdk.Tags.of(app).add(key, value)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -51,3 +51,5 @@ class HyperPodClusterStack(cdk.Stack):
         )
         self.hyperpod.role.add_managed_policy(storage.node_data_policy)
         self.nccl = nccl_tuning(self, config)
+        self.node_role = self.hyperpod.role
+        """The role every node of the cluster runs with."""

@@ -67,6 +67,8 @@ class PcsClusterStack(cdk.Stack):
             "reaches the training image repository that the role may pull from",
         )
         self.nccl = nccl_tuning(self, config)
+        self.node_role = self.slurm.role
+        """The role every node of the cluster runs with."""
         lustre = storage.lustre
         self.launch_templates: dict[str, EfaLaunchTemplate] = {}
         for group in config.compute:

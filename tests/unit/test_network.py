@@ -48,7 +48,7 @@ def test_no_egress_means_no_internet_path_and_interface_endpoints(isolated):
     assert all("DestinationCidrBlock" not in r for r in resources(isolated, "AWS::EC2::Route"))
     endpoints = resources(isolated, "AWS::EC2::VPCEndpoint")
     interface = [e for e in endpoints if e.get("VpcEndpointType") == "Interface"]
-    assert len(interface) == len(INTERFACE_ENDPOINTS) == 9
+    assert len(interface) == len(INTERFACE_ENDPOINTS) == 10
     assert all(e["PrivateDnsEnabled"] is True for e in interface)
     assert len(endpoints) - len(interface) == 1  # the S3 gateway endpoint
 

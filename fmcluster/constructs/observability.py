@@ -1,0 +1,560 @@
+"""ClusterObservability: Amazon Managed Service for Prometheus with fmcluster's rules, Grafana, CloudWatch alarms and
+a dashboard for FSx, node-health events, all alerting through one encrypted SNS topic."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from importlib.resources import files
+from typing import Literal
+
+import aws_cdk as cdk
+from aws_cdk import aws_aps as aps
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_grafana as grafana_
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_ssm as ssm
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from fmcluster.config.models import Observability, is_lustre_capacity
+from fmcluster.constructs.nag import nag_form
+from fmcluster.constructs.pcs import LAMBDA_RUNTIME
+from fmcluster.constructs.props import check_props
+
+PrometheusMode = Literal["managed", "none"]
+GrafanaMode = Literal["self-hosted", "managed", "none"]
+RULE_NAMESPACES = {"fmcluster-recording": "recording.yml", "fmcluster-alerts": "alerts.yml"}
+"""AMP rule groups namespace -> rule file under fmcluster/dashboards/rules/."""
+DASHBOARD_FILES = ("efa.json", "fsx.json", "gpu.json", "slurm.json")
+MANAGED_GRAFANA_VERSION = "10.4"
+"""Amazon Managed Grafana version (service accounts, which the provisioning Lambda uses, need 9.4 or later)."""
+FSX_FREE_ALARM_RATIO = 0.10
+"""The FreeDataStorageCapacity alarm fires below this share of the file system's capacity."""
+QUERY_ACTIONS = ("aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata")
+CLOUDWATCH_READ_ACTIONS = (
+    "cloudwatch:DescribeAlarmsForMetric",
+    "cloudwatch:DescribeAlarmHistory",
+    "cloudwatch:DescribeAlarms",
+    "cloudwatch:ListMetrics",
+    "cloudwatch:GetMetricData",
+    "cloudwatch:GetInsightRuleReport",
+)
+"""What Amazon Managed Grafana's CloudWatch data source reads (AMG user guide, "CloudWatch data source" policy)."""
+HYPERPOD_EVENT = "SageMaker HyperPod Cluster Event"
+"""detail-type of HyperPod's instance and cluster events (SageMaker HyperPod cluster events reference)."""
+EC2_STATE_CHANGE = "EC2 Instance State-change Notification"
+HEALTH_EVENT = "AWS Health Event"
+
+
+def endpoint_parameter_name(cluster_name: str) -> str:
+    """The SSM parameter holding the workspace's Prometheus endpoint; node scripts read it (observability.sh)."""
+    return f"/fmcluster/{cluster_name}/observability/prometheus-endpoint"
+
+
+def rule_file(name: str) -> str:
+    return files("fmcluster").joinpath("dashboards", "rules", name).read_text(encoding="utf-8")
+
+
+def dashboard_files() -> dict[str, str]:
+    """fmcluster's Grafana dashboards, file name -> JSON text (compact)."""
+    folder = files("fmcluster").joinpath("dashboards")
+    return {
+        name: json.dumps(json.loads(folder.joinpath(name).read_text(encoding="utf-8")), separators=(",", ":"))
+        for name in DASHBOARD_FILES
+    }
+
+
+class ClusterObservability(Construct):
+    """Metrics, dashboards and alarms for one training cluster.
+
+    Always: an SNS topic for every alarm and alert (encrypted with a customer KMS key that CloudWatch, EventBridge and
+    Amazon Managed Service for Prometheus may use; HTTPS only), with an email subscription when `alarm_email` is
+    given; EventBridge rules that send HyperPod cluster events above Info level for this cluster, EC2 instances
+    stopping or terminating, and AWS Health events about EC2 (scheduled retirements, hardware issues) to the topic;
+    and a CloudWatch dashboard of the alarms and those events.
+
+    `prometheus="managed"`: an Amazon Managed Service for Prometheus workspace with fmcluster's recording and alert
+    rules (fmcluster/dashboards/rules/) as two rule groups namespaces and an alert manager that routes to the topic;
+    `node_roles` may remote-write to it (and, with `grafana="self-hosted"`, query it), and read the SSM parameter
+    `endpoint_parameter_name(cluster_name)` that tells node scripts the workspace's Prometheus endpoint.
+
+    `grafana="managed"`: an Amazon Managed Grafana workspace (IAM Identity Center sign-in, which must be enabled in
+    the account) with Prometheus and CloudWatch data sources; with a managed Prometheus, a custom resource provisions
+    the data source and fmcluster's dashboards through Grafana's HTTP API. `"self-hosted"` creates nothing here: the
+    head node runs Grafana (fmcluster/node/observability.sh --grafana). `"none"`: no Grafana.
+
+    With a file system: CloudWatch widgets for FSx (read and write throughput against the provisioned throughput, free
+    capacity, metadata operations) and an alarm when free capacity falls below 10%.
+
+    Example::
+
+        observability = ClusterObservability(stack, "Observability", cluster_name="llm",
+                                             file_system_id=lustre.file_system_id, lustre_capacity_gib=4800,
+                                             lustre_throughput_per_tib=250, node_roles=[cluster.role],
+                                             alarm_email="ops@example.com")
+        observability.workspace.attr_prometheus_endpoint  # for node scripts
+
+    Args:
+        cluster_name: the cluster's name: resource names, the HyperPod event filter, the SSM parameter path.
+        prometheus: "managed" or "none". Omitted: "managed".
+        grafana: "self-hosted", "managed" or "none". Omitted: "self-hosted".
+        alarm_email: an address subscribed to the topic (AWS sends a confirmation mail first). Omitted: none.
+        file_system_id: the FSx for Lustre file system to watch. Omitted: no FSx widgets or alarm.
+        lustre_capacity_gib: its capacity; required with `file_system_id` (the alarm threshold is 10% of it).
+        lustre_throughput_per_tib: its throughput tier in MB/s per TiB, drawn as the provisioned-throughput line.
+            Omitted: no line.
+        node_roles: roles of the cluster's nodes, granted remote write (and query with a self-hosted Grafana) on the
+            workspace and read on its endpoint parameter. Omitted: none; use `grant_remote_write` later.
+        removal_policy: what `cdk destroy` does to the workspace (the metrics history) and the topic's key.
+            Omitted: RETAIN.
+
+    Raises:
+        ValueError: naming every prop that breaks the cluster file's `observability` rules or the FSx capacity rules.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        prometheus: PrometheusMode = "managed",
+        grafana: GrafanaMode = "self-hosted",
+        alarm_email: str | None = None,
+        file_system_id: str | None = None,
+        lustre_capacity_gib: int | None = None,
+        lustre_throughput_per_tib: int | None = None,
+        node_roles: Sequence[iam.IRole] = (),
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+    ) -> None:
+        _validate(prometheus, grafana, alarm_email, file_system_id, lustre_capacity_gib)
+        super().__init__(scope, construct_id)
+        self.cluster_name = cluster_name
+        stack = cdk.Stack.of(self)
+
+        self.key = kms.Key(
+            self,
+            "AlarmKey",
+            enable_key_rotation=True,
+            removal_policy=removal_policy,
+            description=f"fmcluster {cluster_name}: encrypts the alarm topic",
+        )
+        """The customer key of the alarm topic."""
+        self.topic = sns.Topic(
+            self,
+            "AlarmTopic",
+            display_name=f"fmcluster {cluster_name} alarms",
+            master_key=self.key,
+            enforce_ssl=True,
+        )
+        """Every alarm, alert and node-health event of the cluster arrives here."""
+        for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
+            self._let_publish_encrypted(iam.ServicePrincipal(service))
+        if alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+
+        self.workspace: aps.CfnWorkspace | None = None
+        """The Amazon Managed Service for Prometheus workspace (None with prometheus="none")."""
+        self.endpoint_parameter: ssm.StringParameter | None = None
+        self.rule_namespaces: list[aps.CfnRuleGroupsNamespace] = []
+        if prometheus == "managed":
+            self._managed_prometheus(stack, removal_policy)
+            if node_roles:
+                self._grant_nodes(node_roles, query=grafana == "self-hosted")
+
+        self.grafana_workspace: grafana_.CfnWorkspace | None = None
+        """The Amazon Managed Grafana workspace (None unless grafana="managed")."""
+        if grafana == "managed":
+            self._managed_grafana(stack)
+
+        self.event_rules = self._event_rules()
+        self.alarms: list[cloudwatch.Alarm] = []
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Dashboard", dashboard_name=f"fmcluster-{cluster_name}", default_interval=cdk.Duration.hours(6)
+        )
+        """The CloudWatch dashboard: FSx (with a file system), alarms, node-health events."""
+        if file_system_id is not None:
+            self._fsx(file_system_id, lustre_capacity_gib, lustre_throughput_per_tib)
+        self._cluster_widgets()
+
+    # -- Prometheus -------------------------------------------------------------------------------------------
+
+    def _managed_prometheus(self, stack: cdk.Stack, removal_policy: cdk.RemovalPolicy) -> None:
+        workspace = aps.CfnWorkspace(
+            self,
+            "Workspace",
+            alias=f"fmcluster-{self.cluster_name}",
+            alert_manager_definition=self._alert_manager(stack),
+        )
+        workspace.apply_removal_policy(removal_policy)
+        self.workspace = workspace
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="PrometheusAlertManager",
+                principals=[iam.ServicePrincipal("aps.amazonaws.com")],
+                actions=["sns:Publish", "sns:GetTopicAttributes"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "ArnEquals": {"aws:SourceArn": workspace.attr_arn},
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                },
+            )
+        )
+        self._let_publish_encrypted(iam.ServicePrincipal("aps.amazonaws.com"))
+        for name, file_name in RULE_NAMESPACES.items():
+            namespace = aps.CfnRuleGroupsNamespace(
+                self,
+                f"{name.title().replace('-', '')}Rules",
+                name=name,
+                workspace=workspace.attr_arn,
+                data=rule_file(file_name),
+            )
+            self.rule_namespaces.append(namespace)
+        self.endpoint_parameter = ssm.StringParameter(
+            self,
+            "EndpointParameter",
+            parameter_name=endpoint_parameter_name(self.cluster_name),
+            string_value=workspace.attr_prometheus_endpoint,
+            description=f"fmcluster {self.cluster_name}: Prometheus endpoint of the cluster's AMP workspace",
+        )
+
+    def _alert_manager(self, stack: cdk.Stack) -> str:
+        """AMP's alert manager definition: every alert to the topic, grouped per alert and node."""
+        subject = "fmcluster " + self.cluster_name + ": {{ .CommonLabels.alertname }} ({{ .CommonLabels.severity }})"
+        return "\n".join(
+            [
+                "alertmanager_config: |",
+                "  route:",
+                "    receiver: sns",
+                "    group_by: [alertname, instance, device, state]",
+                "    group_wait: 30s",
+                "    group_interval: 5m",
+                "    repeat_interval: 4h",
+                "  receivers:",
+                "    - name: sns",
+                "      sns_configs:",
+                f"        - topic_arn: {self.topic.topic_arn}",
+                "          sigv4:",
+                f"            region: {stack.region}",
+                f"          subject: '{subject}'",
+                "          attributes:",
+                f"            cluster: {self.cluster_name}",
+                "",
+            ]
+        )
+
+    def _grant_nodes(self, roles: Sequence[iam.IRole], *, query: bool) -> None:
+        statements = [
+            iam.PolicyStatement(actions=["aps:RemoteWrite"], resources=[self.workspace.attr_arn]),
+            iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[self.endpoint_parameter.parameter_arn]),
+        ]
+        if query:
+            statements.append(iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[self.workspace.attr_arn]))
+        self.node_policy = iam.Policy(self, "NodeAccess", statements=statements, roles=list(roles))
+        """Remote write (and query) on the workspace for the node roles, in this construct's stack."""
+
+    def grant_remote_write(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let `grantee` remote-write to the workspace and read its endpoint parameter."""
+        if self.workspace is None:
+            raise ValueError("ClusterObservability: grant_remote_write needs prometheus='managed'")
+        self.endpoint_parameter.grant_read(grantee)
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["aps:RemoteWrite"], resource_arns=[self.workspace.attr_arn]
+        )
+
+    def grant_query(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let `grantee` query the workspace (Grafana, notebooks)."""
+        if self.workspace is None:
+            raise ValueError("ClusterObservability: grant_query needs prometheus='managed'")
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=list(QUERY_ACTIONS), resource_arns=[self.workspace.attr_arn]
+        )
+
+    # -- Grafana ----------------------------------------------------------------------------------------------
+
+    def _managed_grafana(self, stack: cdk.Stack) -> None:
+        role = iam.Role(
+            self,
+            "GrafanaRole",
+            assumed_by=iam.ServicePrincipal(
+                "grafana.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
+            ),
+            description=f"Amazon Managed Grafana of fmcluster {self.cluster_name}: read metrics",
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=list(CLOUDWATCH_READ_ACTIONS), resources=["*"]))
+        cdk.Validations.of(role).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="CloudWatch metric and alarm reads (ListMetrics, GetMetricData, DescribeAlarms) support no "
+                "resource-level permission; the role reads metrics only",
+            )
+        )
+        sources = ["CLOUDWATCH"]
+        if self.workspace is not None:
+            self.grant_query(role)
+            sources.insert(0, "PROMETHEUS")
+        self.grafana_role = role
+        self.grafana_workspace = grafana_.CfnWorkspace(
+            self,
+            "Grafana",
+            name=f"fmcluster-{self.cluster_name}",
+            description=f"fmcluster {self.cluster_name}: GPU, EFA, FSx and Slurm dashboards",
+            account_access_type="CURRENT_ACCOUNT",
+            authentication_providers=["AWS_SSO"],
+            permission_type="CUSTOMER_MANAGED",
+            role_arn=role.role_arn,
+            data_sources=sources,
+            grafana_version=MANAGED_GRAFANA_VERSION,
+        )
+        if self.workspace is not None:
+            self._provision_dashboards(stack)
+
+    def _provision_dashboards(self, stack: cdk.Stack) -> None:
+        workspace = self.grafana_workspace
+        workspace_arn = f"arn:{stack.partition}:grafana:{stack.region}:{stack.account}:/workspaces/{workspace.attr_id}"
+        handler = lambda_.Function(
+            self,
+            "DashboardProvisioner",
+            runtime=LAMBDA_RUNTIME,
+            handler="handler.on_event",
+            code=lambda_.Code.from_asset(str(files("fmcluster") / "lambdas" / "grafana_dashboards")),
+            timeout=cdk.Duration.minutes(2),
+            description="Provisions fmcluster's dashboards and Prometheus data source in Amazon Managed Grafana",
+            log_group=logs.LogGroup(self, "DashboardProvisionerLogs", retention=logs.RetentionDays.ONE_YEAR),
+        )
+        handler.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "grafana:ListWorkspaceServiceAccounts",
+                    "grafana:CreateWorkspaceServiceAccount",
+                    "grafana:CreateWorkspaceServiceAccountToken",
+                    "grafana:DeleteWorkspaceServiceAccountToken",
+                ],
+                resources=[workspace_arn],
+            )
+        )
+        provider = cr.Provider(self, "DashboardProvider", on_event_handler=handler)
+        framework = provider.node.find_child("framework-onEvent")
+        for function in (handler, framework):
+            # CDK makes a function depend on its role both by GetAtt and by DependsOn (for the role's policy)
+            function.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        _acknowledge_provider(handler, provider)
+        self.dashboards = cdk.CustomResource(
+            self,
+            "Dashboards",
+            service_token=provider.service_token,
+            resource_type="Custom::GrafanaDashboards",
+            properties={
+                "WorkspaceId": workspace.attr_id,
+                "Endpoint": workspace.attr_endpoint,
+                "PrometheusUrl": self.workspace.attr_prometheus_endpoint,
+                "Region": stack.region,
+                "Dashboards": dashboard_files(),
+            },
+        )
+        """fmcluster's dashboards in the managed Grafana workspace (re-provisioned when a dashboard changes)."""
+
+    # -- events, alarms, dashboard ----------------------------------------------------------------------------
+
+    def _let_publish_encrypted(self, principal: iam.ServicePrincipal) -> None:
+        """A service that publishes to the topic must be able to use its key (SNS encrypts with it on its behalf)."""
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[principal],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions={"StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account}},
+            )
+        )
+
+    def _event_rules(self) -> dict[str, events.Rule]:
+        patterns = {
+            "HyperPodEvents": events.EventPattern(
+                source=["aws.sagemaker"],
+                detail_type=[HYPERPOD_EVENT],
+                detail={
+                    "EventDetails": {"ClusterName": [self.cluster_name], "EventLevel": [{"anything-but": ["Info"]}]}
+                },
+            ),
+            "InstanceStateChanges": events.EventPattern(
+                source=["aws.ec2"],
+                detail_type=[EC2_STATE_CHANGE],
+                detail={"state": ["stopping", "stopped", "shutting-down", "terminated"]},
+            ),
+            "Ec2HealthEvents": events.EventPattern(
+                source=["aws.health"],
+                detail_type=[HEALTH_EVENT],
+                detail={"service": ["EC2"], "eventTypeCategory": ["issue", "scheduledChange"]},
+            ),
+        }
+        descriptions = {
+            "HyperPodEvents": f"HyperPod events above Info level of cluster {self.cluster_name} (node health, "
+            "replacement, provisioning failures) to the alarm topic",
+            "InstanceStateChanges": "EC2 instances of this account and region stopping or terminating (an event "
+            "pattern cannot select one cluster's instances) to the alarm topic",
+            "Ec2HealthEvents": "AWS Health issues and scheduled changes (retirements, maintenance) of EC2 instances "
+            "to the alarm topic",
+        }
+        rules = {}
+        for name, pattern in patterns.items():
+            rules[name] = events.Rule(
+                self,
+                name,
+                event_pattern=pattern,
+                description=descriptions[name],
+                targets=[targets.SnsTopic(self.topic)],
+            )
+        return rules
+
+    def _fsx(self, file_system_id: str, capacity_gib: int, throughput_per_tib: int | None) -> None:
+        def metric(name: str, statistic: str) -> cloudwatch.Metric:
+            return cloudwatch.Metric(
+                namespace="AWS/FSx",
+                metric_name=name,
+                dimensions_map={"FileSystemId": file_system_id},
+                statistic=statistic,
+                period=cdk.Duration.minutes(1),
+            )
+
+        capacity_bytes = capacity_gib * 1024**3
+        free = metric("FreeDataStorageCapacity", "Minimum")
+        alarm = cloudwatch.Alarm(
+            self,
+            "FsxFreeCapacityAlarm",
+            alarm_description=f"FSx for Lustre of fmcluster {self.cluster_name}: less than "
+            f"{FSX_FREE_ALARM_RATIO:.0%} of {capacity_gib} GiB free. Delete old checkpoints or raise capacity_gib.",
+            metric=free.with_(period=cdk.Duration.minutes(5)),
+            threshold=capacity_bytes * FSX_FREE_ALARM_RATIO,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=3,
+            datapoints_to_alarm=2,
+            treat_missing_data=cloudwatch.TreatMissingData.MISSING,
+        )
+        alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.topic))
+        alarm.add_ok_action(cloudwatch_actions.SnsAction(self.topic))
+        self.alarms.append(alarm)
+        self.fsx_free_capacity_alarm = alarm
+
+        annotations = []
+        if throughput_per_tib is not None:
+            provisioned = capacity_gib / 1024 * throughput_per_tib
+            annotations.append(
+                cloudwatch.HorizontalAnnotation(value=provisioned, label=f"provisioned {provisioned:g} MB/s")
+            )
+        throughput = cloudwatch.GraphWidget(
+            title="FSx throughput (MB/s) against provisioned",
+            width=12,
+            left=[
+                cloudwatch.MathExpression(
+                    period=cdk.Duration.minutes(1),
+                    expression="read / PERIOD(read) / 1000000",
+                    label="read",
+                    using_metrics={"read": metric("DataReadBytes", "Sum")},
+                ),
+                cloudwatch.MathExpression(
+                    period=cdk.Duration.minutes(1),
+                    expression="write / PERIOD(write) / 1000000",
+                    label="write",
+                    using_metrics={"write": metric("DataWriteBytes", "Sum")},
+                ),
+            ],
+            left_annotations=annotations,
+            left_y_axis=cloudwatch.YAxisProps(label="MB/s", show_units=False, min=0),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(
+                markdown=f"## FSx for Lustre `{file_system_id}` of fmcluster {self.cluster_name}", width=24, height=1
+            ),
+            throughput,
+            cloudwatch.GraphWidget(
+                title="FSx free capacity (bytes)",
+                width=12,
+                left=[free],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=capacity_bytes * FSX_FREE_ALARM_RATIO, label=f"alarm ({FSX_FREE_ALARM_RATIO:.0%})"
+                    )
+                ],
+                left_y_axis=cloudwatch.YAxisProps(min=0),
+            ),
+            cloudwatch.GraphWidget(
+                title="FSx metadata operations per second",
+                width=12,
+                left=[
+                    cloudwatch.MathExpression(
+                        period=cdk.Duration.minutes(1),
+                        expression="ops / PERIOD(ops)",
+                        label="metadata operations",
+                        using_metrics={"ops": metric("MetadataOperations", "Sum")},
+                    )
+                ],
+            ),
+        )
+
+    def _cluster_widgets(self) -> None:
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(
+                markdown=f"## fmcluster {self.cluster_name}: alarms and node events", width=24, height=1
+            ),
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=12, height=4)
+            if self.alarms
+            else cloudwatch.TextWidget(markdown="No CloudWatch alarms: no file system to watch.", width=12, height=4),
+            cloudwatch.GraphWidget(
+                title="Node and instance events sent to the alarm topic",
+                width=12,
+                left=[
+                    cloudwatch.Metric(
+                        namespace="AWS/Events",
+                        metric_name="MatchedEvents",
+                        dimensions_map={"RuleName": rule.rule_name},
+                        statistic="Sum",
+                        period=cdk.Duration.minutes(5),
+                        label=name,
+                    )
+                    for name, rule in self.event_rules.items()
+                ],
+            ),
+        )
+
+
+def _validate(
+    prometheus: str, grafana: str, alarm_email: str | None, file_system_id: str | None, capacity_gib: int | None
+) -> None:
+    check_props(Observability, "ClusterObservability", prometheus=prometheus, grafana=grafana, alarm_email=alarm_email)
+    problems = []
+    if (file_system_id is None) != (capacity_gib is None):
+        problems.append("file_system_id and lustre_capacity_gib go together: give both to watch a file system")
+    if capacity_gib is not None and not cdk.Token.is_unresolved(capacity_gib) and not is_lustre_capacity(capacity_gib):
+        problems.append(f"lustre_capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got {capacity_gib}")
+    if problems:
+        raise ValueError("\n".join(f"ClusterObservability: {problem}" for problem in problems))
+
+
+def _acknowledge_provider(handler: lambda_.Function, provider: cr.Provider) -> None:
+    """cdk-nag findings the provisioning custom resource cannot avoid, acknowledged with their reasons."""
+    basic = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
+    cdk.Validations.of(handler).acknowledge(
+        cdk.Acknowledgment(id=basic, reason="Lets the function write its own CloudWatch logs; no other permission")
+    )
+    cdk.Validations.of(provider).acknowledge(
+        cdk.Acknowledgment(
+            id=basic, reason="The CDK Provider framework's own function writes only its CloudWatch logs"
+        ),
+        cdk.Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::{nag_form(handler, handler.function_arn)}:*]",
+            reason="The Provider framework invokes every version of the one handler function it wraps",
+        ),
+        cdk.Acknowledgment(
+            id="AwsSolutions-L1",
+            reason="The Provider framework's runtime is chosen and updated by aws-cdk-lib, not by this project",
+        ),
+    )

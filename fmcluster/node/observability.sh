@@ -1,0 +1,664 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+#
+# observability.sh: metrics on a node: node_exporter, NVIDIA dcgm-exporter (GPU nodes), the Slurm exporter (head node)
+# and a Prometheus agent that remote-writes to Amazon Managed Service for Prometheus; Grafana on the head node.
+#
+# Usage: observability.sh --cluster NAME --region REGION
+#                         (--prometheus-endpoint URL | --endpoint-parameter SSM_NAME)
+#                         [--head-node] [--grafana] [--mirror s3://BUCKET/PREFIX] [--config-dir DIR]
+#        observability.sh --refresh          (fmcluster-observability-refresh.timer: re-read the endpoint parameter)
+#        observability.sh --write-textfile   (fmcluster-node-textfile.timer: EFA and Lustre client metrics, every 15 s)
+#
+#   --prometheus-endpoint  the workspace's Prometheus endpoint, https://aps-workspaces.REGION.amazonaws.com/workspaces/
+#                          ws-.../ (remote write goes to <endpoint>api/v1/remote_write, signed with SigV4)
+#   --endpoint-parameter   an SSM parameter holding that endpoint (ClusterObservability writes one). When it does not
+#                          exist yet (the observability stack deploys after the cluster's), everything is installed, the
+#                          agent waits, and a timer re-reads the parameter every 5 minutes.
+#   --head-node            also run the Slurm exporter (this node has sinfo/squeue: HyperPod controller, PCS login node)
+#   --grafana              also run Grafana (self-hosted) on 127.0.0.1:3000 with the workspace as data source (SigV4)
+#                          and fmcluster's dashboards; reach it with an SSM port forward. Admin password in
+#                          /etc/fmcluster/grafana/admin-password.
+#   --mirror               take every binary and image from this S3 prefix instead of the public internet (what
+#                          `network.egress: none` needs). Layout: <prefix>/<component>/<version>/<file>, the file names
+#                          of each upstream release with its checksum file (see ARTIFACTS below); the dcgm-exporter image
+#                          as `docker save` output dcgm-exporter/<tag>/dcgm-exporter.tar with a SHA256SUMS file.
+#   --config-dir           fmcluster's dashboards directory (agent.yml, *.json); default: ../dashboards next to this
+#                          script, as in the fmcluster package.
+#
+# Every download is checked against the release's SHA-256 checksums. Pinned versions: NODE_EXPORTER_VERSION,
+# PROMETHEUS_VERSION, SLURM_EXPORTER_VERSION, GRAFANA_VERSION, DCGM_EXPORTER_IMAGE below. Running the script again
+# changes nothing that is already in place and restarts only services whose unit or configuration changed.
+# Log: /var/log/fmcluster/observability.log
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+NODE_EXPORTER_VERSION=1.9.1
+PROMETHEUS_VERSION=3.5.0
+SLURM_EXPORTER_VERSION=1.5.1
+GRAFANA_VERSION=11.6.0
+DCGM_EXPORTER_TAG=4.3.1-4.4.0-ubuntu22.04
+DCGM_EXPORTER_IMAGE="nvcr.io/nvidia/k8s/dcgm-exporter:$DCGM_EXPORTER_TAG"
+INSTALL_ROOT="$ROOT/opt/fmcluster/observability"
+ETC="$ROOT/etc/fmcluster"
+TARGETS_DIR="$ETC/prometheus/targets"
+TEXTFILE_DIR="$ROOT/var/lib/fmcluster/node-exporter-textfile"
+SETTINGS="$ETC/observability.env"
+JOB_MAP_DIR=/run/fmcluster/dcgm-job-map
+EFA_VENDOR=0x1d0f
+GRAFANA_USER=fmcluster-grafana
+
+usage() {
+  printf 'usage: %s --cluster NAME --region REGION (--prometheus-endpoint URL | --endpoint-parameter NAME)' "$0" >&2
+  printf ' [--head-node] [--grafana] [--mirror s3://BUCKET/PREFIX] [--config-dir DIR]\n' >&2
+  printf '       %s --refresh | --write-textfile\n' "$0" >&2
+  exit 2
+}
+
+# -- downloads --------------------------------------------------------------------------------------------------
+
+arch() {
+  case "$(uname -m)" in
+    x86_64) echo amd64 ;;
+    aarch64 | arm64) echo arm64 ;;
+    *) die "unsupported CPU architecture $(uname -m)" ;;
+  esac
+}
+
+# fetch COMPONENT VERSION URL_BASE FILE DEST: FILE of a release into DEST, from the mirror when one is set.
+fetch() {
+  local component="$1" version="$2" url_base="$3" file="$4" dest="$5"
+  if [[ -n "$MIRROR" ]]; then
+    retry aws s3 cp --only-show-errors --region "$REGION" "$MIRROR/$component/$version/$file" "$dest"
+  else
+    retry curl -fsSL --connect-timeout 10 --max-time 600 -o "$dest" "$url_base/$file"
+  fi
+}
+
+# verify FILE SUMS_FILE: FILE's SHA-256 must be the one SUMS_FILE lists for its name (or SUMS_FILE's only hash);
+# says why and returns 1 when it is not.
+verify() {
+  local file="$1" sums="$2" name expected="" actual line hash listed
+  name="$(basename "$file")"
+  while read -r hash listed || [[ -n "$hash" ]]; do
+    if [[ "${listed#\*}" == "$name" || ( -z "$listed" && -z "$expected" ) ]]; then
+      expected="$hash"
+    fi
+  done <"$sums"
+  read -r actual line < <(sha256sum "$file")
+  if [[ -z "$expected" || "$actual" != "$expected" ]]; then
+    log ERROR "checksum mismatch for $name: expected ${expected:-no entry in $(basename "$sums")}, got $actual"
+    return 1
+  fi
+}
+
+# install_release COMPONENT VERSION URL_BASE ARCHIVE SUMS STRIP: unpack a checked release archive into
+# $INSTALL_ROOT/COMPONENT-VERSION (nothing to do when it is there already); prints that directory.
+install_release() {
+  local component="$1" version="$2" url_base="$3" archive="$4" sums="$5" strip="$6" dest tmp
+  dest="$INSTALL_ROOT/$component-$version"
+  if [[ -f "$dest/.fmcluster-installed" ]]; then
+    printf '%s\n' "$dest"
+    return 0
+  fi
+  log INFO "installing $component $version${MIRROR:+ from $MIRROR}"
+  mkdir -p "$INSTALL_ROOT"
+  tmp="$(mktemp -d "$INSTALL_ROOT/.download.XXXXXX")"
+  fetch "$component" "$version" "$url_base" "$archive" "$tmp/$archive"
+  fetch "$component" "$version" "$url_base" "$sums" "$tmp/$sums"
+  if ! verify "$tmp/$archive" "$tmp/$sums"; then
+    rm -rf "$tmp"
+    die "not installing $component $version: its download does not match the release's checksums"
+  fi
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  tar -xzf "$tmp/$archive" -C "$dest" --strip-components="$strip" --no-same-owner
+  rm -rf "$tmp"
+  : >"$dest/.fmcluster-installed"
+  printf '%s\n' "$dest"
+}
+
+# -- services ---------------------------------------------------------------------------------------------------
+
+# run_unit NAME CONFIG_CHANGED: start NAME; restart it when its unit (FMC_CHANGED) or its configuration changed.
+run_unit() {
+  local name="$1" config_changed="$2"
+  if ((FMC_CHANGED || config_changed)); then
+    systemctl restart "$name"
+    log INFO "started $name"
+  else
+    systemctl start "$name"
+  fi
+}
+
+# write_targets JOB PORT: the file_sd target file of JOB (this node's exporter on PORT); PORT empty: no target.
+write_targets() {
+  local job="$1" port="$2" node
+  node="$(hostname -s)"
+  if [[ -n "$port" ]]; then
+    write_file "$TARGETS_DIR/$job.json" 0644 <<EOF
+[{"targets": ["127.0.0.1:$port"], "labels": {"instance": "$node"}}]
+EOF
+  else
+    write_file "$TARGETS_DIR/$job.json" 0644 <<<'[]'
+  fi
+}
+
+setup_node_exporter() {
+  local dir
+  dir="$(install_release node_exporter "$NODE_EXPORTER_VERSION" \
+    "https://github.com/prometheus/node_exporter/releases/download/v$NODE_EXPORTER_VERSION" \
+    "node_exporter-$NODE_EXPORTER_VERSION.linux-$ARCH.tar.gz" sha256sums.txt 1)"
+  mkdir -p "$TEXTFILE_DIR"
+  install_unit fmcluster-node-exporter.service <<EOF
+[Unit]
+Description=fmcluster: Prometheus node_exporter (EFA port state, network, /fsx, textfile metrics)
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+ExecStart=${dir#"$ROOT"}/node_exporter --web.listen-address=:9100 --collector.infiniband --collector.ethtool \\
+  --collector.ethtool.metrics-include=^(bw_in|bw_out|pps|conntrack|linklocal)_allowance_exceeded\$\$ \\
+  --collector.textfile.directory=${TEXTFILE_DIR#"$ROOT"}
+Restart=always
+RestartSec=5
+DynamicUser=yes
+ProtectSystem=strict
+ProtectHome=yes
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  run_unit fmcluster-node-exporter.service 0
+  install_unit fmcluster-node-textfile.service <<EOF
+[Unit]
+Description=fmcluster: EFA hardware counters and Lustre client statistics for node_exporter
+
+[Service]
+Type=oneshot
+ExecStart=$SCRIPT_DIR/observability.sh --write-textfile
+EOF
+  install_unit fmcluster-node-textfile.timer <<EOF
+[Unit]
+Description=fmcluster: refresh EFA and Lustre client metrics every 15 seconds
+
+[Timer]
+OnBootSec=10s
+OnUnitActiveSec=15s
+AccuracySec=1s
+
+[Install]
+WantedBy=timers.target
+EOF
+  run_unit fmcluster-node-textfile.timer 0
+  write_targets node 9100
+}
+
+has_gpus() {
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '
+}
+
+load_dcgm_image() {
+  local tmp
+  if docker image inspect "$DCGM_EXPORTER_IMAGE" >/dev/null 2>&1; then
+    return 0
+  fi
+  if [[ -n "$MIRROR" ]]; then
+    log INFO "loading $DCGM_EXPORTER_IMAGE from $MIRROR"
+    tmp="$(mktemp -d "$ROOT/var/tmp/fmcluster-dcgm.XXXXXX")"
+    fetch dcgm-exporter "$DCGM_EXPORTER_TAG" "" dcgm-exporter.tar "$tmp/dcgm-exporter.tar"
+    fetch dcgm-exporter "$DCGM_EXPORTER_TAG" "" SHA256SUMS "$tmp/SHA256SUMS"
+    if ! verify "$tmp/dcgm-exporter.tar" "$tmp/SHA256SUMS"; then
+      rm -rf "$tmp"
+      die "not loading $DCGM_EXPORTER_IMAGE: the mirror's image does not match its SHA256SUMS"
+    fi
+    docker load -i "$tmp/dcgm-exporter.tar"
+    rm -rf "$tmp"
+  else
+    log INFO "pulling $DCGM_EXPORTER_IMAGE"
+    retry docker pull "$DCGM_EXPORTER_IMAGE"
+  fi
+}
+
+setup_dcgm_exporter() {
+  local docker counters_changed
+  if ! has_gpus; then
+    write_targets dcgm ""
+    return 0
+  fi
+  if ! docker="$(command -v docker)"; then
+    log WARN "GPUs but no docker on this node: dcgm-exporter (a container image) is not run; GPU metrics are missing"
+    write_targets dcgm ""
+    return 0
+  fi
+  load_dcgm_image
+  # DCGM fields to export: dcgm-exporter's defaults that the dashboards and alerts read, plus the profiling (DCP)
+  # fields for tensor-core activity and NVLink throughput.
+  write_file "$ETC/dcgm-counters.csv" 0644 <<'EOF'
+# DCGM FIELD, Prometheus metric type, help message (written by fmcluster observability.sh)
+DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).
+DCGM_FI_DEV_MEM_COPY_UTIL, gauge, Memory utilization (in %).
+DCGM_FI_DEV_FB_FREE, gauge, Framebuffer memory free (in MiB).
+DCGM_FI_DEV_FB_USED, gauge, Framebuffer memory used (in MiB).
+DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).
+DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).
+DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz).
+DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
+DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, counter, Total number of NVLink bandwidth counters for all lanes.
+DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS, counter, Number of remapped rows for uncorrectable errors
+DCGM_FI_DEV_ROW_REMAP_FAILURE, gauge, Whether remapping of rows has failed
+DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.
+DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Ratio of cycles the tensor (HMMA) pipe is active.
+DCGM_FI_PROF_DRAM_ACTIVE, gauge, Ratio of cycles the device memory interface is active sending or receiving data.
+DCGM_FI_PROF_NVLINK_TX_BYTES, gauge, The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.
+DCGM_FI_PROF_NVLINK_RX_BYTES, gauge, The rate of data received over NVLink, not including protocol headers, in bytes per second.
+DCGM_FI_DRIVER_VERSION, label, Driver Version
+EOF
+  counters_changed=$FMC_CHANGED
+  install_unit fmcluster-dcgm-exporter.service <<EOF
+[Unit]
+Description=fmcluster: NVIDIA dcgm-exporter (GPU metrics, hpc_job label from $JOB_MAP_DIR)
+After=docker.service network-online.target
+Requires=docker.service
+
+[Service]
+ExecStartPre=/bin/mkdir -p $JOB_MAP_DIR
+ExecStartPre=-$docker rm -f fmcluster-dcgm-exporter
+ExecStart=$docker run --rm --name fmcluster-dcgm-exporter --gpus all --cap-add SYS_ADMIN --network host \\
+  -v /etc/fmcluster/dcgm-counters.csv:/etc/dcgm-exporter/fmcluster-counters.csv:ro \\
+  -v $JOB_MAP_DIR:$JOB_MAP_DIR:ro $DCGM_EXPORTER_IMAGE \\
+  -f /etc/dcgm-exporter/fmcluster-counters.csv -a :9400 --hpc-job-mapping-dir $JOB_MAP_DIR
+ExecStop=$docker stop fmcluster-dcgm-exporter
+Restart=always
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  run_unit fmcluster-dcgm-exporter.service "$counters_changed"
+  write_targets dcgm 9400
+}
+
+setup_slurm_exporter() {
+  local dir sinfo
+  if ((!HEAD_NODE)); then
+    write_targets slurm ""
+    return 0
+  fi
+  if ! sinfo="$(command -v sinfo)"; then
+    log WARN "--head-node but no sinfo on PATH: the Slurm exporter is not run"
+    write_targets slurm ""
+    return 0
+  fi
+  dir="$(install_release slurm_exporter "$SLURM_EXPORTER_VERSION" \
+    "https://github.com/rivosinc/prometheus-slurm-exporter/releases/download/v$SLURM_EXPORTER_VERSION" \
+    "prometheus-slurm-exporter_${SLURM_EXPORTER_VERSION}_linux_$ARCH.tar.gz" \
+    "prometheus-slurm-exporter_${SLURM_EXPORTER_VERSION}_checksums.txt" 0)"
+  install_unit fmcluster-slurm-exporter.service <<EOF
+[Unit]
+Description=fmcluster: Slurm exporter (rivosinc/prometheus-slurm-exporter, sinfo/squeue CLI fallback)
+After=network-online.target
+
+[Service]
+Environment=PATH=$(dirname "$sinfo"):/usr/local/bin:/usr/bin:/bin
+ExecStart=${dir#"$ROOT"}/prometheus-slurm-exporter -web.listen-address=:9092 -slurm.cli-fallback
+Restart=always
+RestartSec=15
+DynamicUser=yes
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  run_unit fmcluster-slurm-exporter.service 0
+  write_targets slurm 9092
+}
+
+# prometheus_endpoint: the workspace's Prometheus endpoint, from --prometheus-endpoint or the SSM parameter;
+# nothing (status 0) when the parameter does not exist yet.
+prometheus_endpoint() {
+  local value
+  if [[ -n "$ENDPOINT" ]]; then
+    printf '%s\n' "$ENDPOINT"
+    return 0
+  fi
+  if value="$(retry aws ssm get-parameter --region "$REGION" --name "$ENDPOINT_PARAMETER" \
+    --query Parameter.Value --output text)"; then
+    printf '%s\n' "$value"
+  else
+    log WARN "SSM parameter $ENDPOINT_PARAMETER not readable yet; the Prometheus agent waits for it"
+  fi
+}
+
+check_endpoint() {
+  if [[ ! "$1" =~ ^https://[A-Za-z0-9.-]+/workspaces/ws-[A-Za-z0-9-]+/?$ ]]; then
+    die "the Prometheus endpoint must look like https://aps-workspaces.$REGION.amazonaws.com/workspaces/ws-.../; got '$1'"
+  fi
+}
+
+# configure_agent: render agent.yml for the workspace and (re)start the agent when it changed.
+configure_agent() {
+  local endpoint template config url
+  endpoint="$(prometheus_endpoint)"
+  if [[ -z "$endpoint" ]]; then
+    return 0
+  fi
+  check_endpoint "$endpoint"
+  url="${endpoint%/}/api/v1/remote_write"
+  template="$(<"$CONFIG_DIR/agent.yml")"
+  config="${template//@CLUSTER@/$CLUSTER}"
+  config="${config//@REMOTE_WRITE_URL@/$url}"
+  config="${config//@REGION@/$REGION}"
+  config="${config//@TARGETS_DIR@//etc/fmcluster/prometheus/targets}"
+  write_file "$ETC/prometheus/agent.yml" 0644 <<<"$config"
+  local config_changed=$FMC_CHANGED
+  install_unit fmcluster-prometheus-agent.service <<EOF
+[Unit]
+Description=fmcluster: Prometheus agent (scrapes this node's exporters, remote-writes to $url)
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+ExecStart=$PROMETHEUS_DIR/prometheus --agent --config.file=/etc/fmcluster/prometheus/agent.yml \\
+  --storage.agent.path=/var/lib/fmcluster-prometheus-agent --web.listen-address=127.0.0.1:9090
+ExecReload=/bin/kill -HUP \$MAINPID
+Restart=always
+RestartSec=5
+DynamicUser=yes
+StateDirectory=fmcluster-prometheus-agent
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  run_unit fmcluster-prometheus-agent.service "$config_changed"
+  log INFO "Prometheus agent remote-writes to $url"
+  if [[ -n "$GRAFANA" ]]; then
+    configure_grafana_datasource "$endpoint"
+  fi
+}
+
+setup_agent() {
+  PROMETHEUS_DIR="$(install_release prometheus "$PROMETHEUS_VERSION" \
+    "https://github.com/prometheus/prometheus/releases/download/v$PROMETHEUS_VERSION" \
+    "prometheus-$PROMETHEUS_VERSION.linux-$ARCH.tar.gz" sha256sums.txt 1)"
+  PROMETHEUS_DIR="${PROMETHEUS_DIR#"$ROOT"}"
+  if [[ -n "$ENDPOINT_PARAMETER" ]]; then
+    install_unit fmcluster-observability-refresh.service <<EOF
+[Unit]
+Description=fmcluster: point the Prometheus agent (and Grafana) at the workspace named in SSM
+
+[Service]
+Type=oneshot
+ExecStart=$SCRIPT_DIR/observability.sh --refresh
+EOF
+    install_unit fmcluster-observability-refresh.timer <<EOF
+[Unit]
+Description=fmcluster: re-read the Prometheus endpoint parameter every 5 minutes
+
+[Timer]
+OnBootSec=2min
+OnUnitActiveSec=5min
+
+[Install]
+WantedBy=timers.target
+EOF
+    run_unit fmcluster-observability-refresh.timer 0
+  fi
+  configure_agent
+}
+
+# -- Grafana (head node) ----------------------------------------------------------------------------------------
+
+configure_grafana_datasource() {
+  local endpoint="$1"
+  write_file "$ETC/grafana/provisioning/datasources/fmcluster.yaml" 0644 <<EOF
+# Written by fmcluster observability.sh: the cluster's Amazon Managed Service for Prometheus workspace.
+apiVersion: 1
+datasources:
+  - name: Amazon Managed Prometheus ($CLUSTER)
+    uid: fmcluster-amp
+    type: prometheus
+    access: proxy
+    isDefault: true
+    url: ${endpoint%/}
+    jsonData:
+      httpMethod: POST
+      sigV4Auth: true
+      sigV4AuthType: default
+      sigV4Region: $REGION
+EOF
+  if ((FMC_CHANGED)); then
+    systemctl restart fmcluster-grafana.service
+    log INFO "Grafana data source: ${endpoint%/}"
+  fi
+}
+
+setup_grafana() {
+  local dir dashboards_changed=0 file target
+  dir="$(install_release grafana "$GRAFANA_VERSION" "https://dl.grafana.com/oss/release" \
+    "grafana-$GRAFANA_VERSION.linux-$ARCH.tar.gz" "grafana-$GRAFANA_VERSION.linux-$ARCH.tar.gz.sha256" 1)"
+  if ! id "$GRAFANA_USER" >/dev/null 2>&1; then
+    useradd --system --no-create-home --shell /sbin/nologin "$GRAFANA_USER"
+  fi
+  if [[ ! -s "$ETC/grafana/admin-password" ]]; then
+    mkdir -p "$ETC/grafana"
+    (umask 077 && head -c 24 /dev/urandom | base64 | tr -d '/+=\n' >"$ETC/grafana/admin-password")
+    chown "root:$GRAFANA_USER" "$ETC/grafana/admin-password"
+    chmod 0640 "$ETC/grafana/admin-password"
+    log INFO "Grafana admin password written to /etc/fmcluster/grafana/admin-password"
+  fi
+  for file in "$CONFIG_DIR"/*.json; do
+    target="$ROOT/var/lib/fmcluster/grafana-dashboards/${file##*/}"
+    write_file "$target" 0644 <"$file"
+    dashboards_changed=$((dashboards_changed | FMC_CHANGED))
+  done
+  write_file "$ETC/grafana/provisioning/dashboards/fmcluster.yaml" 0644 <<'EOF'
+apiVersion: 1
+providers:
+  - name: fmcluster
+    folder: fmcluster
+    type: file
+    disableDeletion: true
+    allowUiUpdates: false
+    options:
+      path: /var/lib/fmcluster/grafana-dashboards
+EOF
+  write_file "$ETC/grafana/grafana.ini" 0644 <<'EOF'
+; Written by fmcluster observability.sh. Grafana listens on loopback only: reach it with
+;   aws ssm start-session --target <head node> --document-name AWS-StartPortForwardingSession \
+;     --parameters portNumber=3000,localPortNumber=3000
+[server]
+http_addr = 127.0.0.1
+http_port = 3000
+[paths]
+data = /var/lib/fmcluster-grafana
+logs = /var/log/fmcluster-grafana
+provisioning = /etc/fmcluster/grafana/provisioning
+[security]
+admin_password = $__file{/etc/fmcluster/grafana/admin-password}
+disable_gravatar = true
+[auth]
+sigv4_auth_enabled = true
+[aws]
+allowed_auth_providers = default
+[analytics]
+reporting_enabled = false
+check_for_updates = false
+check_for_plugin_updates = false
+[users]
+allow_sign_up = false
+EOF
+  local config_changed=$((FMC_CHANGED | dashboards_changed))
+  install_unit fmcluster-grafana.service <<EOF
+[Unit]
+Description=fmcluster: Grafana (self-hosted) on 127.0.0.1:3000 with the cluster's dashboards
+After=network-online.target
+
+[Service]
+User=$GRAFANA_USER
+ExecStart=${dir#"$ROOT"}/bin/grafana server --homepath ${dir#"$ROOT"} --config /etc/fmcluster/grafana/grafana.ini
+StateDirectory=fmcluster-grafana
+LogsDirectory=fmcluster-grafana
+Restart=always
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  run_unit fmcluster-grafana.service "$config_changed"
+}
+
+# -- textfile metrics -------------------------------------------------------------------------------------------
+
+# efa_metrics: every EFA device's port hardware counters (/sys/class/infiniband/<dev>/ports/<n>/hw_counters/<name>) as
+# node_amazonefa_<name>{device,port}: the names of AWS's EFA node exporter (its "amazonefa" node_exporter collector),
+# so dashboards built for either work with both. `lifespan` is a setting (ms), so a gauge; the rest are counters.
+efa_metrics() {
+  local dev port counter name value kind
+  local -A lines=()
+  for dev in "$ROOT"/sys/class/infiniband/*; do
+    [[ -d "$dev" && "$(cat "$dev/device/vendor" 2>/dev/null || true)" == "$EFA_VENDOR" ]] || continue
+    for port in "$dev"/ports/*; do
+      for counter in "$port"/hw_counters/*; do
+        name="$(basename "$counter")"
+        [[ -f "$counter" && "$name" =~ ^[a-z][a-z0-9_]*$ ]] || continue
+        value="$(<"$counter")"
+        [[ "$value" =~ ^[0-9]+$ ]] || continue
+        lines[$name]+="node_amazonefa_$name{device=\"$(basename "$dev")\",port=\"$(basename "$port")\"} $value"$'\n'
+      done
+    done
+  done
+  for name in $(printf '%s\n' "${!lines[@]}" | sort); do
+    kind=counter
+    if [[ "$name" == lifespan ]]; then
+      kind=gauge
+    fi
+    printf '# HELP node_amazonefa_%s EFA hardware counter %s (hw_counters).\n' "$name" "$name"
+    printf '# TYPE node_amazonefa_%s %s\n%s' "$name" "$kind" "${lines[$name]}"
+  done
+}
+
+# lustre_metrics: `lctl get_param llite.*.stats` of every mounted Lustre file system as
+# fmcluster_lustre_client_{read,write}_bytes_total{fsname} and fmcluster_lustre_client_operations_total{fsname,operation}.
+lustre_metrics() {
+  local stats fsname="" name count word _unit _min _max sum _rest reads="" writes="" ops=""
+  command -v lctl >/dev/null 2>&1 || return 0
+  stats="$(lctl get_param llite.*.stats 2>/dev/null)" || return 0
+  while read -r name count word _unit _min _max sum _rest; do
+    if [[ "$name" =~ ^llite\.(.+)-[0-9a-f]+\.stats=$ ]]; then
+      fsname="${BASH_REMATCH[1]}"
+      continue
+    fi
+    [[ -n "$fsname" && "$word" == samples && "$count" =~ ^[0-9]+$ ]] || continue
+    case "$name" in
+      read_bytes) reads+="fmcluster_lustre_client_read_bytes_total{fsname=\"$fsname\"} ${sum:-0}"$'\n' ;;
+      write_bytes) writes+="fmcluster_lustre_client_write_bytes_total{fsname=\"$fsname\"} ${sum:-0}"$'\n' ;;
+      opencount | openclosetime) ;; # distributions of open files, not operations
+      *) ops+="fmcluster_lustre_client_operations_total{fsname=\"$fsname\",operation=\"$name\"} $count"$'\n' ;;
+    esac
+  done <<<"$stats"
+  if [[ -n "$reads$writes$ops" ]]; then
+    printf '# HELP fmcluster_lustre_client_read_bytes_total Bytes read through this Lustre client (llite stats).\n'
+    printf '# TYPE fmcluster_lustre_client_read_bytes_total counter\n%s' "$reads"
+    printf '# HELP fmcluster_lustre_client_write_bytes_total Bytes written through this Lustre client (llite stats).\n'
+    printf '# TYPE fmcluster_lustre_client_write_bytes_total counter\n%s' "$writes"
+    printf '# HELP fmcluster_lustre_client_operations_total Lustre client operations by type (llite stats).\n'
+    printf '# TYPE fmcluster_lustre_client_operations_total counter\n%s' "$ops"
+  fi
+}
+
+write_textfile() {
+  local tmp
+  mkdir -p "$TEXTFILE_DIR"
+  # node_exporter reads only *.prom files: write elsewhere in the directory, then rename (atomic)
+  tmp="$(mktemp "$TEXTFILE_DIR/.fmcluster.XXXXXX")"
+  {
+    efa_metrics
+    lustre_metrics
+  } >"$tmp"
+  chmod 0644 "$tmp"
+  mv -f "$tmp" "$TEXTFILE_DIR/fmcluster.prom"
+}
+
+# -- main -------------------------------------------------------------------------------------------------------
+
+save_settings() {
+  write_file "$SETTINGS" 0644 <<EOF
+CLUSTER=$(printf '%q' "$CLUSTER")
+REGION=$(printf '%q' "$REGION")
+ENDPOINT_PARAMETER=$(printf '%q' "$ENDPOINT_PARAMETER")
+CONFIG_DIR=$(printf '%q' "$CONFIG_DIR")
+GRAFANA=$(printf '%q' "$GRAFANA")
+PROMETHEUS_DIR=$(printf '%q' "$PROMETHEUS_DIR")
+EOF
+}
+
+main() {
+  local mode=install
+  CLUSTER="" REGION="" ENDPOINT="" ENDPOINT_PARAMETER="" MIRROR="" GRAFANA="" HEAD_NODE=0 PROMETHEUS_DIR=""
+  CONFIG_DIR="$(cd "$SCRIPT_DIR/.." && pwd)/dashboards"
+  while (($#)); do
+    case "$1" in
+      --cluster | --region | --prometheus-endpoint | --endpoint-parameter | --mirror | --config-dir)
+        (($# >= 2)) || usage
+        case "$1" in
+          --cluster) CLUSTER="$2" ;;
+          --region) REGION="$2" ;;
+          --prometheus-endpoint) ENDPOINT="$2" ;;
+          --endpoint-parameter) ENDPOINT_PARAMETER="$2" ;;
+          --mirror) MIRROR="${2%/}" ;;
+          --config-dir) CONFIG_DIR="$2" ;;
+        esac
+        shift 2
+        ;;
+      --head-node) HEAD_NODE=1 && shift ;;
+      --grafana) GRAFANA=1 && shift ;;
+      --refresh) mode=refresh && shift ;;
+      --write-textfile) mode=textfile && shift ;;
+      *) usage ;;
+    esac
+  done
+  case "$mode" in
+    textfile)
+      write_textfile
+      return 0
+      ;;
+    refresh)
+      [[ -f "$SETTINGS" ]] || die "no $SETTINGS: run observability.sh with its install arguments first"
+      # shellcheck source=/dev/null
+      source "$SETTINGS"
+      require_root
+      configure_agent
+      return 0
+      ;;
+  esac
+  [[ -n "$CLUSTER" && -n "$REGION" ]] || usage
+  if [[ -n "$ENDPOINT" && -n "$ENDPOINT_PARAMETER" ]] || [[ -z "$ENDPOINT$ENDPOINT_PARAMETER" ]]; then
+    die "give one of --prometheus-endpoint and --endpoint-parameter"
+  fi
+  if [[ -n "$ENDPOINT" ]]; then
+    check_endpoint "$ENDPOINT"
+  fi
+  if [[ -n "$MIRROR" && ! "$MIRROR" =~ ^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$ ]]; then
+    die "--mirror must be an S3 URI like s3://my-bucket/fmcluster-mirror; got '$MIRROR'"
+  fi
+  if [[ ! -f "$CONFIG_DIR/agent.yml" ]]; then
+    die "no agent.yml in --config-dir $CONFIG_DIR (fmcluster's dashboards directory)"
+  fi
+  require_root
+  ARCH="$(arch)"
+  log INFO "observability setup starts (cluster $CLUSTER, head node: $HEAD_NODE, mirror: ${MIRROR:-none})"
+  mkdir -p "$TARGETS_DIR"
+  setup_node_exporter
+  setup_dcgm_exporter
+  setup_slurm_exporter
+  if [[ -n "$GRAFANA" ]]; then
+    setup_grafana
+  fi
+  setup_agent
+  save_settings
+  log INFO "observability setup finished"
+}
+
+main "$@"

@@ -1,0 +1,594 @@
+"""fmcluster/node/observability.sh run against stub commands, in the style of tests/node/test_scripts.py.
+
+No GPU, docker, Slurm, Lustre, EFA, S3, SSM or internet here, and the script must never touch the real /etc. Each
+test runs it with a PATH of stub commands that record their arguments (`curl` and `aws s3 cp` copy files a test
+prepared, `aws ssm get-parameter` answers from a state file, `nvidia-smi`, `docker`, `sinfo`, `lctl` and
+`systemctl` behave as the test says) plus a few real tools (bash, coreutils, tar, grep, sha256sum), and with
+FMCLUSTER_ROOT pointing at a scratch directory, so /etc/systemd, /etc/fmcluster, /opt and /sys land in the test's
+own directory. The "releases" are small tarballs the tests build, with checksum files in each project's format;
+the EFA and Lustre inputs are a recorded p5 layout (hw_counters files) and recorded `lctl get_param llite.*.stats`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.observability.conftest import DASHBOARDS, FIXTURES, require_binary
+
+SCRIPT = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "observability.sh"
+SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
+ENDPOINT = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123abcd-4567-89ef/"
+PARAMETER = "/fmcluster/llm-pretrain/observability/prometheus-endpoint"
+MIRROR = "s3://fmcluster-mirror-123456789012/observability"
+BASE_ARGS = ("--cluster", "llm-pretrain", "--region", "us-east-1")
+TOOLS = (
+    "bash", "env", "cat", "date", "mkdir", "mktemp", "chmod", "mv", "rm", "basename", "dirname", "sort", "readlink",
+    "id", "uname", "tar", "gzip", "base64", "sha256sum", "head", "tr", "grep", "cp",
+)  # fmt: skip
+"""Real commands the script may use: they only read, or write inside FMCLUSTER_ROOT and the test's directory."""
+
+_RECORD = """#!/usr/bin/env bash
+{ printf '%s' "$(basename "$0")"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_LOG"
+"""
+_FAILURES = """failures="$STUB_STATE/$(basename "$0")-failures"
+if [[ -f "$failures" ]]; then
+  left="$(<"$failures")"
+  if ((left > 0)); then echo $((left - 1)) >"$failures"; echo "$(basename "$0"): stub failure" >&2; exit 7; fi
+fi
+"""
+STUBS = {
+    # curl -fsSL ... -o DEST URL: the file the test put at $STUB_STATE/web/<host>/<path>
+    "curl": _FAILURES + 'url="${!#}"; dest=""\n'
+    'while (($#)); do [[ "$1" == -o ]] && dest="$2"; shift; done\n'
+    'cp "$STUB_STATE/web/${url#https://}" "$dest"',
+    # aws s3 cp ... SRC DEST | aws ssm get-parameter ...
+    "aws": _FAILURES
+    + """case "$1 $2" in
+  "s3 cp") args=("$@"); cp "$STUB_STATE/s3/${args[-2]#s3://}" "${args[-1]}" ;;
+  "ssm get-parameter")
+    if [[ -f "$STUB_STATE/ssm-value" ]]; then cat "$STUB_STATE/ssm-value"
+    else echo "An error occurred (ParameterNotFound) when calling the GetParameter operation" >&2; exit 254; fi ;;
+  *) exit 2 ;;
+esac""",
+    "hostname": "echo ip-10-1-33-17",
+    "nvidia-smi": '[[ -f "$STUB_STATE/gpus" ]] && cat "$STUB_STATE/gpus" || exit 9',
+    "docker": """case "$1" in
+  image) [[ -f "$STUB_STATE/docker-image" ]] ;;
+  pull | load) : >"$STUB_STATE/docker-image" ;;
+esac""",
+    "lctl": 'cat "$STUB_STATE/llite-stats"',
+    **dict.fromkeys(("systemctl", "sleep", "useradd", "chown"), "exit 0"),
+}
+"""Stub commands: each records its arguments to STUB_LOG, then behaves as above (state under STUB_STATE)."""
+GPUS = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08x}-0000-0000-0000-000000000000)\n" for i in range(8))
+LLITE_STATS = """llite.xm3qjbmv-ffff9a3c4e5d6000.stats=
+snapshot_time             1764403200.482213607 secs.nsecs
+start_time                1764316800.104736322 secs.nsecs
+elapsed_time              86400.377477285 secs.nsecs
+read_bytes                18734521 samples [bytes] 1 16777216 41871947382016 1593877395648004817
+write_bytes               2964587 samples [bytes] 1 16777216 19634820509696 1253477125474271232
+open                      1293811 samples [usecs] 1 48313 87712913 1293771987213
+getattr                   5738291 samples [usecs] 1 21883 98283122 1283817238112
+opencount                 1293811 samples [reqs] 1 8 1539281 2091832
+"""
+"""Recorded `lctl get_param llite.*.stats` (Lustre 2.15 client of an FSx file system), trimmed to a few rows."""
+
+
+@dataclass
+class Release:
+    component: str
+    version: str
+    url: str
+    archive: str
+    sums: str
+    binary: str
+    top_dir: str | None
+
+
+RELEASES = {
+    "node_exporter": Release(
+        "node_exporter", "1.9.1", "github.com/prometheus/node_exporter/releases/download/v1.9.1",
+        "node_exporter-1.9.1.linux-amd64.tar.gz", "sha256sums.txt", "node_exporter", "node_exporter-1.9.1.linux-amd64",
+    ),
+    "prometheus": Release(
+        "prometheus", "3.5.0", "github.com/prometheus/prometheus/releases/download/v3.5.0",
+        "prometheus-3.5.0.linux-amd64.tar.gz", "sha256sums.txt", "prometheus", "prometheus-3.5.0.linux-amd64",
+    ),
+    "slurm_exporter": Release(
+        "slurm_exporter", "1.5.1", "github.com/rivosinc/prometheus-slurm-exporter/releases/download/v1.5.1",
+        "prometheus-slurm-exporter_1.5.1_linux_amd64.tar.gz", "prometheus-slurm-exporter_1.5.1_checksums.txt",
+        "prometheus-slurm-exporter", None,
+    ),
+    "grafana": Release(
+        "grafana", "11.6.0", "dl.grafana.com/oss/release", "grafana-11.6.0.linux-amd64.tar.gz",
+        "grafana-11.6.0.linux-amd64.tar.gz.sha256", "bin/grafana", "grafana-v11.6.0",
+    ),
+}  # fmt: skip
+
+
+def tarball(release: Release) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        prefix = f"{release.top_dir}/" if release.top_dir else ""
+        for name, text in ((release.binary, "#!/bin/sh\nexit 0\n"), ("LICENSE", "Apache-2.0\n")):
+            data = text.encode()
+            info = tarfile.TarInfo(prefix + name)
+            info.size, info.mode = len(data), 0o755
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def sums_file(release: Release, data: bytes) -> str:
+    digest = hashlib.sha256(data).hexdigest()
+    if release.sums.endswith(".sha256"):  # Grafana: the hash alone
+        return digest + "\n"
+    other = "0" * 64 + "  " + release.archive.replace("amd64", "arm64")
+    return f"{other}\n{digest}  {release.archive}\n"
+
+
+@dataclass
+class Node:
+    root: Path
+    state: Path
+    bin: Path
+    log: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(SCRIPT), *args],
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    def calls(self, command: str | None = None) -> list[list[str]]:
+        if not self.log.exists():
+            return []
+        calls = [shlex.split(line) for line in self.log.read_text().splitlines()]
+        return [call for call in calls if command is None or call[0] == command]
+
+    def path(self, absolute: str) -> Path:
+        return self.root / absolute.lstrip("/")
+
+    def set(self, name: str, content: str | bytes) -> None:
+        target = self.state / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+
+    def publish(self, *components: str, where: str = "web", corrupt: bool = False) -> None:
+        """Put releases where curl (web) or `aws s3 cp` from MIRROR (s3) finds them."""
+        for component in components:
+            release = RELEASES[component]
+            data = tarball(release)
+            sums = sums_file(release, data)
+            if corrupt:
+                data += b"tampered"
+            base = release.url if where == "web" else f"{MIRROR.removeprefix('s3://')}/{component}/{release.version}"
+            self.set(f"{where}/{base}/{release.archive}", data)
+            self.set(f"{where}/{base}/{release.sums}", sums)
+
+    def add_stub(self, name: str, body: str = "exit 0") -> None:
+        stub = self.bin / name
+        stub.write_text(_RECORD + body + "\n")
+        stub.chmod(0o755)
+
+    def unit(self, name: str) -> str:
+        return self.path(f"/etc/systemd/system/{name}").read_text()
+
+    def script_log(self) -> str:
+        return self.path("/var/log/fmcluster/observability.log").read_text()
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    root, state, stub_bin = tmp_path / "root", tmp_path / "state", tmp_path / "bin"
+    for directory in (root, state, stub_bin, root / "var" / "tmp"):
+        directory.mkdir(parents=True)
+    for tool in TOOLS:
+        real = shutil.which(tool, path="/usr/bin:/bin")
+        assert real, f"{tool} is needed to run the node scripts"
+        (stub_bin / tool).symlink_to(real)
+    log = tmp_path / "calls.log"
+    env = {
+        "PATH": str(stub_bin),
+        "FMCLUSTER_ROOT": str(root),
+        "FMCLUSTER_RETRY_DELAY": "1",
+        "STUB_LOG": str(log),
+        "STUB_STATE": str(state),
+        "LANG": "C",
+    }
+    result = Node(root=root, state=state, bin=stub_bin, log=log, env=env)
+    for name, body in STUBS.items():
+        result.add_stub(name, body)
+    return result
+
+
+def installed(node: Node, component: str) -> Path:
+    release = RELEASES[component]
+    return node.path(f"/opt/fmcluster/observability/{component}-{release.version}")
+
+
+# -- shellcheck -----------------------------------------------------------------------------------------------
+
+
+def test_shellcheck_is_clean():
+    result = subprocess.run(
+        [SHELLCHECK, "-x", SCRIPT.name], cwd=SCRIPT.parent, capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_script_is_ascii_strict_and_executable():
+    text = SCRIPT.read_text(encoding="ascii")
+    assert text.startswith("#!/usr/bin/env bash\n")
+    assert "\nset -euo pipefail\n" in text
+    assert SCRIPT.stat().st_mode & 0o100
+
+
+# -- compute node, public internet ------------------------------------------------------------------------------
+
+
+def test_compute_node_installs_node_exporter_and_the_agent_pointed_at_the_workspace(node, tmp_path):
+    node.publish("node_exporter", "prometheus")
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
+    assert result.returncode == 0, result.stderr
+
+    urls = [call[-1] for call in node.calls("curl")]
+    assert urls == [f"https://{RELEASES[c].url}/{f}" for c in ("node_exporter", "prometheus") for f in
+                    (RELEASES[c].archive, RELEASES[c].sums)]  # fmt: skip
+    assert (installed(node, "node_exporter") / "node_exporter").exists()
+    unit = node.unit("fmcluster-node-exporter.service")
+    assert "ExecStart=/opt/fmcluster/observability/node_exporter-1.9.1/node_exporter --web.listen-address=:9100" in unit
+    assert "--collector.infiniband --collector.ethtool" in unit
+    assert "_allowance_exceeded$$" in unit  # systemd turns $$ into $
+    assert "--collector.textfile.directory=/var/lib/fmcluster/node-exporter-textfile" in unit
+    assert f"ExecStart={SCRIPT.parent}/observability.sh --write-textfile" in node.unit(
+        "fmcluster-node-textfile.service"
+    )
+
+    agent = node.path("/etc/fmcluster/prometheus/agent.yml").read_text()
+    assert f'url: "{ENDPOINT}api/v1/remote_write"' in agent
+    assert 'region: "us-east-1"' in agent and 'cluster: "llm-pretrain"' in agent
+    assert '"/etc/fmcluster/prometheus/targets/node.json"' in agent and "@" not in agent
+    targets = node.path("/etc/fmcluster/prometheus/targets")
+    assert json.loads((targets / "node.json").read_text()) == [
+        {"targets": ["127.0.0.1:9100"], "labels": {"instance": "ip-10-1-33-17"}}
+    ]
+    assert json.loads((targets / "dcgm.json").read_text()) == []  # no GPUs here
+    assert json.loads((targets / "slurm.json").read_text()) == []  # not the head node
+    agent_unit = node.unit("fmcluster-prometheus-agent.service")
+    assert "prometheus-3.5.0/prometheus --agent --config.file=/etc/fmcluster/prometheus/agent.yml" in agent_unit
+    assert "--web.listen-address=127.0.0.1:9090" in agent_unit
+    restarted = [call[2] for call in node.calls("systemctl") if call[1] == "restart"]
+    assert restarted == ["fmcluster-node-exporter.service", "fmcluster-node-textfile.timer",
+                         "fmcluster-prometheus-agent.service"]  # fmt: skip
+    assert not node.path("/etc/systemd/system/fmcluster-dcgm-exporter.service").exists()
+
+    # what the node renders is a configuration real Prometheus accepts in agent mode
+    rendered = tmp_path / "agent.yml"
+    rendered.write_text(agent.replace("/etc/fmcluster/prometheus/targets", str(targets)))
+    check = subprocess.run(
+        [require_binary("promtool"), "check", "config", "--agent", str(rendered)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert check.returncode == 0 and "WARNING" not in check.stdout + check.stderr, check.stdout + check.stderr
+
+
+def test_second_run_downloads_nothing_and_restarts_nothing(node):
+    node.publish("node_exporter", "prometheus")
+    args = (*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
+    assert node.run(*args).returncode == 0
+    agent = node.path("/etc/fmcluster/prometheus/agent.yml").read_text()
+    first = len(node.calls())
+
+    result = node.run(*args)
+    assert result.returncode == 0, result.stderr
+    later = node.calls()[first:]
+    assert {call[0] for call in later} == {"systemctl", "hostname", "nvidia-smi"}  # no download, no docker
+    assert {call[1] for call in later if call[0] == "systemctl"} == {"start"}
+    assert node.path("/etc/fmcluster/prometheus/agent.yml").read_text() == agent
+
+
+def test_a_new_workspace_rewrites_the_config_and_reloads_only_the_agent(node):
+    node.publish("node_exporter", "prometheus")
+    assert node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS)).returncode == 0
+    first = len(node.calls())
+    other = ENDPOINT.replace("ws-0123abcd-4567-89ef", "ws-99999999-aaaa-bbbb")
+    assert node.run(*BASE_ARGS, "--prometheus-endpoint", other, "--config-dir", str(DASHBOARDS)).returncode == 0
+    restarted = [call[2] for call in node.calls()[first:] if call[:2] == ["systemctl", "restart"]]
+    assert restarted == ["fmcluster-prometheus-agent.service"]
+    assert "ws-99999999-aaaa-bbbb/api/v1/remote_write" in node.path("/etc/fmcluster/prometheus/agent.yml").read_text()
+
+
+def test_downloads_are_retried(node):
+    node.publish("node_exporter", "prometheus")
+    node.set("curl-failures", "2")
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
+    assert result.returncode == 0, result.stderr
+    assert node.calls("sleep") == [["sleep", "1"], ["sleep", "2"]]
+    assert "attempt 2 of 5 failed: curl" in node.script_log()
+
+
+def test_a_checksum_mismatch_stops_before_anything_is_installed(node):
+    node.publish("node_exporter", corrupt=True)
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
+    assert result.returncode == 1
+    assert "checksum mismatch for node_exporter-1.9.1.linux-amd64.tar.gz: expected " in result.stderr
+    assert "not installing node_exporter 1.9.1: its download does not match the release's checksums" in result.stderr
+    assert not installed(node, "node_exporter").exists()
+    assert list(node.path("/opt/fmcluster/observability").iterdir()) == []  # the download is gone too
+    assert node.calls("systemctl") == []
+
+
+# -- GPU nodes ------------------------------------------------------------------------------------------------
+
+
+def test_gpu_node_runs_dcgm_exporter_from_the_pinned_image(node):
+    node.publish("node_exporter", "prometheus")
+    node.set("gpus", GPUS)
+    node.add_stub("docker", STUBS["docker"])
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
+    assert result.returncode == 0, result.stderr
+    image = "nvcr.io/nvidia/k8s/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04"
+    assert ["docker", "pull", image] in node.calls("docker")
+    unit = node.unit("fmcluster-dcgm-exporter.service")
+    assert "--gpus all --cap-add SYS_ADMIN --network host" in unit
+    assert f"{image} \\\n  -f /etc/dcgm-exporter/fmcluster-counters.csv -a :9400 --hpc-job-mapping-dir" in unit
+    counters = node.path("/etc/fmcluster/dcgm-counters.csv").read_text()
+    for field in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_PROF_NVLINK_TX_BYTES"):
+        assert f"\n{field}," in counters
+    targets = json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text())
+    assert targets == [{"targets": ["127.0.0.1:9400"], "labels": {"instance": "ip-10-1-33-17"}}]
+
+
+def test_every_dcgm_field_the_dashboards_use_is_exported():
+    """The counters CSV the script writes lists every DCGM field the dashboards, rules and recordings use."""
+    script = SCRIPT.read_text()
+    exported = set(re.findall(r"^(DCGM_FI_\w+),", script, re.M))
+    used = set()
+    for path in [*DASHBOARDS.glob("*.json"), *DASHBOARDS.glob("rules/*.yml"), FIXTURES / "dcgm-exporter.prom"]:
+        used |= set(re.findall(r"DCGM_FI_(?:DEV|PROF)_\w+", path.read_text()))
+    assert used <= exported, used - exported
+
+
+def test_gpu_node_without_docker_skips_dcgm_exporter_and_says_so(node):
+    node.publish("node_exporter", "prometheus")
+    node.set("gpus", GPUS)
+    (node.bin / "docker").unlink()
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
+    assert result.returncode == 0, result.stderr
+    assert "GPUs but no docker on this node" in node.script_log()
+    assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text()) == []
+
+
+# -- head node ------------------------------------------------------------------------------------------------
+
+
+def test_head_node_runs_the_slurm_exporter_and_grafana_with_the_workspace(node):
+    node.publish("node_exporter", "prometheus", "slurm_exporter", "grafana")
+    slurm_bin = node.root.parent / "slurm" / "bin"
+    slurm_bin.mkdir(parents=True)
+    (slurm_bin / "sinfo").write_text("#!/bin/sh\nexit 0\n")
+    (slurm_bin / "sinfo").chmod(0o755)
+    result = node.run(
+        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--head-node", "--grafana", "--config-dir", str(DASHBOARDS),
+        env={"PATH": f"{node.bin}:{slurm_bin}"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+    slurm = node.unit("fmcluster-slurm-exporter.service")
+    assert f"Environment=PATH={slurm_bin}:/usr/local/bin:/usr/bin:/bin" in slurm
+    assert "slurm_exporter-1.5.1/prometheus-slurm-exporter -web.listen-address=:9092 -slurm.cli-fallback" in slurm
+    assert json.loads(node.path("/etc/fmcluster/prometheus/targets/slurm.json").read_text())[0]["targets"] == [
+        "127.0.0.1:9092"
+    ]
+    assert (installed(node, "grafana") / "bin" / "grafana").exists()
+    datasource = node.path("/etc/fmcluster/grafana/provisioning/datasources/fmcluster.yaml").read_text()
+    assert f"url: {ENDPOINT.rstrip('/')}\n" in datasource
+    assert "sigV4Auth: true" in datasource and "sigV4Region: us-east-1" in datasource
+    dashboards = sorted(p.name for p in node.path("/var/lib/fmcluster/grafana-dashboards").iterdir())
+    assert dashboards == ["efa.json", "fsx.json", "gpu.json", "slurm.json"]
+    ini = node.path("/etc/fmcluster/grafana/grafana.ini").read_text()
+    assert "http_addr = 127.0.0.1" in ini and "sigv4_auth_enabled = true" in ini
+    assert "admin_password = $__file{/etc/fmcluster/grafana/admin-password}" in ini
+    password = node.path("/etc/fmcluster/grafana/admin-password").read_text()
+    assert len(password) >= 24 and password.isalnum()
+    assert node.calls("useradd") == [["useradd", "--system", "--no-create-home", "--shell", "/sbin/nologin",
+                                      "fmcluster-grafana"]]  # fmt: skip
+    assert "User=fmcluster-grafana" in node.unit("fmcluster-grafana.service")
+
+
+def test_head_node_without_slurm_commands_skips_the_exporter(node):
+    node.publish("node_exporter", "prometheus")
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--head-node", "--config-dir", str(DASHBOARDS))
+    assert result.returncode == 0, result.stderr
+    assert "--head-node but no sinfo on PATH" in node.script_log()
+    assert json.loads(node.path("/etc/fmcluster/prometheus/targets/slurm.json").read_text()) == []
+
+
+# -- egress: none ---------------------------------------------------------------------------------------------
+
+
+def test_with_a_mirror_nothing_comes_from_the_internet(node):
+    node.publish("node_exporter", "prometheus", "slurm_exporter", "grafana", where="s3")
+    node.set("gpus", GPUS)
+    image_tar = b"docker save output"
+    base = f"s3/{MIRROR.removeprefix('s3://')}/dcgm-exporter/4.3.1-4.4.0-ubuntu22.04"
+    node.set(f"{base}/dcgm-exporter.tar", image_tar)
+    node.set(f"{base}/SHA256SUMS", f"{hashlib.sha256(image_tar).hexdigest()}  dcgm-exporter.tar\n")
+    node.add_stub("sinfo")
+    result = node.run(
+        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", MIRROR + "/", "--head-node", "--grafana",
+        "--config-dir", str(DASHBOARDS),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert node.calls("curl") == []
+    assert ["docker", "pull"] not in [call[:2] for call in node.calls("docker")]
+    assert any(call[:3] == ["docker", "load", "-i"] for call in node.calls("docker"))
+    sources = [call[-2] for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
+    assert f"{MIRROR}/node_exporter/1.9.1/node_exporter-1.9.1.linux-amd64.tar.gz" in sources
+    assert f"{MIRROR}/grafana/11.6.0/grafana-11.6.0.linux-amd64.tar.gz.sha256" in sources
+    assert f"{MIRROR}/dcgm-exporter/4.3.1-4.4.0-ubuntu22.04/dcgm-exporter.tar" in sources
+    assert all(source.startswith(MIRROR + "/") for source in sources)
+    for component in RELEASES:
+        assert installed(node, component).exists(), component
+
+
+# -- the endpoint from SSM ------------------------------------------------------------------------------------
+
+
+def test_endpoint_parameter_not_there_yet_then_the_refresh_timer_picks_it_up(node):
+    node.publish("node_exporter", "prometheus")
+    result = node.run(
+        *BASE_ARGS, "--endpoint-parameter", PARAMETER, "--config-dir", str(DASHBOARDS),
+        env={"FMCLUSTER_RETRY_ATTEMPTS": "2"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"SSM parameter {PARAMETER} not readable yet" in node.script_log()
+    assert not node.path("/etc/fmcluster/prometheus/agent.yml").exists()
+    assert "OnUnitActiveSec=5min" in node.unit("fmcluster-observability-refresh.timer")
+    assert f"{SCRIPT.parent}/observability.sh --refresh" in node.unit("fmcluster-observability-refresh.service")
+
+    node.set("ssm-value", ENDPOINT + "\n")
+    result = node.run("--refresh")
+    assert result.returncode == 0, result.stderr
+    assert node.calls("aws")[-1][:6] == ["aws", "ssm", "get-parameter", "--region", "us-east-1", "--name"]
+    assert f"{ENDPOINT}api/v1/remote_write" in node.path("/etc/fmcluster/prometheus/agent.yml").read_text()
+    assert ["systemctl", "restart", "fmcluster-prometheus-agent.service"] in node.calls("systemctl")
+
+
+def test_refresh_without_a_first_run_is_an_error(node):
+    result = node.run("--refresh")
+    assert result.returncode == 1
+    assert "run observability.sh with its install arguments first" in result.stderr
+
+
+# -- bad arguments --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        ((), 2, "usage: "),
+        (("--cluster", "x"), 2, "usage: "),
+        ((*BASE_ARGS, "--weird"), 2, "usage: "),
+        (BASE_ARGS, 1, "give one of --prometheus-endpoint and --endpoint-parameter"),
+        ((*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--endpoint-parameter", PARAMETER), 1, "give one of"),
+        ((*BASE_ARGS, "--prometheus-endpoint", "http://evil.example/x"), 1,
+         "the Prometheus endpoint must look like https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-.../"),
+        ((*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", "https://bucket"), 1,
+         "--mirror must be an S3 URI like s3://my-bucket/fmcluster-mirror; got 'https://bucket'"),
+        ((*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", "/nonexistent"), 1,
+         "no agent.yml in --config-dir /nonexistent"),
+    ],
+    ids=["nothing", "no-region", "unknown-option", "no-endpoint", "two-endpoints", "bad-endpoint", "bad-mirror",
+         "no-config"],
+)  # fmt: skip
+def test_bad_arguments_are_rejected_before_anything_happens(node, args, status, message):
+    result = node.run(*args)
+    assert result.returncode == status
+    assert message in result.stderr
+    assert node.calls("curl") == [] and node.calls("systemctl") == []
+
+
+# -- textfile metrics: EFA hardware counters and Lustre client statistics -------------------------------------
+
+
+def efa_device(node: Node, name: str, counters: dict[str, int], vendor: str = "0x1d0f") -> None:
+    device = node.path(f"/sys/class/infiniband/{name}")
+    (device / "device").mkdir(parents=True)
+    (device / "device" / "vendor").write_text(vendor + "\n")
+    hw = device / "ports" / "1" / "hw_counters"
+    hw.mkdir(parents=True)
+    for counter, value in counters.items():
+        (hw / counter).write_text(f"{value}\n")
+
+
+def test_textfile_has_efa_counters_and_lustre_statistics(node):
+    efa_device(node, "rdmap113s0", {"tx_bytes": 1047394519620, "rx_drops": 1523, "lifespan": 12})
+    efa_device(node, "rdmap79s0", {"tx_bytes": 1042168029538, "rx_drops": 0, "lifespan": 12})
+    efa_device(node, "mlx5_0", {"out_of_buffer": 3}, vendor="0x15b3")  # not EFA: left to the infiniband collector
+    node.set("llite-stats", LLITE_STATS)
+    result = node.run("--write-textfile")
+    assert result.returncode == 0, result.stderr
+    text = node.path("/var/lib/fmcluster/node-exporter-textfile/fmcluster.prom").read_text()
+    assert text.splitlines() == [
+        "# HELP node_amazonefa_lifespan EFA hardware counter lifespan (hw_counters).",
+        "# TYPE node_amazonefa_lifespan gauge",
+        'node_amazonefa_lifespan{device="rdmap113s0",port="1"} 12',
+        'node_amazonefa_lifespan{device="rdmap79s0",port="1"} 12',
+        "# HELP node_amazonefa_rx_drops EFA hardware counter rx_drops (hw_counters).",
+        "# TYPE node_amazonefa_rx_drops counter",
+        'node_amazonefa_rx_drops{device="rdmap113s0",port="1"} 1523',
+        'node_amazonefa_rx_drops{device="rdmap79s0",port="1"} 0',
+        "# HELP node_amazonefa_tx_bytes EFA hardware counter tx_bytes (hw_counters).",
+        "# TYPE node_amazonefa_tx_bytes counter",
+        'node_amazonefa_tx_bytes{device="rdmap113s0",port="1"} 1047394519620',
+        'node_amazonefa_tx_bytes{device="rdmap79s0",port="1"} 1042168029538',
+        "# HELP fmcluster_lustre_client_read_bytes_total Bytes read through this Lustre client (llite stats).",
+        "# TYPE fmcluster_lustre_client_read_bytes_total counter",
+        'fmcluster_lustre_client_read_bytes_total{fsname="xm3qjbmv"} 41871947382016',
+        "# HELP fmcluster_lustre_client_write_bytes_total Bytes written through this Lustre client (llite stats).",
+        "# TYPE fmcluster_lustre_client_write_bytes_total counter",
+        'fmcluster_lustre_client_write_bytes_total{fsname="xm3qjbmv"} 19634820509696',
+        "# HELP fmcluster_lustre_client_operations_total Lustre client operations by type (llite stats).",
+        "# TYPE fmcluster_lustre_client_operations_total counter",
+        'fmcluster_lustre_client_operations_total{fsname="xm3qjbmv",operation="open"} 1293811',
+        'fmcluster_lustre_client_operations_total{fsname="xm3qjbmv",operation="getattr"} 5738291',
+    ]
+    leftovers = [p.name for p in node.path("/var/lib/fmcluster/node-exporter-textfile").iterdir()]
+    assert leftovers == ["fmcluster.prom"]
+
+
+def test_textfile_on_a_node_without_efa_or_lustre_is_empty(node):
+    (node.bin / "lctl").unlink()
+    assert node.run("--write-textfile").returncode == 0
+    assert node.path("/var/lib/fmcluster/node-exporter-textfile/fmcluster.prom").read_text() == ""
+
+
+def test_the_recorded_node_exporter_sample_carries_what_the_script_writes(node):
+    """The fixture the dashboards are tested against has the textfile series in the form the script writes them."""
+    efa_device(node, "rdmap113s0", {name: 1 for name in ("tx_bytes", "rx_bytes", "rx_drops", "rdma_write_bytes",
+                                                         "rdma_read_bytes", "retrans_pkts", "lifespan")})  # fmt: skip
+    node.set("llite-stats", LLITE_STATS)
+    assert node.run("--write-textfile").returncode == 0
+    written = node.path("/var/lib/fmcluster/node-exporter-textfile/fmcluster.prom").read_text()
+    recorded = (FIXTURES / "node-exporter.prom").read_text()
+    for line in written.splitlines():
+        if line.startswith("#"):
+            assert line in recorded, line
+        else:
+            series = line.rsplit(" ", 1)[0]
+            assert series.split("{")[0] + "{" in recorded, series
+
+
+def test_a_mirrored_image_that_does_not_match_its_checksum_is_not_loaded(node):
+    node.publish("node_exporter", "prometheus", where="s3")
+    node.set("gpus", GPUS)
+    base = f"s3/{MIRROR.removeprefix('s3://')}/dcgm-exporter/4.3.1-4.4.0-ubuntu22.04"
+    node.set(f"{base}/dcgm-exporter.tar", b"docker save output")
+    node.set(f"{base}/SHA256SUMS", f"{'0' * 64}  dcgm-exporter.tar\n")
+    result = node.run(
+        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", MIRROR, "--config-dir", str(DASHBOARDS)
+    )
+    assert result.returncode == 1
+    assert "not loading nvcr.io/nvidia/k8s/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04" in result.stderr
+    assert [call[1] for call in node.calls("docker")] == ["image"]  # looked, never loaded

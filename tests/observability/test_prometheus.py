@@ -1,0 +1,221 @@
+"""fmcluster's Prometheus content checked by real Prometheus tools: `promtool` on the rule files and the rendered agent
+configuration, and a live Prometheus (see conftest.py) fed with recorded exporter output, against which every dashboard
+query, every recording rule and every alert expression must parse and (where the recordings call for it) return data,
+and the alerts the recordings should trigger must fire.
+
+Recorded rather than live: the exporters' output (tests/observability/fixtures/), not the cluster. Real: Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.observability.conftest import DASHBOARDS, DOWN_NODE, NODE, RULES, require_binary
+
+DASHBOARD_FILES = sorted(DASHBOARDS.glob("*.json"))
+RULE_FILES = sorted(RULES.glob("*.yml"))
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "15s", "$instance": ".*", "$job": ".*"}
+"""What Grafana puts in for its variables: every node, every job, a rate window of four scrapes."""
+LABEL_VALUES = re.compile(r"^label_values\((?P<match>.+),\s*(?P<label>\w+)\)$")
+FIRING = {
+    "GpuXidFatal": {"gpu": "5", "instance": NODE},
+    "GpuXidError": {"gpu": "2", "instance": NODE},
+    "TargetDown": {"job": "node", "instance": DOWN_NODE},
+    "SlurmNodesDown": {"state": "down*"},
+    "SlurmNodesDrained": {"state": "drain"},
+    "EfaErrorsRising": {"device": "rdmap113s0", "instance": NODE},
+    "FsxNearlyFull": {"mountpoint": "/fsx"},
+}
+"""Alerts the recordings trigger, with the labels of the one series each must fire for."""
+QUIET = {"EfaPortNotActive", "FsxFull"}
+"""Alerts the recordings must not trigger (every EFA port ACTIVE; /fsx is 95%, not 97%, full)."""
+RULE_SETTLE_SECONDS = 15.0
+
+
+def panels(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["panels"]
+
+
+def panel_queries() -> list[tuple[str, str]]:
+    return [
+        (f"{path.stem}: {panel['title']} [{target['refId']}]", target["expr"])
+        for path in DASHBOARD_FILES
+        for panel in panels(path)
+        for target in panel["targets"]
+    ]
+
+
+def rules() -> list[dict]:
+    return [
+        rule for path in RULE_FILES for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]
+    ]
+
+
+def grafana(expr: str) -> str:
+    for variable, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(variable, value)
+    assert "$" not in expr, f"unsubstituted Grafana variable in {expr!r}"
+    return expr
+
+
+def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [require_binary("promtool"), *args], capture_output=True, text=True, timeout=60, check=False, cwd=cwd
+    )
+
+
+# -- promtool -----------------------------------------------------------------------------------------------------
+
+
+def test_promtool_accepts_the_rule_files():
+    result = promtool("check", "rules", *map(str, RULE_FILES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("SUCCESS") == len(RULE_FILES)
+
+
+def test_promtool_accepts_the_agent_configuration_rendered_as_on_a_node(tmp_path):
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    for job in ("node", "dcgm", "slurm"):
+        (targets / f"{job}.json").write_text(
+            json.dumps([{"targets": ["127.0.0.1:9100"], "labels": {"instance": NODE}}])
+        )
+    rendered = (DASHBOARDS / "agent.yml").read_text()
+    for placeholder, value in {
+        "@CLUSTER@": "llm-pretrain",
+        "@REMOTE_WRITE_URL@": "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123abcd-4567/api/v1/remote_write",
+        "@REGION@": "us-east-1",
+        "@TARGETS_DIR@": str(targets),
+    }.items():
+        rendered = rendered.replace(placeholder, value)
+    assert "@" not in rendered.split("scrape_configs:")[1].replace("@CLUSTER@", "")
+    config = tmp_path / "agent.yml"
+    config.write_text(rendered)
+    result = promtool("check", "config", "--agent", str(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNING" not in result.stdout + result.stderr, result.stdout + result.stderr
+    agent = yaml.safe_load(rendered)
+    assert agent["remote_write"][0]["sigv4"] == {"region": "us-east-1"}
+    assert [job["job_name"] for job in agent["scrape_configs"]] == ["node", "dcgm", "slurm"]
+
+
+def test_promtool_accepts_the_test_servers_full_configuration(prometheus):
+    result = promtool("check", "config", str(prometheus.config_file))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- dashboards against the live Prometheus -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("panel", "expr"), panel_queries(), ids=[name for name, _ in panel_queries()])
+def test_every_dashboard_query_parses_and_returns_data(prometheus, panel, expr):
+    data = prometheus.query(grafana(expr))
+    assert data["result"], f"{panel}: no data for {grafana(expr)!r}"
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=lambda path: path.stem)
+def test_every_dashboard_variable_query_finds_values(prometheus, path):
+    dashboard = json.loads(path.read_text())
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        query = grafana(variable["query"]["query"])
+        match = LABEL_VALUES.match(query)
+        assert match, f"{path.stem}: variable {variable['name']} is not a label_values() query: {query!r}"
+        values = prometheus.get(f"/api/v1/label/{match['label']}/values", **{"match[]": match["match"]})["data"]
+        assert values, f"{path.stem}: variable {variable['name']} finds no values for {query!r}"
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=lambda path: path.stem)
+def test_dashboards_are_provisionable(path):
+    dashboard = json.loads(path.read_text())
+    assert dashboard["uid"] == f"fmcluster-{path.stem}"
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids repeat"
+    for panel in dashboard["panels"]:
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+        position = panel["gridPos"]
+        assert position["x"] + position["w"] <= 24, panel["title"]
+
+
+# -- rules against the live Prometheus ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", rules(), ids=lambda rule: rule.get("record") or rule["alert"])
+def test_every_rule_expression_evaluates(prometheus, rule):
+    data = prometheus.query(rule["expr"])
+    name = rule.get("record") or rule["alert"]
+    if "record" in rule:
+        assert data["result"], f"recording rule {name} has no data"
+        assert prometheus.query(name)["result"], f"Prometheus recorded nothing for {name}"
+    else:
+        assert bool(data["result"]) == (name in FIRING), f"alert {name}: {data['result']}"
+
+
+def test_every_alert_carries_a_severity_and_a_for_duration():
+    for rule in rules():
+        if "alert" in rule:
+            assert rule["labels"]["severity"] in ("critical", "warning"), rule["alert"]
+            assert re.fullmatch(r"\d+[smh]", rule["for"]), rule["alert"]
+            assert {"summary", "description"} <= set(rule["annotations"]), rule["alert"]
+
+
+def eventually(read, accept, seconds: float = RULE_SETTLE_SECONDS):
+    """`read()` until `accept` takes its result (rule groups and scrapes run on their own clocks); the last result."""
+    deadline = time.monotonic() + seconds
+    result = read()
+    while not accept(result) and time.monotonic() < deadline:
+        time.sleep(0.25)
+        result = read()
+    return result
+
+
+def firing_immediately(prometheus) -> dict[str, list[dict]]:
+    firing = {}
+    for key, rule in prometheus.rules().items():
+        group, name = key.split("/", 1)
+        if group == "fmcluster-alerts-immediate" and rule["state"] == "firing":
+            firing[name] = [alert["labels"] for alert in rule["alerts"]]
+    return firing
+
+
+def test_the_recorded_faults_fire_their_alerts(prometheus):
+    """The immediate copy of alerts.yml (no `for:`) fires exactly the alerts the recordings call for."""
+    firing = eventually(lambda: firing_immediately(prometheus), lambda found: set(found) == set(FIRING))
+    assert set(firing) == set(FIRING), firing
+    for name, labels in FIRING.items():
+        (alert,) = firing[name]
+        assert labels.items() <= alert.items(), (name, alert)
+        assert alert["severity"] in ("critical", "warning")
+    assert not QUIET & set(firing)
+
+
+def test_the_shipped_alerts_wait_for_their_for_duration(prometheus):
+    """The same faults under the real `for:` are pending: one scrape never pages anybody."""
+
+    def read() -> dict[str, str]:
+        return {
+            key.split("/", 1)[1]: rule["state"]
+            for key, rule in prometheus.rules().items()
+            if key.startswith("fmcluster-alerts/")
+        }
+
+    states = eventually(read, lambda found: all(found[name] == "pending" for name in FIRING))
+    assert {name: states[name] for name in FIRING} == dict.fromkeys(FIRING, "pending")
+    assert {name: states[name] for name in QUIET} == dict.fromkeys(QUIET, "inactive")
+
+
+def test_alerts_api_lists_the_active_alerts_with_annotations(prometheus):
+    alerts = prometheus.get("/api/v1/alerts")["data"]["alerts"]
+    firing = [alert for alert in alerts if alert["state"] == "firing"]
+    fatal = [alert for alert in firing if alert["labels"]["alertname"] == "GpuXidFatal"]
+    assert len(fatal) == 1
+    assert fatal[0]["annotations"]["summary"] == f"XID 94 on GPU 5 of {NODE}"
+    assert "reset or a replacement" in fatal[0]["annotations"]["description"]

@@ -1,0 +1,287 @@
+"""ClusterObservability and ObservabilityStack: every combination of the cluster file's `observability` keys
+(prometheus managed|none x grafana self-hosted|managed|none x alarm_email given|not), each synthesized into its own
+stack of one app (built once for the module), checked with Template assertions, cdk-nag and cfn-lint; and the stack
+composed as `build()` would, from the quickstart example, watching the storage stack's file system."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import aws_cdk as cdk
+import pytest
+import yaml
+from aws_cdk import aws_iam as iam
+from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint_file
+
+from fmcluster.config import load
+from fmcluster.constructs.observability import (
+    DASHBOARD_FILES,
+    HYPERPOD_EVENT,
+    ClusterObservability,
+    dashboard_files,
+    endpoint_parameter_name,
+    rule_file,
+)
+from fmcluster.stacks.network import NetworkStack
+from fmcluster.stacks.observability import ObservabilityStack
+from fmcluster.stacks.storage import StorageStack
+from tests.conftest import CDK_JSON_CONTEXT, REPO
+
+ENV = cdk.Environment(account="123456789012", region="us-east-1")
+FILE_SYSTEM = "fs-0123456789abcdef0"
+COMBINATIONS = list(
+    itertools.product(("managed", "none"), ("self-hosted", "managed", "none"), ("ops@example.com", None))
+)
+
+
+def combination_id(combination: tuple) -> str:
+    prometheus, grafana, email = combination
+    return f"prometheus-{prometheus}_grafana-{grafana}_{'email' if email else 'no-email'}"
+
+
+class Synthesized:
+    def __init__(self, outdir) -> None:
+        app = cdk.App(outdir=str(outdir), context=CDK_JSON_CONTEXT)
+        self.stacks: dict[str, cdk.Stack] = {}
+        for combination in COMBINATIONS:
+            prometheus, grafana, email = combination
+            stack = cdk.Stack(app, combination_id(combination).replace("_", "-"), env=ENV)
+            role = iam.Role(stack, "NodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+            ClusterObservability(
+                stack, "Observability", cluster_name="llm", prometheus=prometheus, grafana=grafana, alarm_email=email,
+                file_system_id=FILE_SYSTEM, lustre_capacity_gib=4800, lustre_throughput_per_tib=250, node_roles=[role],
+            )  # fmt: skip
+            self.stacks[combination_id(combination)] = stack
+        # the stack as build() composes it, from the quickstart example
+        config = load(REPO / "examples" / "quickstart.yaml")
+        network = NetworkStack(app, "qs-network", config=config, env=ENV)
+        storage = StorageStack(app, "qs-storage", config=config, network=network.network, env=ENV)
+        cluster = cdk.Stack(app, "qs-cluster", env=ENV)
+        node_role = iam.Role(cluster, "NodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+        self.composed = ObservabilityStack(
+            app, "qs-observability", config=config, storage=storage, node_roles=[node_role], env=ENV
+        )
+        self.stacks["composed"] = self.composed
+        report = AwsSolutionsChecks().validate_scope(app)
+        self.nag_findings = [
+            f"{violation.rule_name} {resource.construct_path}: {violation.description}"
+            for violation in report.violations
+            for resource in violation.violating_resources
+        ]
+        assembly = app.synth()
+        self.template_files = {
+            name: outdir / assembly.get_stack_by_name(stack.stack_name).template_file
+            for name, stack in self.stacks.items()
+        }
+        self.templates = {name: Template.from_stack(stack) for name, stack in self.stacks.items()}
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory) -> Synthesized:
+    return Synthesized(tmp_path_factory.mktemp("observability"))
+
+
+def resources(template: Template, kind: str) -> list[dict]:
+    return [r["Properties"] for r in template.find_resources(kind).values()]
+
+
+# -- gates ----------------------------------------------------------------------------------------------------
+
+
+def test_cdk_nag_finds_nothing_unacknowledged(synthesized):
+    assert synthesized.nag_findings == []
+
+
+@pytest.mark.parametrize("name", [*map(combination_id, COMBINATIONS), "composed"])
+def test_cfn_lint_reports_nothing(synthesized, name):
+    matches = lint_file(synthesized.template_files[name], ManualArgs(regions=["us-east-1"]))
+    assert [f"{m.rule.id} {m.message} ({m.path})" for m in matches] == []
+
+
+# -- every combination ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS, ids=combination_id)
+def test_each_combination_creates_what_its_options_ask_for(synthesized, combination):
+    prometheus, grafana, email = combination
+    template = synthesized.templates[combination_id(combination)]
+    managed_prometheus = prometheus == "managed"
+
+    template.resource_count_is("AWS::APS::Workspace", 1 if managed_prometheus else 0)
+    template.resource_count_is("AWS::APS::RuleGroupsNamespace", 2 if managed_prometheus else 0)
+    template.resource_count_is("AWS::Grafana::Workspace", 1 if grafana == "managed" else 0)
+    template.resource_count_is("Custom::GrafanaDashboards", 1 if grafana == "managed" and managed_prometheus else 0)
+    template.resource_count_is("AWS::SSM::Parameter", 1 if managed_prometheus else 0)
+    subscriptions = resources(template, "AWS::SNS::Subscription")
+    assert [(s["Protocol"], s["Endpoint"]) for s in subscriptions] == ([("email", email)] if email else [])
+
+    # always: encrypted HTTPS-only topic, node-health rules, FSx alarm and dashboard
+    (topic,) = resources(template, "AWS::SNS::Topic")
+    assert "KmsMasterKeyId" in topic
+    statements = [s for p in resources(template, "AWS::SNS::TopicPolicy") for s in p["PolicyDocument"]["Statement"]]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+    )
+    assert any(s.get("Principal") == {"Service": "events.amazonaws.com"} for s in statements)
+    assert len(resources(template, "AWS::Events::Rule")) == 3
+    template.resource_count_is("AWS::CloudWatch::Alarm", 1)
+    template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    (key,) = resources(template, "AWS::KMS::Key")
+    assert key["EnableKeyRotation"] is True
+    key_services = set()
+    for statement in key["KeyPolicy"]["Statement"]:
+        services = statement["Principal"].get("Service", [])
+        key_services |= {services} if isinstance(services, str) else set(services)
+    expected = {"cloudwatch.amazonaws.com", "events.amazonaws.com"}
+    assert key_services == (expected | {"aps.amazonaws.com"} if managed_prometheus else expected)
+
+    node_statements = [
+        s for p in resources(template, "AWS::IAM::Policy") if p["PolicyName"].startswith("ObservabilityNodeAccess")
+        for s in p["PolicyDocument"]["Statement"]
+    ]  # fmt: skip
+    actions = {a for s in node_statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    if managed_prometheus:
+        assert {"aps:RemoteWrite", "ssm:GetParameter"} <= actions
+        assert ("aps:QueryMetrics" in actions) == (grafana == "self-hosted")  # the head node's Grafana queries
+    else:
+        assert node_statements == []
+
+
+def test_workspace_has_the_rules_and_routes_alerts_to_the_topic(synthesized):
+    template = synthesized.templates[combination_id(("managed", "self-hosted", None))]
+    namespaces = {n["Name"]: n for n in resources(template, "AWS::APS::RuleGroupsNamespace")}
+    assert set(namespaces) == {"fmcluster-recording", "fmcluster-alerts"}
+    assert namespaces["fmcluster-alerts"]["Data"] == rule_file("alerts.yml")
+    assert namespaces["fmcluster-recording"]["Data"] == rule_file("recording.yml")
+    (workspace,) = resources(template, "AWS::APS::Workspace")
+    assert workspace["Alias"] == "fmcluster-llm"
+    definition = workspace["AlertManagerDefinition"]["Fn::Join"][1]
+    rendered = "".join(part if isinstance(part, str) else "<topic-arn>" for part in definition)
+    config = yaml.safe_load(yaml.safe_load(rendered)["alertmanager_config"])
+    assert config["route"]["receiver"] == "sns"
+    (receiver,) = config["receivers"]
+    assert receiver["sns_configs"][0]["topic_arn"] == "<topic-arn>"
+    assert receiver["sns_configs"][0]["sigv4"] == {"region": "us-east-1"}
+    statements = [s for p in resources(template, "AWS::SNS::TopicPolicy") for s in p["PolicyDocument"]["Statement"]]
+    (aps,) = [s for s in statements if s.get("Sid") == "PrometheusAlertManager"]
+    assert aps["Principal"] == {"Service": "aps.amazonaws.com"}
+    assert aps["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+    (parameter,) = resources(template, "AWS::SSM::Parameter")
+    assert parameter["Name"] == endpoint_parameter_name("llm") == "/fmcluster/llm/observability/prometheus-endpoint"
+    assert parameter["Value"]["Fn::GetAtt"][1] == "PrometheusEndpoint"
+
+
+def test_managed_grafana_reads_the_workspace_and_gets_the_dashboards(synthesized):
+    template = synthesized.templates[combination_id(("managed", "managed", None))]
+    (workspace,) = resources(template, "AWS::Grafana::Workspace")
+    assert workspace["AuthenticationProviders"] == ["AWS_SSO"]
+    assert workspace["PermissionType"] == "CUSTOMER_MANAGED"
+    assert workspace["DataSources"] == ["PROMETHEUS", "CLOUDWATCH"]
+    (dashboards,) = resources(template, "Custom::GrafanaDashboards")
+    assert sorted(dashboards["Dashboards"]) == sorted(DASHBOARD_FILES)
+    assert dashboards["Dashboards"] == dashboard_files()
+    assert dashboards["PrometheusUrl"]["Fn::GetAtt"][1] == "PrometheusEndpoint"
+    functions = resources(template, "AWS::Lambda::Function")
+    assert any(f.get("Runtime") == "python3.14" and f["Handler"] == "handler.on_event" for f in functions)
+    statements = [s for p in resources(template, "AWS::IAM::Policy") for s in p["PolicyDocument"]["Statement"]]
+    (provisioner,) = [s for s in statements if "grafana:CreateWorkspaceServiceAccountToken" in s["Action"]]
+    assert ":/workspaces/" in json.dumps(provisioner["Resource"])  # this workspace only, no wildcard
+    roles = resources(template, "AWS::IAM::Role")
+    (grafana_role,) = [r for r in roles if r["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "grafana.amazonaws.com"}]  # fmt: skip
+    assert grafana_role["AssumeRolePolicyDocument"]["Statement"][0]["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": "123456789012"}
+    }
+
+
+def test_managed_grafana_without_prometheus_reads_cloudwatch_only(synthesized):
+    template = synthesized.templates[combination_id(("none", "managed", None))]
+    (workspace,) = resources(template, "AWS::Grafana::Workspace")
+    assert workspace["DataSources"] == ["CLOUDWATCH"]
+
+
+def test_events_and_the_fsx_alarm(synthesized):
+    template = synthesized.templates[combination_id(("none", "none", None))]
+    patterns = [rule["EventPattern"] for rule in resources(template, "AWS::Events::Rule")]
+    hyperpod = next(p for p in patterns if p["source"] == ["aws.sagemaker"])
+    assert hyperpod["detail-type"] == [HYPERPOD_EVENT] == ["SageMaker HyperPod Cluster Event"]
+    assert hyperpod["detail"]["EventDetails"]["ClusterName"] == ["llm"]
+    ec2 = next(p for p in patterns if p["source"] == ["aws.ec2"])
+    assert ec2["detail"]["state"] == ["stopping", "stopped", "shutting-down", "terminated"]
+    for rule in resources(template, "AWS::Events::Rule"):
+        assert rule["Targets"][0]["Arn"]["Ref"].startswith("ObservabilityAlarmTopic")
+    (alarm,) = resources(template, "AWS::CloudWatch::Alarm")
+    assert alarm["MetricName"] == "FreeDataStorageCapacity" and alarm["Namespace"] == "AWS/FSx"
+    assert alarm["Dimensions"] == [{"Name": "FileSystemId", "Value": FILE_SYSTEM}]
+    assert alarm["ComparisonOperator"] == "LessThanThreshold"
+    assert alarm["Threshold"] == pytest.approx(4800 * 1024**3 * 0.1)
+    assert alarm["AlarmActions"][0]["Ref"].startswith("ObservabilityAlarmTopic")
+    (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard")
+    body = json.dumps(dashboard["DashboardBody"])
+    for needle in ("DataReadBytes", "DataWriteBytes", "FreeDataStorageCapacity", "MetadataOperations",
+                   "provisioned 1171.88 MB/s", "MatchedEvents"):  # fmt: skip
+        assert needle in body, needle
+
+
+def test_stateful_parts_are_retained_by_default(synthesized):
+    template = synthesized.templates[combination_id(("managed", "none", None))]
+    for kind in ("AWS::APS::Workspace", "AWS::KMS::Key"):
+        (resource,) = template.find_resources(kind).values()
+        assert resource["DeletionPolicy"] == "Retain", kind
+
+
+# -- the composed stack ---------------------------------------------------------------------------------------
+
+
+def test_composed_stack_watches_the_storage_stacks_file_system_and_grants_the_node_role(synthesized):
+    template = synthesized.templates["composed"]
+    (alarm,) = resources(template, "AWS::CloudWatch::Alarm")
+    file_system = alarm["Dimensions"][0]["Value"]  # a reference to the storage stack's file system
+    assert not isinstance(file_system, str) and "LustreFileSystem" in json.dumps(file_system)
+    assert alarm["Threshold"] == pytest.approx(1200 * 1024**3 * 0.1)
+    (policy,) = [
+        p for p in resources(template, "AWS::IAM::Policy") if p["PolicyName"].startswith("ObservabilityNodeAccess")
+    ]
+    assert "NodeRole" in json.dumps(policy["Roles"]) and not isinstance(policy["Roles"][0], str)
+    template.resource_count_is("AWS::APS::Workspace", 1)  # quickstart: observability defaults
+    template.resource_count_is("AWS::Grafana::Workspace", 0)
+    (workspace,) = template.find_resources("AWS::APS::Workspace").values()
+    assert workspace["DeletionPolicy"] == "Retain"  # storage.retain_on_delete defaults to true
+
+
+# -- library users --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"prometheus": "self-hosted"}, "ClusterObservability: prometheus: "),
+        ({"grafana": "cloud"}, "ClusterObservability: grafana: "),
+        (
+            {"alarm_email": "ops"},
+            "ClusterObservability: alarm_email: must be an email address like ops@example.com; got 'ops'",
+        ),
+        ({"file_system_id": FILE_SYSTEM}, "ClusterObservability: file_system_id and lustre_capacity_gib go together"),
+        ({"file_system_id": FILE_SYSTEM, "lustre_capacity_gib": 1000},
+         "ClusterObservability: lustre_capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got 1000"),
+    ],
+    ids=["prometheus", "grafana", "email", "half-fsx", "capacity"],
+)  # fmt: skip
+def test_library_users_get_clear_errors(props, message):
+    stack = cdk.Stack(cdk.App(), "Lib")
+    with pytest.raises(ValueError) as error:
+        ClusterObservability(stack, "Observability", cluster_name="llm", **props)
+    assert message in str(error.value)
+
+
+def test_grants_need_a_managed_prometheus():
+    stack = cdk.Stack(cdk.App(), "Lib")
+    observability = ClusterObservability(stack, "Observability", cluster_name="llm", prometheus="none", grafana="none")
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+    with pytest.raises(ValueError, match="grant_remote_write needs prometheus='managed'"):
+        observability.grant_remote_write(role)
+    with pytest.raises(ValueError, match="grant_query needs prometheus='managed'"):
+        observability.grant_query(role)
