@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from fmcluster import sizing
+from fmcluster import advice, sizing
 from fmcluster.config import ClusterConfig, ConfigError, load
 
 DEFAULT_FILE = "examples/quickstart.yaml"
@@ -46,7 +46,7 @@ def load_or_report(path: str) -> ClusterConfig | None:
         for line in error.lines():
             print(line, file=sys.stderr)
         return None
-    for warning in sizing.checkpoint_warnings(config):
+    for warning in advice.warnings(config):
         print(warning.render(path), file=sys.stderr)
     return config
 

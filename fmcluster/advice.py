@@ -1,0 +1,35 @@
+"""Warnings about a valid cluster file: it will deploy, but probably not do what its author wants."""
+
+from __future__ import annotations
+
+from fmcluster import nccl, sizing
+from fmcluster.config import ClusterConfig, Problem
+
+
+def warnings(config: ClusterConfig) -> list[Problem]:
+    """Every warning for `config`: checkpoint time, NCCL variables to drop, an image that cannot run."""
+    return [*sizing.checkpoint_warnings(config), *nccl_env_warnings(config), *image_architecture_warnings(config)]
+
+
+def nccl_env_warnings(config: ClusterConfig) -> list[Problem]:
+    """`nccl.env` variables that are obsolete or that aws-ofi-nccl sets better itself, per instance type."""
+    versions = nccl.Versions(config.image.nccl, config.image.aws_ofi_nccl, config.image.efa_installer)
+    seen: dict[str, str] = {}
+    for group in config.compute:
+        for line in nccl.obsolete_variables(config.nccl.env, versions, instance_type=group.instance_type):
+            name, why = line.split(": ", 1)
+            seen.setdefault(name, why)
+    return [Problem(f"nccl.env.{name}", f"warning: {why}") for name, why in seen.items()]
+
+
+def image_architecture_warnings(config: ClusterConfig) -> list[Problem]:
+    """The training image is built for x86_64; arm64 groups (p6e-gb200) cannot run it."""
+    return [
+        Problem(
+            f"compute[{index}].instance_type",
+            f"warning: {group.instance_type} is arm64 (Grace), but fmcluster builds the training image for x86_64; "
+            "run jobs there from an arm64 image of your own",
+        )
+        for index, group in enumerate(config.compute)
+        if group.instance.architecture == "arm64"
+    ]

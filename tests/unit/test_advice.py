@@ -1,0 +1,49 @@
+"""Warnings for valid files: printed by `fmcluster validate` and `cdk synth`, never failing them."""
+
+from __future__ import annotations
+
+from fmcluster.advice import warnings
+from fmcluster.cli import main
+from fmcluster.config import parse
+
+BASE = {"name": "warn", "region": "us-east-1", "availability_zone_id": "use1-az6", "orchestrator": {"type": "pcs"}}
+
+
+def config(**keys):
+    return parse({**BASE, "compute": [{"name": "p5", "instance_type": "p5.48xlarge", "count": 2}], **keys})
+
+
+def test_a_clean_file_gets_no_warning():
+    assert warnings(config()) == []
+
+
+def test_obsolete_nccl_variables_are_named_with_the_reason():
+    lines = [
+        (w.path, w.message)
+        for w in warnings(config(nccl={"env": {"FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_DEBUG": "WARN"}}))
+    ]
+    assert lines == [
+        (
+            "nccl.env.FI_EFA_USE_DEVICE_RDMA",
+            "warning: remove it; aws-ofi-nccl >= 1.7.0 with libfabric >= 1.18 enables GPUDirect RDMA itself "
+            "(aws-ofi-nccl doc/efa-env-var.md)",
+        )
+    ]
+
+
+def test_arm64_groups_are_told_the_image_is_x86():
+    compute = [{"name": "gb", "instance_type": "p6e-gb200.36xlarge", "count": 1}]
+    (warning,) = warnings(config(compute=compute))
+    assert warning.path == "compute[0].instance_type"
+    assert warning.message.startswith("warning: p6e-gb200.36xlarge is arm64 (Grace)")
+
+
+def test_validate_prints_warnings_to_stderr_and_still_succeeds(tmp_path, capsys):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        "name: warn\nregion: us-east-1\navailability_zone_id: use1-az6\n"
+        "compute: [{name: p5, instance_type: p5.48xlarge, count: 2}]\nnccl: {env: {NCCL_PROTO: simple}}\n"
+    )
+    assert main(["validate", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}: nccl.env.NCCL_PROTO: warning: remove it; NCCL_PROTO=simple was for aws-ofi-nccl")
