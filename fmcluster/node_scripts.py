@@ -7,18 +7,29 @@ full-line comments left out (the documented sources are the package files): EC2 
 and AWS PCS merges its own parts into the same 16 KB, so the whole part is kept under `USER_DATA_BUDGET`.
 The archive is built byte-for-byte the same on every synth (sorted members, zero timestamps and owners), so an
 unchanged script never changes the launch template.
+
+What does not fit in user data travels in the node bundle: a zip of every node script, `observability.sh`, the
+dashboards folder (Prometheus agent configuration, rules, Grafana dashboards) and `nccl-tests.sbatch`, laid out as
+`/opt/fmcluster` is on a node (`bundle_files()`). `bundle_path()` writes it for a CDK S3 asset; given that asset's
+URI, `bootstrap.sh` downloads and unpacks it, then runs `observability.sh` when asked (`NodeObservability`).
 """
 
 from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import io
+import os
 import re
 import shlex
 import tarfile
+import tempfile
 import textwrap
+import zipfile
+from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -37,6 +48,19 @@ _MOUNT_NAME = re.compile(r"^[A-Za-z0-9_]{1,16}$")
 _MOUNT_POINT = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
 _SSM_NAME = re.compile(r"^/?[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 _ARCHIVE_MARK = "FMCLUSTER_NODE_SCRIPTS"
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$")
+_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
+
+BUNDLE_DIR = "/opt/fmcluster"
+"""Where the node bundle unpacks on a node (HyperPod's lifecycle scripts install the same layout there)."""
+BUNDLE_SCRIPTS: tuple[str, ...] = (*NODE_SCRIPTS, "observability.sh")
+"""The scripts of `fmcluster/node/` in the bundle, under `node/`."""
+NCCL_TESTS = "nccl-tests.sbatch"
+"""The nccl-tests job (fmcluster/node/nccl-tests.sbatch); the bundle puts it at /opt/fmcluster/nccl-tests.sbatch."""
+DASHBOARDS = "dashboards"
+"""The package folder observability.sh needs beside node/: agent.yml, rules/, the Grafana dashboards."""
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+"""The earliest time a zip entry can hold: no build time ends up in the bundle."""
 
 
 def script_text(name: str) -> str:
@@ -72,6 +96,122 @@ def scripts_archive() -> bytes:
     return buffer.getvalue()
 
 
+def _package_files(folder: Traversable, prefix: str) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for entry in folder.iterdir():
+        if entry.name == "__pycache__":
+            continue
+        if entry.is_dir():
+            found.update(_package_files(entry, f"{prefix}{entry.name}/"))
+        else:
+            found[f"{prefix}{entry.name}"] = entry.read_bytes()
+    return found
+
+
+def dashboard_files() -> dict[str, bytes]:
+    """Every file of the package's dashboards folder, by path relative to it (e.g. "rules/alerts.yml")."""
+    return dict(sorted(_package_files(resources.files("fmcluster").joinpath(DASHBOARDS), "").items()))
+
+
+def bundle_files() -> dict[str, tuple[bytes, int]]:
+    """The node bundle: path under /opt/fmcluster -> (content, mode). Scripts and the sbatch job 0755, the rest 0644.
+
+    `node/` holds `BUNDLE_SCRIPTS` as the package has them (comments kept), `dashboards/` the dashboards folder,
+    and `nccl-tests.sbatch` sits at the top, where users find it.
+    """
+    node = resources.files("fmcluster").joinpath("node")
+    files: dict[str, tuple[bytes, int]] = {}
+    for name in BUNDLE_SCRIPTS:
+        files[f"node/{name}"] = (node.joinpath(name).read_bytes(), 0o644 if name == "lib.sh" else 0o755)
+    for name, data in dashboard_files().items():
+        files[f"{DASHBOARDS}/{name}"] = (data, 0o644)
+    files[NCCL_TESTS] = (node.joinpath(NCCL_TESTS).read_bytes(), 0o755)
+    return dict(sorted(files.items()))
+
+
+def bundle_archive() -> bytes:
+    """The node bundle as a reproducible zip: sorted entries, fixed times, Unix modes (which unzip restores).
+
+    Entries are stored, not deflated: deflate's output differs between zlib builds (zlib-ng, say), and a bundle
+    that changed with the build machine would change every launch template, which rolls the nodes.
+    """
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, mode="w", compression=zipfile.ZIP_STORED) as archive:
+        for name, (data, mode) in bundle_files().items():
+            info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
+            info.create_system = 3  # Unix, so that external_attr carries the mode
+            info.external_attr = (0o100000 | mode) << 16
+            info.compress_type = zipfile.ZIP_STORED
+            archive.writestr(info, data)
+    return buffer.getvalue()
+
+
+def bundle_path() -> str:
+    """The node bundle written to a file named after its content in the temporary directory, for an S3 asset.
+
+    Example::
+
+        bundle = s3_assets.Asset(stack, "NodeBundle", path=bundle_path())
+        bundle.grant_read(node_role)
+        user_data = bootstrap_user_data(bundle_s3_uri=bundle.s3_object_url, ...)
+
+    The same content always gives the same file name and bytes, and so the same asset hash (CDK hashes both); an
+    existing file with that content is left as it is, and a new one is written under a temporary name and renamed,
+    so concurrent synths never read a partial bundle. Only when another user's file holds the name is the bundle
+    left under its temporary name (a different asset hash for that synth).
+    """
+    data = bundle_archive()
+    path = os.path.join(tempfile.gettempdir(), f"fmcluster-node-bundle-{hashlib.sha256(data).hexdigest()[:16]}.zip")
+    try:
+        with open(path, "rb") as existing:
+            if existing.read() == data:
+                return path
+    except OSError:
+        pass
+    descriptor, partial = tempfile.mkstemp(prefix=".fmcluster-node-bundle-", suffix=".zip")
+    with os.fdopen(descriptor, "wb") as out:
+        out.write(data)
+    os.chmod(partial, 0o644)
+    try:
+        os.replace(partial, path)
+    except OSError:  # another user's file holds the name (a shared temporary directory): keep ours under its own
+        return partial
+    return path
+
+
+@dataclass(frozen=True)
+class NodeObservability:
+    """How `observability.sh` (from the node bundle) runs at the end of the bootstrap; see its header.
+
+    Args:
+        cluster_name: the cluster's name (the `cluster` label of every series).
+        endpoint_parameter: the SSM parameter holding the AMP workspace's Prometheus endpoint
+            (`fmcluster.constructs.observability.endpoint_parameter_name`); the node role needs ssm:GetParameter on it.
+        head_node: also run the Slurm exporter (nodes with sinfo/squeue: the PCS login nodes). Omitted: False.
+        grafana: also run a self-hosted Grafana (on the head node). Omitted: False.
+        mirror: an S3 prefix holding every binary and image observability.sh installs, for nodes without an internet
+            path (`network.egress: none`); the node role needs read on it. Omitted: the public release sites.
+    """
+
+    cluster_name: str
+    endpoint_parameter: str
+    head_node: bool = False
+    grafana: bool = False
+    mirror: str | None = None
+
+    def arguments(self, region: str) -> list[str]:
+        """observability.sh's arguments, shell-quoted."""
+        arguments = ["--cluster", self.cluster_name, "--region", region]
+        arguments += ["--endpoint-parameter", self.endpoint_parameter]
+        if self.head_node:
+            arguments.append("--head-node")
+        if self.grafana:
+            arguments.append("--grafana")
+        if self.mirror is not None:
+            arguments += ["--mirror", self.mirror]
+        return [shlex.quote(argument) for argument in arguments]
+
+
 def bootstrap_commands(
     *,
     lustre_dns_name: str | None = None,
@@ -80,9 +220,13 @@ def bootstrap_commands(
     lustre_efa: bool = False,
     nccl_parameter_name: str | None = None,
     region: str | None = None,
+    bundle_s3_uri: str | None = None,
+    observability: NodeObservability | None = None,
 ) -> list[str]:
     """The shell commands of the user data (see `bootstrap_user_data` for the arguments)."""
     _check(lustre_dns_name, lustre_mount_name, lustre_mount_point, lustre_efa, nccl_parameter_name)
+    _check_bundle(bundle_s3_uri, observability)
+    region = region if region is not None else cdk.Aws.REGION
     encoded = "\n".join(textwrap.wrap(base64.b64encode(scripts_archive()).decode("ascii"), 76))
     arguments: list[str] = []
     if lustre_dns_name is not None and lustre_mount_name is not None:
@@ -97,6 +241,10 @@ def bootstrap_commands(
             arguments.append("--lustre-efa")
     if nccl_parameter_name is not None:
         arguments += ["--nccl-parameter", shlex.quote(nccl_parameter_name)]
+    if bundle_s3_uri is not None:
+        arguments += ["--bundle", shlex.quote(bundle_s3_uri)]
+    if observability is not None:
+        arguments += ["--observability", *observability.arguments(region)]  # the rest goes to observability.sh
     return [
         "set -euo pipefail",
         "# fmcluster node bootstrap: unpack the node scripts, then run bootstrap.sh (logs: /var/log/fmcluster/)",
@@ -105,7 +253,7 @@ def bootstrap_commands(
         f"base64 -d <<'{_ARCHIVE_MARK}' | tar -xzmf - --no-same-owner -C \"$dest\"",
         encoded,
         _ARCHIVE_MARK,
-        f"export AWS_DEFAULT_REGION={shlex.quote(region if region is not None else cdk.Aws.REGION)}",
+        f"export AWS_DEFAULT_REGION={shlex.quote(region)}",
         " ".join(['"$dest/bootstrap.sh"', *arguments]),
     ]
 
@@ -118,13 +266,17 @@ def bootstrap_user_data(
     lustre_efa: bool = False,
     nccl_parameter_name: str | None = None,
     region: str | None = None,
+    bundle_s3_uri: str | None = None,
+    observability: NodeObservability | None = None,
     multipart: bool = True,
 ) -> ec2.UserData:
     """EC2 user data that installs fmcluster's node scripts and runs `bootstrap.sh` at first boot.
 
     The node gets local NVMe scratch at /scratch (RAID 0 of the instance-store disks), the Lustre file system at
     `lustre_mount_point` when one is given, and the NCCL environment in /etc/profile.d/fmcluster-nccl.sh and
-    /etc/fmcluster/nccl.env. Every value may be a CDK token (e.g. `lustre.dns_name`), resolved at deploy time.
+    /etc/fmcluster/nccl.env; with `bundle_s3_uri`, the node bundle unpacked in /opt/fmcluster (so
+    /opt/fmcluster/nccl-tests.sbatch), and with `observability`, observability.sh run from it. Every value may be a
+    CDK token (e.g. `lustre.dns_name`), resolved at deploy time.
 
     Example::
 
@@ -143,7 +295,13 @@ def bootstrap_user_data(
             set-up). Omitted: False (TCP).
         nccl_parameter_name: an SSM parameter holding a JSON object of NCCL/libfabric variables laid over the
             defaults; the node role needs ssm:GetParameter on it. Omitted: the defaults alone.
-        region: the region of the SSM parameter. Omitted: the stack's region (`AWS::Region`).
+        region: the region of the SSM parameters (and observability.sh's `--region`). Omitted: the stack's region
+            (`AWS::Region`).
+        bundle_s3_uri: the S3 URI of the node bundle (`bundle_path()` as an S3 asset: its `s3_object_url`); the
+            node role needs read on it. The node downloads it with retries (in the region its instance metadata
+            names) and unpacks it into /opt/fmcluster. Omitted: no bundle.
+        observability: run observability.sh from the bundle with these settings; needs `bundle_s3_uri`.
+            Omitted: no metrics collection on the node.
         multipart: return MIME multi-part user data with one shell part, the form AWS PCS requires (it merges
             its own parts in); False returns a plain shell script. Omitted: True.
     """
@@ -156,6 +314,8 @@ def bootstrap_user_data(
             lustre_efa=lustre_efa,
             nccl_parameter_name=nccl_parameter_name,
             region=region,
+            bundle_s3_uri=bundle_s3_uri,
+            observability=observability,
         )
     )
     user_data = shell
@@ -188,5 +348,26 @@ def _check(dns_name: str | None, mount_name: str | None, mount_point: str, efa: 
     ):
         if value is not None and not cdk.Token.is_unresolved(value) and not pattern.match(value):
             problems.append(f"{prop}: must be {right}; got {value!r}")
+    if problems:
+        raise ValueError("\n".join(f"bootstrap_user_data: {problem}" for problem in problems))
+
+
+def _check_bundle(bundle_s3_uri: str | None, observability: NodeObservability | None) -> None:
+    problems = []
+    if bundle_s3_uri is not None and not cdk.Token.is_unresolved(bundle_s3_uri) and not _S3_URI.match(bundle_s3_uri):
+        problems.append(f"bundle_s3_uri: must be an S3 URI like s3://bucket/bundle.zip; got {bundle_s3_uri!r}")
+    if observability is not None:
+        if bundle_s3_uri is None:
+            problems.append(
+                "observability: needs bundle_s3_uri (observability.sh and its dashboards come in the node bundle)"
+            )
+        for prop, value, pattern, right in (
+            ("cluster_name", observability.cluster_name, _CLUSTER_NAME, "a cluster name like llm-pretrain"),
+            ("endpoint_parameter", observability.endpoint_parameter, _SSM_NAME,
+             "an SSM parameter name like /fmcluster/llm/observability/prometheus-endpoint"),
+            ("mirror", observability.mirror, _S3_URI, "an S3 prefix like s3://my-bucket/fmcluster-mirror"),
+        ):  # fmt: skip
+            if value is not None and not cdk.Token.is_unresolved(value) and not pattern.match(value):
+                problems.append(f"observability.{prop}: must be {right}; got {value!r}")
     if problems:
         raise ValueError("\n".join(f"bootstrap_user_data: {problem}" for problem in problems))

@@ -21,12 +21,20 @@ from constructs import Construct
 from pydantic import ValidationError
 
 from fmcluster.config.errors import problems_from_validation_error
-from fmcluster.config.models import TRAINING_PLAN_ARN_PATTERN, ComputeGroup, Orchestrator
+from fmcluster.config.models import (
+    S3_URI_PATTERN,
+    TRAINING_PLAN_ARN_PATTERN,
+    ComputeGroup,
+    Observability,
+    Orchestrator,
+)
 from fmcluster.config.regions import REGIONS
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.lustre import LustreStorage
 from fmcluster.constructs.nag import nag_form
+from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
 from fmcluster.constructs.props import check_props
+from fmcluster.node_scripts import DASHBOARDS, NCCL_TESTS, dashboard_files
 
 CONTROLLER_GROUP = "controller"
 """Instance group (and Slurm node type Controller) of the one slurmctld node."""
@@ -58,8 +66,15 @@ LIFECYCLE_SCRIPTS: Mapping[str, str] = {
     "lib.sh": "node/lib.sh",
     "nvme-raid.sh": "node/nvme-raid.sh",
     "nccl-env.sh": "node/nccl-env.sh",
+    "observability.sh": "node/observability.sh",
 }
 """Object name under the lifecycle prefix -> package file of fmcluster: flat, so `lib.sh` sits next to the scripts."""
+LIFECYCLE_DATA: Mapping[str, str] = {
+    NCCL_TESTS: f"node/{NCCL_TESTS}",
+    **{f"{DASHBOARDS}/{name}": f"{DASHBOARDS}/{name}" for name in dashboard_files()},
+}
+"""Files the lifecycle installs besides the scripts: the nccl-tests job and the dashboards folder observability.sh
+reads (object name under the lifecycle prefix -> package file)."""
 SAGEMAKER_BUCKET_PREFIX = "sagemaker-"
 """HyperPod's managed instance policy reaches only such buckets (SageMaker API reference, ClusterLifeCycleConfig)."""
 MAX_BUCKET_NAME = 63
@@ -107,15 +122,20 @@ class HyperPodSlurmCluster(Construct):
     from that SageMaker training plan. Every group mounts the FSx for Lustre file system at /fsx. Faulty nodes are
     replaced automatically. The nodes' interfaces live in `subnet`, in `security_groups`.
 
-    Lifecycle: the scripts of `fmcluster/node/hyperpod/`, with `lib.sh`, `nvme-raid.sh` and `nccl-env.sh` of
-    `fmcluster/node/` beside them (`LIFECYCLE_SCRIPTS`), and a `fmcluster.env` of this cluster's settings are
+    Lifecycle: the scripts of `fmcluster/node/hyperpod/`, with `lib.sh`, `nvme-raid.sh`, `nccl-env.sh` and
+    `observability.sh` of `fmcluster/node/` beside them (`LIFECYCLE_SCRIPTS`), `nccl-tests.sbatch` and the
+    `dashboards/` folder (`LIFECYCLE_DATA`), and a `fmcluster.env` of this cluster's settings are
     deployed from the installed package into a bucket of this construct, named
     `sagemaker-<cluster name>-<account>-<region>` (HyperPod's managed instance policy reaches only `sagemaker-*`
     buckets; a cluster name too long for S3's 63 characters is shortened and given a hash).
     `on_create.sh` runs on every node as it joins: /scratch on local NVMe, the NCCL environment from the SSM
     parameter `<nccl prefix>/<group>/nccl-env`, enroot and pyxis with caches on /scratch, and on the controller
     the training image named by the SSM parameter `/fmcluster/<cluster>/image-uri` (when it exists) imported once
-    into a squashfs on /fsx. Logs: /var/log/fmcluster/lifecycle.log on the node, and HyperPod's CloudWatch group.
+    into a squashfs on /fsx; /opt/fmcluster/nccl-tests.sbatch and /opt/fmcluster/dashboards; and, with
+    `prometheus="managed"`, `observability.sh` (exporters and a Prometheus agent remote-writing to the workspace
+    whose endpoint `ClusterObservability` publishes in SSM; on the controller also the Slurm exporter, and Grafana
+    when `grafana="self-hosted"`). Logs: /var/log/fmcluster/lifecycle.log on the node, and HyperPod's CloudWatch
+    group.
     The bucket only holds scripts rebuilt from the package on every deploy, so it is deleted with the stack
     whatever `removal_policy` says: a retained bucket's fixed name would make the next deploy fail.
 
@@ -172,6 +192,17 @@ class HyperPodSlurmCluster(Construct):
         controller_volume_gib: size of the controller's extra EBS volume, 1-16384 GiB. Omitted: 500.
         slurm_config_strategy: "Managed", "Overwrite" or "Merge" (how HyperPod treats slurm.conf changes made
             outside the API). Omitted: HyperPod's default.
+        prometheus: "managed": every node runs fmcluster/node/observability.sh (node, EFA, Lustre and GPU exporters
+            and a Prometheus agent) remote-writing to the Amazon Managed Service for Prometheus workspace whose
+            endpoint is in the SSM parameter `endpoint_parameter_name(cluster_name)` (give the same cluster name to a
+            `ClusterObservability` with `node_roles=[cluster.role]`); the controller also runs the Slurm exporter.
+            "none": no collectors on the nodes. Omitted: "none".
+        grafana: "self-hosted" runs Grafana on the controller (needs `prometheus="managed"`, its data source);
+            "managed" (an Amazon Managed Grafana workspace of `ClusterObservability`) and "none" run none on the
+            nodes. Omitted: "none".
+        observability_mirror: an S3 prefix holding every binary and image observability.sh installs (its header
+            gives the layout), for nodes without an internet path; the role must be able to read it. Omitted: the
+            public release sites.
         removal_policy: what `cdk destroy` does to the node log group. Omitted: RETAIN.
 
     Raises:
@@ -184,7 +215,8 @@ class HyperPodSlurmCluster(Construct):
         instance_group_names: controller, then login (when there is one), then the compute groups.
         lifecycle_bucket, lifecycle_s3_uri, lifecycle_deployment: where the scripts are and what puts them there.
         node_log_group: a log group the nodes may write to (for agents shipping /var/log/fmcluster).
-        parameter_prefix, nccl_parameter_prefix, image_parameter_name: the SSM names the nodes read.
+        parameter_prefix, nccl_parameter_prefix, image_parameter_name, endpoint_parameter_name: the SSM names the
+            nodes read.
         metrics_namespace: the CloudWatch namespace the nodes may put metrics in.
         connections: the nodes' security groups.
     """
@@ -210,6 +242,9 @@ class HyperPodSlurmCluster(Construct):
         access_logs_bucket: s3.IBucket | None = None,
         controller_volume_gib: int = CONTROLLER_VOLUME_GIB,
         slurm_config_strategy: str | None = None,
+        prometheus: PrometheusMode = "none",
+        grafana: GrafanaMode = "none",
+        observability_mirror: str | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         stack = cdk.Stack.of(scope)
@@ -225,6 +260,9 @@ class HyperPodSlurmCluster(Construct):
             nccl_parameter_prefix=nccl_parameter_prefix,
             controller_volume_gib=controller_volume_gib,
             slurm_config_strategy=slurm_config_strategy,
+            prometheus=prometheus,
+            grafana=grafana,
+            observability_mirror=observability_mirror,
             region=stack.region,
             account=stack.account,
         )
@@ -238,6 +276,8 @@ class HyperPodSlurmCluster(Construct):
         self.nccl_parameter_prefix = nccl_parameter_prefix or self.parameter_prefix
         self.image_parameter_name = f"{self.parameter_prefix}/image-uri"
         """SSM parameter the controller reads the training image's ECR URI from (optional at deploy time)."""
+        self.endpoint_parameter_name = endpoint_parameter_name(cluster_name)
+        """SSM parameter observability.sh reads the Prometheus endpoint from (with prometheus="managed")."""
         self.metrics_namespace = f"fmcluster/{cluster_name}"
         """The CloudWatch namespace nodes may put metrics in."""
         self.connections = ec2.Connections(security_groups=list(security_groups))
@@ -274,6 +314,7 @@ class HyperPodSlurmCluster(Construct):
             destination_key_prefix=LIFECYCLE_PREFIX,
             sources=[
                 *(s3deploy.Source.data(name, _package_text(path)) for name, path in LIFECYCLE_SCRIPTS.items()),
+                *(s3deploy.Source.data(name, _package_data(path)) for name, path in LIFECYCLE_DATA.items()),
                 s3deploy.Source.data(
                     LIFECYCLE_ENV,
                     lifecycle_settings(
@@ -282,6 +323,10 @@ class HyperPodSlurmCluster(Construct):
                         nccl_parameter_prefix=self.nccl_parameter_prefix,
                         image_parameter_name=self.image_parameter_name,
                         mount_path=MOUNT_PATH if lustre_dns_name is not None else "",
+                        prometheus=prometheus,
+                        grafana=grafana,
+                        endpoint_parameter_name=self.endpoint_parameter_name if prometheus == "managed" else "",
+                        mirror=observability_mirror or "",
                     ),
                 ),
             ],
@@ -579,6 +624,9 @@ def validate_props(
     slurm_config_strategy: str | None,
     region: str,
     account: str,
+    prometheus: str = "none",
+    grafana: str = "none",
+    observability_mirror: str | None = None,
 ) -> tuple[ComputeGroup, ...]:
     """The compute groups as models; or ValueError naming every problem, one line each."""
     problems: list[str] = []
@@ -602,6 +650,15 @@ def validate_props(
         )
     except ValueError as error:
         problems.extend(line.removeprefix(": ") for line in str(error).splitlines())
+    try:
+        check_props(Observability, "", prometheus=prometheus, grafana=grafana)
+    except ValueError as error:
+        problems.extend(line.removeprefix(": ") for line in str(error).splitlines())
+    if grafana == "self-hosted" and prometheus == "none":
+        problems.append("grafana: 'self-hosted' needs prometheus='managed' as its data source; got prometheus='none'")
+    mirror = observability_mirror
+    if mirror is not None and not _token(mirror) and not S3_URI_PATTERN.match(mirror):
+        problems.append(f"observability_mirror: must be an S3 prefix like s3://bucket/fmcluster-mirror; got {mirror!r}")
     groups: list[ComputeGroup] = []
     if not compute_groups:
         problems.append("compute_groups: needs at least one compute group (each becomes a Slurm partition); got none")
@@ -684,9 +741,22 @@ def lifecycle_bucket_name(cluster_name: str, account: str, region: str) -> str:
 
 
 def lifecycle_settings(
-    *, cluster_name: str, region: str, nccl_parameter_prefix: str, image_parameter_name: str, mount_path: str
+    *,
+    cluster_name: str,
+    region: str,
+    nccl_parameter_prefix: str,
+    image_parameter_name: str,
+    mount_path: str,
+    prometheus: str = "none",
+    grafana: str = "none",
+    endpoint_parameter_name: str = "",
+    mirror: str = "",
 ) -> str:
-    """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens)."""
+    """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens).
+
+    `prometheus`, `grafana`, `endpoint_parameter_name` and `mirror` are what on_create.sh's observability step needs
+    (it runs only when `prometheus` is "managed"; an empty mirror means the public release sites).
+    """
     settings = {
         "FMCLUSTER_CLUSTER": cluster_name,
         "FMCLUSTER_REGION": region,
@@ -694,12 +764,21 @@ def lifecycle_settings(
         "FMCLUSTER_IMAGE_PARAMETER": image_parameter_name,
         "FMCLUSTER_CONTROLLER_GROUP": CONTROLLER_GROUP,
         "FMCLUSTER_FSX_MOUNT": mount_path,
+        "FMCLUSTER_PROMETHEUS": prometheus,
+        "FMCLUSTER_GRAFANA": grafana,
+        "FMCLUSTER_ENDPOINT_PARAMETER": endpoint_parameter_name,
+        "FMCLUSTER_MIRROR": mirror,
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
 def _package_text(path: str) -> str:
     return resources.files("fmcluster").joinpath(path).read_text(encoding="ascii")
+
+
+def _package_data(path: str) -> str:
+    """A data file of the package (dashboards may hold any UTF-8 text; scripts are ASCII)."""
+    return resources.files("fmcluster").joinpath(path).read_text(encoding="utf-8")
 
 
 def _acknowledge_deployment_findings(deployment: s3deploy.BucketDeployment, bucket: s3.IBucket) -> None:

@@ -96,6 +96,7 @@ verify() {
 
 # install_release COMPONENT VERSION URL_BASE ARCHIVE SUMS STRIP: unpack a checked release archive into
 # $INSTALL_ROOT/COMPONENT-VERSION (nothing to do when it is there already); prints that directory.
+# Callers run it in a command substitution, which does not inherit set -e: the steps that can fail are checked here.
 install_release() {
   local component="$1" version="$2" url_base="$3" archive="$4" sums="$5" strip="$6" dest tmp
   dest="$INSTALL_ROOT/$component-$version"
@@ -105,16 +106,22 @@ install_release() {
   fi
   log INFO "installing $component $version${MIRROR:+ from $MIRROR}"
   mkdir -p "$INSTALL_ROOT"
-  tmp="$(mktemp -d "$INSTALL_ROOT/.download.XXXXXX")"
-  fetch "$component" "$version" "$url_base" "$archive" "$tmp/$archive"
-  fetch "$component" "$version" "$url_base" "$sums" "$tmp/$sums"
+  tmp="$(mktemp -d "$INSTALL_ROOT/.download.XXXXXX")" || die "cannot make a download directory in $INSTALL_ROOT"
+  if ! fetch "$component" "$version" "$url_base" "$archive" "$tmp/$archive" ||
+    ! fetch "$component" "$version" "$url_base" "$sums" "$tmp/$sums"; then
+    rm -rf "$tmp"
+    die "not installing $component $version: it could not be downloaded${MIRROR:+ from $MIRROR}"
+  fi
   if ! verify "$tmp/$archive" "$tmp/$sums"; then
     rm -rf "$tmp"
     die "not installing $component $version: its download does not match the release's checksums"
   fi
   rm -rf "$dest"
   mkdir -p "$dest"
-  tar -xzf "$tmp/$archive" -C "$dest" --strip-components="$strip" --no-same-owner
+  if ! tar -xzf "$tmp/$archive" -C "$dest" --strip-components="$strip" --no-same-owner; then
+    rm -rf "$tmp" "$dest"
+    die "not installing $component $version: $archive does not unpack"
+  fi
   rm -rf "$tmp"
   : >"$dest/.fmcluster-installed"
   printf '%s\n' "$dest"

@@ -47,7 +47,13 @@ class ClusterStacks:
 
 
 def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
-    """Add every stack of `config` to `app`, tag them, and apply cdk-nag's AwsSolutions pack."""
+    """Add every stack of `config` to `app`, tag them, and apply cdk-nag's AwsSolutions pack to the app.
+
+    >>> from fmcluster.config import load
+    >>> stacks = build(cdk.App(), load("examples/quickstart.yaml"))
+    >>> [stack.stack_name for stack in stacks.all()]
+    ['quickstart-network', 'quickstart-storage', 'quickstart-image', 'quickstart-cluster', 'quickstart-observability']
+    """
     environment = cdk.Environment(account=config.account, region=config.region)
     network = NetworkStack(
         app,
@@ -96,7 +102,8 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         description=f"fmcluster {config.name}: Amazon Managed Prometheus, Grafana, alarms and node-health events",
     )
     stacks = ClusterStacks(network, storage, image, cluster, observability)
-    for key, value in {**config.tags, "fmcluster:cluster": config.name}.items():
-        cdk.Tags.of(app).add(key, value)
+    for stack in stacks.all():  # only these stacks: other stacks of a library user's app keep their own tags
+        for key, value in {**config.tags, "fmcluster:cluster": config.name}.items():
+            cdk.Tags.of(stack).add(key, value)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stacks

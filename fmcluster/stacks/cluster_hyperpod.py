@@ -7,7 +7,7 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
-from fmcluster.stacks.cluster_services import nccl_tuning
+from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
 from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
@@ -21,7 +21,9 @@ class HyperPodClusterStack(cdk.Stack):
     Lustre file system is mounted at /fsx on every node. The execution role gets the storage stack's node data
     policy (read datasets, read and write checkpoints), as AWS PCS nodes do. `orchestrator.controller_instance_type`
     and `login_instance_type` size the controller and the optional login node. The node log group follows
-    `storage.retain_on_delete`.
+    `storage.retain_on_delete`. With `observability.prometheus: managed` every node runs observability.sh (the
+    controller as head node, with Grafana when `observability.grafana` is `self-hosted`), taking its downloads from
+    the data bucket's fmcluster-mirror/ prefix when `network.egress` is `none`.
     """
 
     def __init__(
@@ -47,6 +49,9 @@ class HyperPodClusterStack(cdk.Stack):
             login_instance_type=config.orchestrator.login_instance_type,
             file_system=storage.lustre,
             image_repositories=[image.training_image.repository],
+            prometheus=config.observability.prometheus,
+            grafana=config.observability.grafana,
+            observability_mirror=observability_mirror(config, storage),
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
         self.hyperpod.role.add_managed_policy(storage.node_data_policy)

@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig, ComputeGroup
 from fmcluster.constructs.efa import EfaLaunchTemplate
 from fmcluster.constructs.nag import acknowledge_wildcards
+from fmcluster.constructs.observability import endpoint_parameter_name
 from fmcluster.constructs.pcs import PcsSlurmCluster
-from fmcluster.node_scripts import bootstrap_user_data
-from fmcluster.stacks.cluster_services import nccl_tuning
+from fmcluster.node_scripts import NodeObservability, bootstrap_user_data, bundle_path
+from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
 from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
 LOGIN_ROOT_VOLUME_GIB = 200
+HEAD_NODE_INSTANCE_TYPE = "m5.xlarge"
+"""The head node made when there is no login node but metrics need one: Slurm exporter and Grafana fit 4 vCPUs."""
 ROOT_DEVICE = "/dev/xvda"
 """Root device of Amazon Linux 2023, which the AWS PCS sample AMIs (and most PCS images) are built on; a
 mismatch would attach a second volume and leave the root at the AMI's size."""
 PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "odcr": "ONDEMAND", "capacity-block": "CAPACITY_BLOCK"}
 """An ODCR is consumed as on-demand capacity through the launch template's reservation target."""
+ASSET_READ_ACTIONS = ("s3:GetObject*", "s3:GetBucket*", "s3:List*")
+"""What `Asset.grant_read` allows (CDK's bucket read grant)."""
 
 
 class PcsClusterStack(cdk.Stack):
@@ -30,7 +38,12 @@ class PcsClusterStack(cdk.Stack):
 
     Every compute group gets an `EfaLaunchTemplate` (all EFA interfaces, its capacity, its placement group)
     whose user data makes /scratch on local NVMe, mounts the FSx file system at /fsx (over EFA where the file
-    system and the node support it) and writes the NCCL environment.
+    system and the node support it) and writes the NCCL environment. Every node, login nodes included, then
+    unpacks the node bundle (an S3 asset: the node scripts, observability.sh, the dashboards folder and
+    nccl-tests.sbatch) into /opt/fmcluster and, with `observability.prometheus: managed`, runs observability.sh;
+    the login node is the head node (Slurm exporter, and Grafana when `observability.grafana` is `self-hosted`);
+    without one, a small node group `fmcluster_head` of its own plays that part.
+    With `network.egress: none` observability.sh takes its downloads from the data bucket's fmcluster-mirror/ prefix.
     """
 
     def __init__(
@@ -46,7 +59,7 @@ class PcsClusterStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         orchestrator = config.orchestrator
-        login_nodes = 1 if orchestrator.login_instance_type else 0
+        head_nodes = 1 if orchestrator.login_instance_type or config.observability.prometheus == "managed" else 0
         efa_group = network.network.efa_security_group
         subnet = network.network.compute_subnet
         self.slurm = PcsSlurmCluster(
@@ -56,7 +69,7 @@ class PcsClusterStack(cdk.Stack):
             subnet=subnet,
             security_groups=[efa_group],
             slurm_version=orchestrator.slurm_version,
-            expected_nodes=config.total_nodes + login_nodes,
+            expected_nodes=config.total_nodes + head_nodes,
         )
         self._grant_node_access(config, storage)
         image.training_image.grant_pull(self.slurm.role)
@@ -69,6 +82,10 @@ class PcsClusterStack(cdk.Stack):
         self.nccl = nccl_tuning(self, config)
         self.node_role = self.slurm.role
         """The role every node of the cluster runs with."""
+        self.node_bundle = self._node_bundle()
+        """The node bundle (`fmcluster.node_scripts.bundle_files()`) as an S3 asset the nodes may read."""
+        bundle_uri = self.node_bundle.s3_object_url
+        observability = self._observability(config, storage)
         lustre = storage.lustre
         self.launch_templates: dict[str, EfaLaunchTemplate] = {}
         for group in config.compute:
@@ -89,6 +106,8 @@ class PcsClusterStack(cdk.Stack):
                     lustre_mount_name=lustre.mount_name,
                     lustre_efa=_mounts_over_efa(config, group),
                     nccl_parameter_name=self.nccl.parameter_names[group.name],
+                    bundle_s3_uri=bundle_uri,
+                    observability=observability,
                 ),
             )
             self.launch_templates[group.name] = template
@@ -101,11 +120,29 @@ class PcsClusterStack(cdk.Stack):
                 purchase_option=PURCHASE_OPTIONS[group.capacity],
                 ami_id=orchestrator.ami_id,
             )
-        if orchestrator.login_instance_type:
-            login = self._login_template(orchestrator.login_instance_type, efa_group, lustre)
+        head_type, head_name = orchestrator.login_instance_type, "login"
+        if head_type is None and observability is not None:
+            # No login node, but metrics want a head node (Slurm exporter, self-hosted Grafana): a small one of its
+            # own, as a PCS node group so it gets the cluster's Slurm configuration. The underscore keeps the name
+            # apart from every compute group's (those allow none).
+            head_type, head_name = HEAD_NODE_INSTANCE_TYPE, "fmcluster_head"
+        if head_type is not None:
+            head = None
+            if observability is not None:
+                head = replace(observability, head_node=True, grafana=config.observability.grafana == "self-hosted")
+            login = self._login_template(
+                head_type,
+                efa_group,
+                bootstrap_user_data(
+                    lustre_dns_name=lustre.dns_name,
+                    lustre_mount_name=lustre.mount_name,
+                    bundle_s3_uri=bundle_uri,
+                    observability=head,
+                ),
+            )
             self.slurm.add_node_group(
-                "login",
-                instance_type=orchestrator.login_instance_type,
+                head_name,
+                instance_type=head_type,
                 count=1,
                 launch_template_id=login.launch_template_id,
                 launch_template_version=login.latest_version_number,
@@ -124,7 +161,32 @@ class PcsClusterStack(cdk.Stack):
             reason="Nodes read only this cluster's own SSM parameters (NCCL settings per group, image URI)",
         )
 
-    def _login_template(self, instance_type: str, group: ec2.ISecurityGroup, lustre) -> ec2.LaunchTemplate:
+    def _node_bundle(self) -> s3_assets.Asset:
+        bundle = s3_assets.Asset(self, "NodeBundle", path=bundle_path())
+        bundle.grant_read(self.slurm.role)
+        acknowledge_wildcards(
+            self.slurm.role,
+            actions=ASSET_READ_ACTIONS,
+            resources=[bundle.bucket.arn_for_objects("*")],
+            reason="CDK's Asset.grant_read: nodes read their node bundle (scripts, dashboards, the nccl-tests job) "
+            "from the CDK bootstrap assets bucket, read-only; that bucket holds deployment artifacts of this "
+            "account's CDK apps (code and scripts named by content hash), not training data",
+        )
+        return bundle
+
+    def _observability(self, config: ClusterConfig, storage: StorageStack) -> NodeObservability | None:
+        """observability.sh's settings for compute nodes (None with `observability.prometheus: none`)."""
+        if config.observability.prometheus != "managed":
+            return None
+        return NodeObservability(
+            cluster_name=config.name,
+            endpoint_parameter=endpoint_parameter_name(config.name),
+            mirror=observability_mirror(config, storage),
+        )
+
+    def _login_template(
+        self, instance_type: str, group: ec2.ISecurityGroup, user_data: ec2.UserData
+    ) -> ec2.LaunchTemplate:
         """Login nodes: no EFA, the cluster's group, IMDSv2, an encrypted gp3 root volume, /fsx mounted."""
         return ec2.LaunchTemplate(
             self,
@@ -132,7 +194,7 @@ class PcsClusterStack(cdk.Stack):
             security_group=group,
             require_imdsv2=True,
             http_put_response_hop_limit=2,
-            user_data=bootstrap_user_data(lustre_dns_name=lustre.dns_name, lustre_mount_name=lustre.mount_name),
+            user_data=user_data,
             block_devices=[
                 ec2.BlockDevice(
                     device_name=ROOT_DEVICE,

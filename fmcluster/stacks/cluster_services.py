@@ -7,6 +7,11 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.nccl import NcclTuning
+from fmcluster.stacks.storage import StorageStack
+
+OBSERVABILITY_MIRROR_PREFIX = "fmcluster-mirror"
+"""Key prefix, in the project's data bucket, of the binaries and images observability.sh installs on nodes that have
+no internet path; the layout is the one observability.sh's header gives for --mirror."""
 
 
 def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
@@ -22,3 +27,11 @@ def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
         user_env=config.nccl.env,
         removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
     )
+
+
+def observability_mirror(config: ClusterConfig, storage: StorageStack) -> str | None:
+    """With `network.egress: none`: s3://<data bucket>/fmcluster-mirror, where observability.sh takes its downloads
+    from (the nodes may read the data bucket); with a NAT gateway: None (the public release sites)."""
+    if config.network.egress != "none":
+        return None
+    return f"s3://{storage.buckets.data_bucket.bucket_name}/{OBSERVABILITY_MIRROR_PREFIX}"

@@ -3,8 +3,8 @@
 A test machine is no HyperPod node: it has no /opt/ml/config/resource_config.json, no NVMe instance store, no FSx
 mount, no enroot, pyxis or Slurm, no SSM parameters, no ECR, and the scripts must never touch its real /etc. So
 each test runs the scripts as HyperPod would (`on_create.sh` from a directory holding exactly what the
-HyperPodSlurmCluster construct deploys: the scripts of LIFECYCLE_SCRIPTS, flat, and the fmcluster.env it writes)
-with:
+HyperPodSlurmCluster construct deploys: the scripts of LIFECYCLE_SCRIPTS, flat, the files of LIFECYCLE_DATA
+(nccl-tests.sbatch, dashboards/) and the fmcluster.env it writes) with:
 
 * a PATH holding only stub commands written into tmp_path, each recording its arguments and answering from a small
   state directory the test prepares: `hostname` (the node's addresses, so the script finds its instance group),
@@ -17,7 +17,9 @@ with:
   resource config, /opt/slurm, /etc/enroot, /scratch, /fsx, /opt/fmcluster and /var/log/fmcluster all live in the
   test's own directory; TMPDIR inside tmp_path too, for the private credentials directory.
 
-The tests then check the commands the scripts ran and the files they left.
+The tests then check the commands the scripts ran and the files they left. Where a test checks the arguments the
+observability step gives observability.sh, the deployed observability.sh is a recorder (the real one, tested in
+tests/observability/, would install exporters); one test runs the real one to see its failure reported.
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.constructs.hyperpod import LIFECYCLE_ENV, LIFECYCLE_SCRIPTS, _package_text, lifecycle_settings
+from fmcluster.constructs.hyperpod import (
+    LIFECYCLE_DATA,
+    LIFECYCLE_ENV,
+    LIFECYCLE_SCRIPTS,
+    _package_data,
+    _package_text,
+    lifecycle_settings,
+)
 
 HYPERPOD_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "hyperpod"
 SCRIPTS = ("on_create.sh", "enroot-pyxis.sh", "import-image.sh")
@@ -170,9 +179,12 @@ def node(tmp_path: Path) -> Node:
     for name, body in STUBS.items():
         (stub_bin / name).write_text(_RECORD + body + "\n")
         (stub_bin / name).chmod(0o755)
-    # What the construct deploys: every script, flat, and fmcluster.env.
+    # What the construct deploys: every script, flat, the data files (dashboards/ below), and fmcluster.env.
     for name, package_path in LIFECYCLE_SCRIPTS.items():
         (lifecycle / name).write_text(_package_text(package_path))
+    for name, package_path in LIFECYCLE_DATA.items():
+        (lifecycle / name).parent.mkdir(parents=True, exist_ok=True)
+        (lifecycle / name).write_text(_package_data(package_path))
     (lifecycle / LIFECYCLE_ENV).write_text(
         lifecycle_settings(
             cluster_name=CLUSTER,
@@ -555,3 +567,140 @@ def test_scripts_also_run_from_the_package_layout(node):
     result = node.run(script=HYPERPOD_DIR / "enroot-pyxis.sh")
     assert result.returncode == 0, result.stderr
     assert node.path("/etc/enroot/enroot.conf").exists()
+
+
+# -- observability, the dashboards and the nccl-tests job ------------------------------------------------------
+
+PARAMETER = f"/fmcluster/{CLUSTER}/observability/prometheus-endpoint"
+MIRROR = "s3://quickstart-data-0123456789ab/fmcluster-mirror"
+RECORDER = """#!/usr/bin/env bash
+{ printf '%s' "$0"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_STATE/observability-calls"
+printf '%s\\n' "${PATH%%:*}" >"$STUB_STATE/observability-path"
+"""
+"""Stands in for the deployed observability.sh: records where it ran from, its arguments and PATH's first entry."""
+
+
+def observe(node: Node, *, prometheus: str = "managed", grafana: str = "self-hosted", mirror: str = "",
+            recorder: bool = True) -> None:  # fmt: skip
+    """Rewrite fmcluster.env as the construct does for these observability settings; stand in for observability.sh."""
+    (node.lifecycle / LIFECYCLE_ENV).write_text(
+        lifecycle_settings(
+            cluster_name=CLUSTER,
+            region=REGION,
+            nccl_parameter_prefix=f"/fmcluster/{CLUSTER}",
+            image_parameter_name=f"/fmcluster/{CLUSTER}/image-uri",
+            mount_path="/fsx",
+            prometheus=prometheus,
+            grafana=grafana,
+            endpoint_parameter_name=PARAMETER if prometheus == "managed" else "",
+            mirror=mirror,
+        )
+    )
+    if recorder:
+        (node.lifecycle / "observability.sh").write_text(RECORDER)
+
+
+def observability_calls(node: Node) -> list[list[str]]:
+    calls = node.state / "observability-calls"
+    return [shlex.split(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+
+
+def test_install_puts_the_dashboards_and_the_nccl_tests_job_in_opt_fmcluster(node):
+    assert node.run().returncode == 0
+    dashboards = node.path("/opt/fmcluster/dashboards")
+    installed = {str(p.relative_to(dashboards)): p.read_text() for p in dashboards.rglob("*") if p.is_file()}
+    assert installed == {
+        name.removeprefix("dashboards/"): _package_data(path)
+        for name, path in LIFECYCLE_DATA.items()
+        if name.startswith("dashboards/")
+    }
+    assert {"agent.yml", "rules/alerts.yml", "rules/recording.yml", "gpu.json"} <= set(installed)
+    job = node.path("/opt/fmcluster/nccl-tests.sbatch")
+    assert job.read_text() == _package_text("node/nccl-tests.sbatch")
+    assert stat.S_IMODE(job.stat().st_mode) == 0o755
+    log = node.script_log("lifecycle")
+    assert "nccl-tests job installed as /opt/fmcluster/nccl-tests.sbatch" in log
+
+
+def test_with_prometheus_none_no_observability_step_runs(node):
+    observe(node, prometheus="none", grafana="none")
+    assert node.run().returncode == 0
+    assert observability_calls(node) == []
+    log = node.script_log("lifecycle")
+    assert "step observability: skipped, since observability.prometheus is none" in log
+    assert "step observability: starting" not in log
+
+
+def test_compute_nodes_run_observability_without_head_node_or_grafana(node):
+    observe(node, mirror=MIRROR)
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    assert observability_calls(node) == [
+        [str(node.path("/opt/fmcluster/node/observability.sh")), "--cluster", CLUSTER, "--region", REGION,
+         "--endpoint-parameter", PARAMETER, "--config-dir", str(node.path("/opt/fmcluster/dashboards")),
+         "--mirror", MIRROR]
+    ]  # fmt: skip
+    log = node.script_log("lifecycle")
+    assert log.index("step enroot: done") < log.index("step observability: starting")
+    assert "step observability: done" in log and log.rstrip().endswith("fmcluster lifecycle finished")
+
+
+@pytest.mark.parametrize(
+    ("grafana", "extra"), [("self-hosted", ["--head-node", "--grafana"]), ("managed", ["--head-node"])]
+)
+def test_the_controller_is_the_head_node_and_runs_grafana_when_self_hosted(node, grafana, extra):
+    controller(node)
+    node.mount("/fsx")
+    observe(node, grafana=grafana)
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    ((_, *arguments),) = observability_calls(node)
+    assert arguments[:6] == ["--cluster", CLUSTER, "--region", REGION, "--endpoint-parameter", PARAMETER]
+    assert arguments[8:] == extra
+    assert (node.state / "observability-path").read_text() == f"{node.path('/opt/slurm/bin')}\n"  # HyperPod's sinfo
+    log = node.script_log("lifecycle")
+    assert log.index("step image: done") < log.index("step observability: done")
+
+
+def test_a_failing_observability_sh_is_a_warning_that_never_fails_the_lifecycle(node):
+    """The real observability.sh, told to take its downloads from a mirror the aws stub cannot serve."""
+    observe(node, mirror=MIRROR, recorder=False)
+    result = node.run(env={"FMCLUSTER_RETRY_ATTEMPTS": "2"})
+    assert result.returncode == 0  # HyperPod would fail the whole cluster for a node that lacks metrics
+    log = node.script_log("lifecycle")
+    assert "step observability: failed; this node runs without metrics until observability.sh succeeds" in log
+    assert log.rstrip().endswith("fmcluster lifecycle finished")
+    downloads = [call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
+    assert len(downloads) == 2 and downloads[0] == downloads[1]  # retried, then given up
+    assert downloads[0][3:6] == ["--only-show-errors", "--region", REGION]
+    assert downloads[0][6].startswith(f"{MIRROR}/node_exporter/")
+    reason = f"not installing node_exporter 1.9.1: it could not be downloaded from {MIRROR}"
+    assert reason in node.script_log("lifecycle")  # observability.sh's own reason, in lifecycle.log too
+    assert "step enroot: done" in node.script_log("lifecycle")
+
+
+@pytest.mark.parametrize(
+    ("settings", "reason"),
+    [
+        ("FMCLUSTER_PROMETHEUS=managed\nFMCLUSTER_ENDPOINT_PARAMETER=\n",
+         "fmcluster.env sets FMCLUSTER_PROMETHEUS=managed but no FMCLUSTER_ENDPOINT_PARAMETER"),
+        ("FMCLUSTER_PROMETHEUS=amp\n", "fmcluster.env sets FMCLUSTER_PROMETHEUS to 'amp'; it must be managed or none"),
+    ],
+    ids=["no-endpoint-parameter", "unknown-mode"],
+)  # fmt: skip
+def test_bad_observability_settings_stop_the_lifecycle(node, settings, reason):
+    path = node.lifecycle / LIFECYCLE_ENV
+    path.write_text(path.read_text() + settings)
+    result = node.run()
+    assert result.returncode == 1
+    assert failure_line(result)[1] == "settings"
+    assert failure_line(result)[2].endswith(reason)
+
+
+def test_settings_files_from_before_observability_mean_none(node):
+    path = node.lifecycle / LIFECYCLE_ENV
+    path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
+                            if not line.startswith(("FMCLUSTER_PROMETHEUS", "FMCLUSTER_GRAFANA",
+                                                    "FMCLUSTER_ENDPOINT_PARAMETER", "FMCLUSTER_MIRROR"))))  # fmt: skip
+    assert node.run().returncode == 0
+    assert "step observability: skipped" in node.script_log("lifecycle")

@@ -6,11 +6,16 @@ the scripts must never touch the real /etc or /dev here. So each test runs a scr
 * a PATH holding only stub commands (`lsblk`, `nvme`, `mdadm`, `blkid`, `mkfs.xfs`, `mount`, `mountpoint`,
   `lnetctl`, `modprobe`, `modinfo`, `ip`, `aws`, `curl`, `systemctl`, `sleep`, ...) written into tmp_path, each of
   which records its arguments and answers from a small state directory the test prepares (the disks lsblk
-  reports, what is mounted, what `aws ssm get-parameter` returns, how many calls fail first), plus links to the
-  few harmless tools the scripts use (bash, coreutils, python3, tar); no real system command is reachable;
+  reports, what is mounted, what `aws ssm get-parameter` returns, the objects `aws s3 cp` copies from a pretend S3,
+  how many calls fail first), plus links to the few harmless tools the scripts use (bash, coreutils, python3,
+  tar); no real system command is reachable;
 * FMCLUSTER_ROOT=tmp_path/root, which the scripts put in front of every file they read or write, so /etc/fstab,
-  mdadm.conf, /etc/systemd, /etc/profile.d, /sys/class/infiniband, /scratch, /fsx and /var/log/fmcluster all
-  land in the test's own directory.
+  mdadm.conf, /etc/systemd, /etc/profile.d, /sys/class/infiniband, /scratch, /fsx, /opt/fmcluster and
+  /var/log/fmcluster all land in the test's own directory.
+
+The node bundle the S3 stub serves is the real one (`node_scripts.bundle_archive()`); where a test checks how
+bootstrap.sh hands over to observability.sh, the bundle's observability.sh is replaced by a recorder, since the real
+one (tested in tests/observability/) would install exporters.
 
 The tests then check the commands the scripts ran and the files they wrote.
 """
@@ -18,12 +23,15 @@ The tests then check the commands the scripts ran and the files they wrote.
 from __future__ import annotations
 
 import email
+import io
 import os
+import re
 import shlex
 import shutil
 import stat
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +47,7 @@ DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 
 TOOLS = (
     "bash", "env", "cat", "date", "mkdir", "mktemp", "chmod", "mv", "rm", "basename", "dirname", "sort",
-    "readlink", "id", "uname", "tar", "gzip", "base64",
+    "readlink", "id", "uname", "tar", "gzip", "base64", "cp",
 )  # fmt: skip
 """Real commands the scripts may use: they only read, or write inside FMCLUSTER_ROOT."""
 
@@ -86,7 +94,10 @@ exit 1""",
   exit 1
 fi""",
     "ip": 'echo "default via 10.0.0.1 dev enp39s0 proto dhcp src 10.0.12.7 metric 512"',
-    "aws": _FAILURES + 'cat "$STUB_STATE/ssm-value"',
+    # aws s3 cp ... s3://BUCKET/KEY DEST copies $STUB_STATE/s3/BUCKET/KEY; any other call prints the SSM value
+    "aws": _FAILURES
+    + 'if [[ "$1 $2" == "s3 cp" ]]; then args=("$@"); cp "$STUB_STATE/s3/${args[-2]#s3://}" "${args[-1]}"; exit; fi\n'
+    + 'cat "$STUB_STATE/ssm-value"',
     "curl": """case "$*" in
   *api/token*) echo stub-token ;;
   *meta-data/instance-type*) cat "$STUB_STATE/instance-type" ;;
@@ -658,3 +669,257 @@ def test_user_data_rejects_bad_arguments(props, message):
     with pytest.raises(ValueError) as error:
         node_scripts.bootstrap_user_data(**props)
     assert str(error.value) == message
+
+
+# -- the node bundle: bootstrap.sh --bundle and --observability -----------------------------------------------
+
+BUNDLE_URI = "s3://cdk-hnb659fds-assets-123456789012-us-west-2/" + "ab" * 32 + ".zip"
+PARAMETER = "/fmcluster/llm-pretrain/observability/prometheus-endpoint"
+OBSERVABILITY_ARGS = (
+    "--cluster", "llm-pretrain", "--region", "us-west-2", "--endpoint-parameter", PARAMETER, "--head-node",
+    "--grafana", "--mirror", "s3://llm-data/fmcluster-mirror",
+)  # fmt: skip
+RECORDER = """#!/usr/bin/env bash
+{ printf '%s' "$0"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_STATE/observability-calls"
+printf '%s\\n' "${PATH%%:*}" >"$STUB_STATE/observability-path"
+"""
+"""Stands in for the bundle's observability.sh: records where it ran from, its arguments and PATH's first entry."""
+UNZIP = """[[ "$1 $3" == "-q -d" ]] || exit 2
+exec python3 -m zipfile -e "$2" "$4"
+"""
+"""A stub unzip (records its call, then unpacks as `unzip -q ZIP -d DIR` would) for the path that prefers unzip."""
+
+
+def bundle(recorder: bool = False) -> bytes:
+    """The real node bundle; with `recorder`, its node/observability.sh replaced by RECORDER."""
+    if not recorder:
+        return node_scripts.bundle_archive()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(node_scripts.bundle_archive())) as real, zipfile.ZipFile(buffer, "w") as fake:
+        for info in real.infolist():
+            fake.writestr(info, RECORDER if info.filename == "node/observability.sh" else real.read(info))
+    return buffer.getvalue()
+
+
+def serve(node: Node, uri: str, data: bytes) -> None:
+    """Put `data` where the aws stub's `s3 cp` finds `uri`."""
+    target = node.state / "s3" / uri.removeprefix("s3://")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def observability_calls(node: Node) -> list[list[str]]:
+    calls = node.state / "observability-calls"
+    return [shlex.split(line) for line in calls.read_text().splitlines()] if calls.exists() else []
+
+
+def test_bootstrap_unpacks_the_node_bundle_into_opt_fmcluster(node):
+    """No unzip on the node: python3 -m zipfile unpacks it; every file lands with its mode, the temp dir is gone."""
+    serve(node, BUNDLE_URI, bundle())
+    result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI)
+    assert result.returncode == 0, result.stderr
+
+    (download,) = [call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
+    assert download[3:7] == ["--only-show-errors", "--region", "us-west-2", BUNDLE_URI]  # region: instance metadata
+    assert [call[-1] for call in node.calls("curl")][-1].endswith("meta-data/placement/region")
+    installed = node.path(node_scripts.BUNDLE_DIR)
+    found = {str(p.relative_to(installed)): p for p in installed.rglob("*") if p.is_file()}
+    expected = node_scripts.bundle_files()
+    assert set(found) == set(expected)
+    for name, (data, mode) in expected.items():
+        assert found[name].read_bytes() == data, name
+        assert stat.S_IMODE(found[name].stat().st_mode) == mode, name
+    assert stat.S_IMODE(node.path("/opt/fmcluster/nccl-tests.sbatch").stat().st_mode) == 0o755
+    assert not [p for p in installed.iterdir() if p.name.startswith(".bundle.")]
+    log = node.script_log("bootstrap")
+    assert "node bundle " + BUNDLE_URI + " unpacked into /opt/fmcluster" in log and "bundle done" in log
+    assert "running observability" not in log and not node.path("/var/log/fmcluster/observability.log").exists()
+
+
+def test_bootstrap_prefers_unzip_where_the_node_has_it(node):
+    (node.bin / "unzip").write_text(_RECORD + UNZIP)
+    (node.bin / "unzip").chmod(0o755)
+    serve(node, BUNDLE_URI, bundle())
+    assert node.run("bootstrap.sh", "--bundle", BUNDLE_URI).returncode == 0
+    ((_, quiet, archive, to, target),) = node.calls("unzip")
+    assert (quiet, to) == ("-q", "-d") and archive.endswith("/bundle.zip") and target.endswith("/files")
+    assert node.path("/opt/fmcluster/dashboards/agent.yml").read_bytes() == node_scripts.dashboard_files()["agent.yml"]
+
+
+def test_bundle_download_is_retried_with_backoff(node):
+    serve(node, BUNDLE_URI, bundle())
+    node.set("aws-failures", "2")
+    result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI)
+    assert result.returncode == 0, result.stderr
+    assert len([call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]) == 3
+    assert node.calls("sleep") == [["sleep", "1"], ["sleep", "2"]]
+    assert node.path("/opt/fmcluster/node/observability.sh").exists()
+
+
+def test_bootstrap_hands_every_argument_after_observability_to_observability_sh(node):
+    serve(node, BUNDLE_URI, bundle(recorder=True))
+    result = node.run("bootstrap.sh", "--nccl-parameter", "/x/nccl", "--bundle", BUNDLE_URI, "--observability",
+                      *OBSERVABILITY_ARGS, env={"AWS_REGION": "us-west-2"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert observability_calls(node) == [[str(node.path("/opt/fmcluster/node/observability.sh")), *OBSERVABILITY_ARGS]]
+    assert (node.state / "observability-path").read_text() == f"{node.path('/opt/slurm/bin')}\n"  # sinfo, on PCS
+    log = node.script_log("bootstrap")
+    assert log.index("nccl-env done") < log.index("bundle done") < log.index("observability done")
+
+
+def test_without_the_bundle_observability_is_not_run_and_both_are_named(node):
+    node.set("aws-failures", "99")
+    result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI, "--observability", *OBSERVABILITY_ARGS,
+                      env={"FMCLUSTER_RETRY_ATTEMPTS": "2"})  # fmt: skip
+    assert result.returncode == 1
+    assert len([call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]) == 2
+    log = node.script_log("bootstrap")
+    assert f"bundle failed with exit status 1 (see {node.path('/var/log/fmcluster/bootstrap.log')})" in log
+    assert "observability skipped: it runs from the node bundle, which could not be installed" in log
+    assert "bootstrap finished with failures: bundle" in log  # observability is advisory, never a failure
+    assert node.path("/etc/fmcluster/nccl.env").exists()  # the other steps ran
+    assert not [p for p in node.path("/opt/fmcluster").iterdir() if p.name.startswith(".bundle.")]
+
+
+def test_a_zip_that_is_no_node_bundle_is_refused(node):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as other:
+        other.writestr("node/evil.sh", "#!/bin/sh\n")
+    serve(node, BUNDLE_URI, buffer.getvalue())
+    result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI)
+    assert result.returncode == 1
+    assert f"{BUNDLE_URI} is no fmcluster node bundle (no node/observability.sh in it)" in node.script_log("bootstrap")
+    assert not node.path("/opt/fmcluster/node/evil.sh").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--observability", "--cluster", "x"), "--observability needs --bundle: observability.sh and its dashboards"),
+        (("--bundle", "https://example.com/bundle.zip"), "--bundle must be the S3 URI of the node bundle like s3://"),
+        (("--bundle",), "usage: "),
+    ],
+    ids=["observability-without-bundle", "bundle-not-s3", "bundle-without-uri"],
+)
+def test_bootstrap_rejects_bad_bundle_arguments(node, args, message):
+    result = node.run("bootstrap.sh", *args)
+    assert result.returncode in (1, 2)
+    assert message in result.stderr
+    assert node.calls() == []
+
+
+def test_the_user_data_with_the_bundle_and_observability_bootstraps_the_node(node, tmp_path):
+    """The rendered user data of a PCS login node run as cloud-init would: scripts from the user data, the rest from
+    the bundle (bootstrap.sh itself replaced while it runs), then observability.sh with the head node's arguments."""
+    node.disks(*store_disks(2))
+    serve(node, BUNDLE_URI, bundle(recorder=True))
+    observability = node_scripts.NodeObservability(
+        cluster_name="llm-pretrain", endpoint_parameter=PARAMETER, head_node=True, grafana=True,
+        mirror="s3://llm-data/fmcluster-mirror",
+    )  # fmt: skip
+    user_data = node_scripts.bootstrap_user_data(
+        lustre_dns_name=DNS, lustre_mount_name="abcdef12", region="us-west-2", bundle_s3_uri=BUNDLE_URI,
+        observability=observability,
+    )  # fmt: skip
+    script = tmp_path / "user-data.sh"
+    script.write_text(shell_part(user_data.render()))
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+
+    installed = node.path(node_scripts.INSTALL_DIR)
+    assert (installed / "bootstrap.sh").read_bytes() == node_scripts.bundle_files()["node/bootstrap.sh"][0]
+    assert sorted(p.name for p in installed.iterdir()) == sorted(node_scripts.BUNDLE_SCRIPTS)
+    assert node.path("/opt/fmcluster/nccl-tests.sbatch").exists()
+    assert observability_calls(node) == [[str(installed / "observability.sh"), *OBSERVABILITY_ARGS]]
+
+
+def test_compute_nodes_get_no_head_node_arguments_and_no_observability_none_at_all():
+    def command(observability):
+        rendered = node_scripts.bootstrap_user_data(region="us-east-1", bundle_s3_uri=BUNDLE_URI,
+                                                    observability=observability, multipart=False).render()  # fmt: skip
+        return rendered.rstrip().splitlines()[-1]
+
+    compute = node_scripts.NodeObservability(cluster_name="llm", endpoint_parameter=PARAMETER)
+    assert command(compute) == (
+        f'"$dest/bootstrap.sh" --bundle {BUNDLE_URI} --observability --cluster llm --region us-east-1 '
+        f"--endpoint-parameter {PARAMETER}"
+    )
+    assert command(None) == f'"$dest/bootstrap.sh" --bundle {BUNDLE_URI}'
+
+
+def test_node_bundle_is_reproducible_and_written_once_per_content():
+    first = node_scripts.bundle_archive()
+    assert first == node_scripts.bundle_archive()
+    with zipfile.ZipFile(io.BytesIO(first)) as archive:
+        infos = archive.infolist()
+    assert [i.filename for i in infos] == sorted(node_scripts.bundle_files())
+    assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
+    assert {i.compress_type for i in infos} == {zipfile.ZIP_STORED}
+    assert {i.filename: stat.S_IMODE(i.external_attr >> 16) for i in infos} == {
+        name: mode for name, (_, mode) in node_scripts.bundle_files().items()
+    }
+    path = Path(node_scripts.bundle_path())
+    assert path.read_bytes() == first and re.fullmatch(r"fmcluster-node-bundle-[0-9a-f]{16}\.zip", path.name)
+    assert node_scripts.bundle_path() == str(path)
+
+
+def test_user_data_with_the_bundle_and_observability_stays_within_budget():
+    """The longest real values: a bootstrap-bucket asset URI, a long cluster name, a mirror in a long bucket."""
+    name = "a" * 63
+    biggest = node_scripts.bootstrap_user_data(
+        lustre_dns_name=DNS, lustre_mount_name="abcdef12", lustre_efa=True,
+        nccl_parameter_name=f"/fmcluster/{name}/{'g' * 20}/nccl-env", region="ap-southeast-4",
+        bundle_s3_uri="s3://cdk-hnb659fds-assets-123456789012-ap-southeast-4/" + "f" * 64 + ".zip",
+        observability=node_scripts.NodeObservability(
+            cluster_name=name, endpoint_parameter=f"/fmcluster/{name}/observability/prometheus-endpoint",
+            head_node=True, grafana=True, mirror=f"s3://{'b' * 63}/fmcluster-mirror",
+        ),
+    ).render()  # fmt: skip
+    assert len(biggest.encode()) <= node_scripts.USER_DATA_BUDGET
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"observability": node_scripts.NodeObservability(cluster_name="llm", endpoint_parameter=PARAMETER)},
+            "bootstrap_user_data: observability: needs bundle_s3_uri (observability.sh and its dashboards come in "
+            "the node bundle)",
+        ),
+        (
+            {"bundle_s3_uri": "/tmp/bundle.zip"},
+            "bootstrap_user_data: bundle_s3_uri: must be an S3 URI like s3://bucket/bundle.zip; got '/tmp/bundle.zip'",
+        ),
+        (
+            {
+                "bundle_s3_uri": BUNDLE_URI,
+                "observability": node_scripts.NodeObservability(
+                    cluster_name="llm pretrain", endpoint_parameter="prom endpoint", mirror="bucket/mirror"
+                ),
+            },
+            "bootstrap_user_data: observability.cluster_name: must be a cluster name like llm-pretrain; got "
+            "'llm pretrain'\nbootstrap_user_data: observability.endpoint_parameter: must be an SSM parameter name "
+            "like /fmcluster/llm/observability/prometheus-endpoint; got 'prom endpoint'\nbootstrap_user_data: "
+            "observability.mirror: must be an S3 prefix like s3://my-bucket/fmcluster-mirror; got 'bucket/mirror'",
+        ),
+    ],
+    ids=["observability-without-bundle", "bundle-not-s3", "bad-observability"],
+)
+def test_user_data_rejects_bad_bundle_arguments(props, message):
+    with pytest.raises(ValueError) as error:
+        node_scripts.bootstrap_user_data(**props)
+    assert str(error.value) == message
+
+
+def test_a_failing_observability_sh_is_only_a_warning(node):
+    """The bundle's observability.sh replaced by one that fails: bootstrap still succeeds, and says why."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(node_scripts.bundle_archive())) as real, zipfile.ZipFile(buffer, "w") as fake:
+        for info in real.infolist():
+            fake.writestr(info, "#!/bin/sh\nexit 3\n" if info.filename == "node/observability.sh" else real.read(info))
+    serve(node, BUNDLE_URI, buffer.getvalue())
+    result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI, "--observability", *OBSERVABILITY_ARGS)
+    assert result.returncode == 0
+    log = node.script_log("bootstrap")
+    assert "observability failed with exit status 3" in log and "the node runs without metrics" in log
+    assert log.rstrip().endswith("bootstrap finished")

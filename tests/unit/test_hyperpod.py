@@ -7,10 +7,12 @@ One app, built and synthesized once for the module, with cdk.json's feature flag
   group without EFA;
 * a library user's stack without an environment (account and region are tokens) using every optional prop, with
   compute groups given as mappings and the file system by DNS and mount name.
+A few tests synthesize a small app of their own (the construct's defaults).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -28,14 +30,18 @@ from cfnlint.api import ManualArgs, lint_file
 from fmcluster.config import ClusterConfig, ComputeGroup, load
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.hyperpod import (
+    LIFECYCLE_DATA,
     LIFECYCLE_ENV,
     LIFECYCLE_PREFIX,
     LIFECYCLE_SCRIPTS,
     HyperPodSlurmCluster,
+    _package_data,
     _package_text,
     lifecycle_bucket_name,
 )
 from fmcluster.constructs.network import TrainingNetwork
+from fmcluster.constructs.observability import endpoint_parameter_name
+from fmcluster.node_scripts import dashboard_files
 from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
 from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.network import NetworkStack
@@ -178,6 +184,9 @@ def built(tmp_path_factory) -> Built:
             access_logs_bucket=buckets.logs_bucket,
             controller_volume_gib=1000,
             slurm_config_strategy="Managed",
+            prometheus="managed",
+            grafana="none",
+            observability_mirror="s3://research-mirror/fmcluster",
             removal_policy=cdk.RemovalPolicy.DESTROY,
         ),
     )
@@ -407,11 +416,13 @@ def deployment(cluster: Cluster) -> dict:
 
 
 def deployed_files(cluster: Cluster, outdir: Path) -> dict[str, str]:
-    """What the BucketDeployment copies: each source asset's single file, read from cdk.out."""
+    """What the BucketDeployment copies: each source asset's single file (by its path below the lifecycle prefix,
+    e.g. dashboards/rules/alerts.yml), read from cdk.out."""
     files = {}
     for key in deployment(cluster)["SourceObjectKeys"]:
-        (path,) = (outdir / f"asset.{key.removesuffix('.zip')}").iterdir()
-        files[path.name] = path.read_text()
+        asset = outdir / f"asset.{key.removesuffix('.zip')}"
+        (path,) = [p for p in asset.rglob("*") if p.is_file()]
+        files[path.relative_to(asset).as_posix()] = path.read_text()
     return files
 
 
@@ -422,10 +433,20 @@ def test_scripts_are_deployed_flat_from_the_package_and_pruned(quickstart, built
     assert props["Prune"] is True
     assert props["RetainOnDelete"] is False
     files = deployed_files(quickstart, built.outdir)
-    assert set(files) == {*LIFECYCLE_SCRIPTS, LIFECYCLE_ENV}
+    assert set(files) == {*LIFECYCLE_SCRIPTS, *LIFECYCLE_DATA, LIFECYCLE_ENV}
     for name, package_path in LIFECYCLE_SCRIPTS.items():
         assert files[name] == _package_text(package_path), name
     assert "lib.sh" in files and "on_create.sh" in files
+
+
+def test_the_deployment_ships_observability_sh_its_dashboards_folder_and_the_nccl_tests_job(quickstart, built):
+    files = deployed_files(quickstart, built.outdir)
+    assert files["observability.sh"] == _package_text("node/observability.sh")
+    assert files["nccl-tests.sbatch"] == _package_text("node/nccl-tests.sbatch")
+    shipped = {name.removeprefix("dashboards/") for name in files if name.startswith("dashboards/")}
+    assert shipped == set(dashboard_files()) >= {"agent.yml", "rules/alerts.yml", "rules/recording.yml", "gpu.json"}
+    for name, package_path in LIFECYCLE_DATA.items():
+        assert files[name] == _package_data(package_path), name
 
 
 def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library, built):
@@ -436,6 +457,10 @@ def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library,
         "FMCLUSTER_IMAGE_PARAMETER=/fmcluster/quickstart/image-uri\n"
         "FMCLUSTER_CONTROLLER_GROUP=controller\n"
         "FMCLUSTER_FSX_MOUNT=/fsx\n"
+        "FMCLUSTER_PROMETHEUS=managed\n"
+        "FMCLUSTER_GRAFANA=self-hosted\n"
+        "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/quickstart/observability/prometheus-endpoint\n"
+        "FMCLUSTER_MIRROR=\n"
     )
     settings = deployed_files(library, built.outdir)[LIFECYCLE_ENV]
     assert "FMCLUSTER_NCCL_PREFIX=/tuning/research\n" in settings
@@ -443,6 +468,56 @@ def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library,
     (marker,) = re.findall(r"^FMCLUSTER_REGION=(<<marker:\w+:\d+>>)$", settings, re.MULTILINE)
     markers = [m for m in deployment(library)["SourceMarkers"] if m]
     assert {"Ref": "AWS::Region"} in [m.get(marker) for m in markers]  # filled in at deploy time
+
+
+def test_settings_file_tells_the_observability_step_what_to_run(quickstart, plan, library, built):
+    """The cluster file's observability section (defaults: managed, self-hosted) reaches fmcluster.env; the endpoint
+    parameter is the one ClusterObservability writes; a library user's props likewise."""
+    for cluster in (quickstart, plan):
+        name = cluster.construct.cluster_name
+        settings = deployed_files(cluster, built.outdir)[LIFECYCLE_ENV].splitlines()
+        assert settings[-4:] == [
+            "FMCLUSTER_PROMETHEUS=managed",
+            "FMCLUSTER_GRAFANA=self-hosted",
+            f"FMCLUSTER_ENDPOINT_PARAMETER={endpoint_parameter_name(name)}",
+            "FMCLUSTER_MIRROR=",  # egress: nat, so the public release sites
+        ]
+        assert cluster.construct.endpoint_parameter_name == endpoint_parameter_name(name)
+    assert deployed_files(library, built.outdir)[LIFECYCLE_ENV].splitlines()[-4:] == [
+        "FMCLUSTER_PROMETHEUS=managed",
+        "FMCLUSTER_GRAFANA=none",
+        "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/Research-Cluster/observability/prometheus-endpoint",
+        "FMCLUSTER_MIRROR=s3://research-mirror/fmcluster",
+    ]
+    # the nodes may read the endpoint parameter: it is one of the cluster's own parameters
+    ((ssm,),) = [statement["Resource"] for statement in quickstart.allowed("ssm:GetParameter")]
+    granted = "".join(part for part in ssm["Fn::Join"][1] if isinstance(part, str)).split(":parameter", 1)[1]
+    assert fnmatch.fnmatchcase(endpoint_parameter_name("quickstart"), granted)
+
+
+def test_by_default_the_nodes_collect_no_metrics(tmp_path):
+    """A library user who leaves out prometheus: no observability step runs (FMCLUSTER_PROMETHEUS=none)."""
+    app = cdk.App(context=CONTEXT, outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Defaults", env=ENV)
+    network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
+    cluster = HyperPodSlurmCluster(
+        stack,
+        "HyperPod",
+        cluster_name="llm",
+        subnet=network.compute_subnet,
+        security_groups=[network.efa_security_group],
+        compute_groups=[{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
+    )
+    app.synth()
+    template = json.loads((tmp_path / "Defaults.template.json").read_text())
+    files = deployed_files(Cluster(stack=stack, construct=cluster, template=template, region="us-east-1"), tmp_path)
+    assert files[LIFECYCLE_ENV].splitlines()[-4:] == [
+        "FMCLUSTER_PROMETHEUS=none",
+        "FMCLUSTER_GRAFANA=none",
+        "FMCLUSTER_ENDPOINT_PARAMETER=",
+        "FMCLUSTER_MIRROR=",
+    ]
+    assert "observability.sh" in files and "nccl-tests.sbatch" in files  # shipped all the same
 
 
 # --- the execution role ---------------------------------------------------------------------------------------
@@ -713,12 +788,19 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         ({"controller_volume_gib": 0}, "controller_volume_gib: must be 1-16384 GiB; got 0"),
         ({"slurm_config_strategy": "Auto"}, "slurm_config_strategy: must be one of Managed, Overwrite, Merge; "
          "got 'Auto'"),
+        ({"prometheus": "amp"}, "prometheus: must be 'managed' or 'none'; got 'amp'"),
+        ({"grafana": "cloud"}, "grafana: must be 'self-hosted', 'managed' or 'none'; got 'cloud'"),
+        ({"grafana": "self-hosted"}, "grafana: 'self-hosted' needs prometheus='managed' as its data source; got "
+         "prometheus='none'"),
+        ({"observability_mirror": "research-mirror/fmcluster"}, "observability_mirror: must be an S3 prefix like "
+         "s3://bucket/fmcluster-mirror; got 'research-mirror/fmcluster'"),
     ],
     ids=[
         "name-dash", "name-underscore", "no-groups", "duplicate-group", "uppercase-group", "reserved-group",
         "trailing-dash", "negative-count", "too-many", "not-a-group", "capacity-block", "plan-without-arn",
         "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "ml-prefix", "bad-login-type",
         "no-security-group", "half-lustre", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
+        "prometheus", "grafana", "grafana-without-prometheus", "mirror",
     ],
 )  # fmt: skip
 def test_props_hyperpod_would_reject_raise_with_exact_messages(scope, props, message):

@@ -1,14 +1,22 @@
 """The AWS PCS cluster stack, read from the session's synthesized examples:
 p5-capacity-block (16 x p5 on a capacity block, login node) and p6-b300-isolated (on-demand p6-b300 in a
-placement group plus a g5 group, EFA-enabled Lustre)."""
+placement group plus a g5 group, EFA-enabled Lustre, no internet path). One test synthesizes p5-capacity-block again
+with `observability.prometheus: none`."""
 
 from __future__ import annotations
+
+import json
+import re
+import zipfile
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 
+from fmcluster import node_scripts
+from fmcluster.config import load, parse
 from fmcluster.constructs.pcs import PcsSlurmCluster, cluster_size
+from tests.conftest import REPO, synthesize
 
 
 def of_type(template: dict, kind: str) -> dict[str, dict]:
@@ -176,3 +184,105 @@ def test_library_users_get_clear_errors():
             launch_template_version="1",
             ami_id="ami-0123456789abcdef0",
         )
+
+
+# -- the node bundle and observability --------------------------------------------------------------------------
+
+BUNDLE = re.compile(r"--bundle '?(s3://cdk-hnb659fds-assets-[^/]+/([0-9a-f]{64})\.zip)")
+
+
+def user_data(template: dict) -> dict[str, str]:
+    """Each launch template's user data, by the start of its logical id, as one string (tokens as their JSON)."""
+    found = {}
+    for key, resource in of_type(template, "AWS::EC2::LaunchTemplate").items():
+        value = resource["Properties"]["LaunchTemplateData"]["UserData"]
+        found[key[:4]] = "".join(p if isinstance(p, str) else json.dumps(p) for p in _parts(value))
+    return found
+
+
+def _parts(value: object) -> list[object]:
+    if isinstance(value, dict) and "Fn::Base64" in value:
+        return _parts(value["Fn::Base64"])
+    if isinstance(value, dict) and "Fn::Join" in value:
+        return [q for part in value["Fn::Join"][1] for q in _parts(part)]
+    if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
+        return [value["Fn::Sub"]]
+    return [value]
+
+
+def test_every_node_unpacks_the_same_node_bundle_from_a_cdk_asset(block, b300, synthesized):
+    examples = (("p5-capacity-block", block, "us-east-1"), ("p6-b300-isolated", b300, "us-west-2"))
+    for example, template, region in examples:
+        bundles = {BUNDLE.search(text).groups() for text in user_data(template).values()}
+        ((uri, digest),) = bundles  # one bundle for compute and login nodes alike
+        assert uri.startswith("s3://cdk-hnb659fds-assets-") and f"-{region}/" in uri  # the stack's bootstrap bucket
+        asset = synthesized[example].outdir / f"asset.{digest}.zip"
+        assert asset.read_bytes() == node_scripts.bundle_archive()
+        with zipfile.ZipFile(asset) as archive:
+            assert {"node/observability.sh", "dashboards/agent.yml", "nccl-tests.sbatch"} <= set(archive.namelist())
+
+
+def test_compute_nodes_run_observability_and_the_login_node_is_the_head_node(block):
+    scripts = user_data(block)
+    endpoint = "--endpoint-parameter /fmcluster/llm-pretrain/observability/prometheus-endpoint"
+    gpu, login = scripts["gpuL"], scripts["logi"]
+    assert gpu.index("--bundle ") < gpu.index("--observability --cluster llm-pretrain --region ")
+    assert gpu.rstrip().endswith(endpoint + "\n--+AWS+CDK+User+Data+Separator==--")
+    assert endpoint + " --head-node --grafana\n" in login  # observability.grafana defaults to self-hosted
+    assert "--mirror" not in gpu + login  # egress: nat, so the public release sites
+
+
+def test_isolated_nodes_take_observability_downloads_from_the_data_bucket_mirror(b300):
+    storage_output = json.dumps(
+        {"Fn::GetStackOutput": {"StackName": "b300-isolated-storage", "Region": "us-west-2",
+                                "OutputName": "PublishOutputRefBucketsDataBucket44451DC7409EC6A1"}}
+    )  # fmt: skip
+    texts = user_data(b300)
+    for text in texts.values():
+        assert f"--mirror 's3://{storage_output}/fmcluster-mirror'" in text
+        assert "--grafana" not in text  # observability.grafana: none
+    heads = [key for key, text in texts.items() if "--head-node" in text]
+    assert heads == ["logi"]  # the head node template (no login node here: a head node group of its own)
+
+
+def test_without_login_node_a_small_head_node_group_of_its_own_serves_metrics(b300):
+    groups = {g["Name"]: g for g in props(b300, "AWS::PCS::ComputeNodeGroup")}
+    assert set(groups) == {"b300", "dev", "fmcluster_head"}
+    head = groups["fmcluster_head"]
+    assert head["InstanceConfigs"] == [{"InstanceType": "m5.xlarge"}]
+    assert head["ScalingConfiguration"] == {"MinInstanceCount": 1, "MaxInstanceCount": 1}
+    assert sorted(q["Name"] for q in props(b300, "AWS::PCS::Queue")) == ["b300", "dev"]
+
+
+def test_node_role_reads_the_bundle_and_the_wildcards_are_acknowledged_finding_by_finding(block, synthesized):
+    statements = [s for p in props(block, "AWS::IAM::Policy") for s in p["PolicyDocument"]["Statement"]]
+    (read,) = [s for s in statements if "s3:GetObject*" in s["Action"]]
+    assert sorted(read["Action"]) == ["s3:GetBucket*", "s3:GetObject*", "s3:List*"]
+    assets = "arn:aws:s3:::cdk-hnb659fds-assets-123456789012-us-east-1"
+    assert read["Resource"] == [assets, f"{assets}/*"]
+    metadata = json.loads((synthesized["p5-capacity-block"].outdir / "llm-pretrain-cluster.metadata.json").read_text())
+    acknowledged = {
+        rule.removeprefix("Annotation::"): reason
+        for entry in metadata["/llm-pretrain-cluster/Slurm/NodeRole"]
+        if entry["type"] == "aws:cdk:acknowledged-rules"
+        for rule, reason in entry["data"].items()
+    }
+    bundle = {
+        *(f"AwsSolutions-IAM5[Action::{action}]" for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*")),
+        f"AwsSolutions-IAM5[Resource::{assets}/*]",
+    }
+    assert bundle <= set(acknowledged)
+    for rule in bundle:
+        assert "node bundle" in acknowledged[rule] and len(acknowledged[rule]) >= 80
+
+
+def test_with_prometheus_none_nodes_get_the_bundle_but_no_observability_arguments(tmp_path):
+    path = REPO / "examples" / "p5-capacity-block.yaml"
+    data = load(path).model_dump(by_alias=True, exclude_none=True)
+    data["observability"] = {**data.get("observability", {}), "prometheus": "none", "grafana": "none"}
+    result = synthesize(path, tmp_path, parse(data))
+    assert result.nag_findings == []
+    scripts = user_data(result.templates["llm-pretrain-cluster"])
+    assert set(scripts) == {"gpuL", "logi"}
+    for text in scripts.values():
+        assert BUNDLE.search(text) and "--observability" not in text

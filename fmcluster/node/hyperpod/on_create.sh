@@ -7,20 +7,28 @@
 # Usage: on_create.sh
 #
 # Steps, in this order, each a process of its own:
-#   install  copy fmcluster's node scripts to /opt/fmcluster/node (the /scratch boot unit runs nvme-raid.sh from there)
+#   install  copy fmcluster's node scripts to /opt/fmcluster/node (the /scratch boot unit runs nvme-raid.sh from
+#            there), the dashboards folder to /opt/fmcluster/dashboards, nccl-tests.sbatch to /opt/fmcluster/
 #   scratch  nvme-raid.sh: /scratch on the instance-store NVMe disks (nothing to do on types without them)
 #   nccl     nccl-env.sh <FMCLUSTER_NCCL_PREFIX>/<instance group>/nccl-env: the NCCL/libfabric environment of jobs
 #            (nccl-env.sh's defaults alone when the group has no such parameter)
 #   enroot   enroot-pyxis.sh: enroot and pyxis configured, caches on local disk
 #   image    import-image.sh, on the controller only: the training image, once, as a squashfs on the file system
+#   observability  only when FMCLUSTER_PROMETHEUS is `managed`: observability.sh --cluster --region
+#            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER --config-dir /opt/fmcluster/dashboards
+#            [--mirror FMCLUSTER_MIRROR], with --head-node on the controller (the Slurm exporter, which finds sinfo in
+#            /opt/slurm/bin), and --grafana there too when FMCLUSTER_GRAFANA is `self-hosted`
 # A failed step does not stop the later ones (image needs enroot, and is skipped without it). Every step is
 # idempotent, so running the script again is safe.
 #
 # Settings: fmcluster.env beside this script (the HyperPodSlurmCluster construct deploys it with the scripts), lines
 # of FMCLUSTER_CLUSTER, FMCLUSTER_REGION, FMCLUSTER_NCCL_PREFIX, FMCLUSTER_IMAGE_PARAMETER,
-# FMCLUSTER_CONTROLLER_GROUP and FMCLUSTER_FSX_MOUNT (empty: no shared file system). The node's instance group is
+# FMCLUSTER_CONTROLLER_GROUP, FMCLUSTER_FSX_MOUNT (empty: no shared file system), FMCLUSTER_PROMETHEUS (`managed` or
+# `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`) and FMCLUSTER_MIRROR
+# (an S3 prefix for observability.sh's downloads; empty: the public release sites). The node's instance group is
 # the one whose instance has one of this node's IP addresses in HyperPod's /opt/ml/config/resource_config.json.
-# lib.sh sits beside this script in the lifecycle bucket, and one directory up in the fmcluster package.
+# lib.sh, observability.sh and nccl-tests.sbatch sit beside this script in the lifecycle bucket, and one directory up
+# in the fmcluster package; dashboards/ sits beside it too, and two directories up in the package.
 #
 # Log: /var/log/fmcluster/lifecycle.log holds every step's output (each step also keeps its own log beside it);
 # everything also goes to stderr, which HyperPod sends to CloudWatch. When a step fails, the last line names the
@@ -40,16 +48,23 @@ source "$HERE/ssm.sh"
 
 LOG_FILE="$LOG_DIR/lifecycle.log"
 INSTALL_DIR=/opt/fmcluster/node
+DASHBOARDS_DIR=/opt/fmcluster/dashboards
+NCCL_TESTS=/opt/fmcluster/nccl-tests.sbatch
 SETTINGS_FILE="$HERE/fmcluster.env"
 RESOURCE_CONFIG=/opt/ml/config/resource_config.json
-SCRIPTS=(lib.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh import-image.sh)
+SCRIPTS=(lib.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh import-image.sh observability.sh)
 FMCLUSTER_CLUSTER=""
 FMCLUSTER_REGION=""
 FMCLUSTER_NCCL_PREFIX=""
 FMCLUSTER_IMAGE_PARAMETER=""
 FMCLUSTER_CONTROLLER_GROUP=""
 FMCLUSTER_FSX_MOUNT=""
+FMCLUSTER_PROMETHEUS=none
+FMCLUSTER_GRAFANA=""
+FMCLUSTER_ENDPOINT_PARAMETER=""
+FMCLUSTER_MIRROR=""
 FAILED=()
+shopt -s globstar nullglob
 
 # fail_lifecycle REASON STEP...: the one line that says which steps failed and where to read more; exit 1.
 fail_lifecycle() {
@@ -78,7 +93,8 @@ read_settings() {
     value="${line#*=}"
     case "$key" in
       FMCLUSTER_CLUSTER | FMCLUSTER_REGION | FMCLUSTER_NCCL_PREFIX | FMCLUSTER_IMAGE_PARAMETER | \
-        FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT)
+        FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT | FMCLUSTER_PROMETHEUS | FMCLUSTER_GRAFANA | \
+        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR)
         printf -v "$key" '%s' "$value"
         ;;
       *) log WARN "$SETTINGS_FILE: ignoring unknown setting '$key'" ;;
@@ -90,6 +106,18 @@ read_settings() {
       fail_lifecycle "$SETTINGS_FILE sets no $key" settings
     fi
   done
+  case "$FMCLUSTER_PROMETHEUS" in
+    none) ;;
+    managed)
+      if [[ -z "$FMCLUSTER_ENDPOINT_PARAMETER" ]]; then
+        fail_lifecycle "$SETTINGS_FILE sets FMCLUSTER_PROMETHEUS=managed but no FMCLUSTER_ENDPOINT_PARAMETER" settings
+      fi
+      ;;
+    *)
+      fail_lifecycle "$SETTINGS_FILE sets FMCLUSTER_PROMETHEUS to '$FMCLUSTER_PROMETHEUS'; it must be managed or none" \
+        settings
+      ;;
+  esac
 }
 
 # instance_group: the name of this node's instance group, from HyperPod's resource configuration.
@@ -128,9 +156,21 @@ script() {
   fi
 }
 
-# install_scripts: copy the node scripts to INSTALL_DIR (replacing older copies; unchanged files are left alone).
+# dashboards: fmcluster's dashboards directory: the installed copy, else the one that came with this script.
+dashboards() {
+  if [[ -f "$ROOT$DASHBOARDS_DIR/agent.yml" ]]; then
+    printf '%s\n' "$ROOT$DASHBOARDS_DIR"
+  elif [[ -d "$HERE/dashboards" ]]; then
+    printf '%s\n' "$HERE/dashboards"
+  else
+    printf '%s\n' "$(dirname "$NODE_DIR")/dashboards"
+  fi
+}
+
+# install_scripts: copy the node scripts to INSTALL_DIR, the dashboards to DASHBOARDS_DIR and the nccl-tests job to
+# NCCL_TESTS (replacing older copies; unchanged files are left alone).
 install_scripts() {
-  local name mode source
+  local name mode source file
   for name in "${SCRIPTS[@]}"; do
     source="$HERE/$name"
     if [[ ! -f "$source" ]]; then
@@ -143,6 +183,22 @@ install_scripts() {
     write_file "$ROOT$INSTALL_DIR/$name" "$mode" <"$source"
   done
   log INFO "node scripts installed in $INSTALL_DIR"
+  source="$HERE/dashboards"
+  if [[ ! -d "$source" ]]; then
+    source="$(dirname "$NODE_DIR")/dashboards"
+  fi
+  for file in "$source"/**; do
+    if [[ -f "$file" ]]; then
+      write_file "$ROOT$DASHBOARDS_DIR/${file#"$source/"}" 0644 <"$file"
+    fi
+  done
+  log INFO "dashboards installed in $DASHBOARDS_DIR"
+  source="$HERE/nccl-tests.sbatch"
+  if [[ ! -f "$source" ]]; then
+    source="$NODE_DIR/nccl-tests.sbatch"
+  fi
+  write_file "$ROOT$NCCL_TESTS" 0755 <"$source"
+  log INFO "nccl-tests job installed as $NCCL_TESTS"
 }
 
 # nccl_step GROUP: nccl-env.sh with the group's NCCL parameter, or without one (the defaults) when there is none.
@@ -158,6 +214,24 @@ nccl_step() {
     arguments=()
   fi
   bash "$(script nccl-env.sh)" ${arguments[@]+"${arguments[@]}"}
+}
+
+# observability_step GROUP: observability.sh for this cluster's workspace; on the controller with the Slurm exporter
+# (and Grafana when self-hosted).
+observability_step() {
+  local -a arguments=(--cluster "$FMCLUSTER_CLUSTER" --region "$FMCLUSTER_REGION"
+    --endpoint-parameter "$FMCLUSTER_ENDPOINT_PARAMETER" --config-dir "$(dashboards)")
+  if [[ "$1" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
+    arguments+=(--head-node)
+    if [[ "$FMCLUSTER_GRAFANA" == self-hosted ]]; then
+      arguments+=(--grafana)
+    fi
+  fi
+  if [[ -n "$FMCLUSTER_MIRROR" ]]; then
+    arguments+=(--mirror "$FMCLUSTER_MIRROR")
+  fi
+  # HyperPod keeps Slurm's commands in /opt/slurm/bin, which is not on the lifecycle scripts' PATH
+  PATH="$ROOT/opt/slurm/bin:$PATH" bash "$(script observability.sh)" "${arguments[@]}"
 }
 
 # in_step COMMAND...: COMMAND with log() writing to stderr only, which run_step adds to lifecycle.log (once).
@@ -220,6 +294,18 @@ main() {
     else
       run_step image bash "$(script import-image.sh)" "$FMCLUSTER_IMAGE_PARAMETER" "$FMCLUSTER_FSX_MOUNT"
     fi
+  fi
+  if [[ "$FMCLUSTER_PROMETHEUS" == managed ]]; then
+    local failures=${#FAILED[@]}
+    run_step observability observability_step "$group"
+    if ((${#FAILED[@]} > failures)); then
+      # Monitoring never keeps a node out of the cluster: HyperPod would fail the whole cluster for it.
+      unset 'FAILED[-1]'
+      log WARN "step observability: failed; this node runs without metrics until observability.sh succeeds" \
+        "(e.g. once the mirror is filled); see the lines above in $LOG_FILE"
+    fi
+  else
+    log INFO "step observability: skipped, since observability.prometheus is none"
   fi
 
   if ((${#FAILED[@]})); then
