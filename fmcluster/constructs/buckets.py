@@ -7,6 +7,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from fmcluster.constructs.functions import quiet_redundant_depends_on
+
 NONCURRENT_CHECKPOINT_TRANSITION = cdk.Duration.days(30)
 """Old checkpoint versions move to Glacier Instant Retrieval after this long (still read in milliseconds)."""
 NONCURRENT_CHECKPOINT_EXPIRATION = cdk.Duration.days(365)
@@ -159,4 +161,4 @@ def _quiet_auto_delete_provider(stack: cdk.Stack) -> None:
     provider = stack.node.try_find_child(AUTO_DELETE_PROVIDER)
     handler = provider.node.try_find_child("Handler") if provider is not None else None
     if isinstance(handler, cdk.CfnResource):
-        handler.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        quiet_redundant_depends_on(handler)

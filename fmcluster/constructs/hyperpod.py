@@ -30,6 +30,7 @@ from fmcluster.config.models import (
 )
 from fmcluster.config.regions import REGIONS
 from fmcluster.constructs.buckets import ProjectBuckets
+from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.constructs.lustre import LustreStorage
 from fmcluster.constructs.nag import nag_form
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
@@ -820,11 +821,7 @@ def _acknowledge_deployment_findings(deployment: s3deploy.BucketDeployment, buck
                 cdk.Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{nag_form(function, resource)}]", reason=reason)
             )
     cdk.Validations.of(function).acknowledge(*acknowledgments)
-    # CDK makes the function depend on its role both explicitly and through GetAtt; cfn-lint reports the redundancy
-    # (W3005). The template is CDK's own and the redundancy is harmless.
-    resource = function.node.default_child
-    if isinstance(resource, cdk.CfnResource):
-        resource.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+    quiet_redundant_depends_on(function)
 
 
 def _token(value: object) -> bool:

@@ -25,9 +25,9 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.config.models import NAME_PATTERN, Image
+from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
 from fmcluster.constructs.nag import nag_form
 
-LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_14
 """The newest Python runtime in aws-cdk-lib's `Runtime.ALL`: what cdk-nag's AwsSolutions-L1 accepts."""
 IMAGE_SOURCE = files("fmcluster") / "image"
 """Package data: the Dockerfile and buildspec.yml, uploaded as the CodeBuild project's source."""
@@ -286,9 +286,7 @@ class TrainingImage(Construct):
     def _provider(
         self, cluster_name: str, log_retention: logs.RetentionDays, removal_policy: cdk.RemovalPolicy
     ) -> cr.Provider:
-        code = lambda_.Code.from_asset(
-            str(files("fmcluster") / "lambdas" / "image_build"), exclude=["__pycache__", "*.pyc"]
-        )
+        code = lambda_code("image_build")
         on_event = self._function(
             "OnEvent",
             "handler.on_event",
@@ -338,7 +336,7 @@ class TrainingImage(Construct):
             log_group=framework_logs,
         )
         for name in ("framework-onEvent", "framework-isComplete", "framework-onTimeout", "waiter-state-machine"):
-            _quiet_redundant_depends_on(provider.node.find_child(name))
+            quiet_redundant_depends_on(provider.node.find_child(name))
         self._acknowledge_provider(provider, on_event, is_complete, on_event_role, waiter_role)
         return provider
 
@@ -364,7 +362,7 @@ class TrainingImage(Construct):
             memory_size=256,
             description=description[:256],
         )
-        _quiet_redundant_depends_on(function)
+        quiet_redundant_depends_on(function)
         return function
 
     def _acknowledge_provider(
@@ -427,17 +425,6 @@ def _lambda_role(scope: Construct, construct_id: str, description: str, log_grou
     )
     log_group.grant_write(role)
     return role
-
-
-def _quiet_redundant_depends_on(construct: Construct) -> None:
-    """Tell cfn-lint that the DependsOn CDK writes on a function's (or state machine's) role is deliberate (W3005).
-
-    CDK makes a function depend on its role and the role's policy (it must not run before its permissions exist) and
-    references the role by GetAtt too; cfn-lint reports the role half as redundant.
-    """
-    resource = construct.node.try_find_child("Resource")
-    if isinstance(resource, cdk.CfnResource):
-        resource.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
 
 
 def _check_props(cluster_name: str, image: object, max_image_count: int, build_timeout: cdk.Duration) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from types import MappingProxyType
 
 import aws_cdk as cdk
@@ -31,6 +30,7 @@ from constructs import Construct
 
 from fmcluster import catalog
 from fmcluster.config.models import GROUP_NAME_PATTERN, NAME_PATTERN
+from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
 from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.nccl import (
     DEFAULT_EFA_INSTALLER_VERSION,
@@ -47,7 +47,6 @@ from fmcluster.nccl import (
     user_env_problems,
 )
 
-LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_14
 """The newest Python runtime in aws-cdk-lib's `Runtime.ALL`: what cdk-nag's AwsSolutions-L1 requires (cdk-nag 3.0.2,
 rules/lambda/LambdaLatestVersion)."""
 METRICS_NAMESPACE = "fmcluster/nccl"
@@ -60,11 +59,6 @@ S3_NOTIFICATIONS_HANDLER = "BucketNotificationsHandler050a0587b7544547bf325f094a
 def parameter_name(cluster_name: str, group: str) -> str:
     """The SSM parameter the nodes of `group` read their NCCL environment from."""
     return f"/fmcluster/{cluster_name}/{group}/nccl-env"
-
-
-def _lambda_code(name: str) -> lambda_.Code:
-    folder = resources.files("fmcluster").joinpath("lambdas", name)
-    return lambda_.Code.from_asset(str(folder), exclude=["__pycache__", "*.pyc"])
 
 
 def _check_groups(construct: str, cluster_name: str, groups: Sequence[tuple[str, str]]) -> list[str]:
@@ -96,18 +90,6 @@ def _check_groups(construct: str, cluster_name: str, groups: Sequence[tuple[str,
                 f"groups[{index}]: unknown instance type {instance_type!r}; known: {', '.join(catalog.CATALOG)}"
             )
     return [f"{construct}: {problem}" for problem in problems]
-
-
-def _quiet_redundant_depends_on(function: Construct) -> None:
-    """Tell cfn-lint that the DependsOn CDK writes on a function's role is deliberate (W3005).
-
-    CDK makes a Lambda function depend on its role (and the role's policy, which matters: the function must not run
-    before its permissions exist) explicitly, and references the role with GetAtt too; cfn-lint reports the role half
-    as redundant. The template is CDK's own and the redundancy harmless (the same note as in buckets.py).
-    """
-    resource = function.node.try_find_child("Resource")
-    if isinstance(resource, cdk.CfnResource):
-        resource.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
 
 
 def _log_group(scope: Construct, construct_id: str, retention: logs.RetentionDays, policy: cdk.RemovalPolicy):
@@ -242,7 +224,7 @@ class NcclTuning(Construct):
             "Handler",
             runtime=LAMBDA_RUNTIME,
             handler="handler.on_event",
-            code=_lambda_code("nccl_env"),
+            code=lambda_code("nccl_env"),
             role=role,
             log_group=self.log_group,
             timeout=cdk.Duration.seconds(30),
@@ -250,7 +232,7 @@ class NcclTuning(Construct):
             description=f"fmcluster {cluster_name}: NCCL environment per compute group to SSM (custom resource)",
         )
         """The custom resource's on_event handler."""
-        _quiet_redundant_depends_on(self.function)
+        quiet_redundant_depends_on(self.function)
 
         framework_logs = _log_group(self, "ProviderLogs", log_retention, removal_policy)
         framework_role = _lambda_role(
@@ -267,7 +249,7 @@ class NcclTuning(Construct):
             log_group=framework_logs,
         )
         """The Provider framework in front of `function` (it answers CloudFormation, so a failure never hangs)."""
-        _quiet_redundant_depends_on(self.provider.node.find_child("framework-onEvent"))
+        quiet_redundant_depends_on(self.provider.node.find_child("framework-onEvent"))
         acknowledge_wildcards(
             framework_role,
             resources=[f"{self.function.function_arn}:*"],
@@ -421,7 +403,7 @@ class NcclValidation(Construct):
             "Function",
             runtime=LAMBDA_RUNTIME,
             handler="handler.handler",
-            code=_lambda_code("nccl_results"),
+            code=lambda_code("nccl_results"),
             role=role,
             log_group=self.log_group,
             timeout=cdk.Duration.seconds(60),
@@ -438,7 +420,7 @@ class NcclValidation(Construct):
             },
         )
         """The function that judges each upload (bad input is logged, never retried)."""
-        _quiet_redundant_depends_on(self.function)
+        quiet_redundant_depends_on(self.function)
 
         bucket = results_bucket
         if not isinstance(results_bucket, s3.Bucket) or cdk.Stack.of(results_bucket) is not stack:
@@ -511,7 +493,7 @@ def _acknowledge_notifications_handler(stack: cdk.Stack) -> None:
     handler = stack.node.try_find_child(S3_NOTIFICATIONS_HANDLER)
     if handler is None:
         return
-    _quiet_redundant_depends_on(handler)
+    quiet_redundant_depends_on(handler)
     cdk.Validations.of(handler).acknowledge(
         cdk.Acknowledgment(
             id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",

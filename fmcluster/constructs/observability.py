@@ -26,8 +26,8 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.config.models import Observability, is_lustre_capacity
+from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
 from fmcluster.constructs.nag import nag_form
-from fmcluster.constructs.pcs import LAMBDA_RUNTIME
 from fmcluster.constructs.props import check_props
 
 PrometheusMode = Literal["managed", "none"]
@@ -326,7 +326,7 @@ class ClusterObservability(Construct):
             "DashboardProvisioner",
             runtime=LAMBDA_RUNTIME,
             handler="handler.on_event",
-            code=lambda_.Code.from_asset(str(files("fmcluster") / "lambdas" / "grafana_dashboards")),
+            code=lambda_code("grafana_dashboards"),
             timeout=cdk.Duration.minutes(2),
             description="Provisions fmcluster's dashboards and Prometheus data source in Amazon Managed Grafana",
             log_group=logs.LogGroup(self, "DashboardProvisionerLogs", retention=logs.RetentionDays.ONE_YEAR),
@@ -345,8 +345,7 @@ class ClusterObservability(Construct):
         provider = cr.Provider(self, "DashboardProvider", on_event_handler=handler)
         framework = provider.node.find_child("framework-onEvent")
         for function in (handler, framework):
-            # CDK makes a function depend on its role both by GetAtt and by DependsOn (for the role's policy)
-            function.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+            quiet_redundant_depends_on(function)
         _acknowledge_provider(handler, provider)
         self.dashboards = cdk.CustomResource(
             self,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib.resources import files
 from typing import Literal
 
 import aws_cdk as cdk
@@ -17,13 +16,12 @@ from constructs import Construct
 
 from fmcluster.catalog import instance_architecture
 from fmcluster.config.models import AMI_ID_PATTERN, PCS_DEFAULT_SLURM_VERSION, PCS_MAX_NODES, PCS_SLURM_VERSIONS
+from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
 from fmcluster.constructs.nag import nag_form
 
 PurchaseOption = Literal["ONDEMAND", "CAPACITY_BLOCK"]
 SIZES = (("SMALL", 32), ("MEDIUM", 512), ("LARGE", PCS_MAX_NODES))
 """AWS PCS cluster sizes and the instances each manages (PCS API reference, Cluster.size)."""
-LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_14
-"""The newest Python runtime (cdk-nag AwsSolutions-L1 accepts only the latest)."""
 
 
 def cluster_size(nodes: int) -> str:
@@ -197,7 +195,7 @@ class PcsSlurmCluster(Construct):
                 "SampleImageLookup",
                 runtime=LAMBDA_RUNTIME,
                 handler="handler.on_event",
-                code=lambda_.Code.from_asset(str(files("fmcluster") / "lambdas" / "pcs_ami")),
+                code=lambda_code("pcs_ami"),
                 timeout=cdk.Duration.seconds(60),
                 description="Finds the newest AWS PCS sample AMI for a Slurm version and CPU architecture",
                 log_group=logs.LogGroup(self, "SampleImageLookupLogs", retention=logs.RetentionDays.ONE_YEAR),
@@ -206,8 +204,7 @@ class PcsSlurmCluster(Construct):
             self._image_provider = cr.Provider(self, "SampleImageProvider", on_event_handler=handler)
             framework = self._image_provider.node.find_child("framework-onEvent")
             for function in (handler, framework):
-                # CDK makes a function depend on its role both by GetAtt and by DependsOn (for the role's policy)
-                function.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+                quiet_redundant_depends_on(function)
             acknowledge_provider_findings(handler, self._image_provider)
         return self._image_provider
 
