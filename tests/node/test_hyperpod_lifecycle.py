@@ -46,6 +46,7 @@ from fmcluster.constructs.hyperpod import (
     _package_text,
     lifecycle_settings,
 )
+from tests.stub_node import StubNode, fail_first, stub_env
 
 HYPERPOD_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "hyperpod"
 SCRIPTS = ("on_create.sh", "enroot-pyxis.sh", "import-image.sh")
@@ -63,14 +64,6 @@ TOOLS = (
 )  # fmt: skip
 """Real commands the scripts may use: they only read, or write inside FMCLUSTER_ROOT and TMPDIR."""
 
-_RECORD = """#!/usr/bin/env bash
-{ printf '%s' "$(basename "$0")"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_LOG"
-failures="$STUB_STATE/$(basename "$0")-failures"
-if [[ -f "$failures" ]]; then
-  left="$(<"$failures")"
-  if ((left > 0)); then echo $((left - 1)) >"$failures"; echo "$(basename "$0"): stub failure" >&2; exit 32; fi
-fi
-"""
 STUBS = {
     "hostname": """if [[ "${1:-}" == -I ]]; then cat "$STUB_STATE/addresses"; else echo ip-10-1-0-5; fi""",
     "aws": """case "$1 $2" in
@@ -103,15 +96,10 @@ if [[ "$4" == TYPE ]]; then cat "$STUB_STATE/fs-${device##*/}"; else echo "uuid-
 
 
 @dataclass
-class Node:
-    """A pretend HyperPod node: stubs on PATH, their state, FMCLUSTER_ROOT standing in for /, the lifecycle dir."""
+class Node(StubNode):
+    """A pretend HyperPod node: the stub node plus the lifecycle directory the construct deploys."""
 
-    root: Path
-    state: Path
-    bin: Path
-    log: Path
     lifecycle: Path
-    env: dict[str, str]
 
     def run(self, *args: str, script: Path | None = None, env: dict[str, str] | None = None):
         return subprocess.run(
@@ -123,29 +111,12 @@ class Node:
             check=False,
         )
 
-    def calls(self, command: str | None = None) -> list[list[str]]:
-        if not self.log.exists():
-            return []
-        calls = [shlex.split(line) for line in self.log.read_text().splitlines()]
-        return [call for call in calls if command is None or call[0] == command]
-
-    def path(self, absolute: str) -> Path:
-        return self.root / absolute.lstrip("/")
-
-    def set(self, name: str, content: str) -> None:
-        target = self.state / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
-
     def parameter(self, name: str, value: str) -> None:
         self.set(f"ssm{name}", value + "\n")
 
     def mount(self, *points: str) -> None:
         existing = (self.state / "mounted").read_text() if (self.state / "mounted").exists() else ""
         self.set("mounted", existing + "".join(f"{self.path(point)}\n" for point in points))
-
-    def script_log(self, name: str) -> str:
-        return self.path(f"/var/log/fmcluster/{name}.log").read_text()
 
     def drop(self, command: str) -> None:
         (self.bin / command).unlink()
@@ -166,19 +137,12 @@ def resource_config() -> dict:
 
 @pytest.fixture
 def node(tmp_path: Path) -> Node:
-    root, state, stub_bin, lifecycle, scratch = (
-        tmp_path / name for name in ("root", "state", "bin", "lifecycle", "tmp")
-    )
-    for directory in (root, state, stub_bin, lifecycle, scratch):
+    fields = stub_env(tmp_path, tools=TOOLS, stubs={name: fail_first() + body for name, body in STUBS.items()},
+                      python=True)  # fmt: skip
+    root, state = fields["root"], fields["state"]
+    lifecycle, scratch = tmp_path / "lifecycle", tmp_path / "tmp"
+    for directory in (lifecycle, scratch):
         directory.mkdir()
-    for tool in TOOLS:
-        real = shutil.which(tool, path="/usr/bin:/bin")
-        assert real, f"{tool} is needed to run the lifecycle scripts"
-        (stub_bin / tool).symlink_to(real)
-    (stub_bin / "python3").symlink_to(Path(sys.executable).resolve())
-    for name, body in STUBS.items():
-        (stub_bin / name).write_text(_RECORD + body + "\n")
-        (stub_bin / name).chmod(0o755)
     # What the construct deploys: every script, flat, the data files (dashboards/ below), and fmcluster.env.
     for name, package_path in LIFECYCLE_SCRIPTS.items():
         (lifecycle / name).write_text(_package_text(package_path))
@@ -201,16 +165,8 @@ def node(tmp_path: Path) -> Node:
     (root / "opt/slurm/lib/slurm").mkdir(parents=True)
     (root / "opt/slurm/lib/slurm/spank_pyxis.so").write_bytes(b"")
     (state / "addresses").write_text("10.1.0.6 172.16.0.2\n")  # a GPU node
-    env = {
-        "PATH": str(stub_bin),
-        "FMCLUSTER_ROOT": str(root),
-        "FMCLUSTER_RETRY_DELAY": "1",
-        "STUB_LOG": str(tmp_path / "calls.log"),
-        "STUB_STATE": str(state),
-        "TMPDIR": str(scratch),
-        "LANG": "C",
-    }
-    return Node(root=root, state=state, bin=stub_bin, log=tmp_path / "calls.log", lifecycle=lifecycle, env=env)
+    fields["env"]["TMPDIR"] = str(scratch)
+    return Node(**fields, lifecycle=lifecycle)
 
 
 def controller(node: Node) -> None:

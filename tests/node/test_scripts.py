@@ -32,12 +32,12 @@ import stat
 import subprocess
 import sys
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from fmcluster import node_scripts
+from tests.stub_node import RECORD, StubNode, fail_first, stub_env
 
 NODE_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node"
 SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
@@ -51,15 +51,6 @@ TOOLS = (
 )  # fmt: skip
 """Real commands the scripts may use: they only read, or write inside FMCLUSTER_ROOT."""
 
-_RECORD = """#!/usr/bin/env bash
-{ printf '%s' "$(basename "$0")"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_LOG"
-"""
-_FAILURES = """failures="$STUB_STATE/$(basename "$0")-failures"
-if [[ -f "$failures" ]]; then
-  left="$(<"$failures")"
-  if ((left > 0)); then echo $((left - 1)) >"$failures"; echo "$(basename "$0"): stub failure" >&2; exit 32; fi
-fi
-"""
 RECORD_ONLY = (
     "sleep", "systemctl", "udevadm", "update-initramfs", "modprobe", "gpg", "rpm", "apt-get", "amazon-linux-extras",
 )  # fmt: skip
@@ -83,7 +74,7 @@ else
   exit 2
 fi""",
     "mkfs.xfs": 'device="${!#}"; echo xfs >"$STUB_STATE/fs-${device##*/}"',
-    "mount": _FAILURES + 'echo "${!#}" >>"$STUB_STATE/mounted"',
+    "mount": fail_first() + 'echo "${!#}" >>"$STUB_STATE/mounted"',
     "mountpoint": """[[ -f "$STUB_STATE/mounted" ]] || exit 1
 while IFS= read -r mounted; do [[ "$mounted" == "${!#}" ]] && exit 0; done <"$STUB_STATE/mounted"
 exit 1""",
@@ -95,7 +86,7 @@ exit 1""",
 fi""",
     "ip": 'echo "default via 10.0.0.1 dev enp39s0 proto dhcp src 10.0.12.7 metric 512"',
     # aws s3 cp ... s3://BUCKET/KEY DEST copies $STUB_STATE/s3/BUCKET/KEY; any other call prints the SSM value
-    "aws": _FAILURES
+    "aws": fail_first()
     + 'if [[ "$1 $2" == "s3 cp" ]]; then args=("$@"); cp "$STUB_STATE/s3/${args[-2]#s3://}" "${args[-1]}"; exit; fi\n'
     + 'cat "$STUB_STATE/ssm-value"',
     "curl": """case "$*" in
@@ -109,15 +100,8 @@ esac""",
 """Stub commands: each records its arguments to STUB_LOG, then behaves as below (state under STUB_STATE)."""
 
 
-@dataclass
-class Node:
-    """A pretend node: stub commands on PATH, state for them, and FMCLUSTER_ROOT standing in for /."""
-
-    root: Path
-    state: Path
-    bin: Path
-    log: Path
-    env: dict[str, str]
+class Node(StubNode):
+    """A pretend node running fmcluster/node/*.sh."""
 
     def run(self, script: str | Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         path = script if isinstance(script, Path) else NODE_DIR / script
@@ -130,56 +114,18 @@ class Node:
             check=False,
         )
 
-    def calls(self, command: str | None = None) -> list[list[str]]:
-        """Every stub call so far as [command, arg, ...], optionally only those of `command`."""
-        if not self.log.exists():
-            return []
-        calls = [shlex.split(line) for line in self.log.read_text().splitlines()]
-        return [call for call in calls if command is None or call[0] == command]
-
     def commands(self) -> list[str]:
         return [call[0] for call in self.calls()]
-
-    def path(self, absolute: str) -> Path:
-        """Where the scripts put `absolute` (e.g. "/etc/fstab") on this pretend node."""
-        return self.root / absolute.lstrip("/")
-
-    def set(self, name: str, content: str) -> None:
-        (self.state / name).write_text(content)
 
     def disks(self, *disks: tuple[str, str], ordered: bool = True) -> None:
         """What lsblk reports: (device, model) pairs, `TYPE=disk`."""
         lines = [f'NAME="{device}" MODEL="{model}" TYPE="disk"' for device, model in disks]
         self.set("lsblk", "\n".join(lines if ordered else reversed(lines)) + "\n")
 
-    def script_log(self, script: str) -> str:
-        return self.path(f"/var/log/fmcluster/{script}.log").read_text()
-
 
 @pytest.fixture
 def node(tmp_path: Path) -> Node:
-    root, state, stub_bin = tmp_path / "root", tmp_path / "state", tmp_path / "bin"
-    for directory in (root, state, stub_bin):
-        directory.mkdir()
-    for tool in TOOLS:
-        real = shutil.which(tool, path="/usr/bin:/bin")
-        assert real, f"{tool} is needed to run the node scripts"
-        (stub_bin / tool).symlink_to(real)
-    (stub_bin / "python3").symlink_to(Path(sys.executable).resolve())
-    for name, body in STUBS.items():
-        stub = stub_bin / name
-        stub.write_text(_RECORD + body + "\n")
-        stub.chmod(0o755)
-    log = tmp_path / "calls.log"
-    env = {
-        "PATH": str(stub_bin),
-        "FMCLUSTER_ROOT": str(root),
-        "FMCLUSTER_RETRY_DELAY": "1",
-        "STUB_LOG": str(log),
-        "STUB_STATE": str(state),
-        "LANG": "C",
-    }
-    return Node(root=root, state=state, bin=stub_bin, log=log, env=env)
+    return Node(**stub_env(tmp_path, tools=TOOLS, stubs=STUBS, python=True))
 
 
 def store_disks(count: int) -> list[tuple[str, str]]:
@@ -737,7 +683,7 @@ def test_bootstrap_unpacks_the_node_bundle_into_opt_fmcluster(node):
 
 
 def test_bootstrap_prefers_unzip_where_the_node_has_it(node):
-    (node.bin / "unzip").write_text(_RECORD + UNZIP)
+    (node.bin / "unzip").write_text(RECORD + UNZIP)
     (node.bin / "unzip").chmod(0o755)
     serve(node, BUNDLE_URI, bundle())
     assert node.run("bootstrap.sh", "--bundle", BUNDLE_URI).returncode == 0

@@ -15,7 +15,6 @@ import hashlib
 import io
 import json
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.observability.conftest import DASHBOARDS, FIXTURES, require_binary
+from tests.stub_node import StubNode, fail_first, stub_env
 
 SCRIPT = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "observability.sh"
 SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
@@ -39,15 +39,7 @@ TOOLS = (
 )  # fmt: skip
 """Real commands the script may use: they only read, or write inside FMCLUSTER_ROOT and the test's directory."""
 
-_RECORD = """#!/usr/bin/env bash
-{ printf '%s' "$(basename "$0")"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_LOG"
-"""
-_FAILURES = """failures="$STUB_STATE/$(basename "$0")-failures"
-if [[ -f "$failures" ]]; then
-  left="$(<"$failures")"
-  if ((left > 0)); then echo $((left - 1)) >"$failures"; echo "$(basename "$0"): stub failure" >&2; exit 7; fi
-fi
-"""
+_FAILURES = fail_first(7)
 STUBS = {
     # curl -fsSL ... -o DEST URL: the file the test put at $STUB_STATE/web/<host>/<path>
     "curl": _FAILURES + 'url="${!#}"; dest=""\n'
@@ -138,13 +130,8 @@ def sums_file(release: Release, data: bytes) -> str:
     return f"{other}\n{digest}  {release.archive}\n"
 
 
-@dataclass
-class Node:
-    root: Path
-    state: Path
-    bin: Path
-    log: Path
-    env: dict[str, str]
+class Node(StubNode):
+    """A pretend node running observability.sh."""
 
     def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -155,23 +142,6 @@ class Node:
             timeout=120,
             check=False,
         )
-
-    def calls(self, command: str | None = None) -> list[list[str]]:
-        if not self.log.exists():
-            return []
-        calls = [shlex.split(line) for line in self.log.read_text().splitlines()]
-        return [call for call in calls if command is None or call[0] == command]
-
-    def path(self, absolute: str) -> Path:
-        return self.root / absolute.lstrip("/")
-
-    def set(self, name: str, content: str | bytes) -> None:
-        target = self.state / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content)
 
     def publish(self, *components: str, where: str = "web", corrupt: bool = False) -> None:
         """Put releases where curl (web) or `aws s3 cp` from MIRROR (s3) finds them."""
@@ -185,39 +155,17 @@ class Node:
             self.set(f"{where}/{base}/{release.archive}", data)
             self.set(f"{where}/{base}/{release.sums}", sums)
 
-    def add_stub(self, name: str, body: str = "exit 0") -> None:
-        stub = self.bin / name
-        stub.write_text(_RECORD + body + "\n")
-        stub.chmod(0o755)
-
     def unit(self, name: str) -> str:
         return self.path(f"/etc/systemd/system/{name}").read_text()
 
-    def script_log(self) -> str:
-        return self.path("/var/log/fmcluster/observability.log").read_text()
+    def script_log(self, name: str = "observability") -> str:
+        return super().script_log(name)
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> Node:
-    root, state, stub_bin = tmp_path / "root", tmp_path / "state", tmp_path / "bin"
-    for directory in (root, state, stub_bin, root / "var" / "tmp"):
-        directory.mkdir(parents=True)
-    for tool in TOOLS:
-        real = shutil.which(tool, path="/usr/bin:/bin")
-        assert real, f"{tool} is needed to run the node scripts"
-        (stub_bin / tool).symlink_to(real)
-    log = tmp_path / "calls.log"
-    env = {
-        "PATH": str(stub_bin),
-        "FMCLUSTER_ROOT": str(root),
-        "FMCLUSTER_RETRY_DELAY": "1",
-        "STUB_LOG": str(log),
-        "STUB_STATE": str(state),
-        "LANG": "C",
-    }
-    result = Node(root=root, state=state, bin=stub_bin, log=log, env=env)
-    for name, body in STUBS.items():
-        result.add_stub(name, body)
+    result = Node(**stub_env(tmp_path, tools=TOOLS, stubs=STUBS))
+    result.path("/var/tmp").mkdir(parents=True)
     return result
 
 
