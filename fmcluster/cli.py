@@ -14,7 +14,7 @@ from fmcluster.config import ClusterConfig, ConfigError, load
 
 DEFAULT_FILE = "examples/quickstart.yaml"
 EXIT_INVALID = 2
-PLAN_WIDTH = 120
+PLAN_WIDTH = 140
 """The plan's tables need about this many columns; rich assumes 80 when output is not a terminal."""
 
 
