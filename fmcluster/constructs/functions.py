@@ -1,4 +1,4 @@
-"""What every Lambda function of fmcluster shares: its runtime, its code from package data, a cfn-lint note."""
+"""What every Lambda function of fmcluster shares: runtime, code from package data, a cfn-lint note, a Provider."""
 
 from __future__ import annotations
 
@@ -6,7 +6,11 @@ from importlib import resources
 
 import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
-from constructs import IConstruct
+from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
+from constructs import Construct, IConstruct
+
+from fmcluster.constructs.nag import nag_form
 
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_14
 """The newest Python runtime (cdk-nag's AwsSolutions-L1 accepts only the latest)."""
@@ -28,3 +32,45 @@ def quiet_redundant_depends_on(construct: IConstruct) -> None:
     resource = construct if isinstance(construct, cdk.CfnResource) else construct.node.try_find_child("Resource")
     if isinstance(resource, cdk.CfnResource):
         resource.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+
+
+def provider_with_handler(
+    scope: Construct, construct_id: str, provider_id: str, *, code: str, description: str, timeout: cdk.Duration
+) -> tuple[lambda_.Function, cr.Provider]:
+    """A custom-resource handler (`fmcluster/lambdas/<code>/handler.on_event`) behind the CDK Provider framework.
+
+    The handler logs to its own group (one year); the cdk-nag findings every such pair has (the basic execution
+    role, the framework invoking the handler's versions, the framework's runtime) are acknowledged here. Add the
+    handler's own permissions, and acknowledge their wildcards, at the call site.
+    """
+    handler = lambda_.Function(
+        scope,
+        construct_id,
+        runtime=LAMBDA_RUNTIME,
+        handler="handler.on_event",
+        code=lambda_code(code),
+        timeout=timeout,
+        description=description,
+        log_group=logs.LogGroup(scope, f"{construct_id}Logs", retention=logs.RetentionDays.ONE_YEAR),
+    )
+    provider = cr.Provider(scope, provider_id, on_event_handler=handler)
+    for function in (handler, provider.node.find_child("framework-onEvent")):
+        quiet_redundant_depends_on(function)
+    basic = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
+    cdk.Validations.of(handler).acknowledge(
+        cdk.Acknowledgment(id=basic, reason="Lets the function write its own CloudWatch logs; no other permission")
+    )
+    cdk.Validations.of(provider).acknowledge(
+        cdk.Acknowledgment(
+            id=basic, reason="The CDK Provider framework's own function writes only its CloudWatch logs"
+        ),
+        cdk.Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::{nag_form(handler, handler.function_arn)}:*]",
+            reason="The Provider framework invokes every version of the one handler function it wraps",
+        ),
+        cdk.Acknowledgment(
+            id="AwsSolutions-L1",
+            reason="The Provider framework's runtime is chosen and updated by aws-cdk-lib, not by this project",
+        ),
+    )
+    return handler, provider

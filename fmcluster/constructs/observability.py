@@ -17,17 +17,13 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_grafana as grafana_
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_ssm as ssm
-from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.config.models import Observability, is_lustre_capacity
-from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
-from fmcluster.constructs.nag import nag_form
+from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.props import check_props
 
 PrometheusMode = Literal["managed", "none"]
@@ -321,15 +317,13 @@ class ClusterObservability(Construct):
     def _provision_dashboards(self, stack: cdk.Stack) -> None:
         workspace = self.grafana_workspace
         workspace_arn = f"arn:{stack.partition}:grafana:{stack.region}:{stack.account}:/workspaces/{workspace.attr_id}"
-        handler = lambda_.Function(
+        handler, provider = provider_with_handler(
             self,
             "DashboardProvisioner",
-            runtime=LAMBDA_RUNTIME,
-            handler="handler.on_event",
-            code=lambda_code("grafana_dashboards"),
+            "DashboardProvider",
+            code="grafana_dashboards",
             timeout=cdk.Duration.minutes(2),
             description="Provisions fmcluster's dashboards and Prometheus data source in Amazon Managed Grafana",
-            log_group=logs.LogGroup(self, "DashboardProvisionerLogs", retention=logs.RetentionDays.ONE_YEAR),
         )
         handler.add_to_role_policy(
             iam.PolicyStatement(
@@ -342,11 +336,6 @@ class ClusterObservability(Construct):
                 resources=[workspace_arn],
             )
         )
-        provider = cr.Provider(self, "DashboardProvider", on_event_handler=handler)
-        framework = provider.node.find_child("framework-onEvent")
-        for function in (handler, framework):
-            quiet_redundant_depends_on(function)
-        _acknowledge_provider(handler, provider)
         self.dashboards = cdk.CustomResource(
             self,
             "Dashboards",
@@ -536,24 +525,3 @@ def _validate(
         problems.append(f"lustre_capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got {capacity_gib}")
     if problems:
         raise ValueError("\n".join(f"ClusterObservability: {problem}" for problem in problems))
-
-
-def _acknowledge_provider(handler: lambda_.Function, provider: cr.Provider) -> None:
-    """cdk-nag findings the provisioning custom resource cannot avoid, acknowledged with their reasons."""
-    basic = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
-    cdk.Validations.of(handler).acknowledge(
-        cdk.Acknowledgment(id=basic, reason="Lets the function write its own CloudWatch logs; no other permission")
-    )
-    cdk.Validations.of(provider).acknowledge(
-        cdk.Acknowledgment(
-            id=basic, reason="The CDK Provider framework's own function writes only its CloudWatch logs"
-        ),
-        cdk.Acknowledgment(
-            id=f"AwsSolutions-IAM5[Resource::{nag_form(handler, handler.function_arn)}:*]",
-            reason="The Provider framework invokes every version of the one handler function it wraps",
-        ),
-        cdk.Acknowledgment(
-            id="AwsSolutions-L1",
-            reason="The Provider framework's runtime is chosen and updated by aws-cdk-lib, not by this project",
-        ),
-    )

@@ -8,16 +8,14 @@ from typing import Literal
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_pcs as pcs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.catalog import instance_architecture
 from fmcluster.config.models import AMI_ID_PATTERN, PCS_DEFAULT_SLURM_VERSION, PCS_MAX_NODES, PCS_SLURM_VERSIONS
-from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
-from fmcluster.constructs.nag import nag_form
+from fmcluster.constructs.functions import provider_with_handler
+from fmcluster.constructs.nag import acknowledge_wildcards
 
 PurchaseOption = Literal["ONDEMAND", "CAPACITY_BLOCK"]
 SIZES = (("SMALL", 32), ("MEDIUM", 512), ("LARGE", PCS_MAX_NODES))
@@ -190,48 +188,18 @@ class PcsSlurmCluster(Construct):
 
     def _provider(self) -> cr.Provider:
         if self._image_provider is None:
-            handler = lambda_.Function(
+            handler, self._image_provider = provider_with_handler(
                 self,
                 "SampleImageLookup",
-                runtime=LAMBDA_RUNTIME,
-                handler="handler.on_event",
-                code=lambda_code("pcs_ami"),
+                "SampleImageProvider",
+                code="pcs_ami",
                 timeout=cdk.Duration.seconds(60),
                 description="Finds the newest AWS PCS sample AMI for a Slurm version and CPU architecture",
-                log_group=logs.LogGroup(self, "SampleImageLookupLogs", retention=logs.RetentionDays.ONE_YEAR),
             )
             handler.add_to_role_policy(iam.PolicyStatement(actions=["ec2:DescribeImages"], resources=["*"]))
-            self._image_provider = cr.Provider(self, "SampleImageProvider", on_event_handler=handler)
-            framework = self._image_provider.node.find_child("framework-onEvent")
-            for function in (handler, framework):
-                quiet_redundant_depends_on(function)
-            acknowledge_provider_findings(handler, self._image_provider)
+            acknowledge_wildcards(
+                handler,
+                resources=["*"],
+                reason="ec2:DescribeImages supports no resource-level permission; it only reads image metadata",
+            )
         return self._image_provider
-
-
-def acknowledge_provider_findings(handler: lambda_.Function, provider: cr.Provider) -> None:
-    """cdk-nag findings a Lambda-backed custom resource cannot avoid, acknowledged with their reasons."""
-    cdk.Validations.of(handler).acknowledge(
-        cdk.Acknowledgment(
-            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-            reason="Lets the function write its own CloudWatch logs; no other permission",
-        ),
-        cdk.Acknowledgment(
-            id="AwsSolutions-IAM5[Resource::*]",
-            reason="ec2:DescribeImages supports no resource-level permission; it only reads image metadata",
-        ),
-    )
-    cdk.Validations.of(provider).acknowledge(
-        cdk.Acknowledgment(
-            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-            reason="The CDK Provider framework's own function writes only its CloudWatch logs",
-        ),
-        cdk.Acknowledgment(
-            id=f"AwsSolutions-IAM5[Resource::{nag_form(handler, handler.function_arn)}:*]",
-            reason="The Provider framework invokes every version of the one handler function it wraps",
-        ),
-        cdk.Acknowledgment(
-            id="AwsSolutions-L1",
-            reason="The Provider framework's runtime is chosen and updated by aws-cdk-lib, not by this project",
-        ),
-    )
