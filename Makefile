@@ -35,7 +35,7 @@ $(STAMP)/prometheus:
 
 synth: setup
 	cdk synth --quiet --no-notices -c config=$(CONFIG)
-	fmcluster plan $(CONFIG)
+	fmcluster plan $(CONFIG) --assembly cdk.out
 
 plan validate: setup
 	fmcluster $@ $(CONFIG)
@@ -47,7 +47,7 @@ test: lint
 	pytest $(PYTEST_ARGS)
 
 deploy: setup
-	cdk deploy --all --no-notices -c config=$(CONFIG)
+	cdk deploy --all --concurrency 8 --no-notices -c config=$(CONFIG)
 
 clean:
 	rm -rf cdk.out $(STAMP) .pytest_cache

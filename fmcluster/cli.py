@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from fmcluster import advice, sizing
+from fmcluster import advice, deploy_time, sizing
 from fmcluster.config import ClusterConfig, ConfigError, load
 
 DEFAULT_FILE = "examples/quickstart.yaml"
@@ -26,6 +29,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.add_argument(
             "file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})"
         )
+        if name == "plan":
+            command.add_argument(
+                "--assembly", metavar="DIR", help="the file's cloud assembly (cdk.out) to time; default: synthesize it"
+            )
     args = parser.parse_args(argv)
 
     config = load_or_report(args.file)
@@ -34,7 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "validate":
         print(f"{args.file}: valid: {len(config.compute)} compute group(s), {config.total_nodes} node(s)")
     else:
-        print_plan(config, Console(width=max(Console().width, PLAN_WIDTH)))
+        console = Console(width=max(Console().width, PLAN_WIDTH))
+        print_plan(config, console)
+        print_deploy_time(_assembly_estimate(config, args.assembly), console)
     return 0
 
 
@@ -112,6 +121,36 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
             f"limited by {estimate.limited_by})",
         )
     console.print(storage)
+
+
+def print_deploy_time(estimate: deploy_time.DeployEstimate, console: Console) -> None:
+    """The deploy's critical path, when nodes take jobs, and the one-stack-at-a-time figure."""
+    console.print(estimate.summary(), soft_wrap=True)
+    first, container = estimate.first_job, estimate.first_container_job
+    if first is not None and container is not None:
+        console.print(
+            f"first job ~{first:.0f} min after `cdk deploy --all --concurrency 8` starts; container jobs "
+            f"~{container:.0f} min (image built and imported into /fsx)",
+            soft_wrap=True,
+        )
+    console.print(f"without --concurrency (one stack at a time): ~{estimate.sequential:.0f} min", soft_wrap=True)
+
+
+def _assembly_estimate(config: ClusterConfig, assembly: str | None) -> deploy_time.DeployEstimate:
+    """The estimate of `assembly`, or of `config` synthesized (with ./cdk.json's context when there is one)."""
+    if assembly is not None:
+        return deploy_time.estimate_assembly(assembly)
+    import aws_cdk as cdk  # only here: jsii starts node, which validate and --assembly never need
+
+    from fmcluster.stacks import build
+
+    cdk_json = Path("cdk.json")
+    context = json.loads(cdk_json.read_text()).get("context", {}) if cdk_json.is_file() else {}
+    with tempfile.TemporaryDirectory(prefix="fmcluster-plan-") as outdir:
+        app = cdk.App(outdir=outdir, context=context)
+        build(app, config)
+        app.synth()
+        return deploy_time.estimate_assembly(outdir)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,14 @@ _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
 
 BUNDLE_DIR = "/opt/fmcluster"
 """Where the node bundle unpacks on a node (HyperPod's lifecycle scripts install the same layout there)."""
-BUNDLE_SCRIPTS: tuple[str, ...] = (*NODE_SCRIPTS, "observability.sh")
+BUNDLE_SCRIPTS: tuple[str, ...] = (
+    *NODE_SCRIPTS,
+    "observability.sh",
+    "image-watch.sh",
+    "training-image.sh",
+    "hyperpod/ssm.sh",
+    "hyperpod/import-image.sh",
+)
 """The scripts of `fmcluster/node/` in the bundle, under `node/`."""
 NCCL_TESTS = "nccl-tests.sbatch"
 """The nccl-tests job (fmcluster/node/nccl-tests.sbatch); the bundle puts it at /opt/fmcluster/nccl-tests.sbatch."""
@@ -222,6 +229,7 @@ def bootstrap_commands(
     region: str | None = None,
     bundle_s3_uri: str | None = None,
     observability: NodeObservability | None = None,
+    image_parameter: str | None = None,
 ) -> list[str]:
     """The shell commands of the user data (see `bootstrap_user_data` for the arguments)."""
     _check(lustre_dns_name, lustre_mount_name, lustre_mount_point, lustre_efa, nccl_parameter_name)
@@ -243,6 +251,10 @@ def bootstrap_commands(
         arguments += ["--nccl-parameter", shlex.quote(nccl_parameter_name)]
     if bundle_s3_uri is not None:
         arguments += ["--bundle", shlex.quote(bundle_s3_uri)]
+    if image_parameter is not None:
+        if bundle_s3_uri is None:
+            raise ValueError("image_parameter: image-watch.sh comes in the node bundle; give bundle_s3_uri too")
+        arguments += ["--image-parameter", shlex.quote(image_parameter)]
     if observability is not None:
         arguments += ["--observability", *observability.arguments(region)]  # the rest goes to observability.sh
     return [
@@ -268,6 +280,7 @@ def bootstrap_user_data(
     region: str | None = None,
     bundle_s3_uri: str | None = None,
     observability: NodeObservability | None = None,
+    image_parameter: str | None = None,
     multipart: bool = True,
 ) -> ec2.UserData:
     """EC2 user data that installs fmcluster's node scripts and runs `bootstrap.sh` at first boot.
@@ -302,6 +315,9 @@ def bootstrap_user_data(
             names) and unpacks it into /opt/fmcluster. Omitted: no bundle.
         observability: run observability.sh from the bundle with these settings; needs `bundle_s3_uri`.
             Omitted: no metrics collection on the node.
+        image_parameter: the training image's SSM parameter (`/fmcluster/<cluster>/image-uri`): the node runs
+            image-watch.sh from the bundle, which brings the image to /fsx when it is published (give it to one node,
+            the head node; needs `bundle_s3_uri`). Omitted: no watcher on this node.
         multipart: return MIME multi-part user data with one shell part, the form AWS PCS requires (it merges
             its own parts in); False returns a plain shell script. Omitted: True.
     """
@@ -316,6 +332,7 @@ def bootstrap_user_data(
             region=region,
             bundle_s3_uri=bundle_s3_uri,
             observability=observability,
+            image_parameter=image_parameter,
         )
     )
     user_data = shell

@@ -68,6 +68,8 @@ LIFECYCLE_SCRIPTS: Mapping[str, str] = {
     "nvme-raid.sh": "node/nvme-raid.sh",
     "nccl-env.sh": "node/nccl-env.sh",
     "observability.sh": "node/observability.sh",
+    "image-watch.sh": "node/image-watch.sh",
+    "training-image.sh": "node/training-image.sh",
 }
 """Object name under the lifecycle prefix -> package file of fmcluster: flat, so `lib.sh` sits next to the scripts."""
 LIFECYCLE_DATA: Mapping[str, str] = {
@@ -186,8 +188,9 @@ class HyperPodSlurmCluster(Construct):
             `<prefix>/<group>/nccl-env`. Omitted: "/fmcluster/<cluster_name>".
         key: a customer KMS key for the controller's extra EBS volume; the role may use it for EBS (through
             grants for AWS resources only). Omitted: HyperPod encrypts the volume with an AWS owned key.
-        image_repositories: the ECR repositories nodes pull images from. Omitted: any repository of this account
-            in this region.
+        image_repositories: the ECR repositories nodes pull images from; empty: none (grant pulls yourself, e.g.
+            with `fmcluster.constructs.image.grant_image_pull`). Omitted: any repository of this account in this
+            region.
         access_logs_bucket: a bucket for the lifecycle bucket's server access logs (its policy must let S3 logging
             write to it). Omitted: no access logs; the scripts' only writer is the stack's own deployment.
         controller_volume_gib: size of the controller's extra EBS volume, 1-16384 GiB. Omitted: 500.
@@ -572,7 +575,7 @@ class HyperPodSlurmCluster(Construct):
         )
         if image_repositories:
             allow(ECR_PULL_ACTIONS, [repository.repository_arn for repository in image_repositories])
-        else:
+        elif image_repositories is None:
             allow(
                 ECR_PULL_ACTIONS,
                 [stack.format_arn(service="ecr", resource="repository", resource_name="*")],

@@ -26,7 +26,8 @@ from constructs import Construct
 
 from fmcluster.config.models import NAME_PATTERN, Image
 from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
-from fmcluster.constructs.nag import nag_form
+from fmcluster.constructs.nag import acknowledge_wildcards, nag_form
+from fmcluster.deploy_time import Weights
 
 """The newest Python runtime in aws-cdk-lib's `Runtime.ALL`: what cdk-nag's AwsSolutions-L1 accepts."""
 IMAGE_SOURCE = files("fmcluster") / "image"
@@ -46,6 +47,8 @@ QUEUED_TIMEOUT = cdk.Duration.minutes(5)
 """A build that cannot start within 5 minutes is ended by CodeBuild (and reported) instead of running out the clock."""
 MAX_BUILD_TIMEOUT = PROVIDER_TIMEOUT.minus(QUEUED_TIMEOUT)
 """Queue plus build time stays within the Provider's window, so is_complete always sees the build end."""
+EXPECTED_BUILD_MINUTES = round(Weights.load().types["Custom::TrainingImage"])
+"""What nodes announce while the image builds ("ready in about N min"): the plan's figure (deploy_times.yaml)."""
 DEFAULT_BUILD_TIMEOUT = cdk.Duration.minutes(45)
 """The build takes about 30 minutes on X_LARGE (EFA installer, NCCL and nccl-tests for four GPU architectures,
 PyTorch, a push of ~15 GB)."""
@@ -69,6 +72,57 @@ def image_spec_hash(image: Image) -> str:
 def parameter_name(cluster_name: str) -> str:
     """The SSM parameter with the training image's URI (what the nodes read)."""
     return f"/fmcluster/{cluster_name}/image-uri"
+
+
+def build_parameter_name(cluster_name: str) -> str:
+    """The SSM parameter with the running build (id, start, expected minutes, logs): what nodes say while waiting."""
+    return f"/fmcluster/{cluster_name}/image-build"
+
+
+REPOSITORY_TAG = "fmcluster:training-image"
+"""Tag of the image repository, whose value is the cluster name. `grant_image_pull` matches it with the condition key
+ecr:ResourceTag/<key> (AWS ECR user guide, "Using Tag-Based Access Control", whose example conditions
+ecr:BatchGetImage and ecr:GetDownloadUrlForLayer on it), so a node role pulls without naming the repository."""
+ECR_PULL_ACTIONS = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
+
+
+def grant_image_pull(grantee: iam.IGrantable, cluster_name: str) -> iam.Grant:
+    """Let `grantee` read the cluster's image parameters and pull its training image, knowing only the cluster name.
+
+    Nothing of the `TrainingImage` is referenced, so a stack granting this does not depend on the image's stack: its
+    nodes boot while the image builds. The statements name the parameters `/fmcluster/<cluster>/image-uri` and
+    `image-build`, and ECR repositories of this account and region tagged `REPOSITORY_TAG=<cluster>`.
+
+    Example::
+
+        grant_image_pull(node_role, "llm-pretrain")
+    """
+    stack = cdk.Stack.of(grantee.grant_principal)  # type: ignore[arg-type]
+    repositories = stack.format_arn(service="ecr", resource="repository", resource_name="*")
+    parameters = [
+        stack.format_arn(service="ssm", resource="parameter", resource_name=name(cluster_name).lstrip("/"))
+        for name in (parameter_name, build_parameter_name)
+    ]
+    grant = iam.Grant.add_to_principal(grantee=grantee, actions=["ssm:GetParameter"], resource_arns=parameters)
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=list(ECR_PULL_ACTIONS),
+            resources=[repositories],
+            conditions={"StringEquals": {f"ecr:ResourceTag/{REPOSITORY_TAG}": cluster_name}},
+        )
+    )
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
+    )
+    if isinstance(grantee.grant_principal, Construct):
+        acknowledge_wildcards(
+            grantee.grant_principal,
+            resources=[repositories, "*"],
+            reason="Pulls only from repositories tagged as this cluster's training image (condition "
+            f"ecr:ResourceTag/{REPOSITORY_TAG}), whose name the cluster stack does not reference so that it need not "
+            "wait for the image build; ecr:GetAuthorizationToken has no resource-level permissions",
+        )
+    return grant
 
 
 class TrainingImage(Construct):
@@ -136,6 +190,10 @@ class TrainingImage(Construct):
         self.parameter_arn = stack.format_arn(
             service="ssm", resource="parameter", resource_name=self.parameter_name.lstrip("/")
         )
+        self.build_parameter_arn = stack.format_arn(
+            service="ssm", resource="parameter", resource_name=build_parameter_name(cluster_name).lstrip("/")
+        )
+        """The SSM parameter `/fmcluster/<cluster>/image-build`: the running (or failed) build, for the nodes."""
         if key is None:
             key = kms.Key(
                 self,
@@ -165,6 +223,7 @@ class TrainingImage(Construct):
             empty_on_delete=destroy,
         )
         """The training images, tagged with their specification hash."""
+        cdk.Tags.of(self.repository).add(REPOSITORY_TAG, cluster_name)
 
         self.build_log_group = logs.LogGroup(self, "BuildLogs", retention=log_retention, removal_policy=removal_policy)
         """The image builds' logs (one stream per build)."""
@@ -210,6 +269,7 @@ class TrainingImage(Construct):
                 "EfaInstaller": image.efa_installer,
                 "AwsOfiNccl": image.aws_ofi_nccl,
                 "Nccl": image.nccl,
+                "ExpectedBuildMinutes": str(EXPECTED_BUILD_MINUTES),
             },
         )
         """Builds (when needed) and publishes the image; its Delete removes the SSM parameter."""
@@ -299,7 +359,12 @@ class TrainingImage(Construct):
             iam.PolicyStatement(actions=["codebuild:StartBuild"], resources=[self.project.project_arn])
         )
         on_event.add_to_role_policy(
-            iam.PolicyStatement(actions=["ssm:DeleteParameter"], resources=[self.parameter_arn])
+            iam.PolicyStatement(
+                actions=["ssm:DeleteParameter"], resources=[self.parameter_arn, self.build_parameter_arn]
+            )
+        )
+        on_event.add_to_role_policy(
+            iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[self.build_parameter_arn])
         )
         self.repository.grant(on_event, "ecr:DescribeImages")
         is_complete = self._function(
@@ -314,7 +379,12 @@ class TrainingImage(Construct):
             iam.PolicyStatement(actions=["codebuild:BatchGetBuilds"], resources=[self.project.project_arn])
         )
         is_complete.add_to_role_policy(
-            iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[self.parameter_arn])
+            iam.PolicyStatement(
+                actions=["ssm:PutParameter"], resources=[self.parameter_arn, self.build_parameter_arn]
+            )
+        )
+        is_complete.add_to_role_policy(
+            iam.PolicyStatement(actions=["ssm:DeleteParameter"], resources=[self.build_parameter_arn])
         )
         self.repository.grant(is_complete, "ecr:DescribeImages")
         self.on_event_function, self.is_complete_function = on_event, is_complete

@@ -42,7 +42,8 @@ class LustreStorage(Construct):
     `s3://<data bucket>/<path>/`; object metadata is imported when the link is created, and the import and
     export events asked for are kept in sync automatically. Associations are created one after another
     (FSx fails some when several are created at once) and are keyed by path, so adding or reordering
-    repositories never replaces one; `removal_policy` does not apply to them. When a repository uses
+    repositories never replaces one; `removal_policy` does not apply to them (`DataRepositoryLinks` makes the same
+    associations in another scope, such as a stack nodes need not wait for). When a repository uses
     `data_bucket` and that bucket is encrypted with a KMS key of this app, the key policy lets FSx's S3
     service-linked roles of this account use the key, through S3 only.
 
@@ -112,7 +113,8 @@ class LustreStorage(Construct):
         links = _validated(
             capacity_gib=capacity_gib,
             throughput_per_tib=throughput_per_tib,
-            efa=efa,
+            # The EFA capacity step depends on the throughput tier; unknown until deploy when it is a token.
+            efa=False if cdk.Token.is_unresolved(throughput_per_tib) else efa,
             compression=compression,
             metadata_iops=metadata_iops,
             repositories=repositories,
@@ -206,20 +208,10 @@ class LustreStorage(Construct):
         self.mount_name: str = self.file_system.attr_lustre_mount_name
         """The Lustre mount name FSx generated."""
 
-        self.repositories: dict[str, fsx.CfnDataRepositoryAssociation] = {}
+        self.repositories: dict[str, fsx.CfnDataRepositoryAssociation] = _associate(
+            self, file_system_id=self.file_system.ref, links=links, data_bucket=data_bucket
+        )
         """The data repository associations, by Lustre path."""
-        previous: fsx.CfnDataRepositoryAssociation | None = None
-        for link in links:
-            association = self._associate(link, data_bucket)
-            if previous is not None:
-                association.node.add_dependency(previous)
-            previous = association
-        if (
-            data_bucket is not None
-            and data_bucket.encryption_key is not None
-            and any(link.s3_uri is None for link in links)
-        ):
-            self._let_fsx_use_bucket_key(data_bucket.encryption_key)
 
     def allow_clients(self, *clients: ec2.IConnectable) -> None:
         """Open Lustre (and, if EFA-enabled, all traffic) both ways between the file system and `clients`."""
@@ -250,7 +242,62 @@ class LustreStorage(Construct):
     def _ports(self) -> tuple[ec2.Port, ...]:
         return (*LUSTRE_PORTS, ec2.Port.all_traffic()) if self.efa else LUSTRE_PORTS
 
-    def _associate(self, link: Repository, data_bucket: s3.IBucket | None) -> fsx.CfnDataRepositoryAssociation:
+
+class DataRepositoryLinks(Construct):
+    """The S3 links (data repository associations) of a `LustreStorage`, in a scope of their own.
+
+    Give them a stack of their own that depends on the file system's stack, and nodes that need only the file
+    system boot while the links are created: FSx creates them one after another (a few minutes each), and the
+    objects of each S3 location appear under its Lustre path when its link completes. Each repository becomes one
+    association exactly as `LustreStorage(repositories=...)` makes it (keyed by path, metadata imported on creation,
+    the import and export events asked for; the data bucket's key policy lets FSx's S3 roles use it through S3).
+
+    Example::
+
+        storage = cdk.Stack(app, "Storage")
+        lustre = LustreStorage(storage, "Lustre", vpc=vpc, subnet=subnet, client_security_groups=[efa])
+        links = cdk.Stack(app, "Links")
+        DataRepositoryLinks(links, "Links", file_system=lustre,
+                            repositories=[Repository(path="/datasets", s3_uri="s3://my-datasets/c4/")])
+
+    Args:
+        file_system: the `LustreStorage` to link (it must have no `repositories` of its own on the same paths).
+        repositories: 1-8 `fmcluster.config.Repository` objects (or mappings of the cluster file's keys), with the
+            cluster file's rules (paths unique and not nested, S3 locations not overlapping).
+        data_bucket: the bucket for repositories without an `s3_uri`. Omitted: every repository needs one.
+
+    Raises:
+        ValueError: naming every repository that breaks the cluster file's rules.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        file_system: LustreStorage,
+        repositories: Sequence[Repository | Mapping[str, object]],
+        data_bucket: s3.IBucket | None = None,
+    ) -> None:
+        links = _validated(
+            repositories=repositories,
+            has_data_bucket=data_bucket is not None,
+            construct="DataRepositoryLinks",
+        )
+        super().__init__(scope, construct_id)
+        self.repositories: dict[str, fsx.CfnDataRepositoryAssociation] = _associate(
+            self, file_system_id=file_system.file_system_id, links=links, data_bucket=data_bucket
+        )
+        """The data repository associations, by Lustre path."""
+
+
+def _associate(
+    scope: Construct, *, file_system_id: str, links: Sequence[Repository], data_bucket: s3.IBucket | None
+) -> dict[str, fsx.CfnDataRepositoryAssociation]:
+    """One association per link in `scope`, one after another (FSx fails some created at once), keyed by path."""
+    associations: dict[str, fsx.CfnDataRepositoryAssociation] = {}
+    previous: fsx.CfnDataRepositoryAssociation | None = None
+    for link in links:
         if link.s3_uri is not None:
             location = link.s3_uri
         else:
@@ -267,50 +314,56 @@ class LustreStorage(Construct):
             )
         association = fsx.CfnDataRepositoryAssociation(
             # Keyed by path, so reordering or adding repositories never replaces an existing association.
-            self,
+            scope,
             f"Repository{link.path}",
-            file_system_id=self.file_system.ref,
+            file_system_id=file_system_id,
             file_system_path=link.path,
             data_repository_path=location,
             batch_import_meta_data_on_create=True,
             s3=fsx.CfnDataRepositoryAssociation.S3Property(**policies) if policies else None,
         )
-        self.repositories[link.path] = association
-        return association
+        if previous is not None:
+            association.node.add_dependency(previous)
+        previous = associations[link.path] = association
+    key = data_bucket.encryption_key if data_bucket is not None else None
+    if key is not None and any(link.s3_uri is None for link in links):
+        _let_fsx_use_bucket_key(key)
+    return associations
 
-    def _let_fsx_use_bucket_key(self, key: kms.IKey) -> None:
-        """Let FSx's S3 service-linked role read and write the data bucket's objects, which `key` encrypts.
 
-        The role is named after the file system id, which the key cannot reference (the key may also encrypt
-        the file system: a cycle), so the statement matches the role's ARN pattern instead: FSx's S3 roles of
-        this account, calling through S3 in this region. Each such role reaches only the buckets linked to its
-        own file system. The bucket's ARN cannot narrow the statement further (the bucket refers to the key:
-        another cycle). An imported key's policy cannot be changed here: add the same statement yourself.
-        """
-        stack = cdk.Stack.of(self)
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="FsxForLustreS3LinksUseTheKeyThroughS3",
-                principals=[iam.AnyPrincipal()],
-                actions=[
-                    "kms:Encrypt",
-                    "kms:Decrypt",
-                    "kms:ReEncrypt*",
-                    "kms:GenerateDataKey*",
-                    "kms:DescribeKey",
-                ],
-                resources=["*"],
-                conditions={
-                    "StringEquals": {
-                        "kms:CallerAccount": stack.account,
-                        "kms:ViaService": f"s3.{stack.region}.{stack.url_suffix}",
-                    },
-                    "StringLike": {
-                        "aws:PrincipalArn": f"arn:{stack.partition}:iam::{stack.account}:{FSX_S3_ROLE}",
-                    },
+def _let_fsx_use_bucket_key(key: kms.IKey) -> None:
+    """Let FSx's S3 service-linked role read and write the data bucket's objects, which `key` encrypts.
+
+    The role is named after the file system id, which the key cannot reference (the key may also encrypt
+    the file system: a cycle), so the statement matches the role's ARN pattern instead: FSx's S3 roles of
+    this account, calling through S3 in this region. Each such role reaches only the buckets linked to its
+    own file system. The bucket's ARN cannot narrow the statement further (the bucket refers to the key:
+    another cycle). An imported key's policy cannot be changed here: add the same statement yourself.
+    """
+    stack = cdk.Stack.of(key)
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="FsxForLustreS3LinksUseTheKeyThroughS3",
+            principals=[iam.AnyPrincipal()],
+            actions=[
+                "kms:Encrypt",
+                "kms:Decrypt",
+                "kms:ReEncrypt*",
+                "kms:GenerateDataKey*",
+                "kms:DescribeKey",
+            ],
+            resources=["*"],
+            conditions={
+                "StringEquals": {
+                    "kms:CallerAccount": stack.account,
+                    "kms:ViaService": f"s3.{stack.region}.{stack.url_suffix}",
                 },
-            )
+                "StringLike": {
+                    "aws:PrincipalArn": f"arn:{stack.partition}:iam::{stack.account}:{FSX_S3_ROLE}",
+                },
+            },
         )
+    )
 
 
 def _describe(port: ec2.Port, between: str) -> str:
@@ -321,39 +374,26 @@ def _describe(port: ec2.Port, between: str) -> str:
 
 def _validated(
     *,
-    capacity_gib: object,
-    throughput_per_tib: object,
-    efa: bool,
-    compression: object,
-    metadata_iops: object,
     repositories: Sequence[Repository | Mapping[str, object]],
     has_data_bucket: bool,
+    construct: str = "LustreStorage",
+    **file_system: object,
 ) -> tuple[Repository, ...]:
     """The repositories as models; or ValueError naming every problem, in the cluster file's words."""
     problems: list[str] = []
     try:
-        check_props(
-            Lustre,
-            "LustreStorage",
-            capacity_gib=capacity_gib,
-            throughput_per_tib=throughput_per_tib,
-            # The EFA capacity step depends on the throughput tier; unknown until deploy when it is a token.
-            efa=False if cdk.Token.is_unresolved(throughput_per_tib) else efa,
-            compression=compression,
-            metadata_iops=metadata_iops,
-            repositories=tuple(repositories),
-        )
+        check_props(Lustre, construct, **file_system, repositories=tuple(repositories))
     except ValueError as error:
         problems.extend(str(error).splitlines())
     # The cluster file's rule across repositories (paths unique and not nested, S3 prefixes not overlapping),
     # run on these repositories exactly as `fmcluster validate` runs it; invalid entries are skipped there.
     sections = Sections.of_data({"storage": {"lustre": {"repositories": [_as_data(link) for link in repositories]}}})
     for problem in repositories_do_not_overlap(sections):
-        problems.append(f"LustreStorage: {problem.path.removeprefix('storage.lustre.')}: {problem.message}")
+        problems.append(f"{construct}: {problem.path.removeprefix('storage.lustre.')}: {problem.message}")
     for index, link in enumerate(sections.repositories):
         if link is not None and link.s3_uri is None and not has_data_bucket:
             problems.append(
-                f"LustreStorage: repositories[{index}].s3_uri: required when no data_bucket is given; pass "
+                f"{construct}: repositories[{index}].s3_uri: required when no data_bucket is given; pass "
                 f"data_bucket= to link {link.path!r} to a prefix of it, or give an S3 URI like s3://my-bucket/prefix/"
             )
     if problems:

@@ -6,7 +6,8 @@
 #
 # Usage: bootstrap.sh [--lustre-dns-name DNS_NAME --lustre-mount-name MOUNT_NAME [--lustre-mount-point DIR]
 #                      [--lustre-efa]] [--nccl-parameter SSM_PARAMETER_NAME]
-#                     [--bundle S3_URI [--observability OBSERVABILITY_ARGUMENTS...]]
+#                     [--bundle S3_URI [--image-parameter SSM_PARAMETER_NAME]
+#                      [--observability OBSERVABILITY_ARGUMENTS...]]
 #
 # Runs, in this order, each as its own process with its own log under /var/log/fmcluster/:
 #   1. nvme-raid.sh                                    /scratch on the instance-store NVMe disks
@@ -17,12 +18,14 @@
 #      nccl-tests.sbatch), fetched with `aws s3 cp` (retried with backoff, in the region instance metadata names)
 #      and unpacked into /opt/fmcluster with unzip, or `python3 -m zipfile` where unzip is missing. Each file is
 #      replaced by a rename, so a script that is running (this one) keeps reading its old copy.
-#   5. observability.sh OBSERVABILITY_ARGUMENTS...    only with --observability, whose arguments are every one after
+#   5. image-watch.sh install REGION SSM_PARAMETER_NAME MOUNT_POINT   only with --image-parameter (and the bundle): a
+#      timer that brings the training image to the file system when it is published (see image-watch.sh's header)
+#   6. observability.sh OBSERVABILITY_ARGUMENTS...    only with --observability, whose arguments are every one after
 #      it (see observability.sh's header); run from /opt/fmcluster/node, so it needs the bundle step, with Slurm's
 #      /opt/slurm/bin (where AWS PCS images keep sinfo and squeue) first on PATH for the Slurm exporter.
 # A step that fails does not stop the later ones (a node without scratch can still train from Lustre), except that
-# observability is not run when the bundle could not be installed, and its failure is only a warning (monitoring
-# never keeps a node from serving jobs); the script exits 1 at the end, naming every other step that failed. Each step is idempotent, so running it again is safe.
+# image-watch and observability are not run when the bundle could not be installed, and a failed observability is only
+# a warning (monitoring never keeps a node from serving jobs); the script exits 1 at the end, naming every other step that failed. Each step is idempotent, so running it again is safe.
 # Log: /var/log/fmcluster/bootstrap.log
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -34,7 +37,7 @@ shopt -s globstar nullglob
 
 usage() {
   printf 'usage: %s [--lustre-dns-name DNS --lustre-mount-name NAME [--lustre-mount-point DIR] [--lustre-efa]]' "$0" >&2
-  printf ' [--nccl-parameter NAME] [--bundle S3_URI [--observability ARGUMENTS...]]\n' >&2
+  printf ' [--nccl-parameter NAME] [--bundle S3_URI [--image-parameter NAME] [--observability ARGUMENTS...]]\n' >&2
   exit 2
 }
 
@@ -77,10 +80,11 @@ install_bundle() {
 
 main() {
   local dns_name="" mount_name="" mount_point="/fsx" efa=0 parameter="" bundle="" observability=0 status step step_log
+  local image_parameter=""
   local -a failed=() lustre_args nccl_args=() observability_args=()
   while (($#)); do
     case "$1" in
-      --lustre-dns-name | --lustre-mount-name | --lustre-mount-point | --nccl-parameter | --bundle)
+      --lustre-dns-name | --lustre-mount-name | --lustre-mount-point | --nccl-parameter | --bundle | --image-parameter)
         (($# >= 2)) || usage
         case "$1" in
           --lustre-dns-name) dns_name="$2" ;;
@@ -88,6 +92,7 @@ main() {
           --lustre-mount-point) mount_point="$2" ;;
           --nccl-parameter) parameter="$2" ;;
           --bundle) bundle="$2" ;;
+          --image-parameter) image_parameter="$2" ;; # image-watch.sh (from the bundle) on this node
         esac
         shift 2
         ;;
@@ -131,13 +136,16 @@ main() {
   if [[ -n "$bundle" ]]; then
     steps+=(bundle)
   fi
+  if [[ -n "$bundle" && -n "$image_parameter" ]]; then
+    steps+=(image-watch)
+  fi
   if ((observability)); then
     steps+=(observability)
   fi
 
   for step in "${steps[@]}"; do
-    if [[ "$step" == observability && " ${failed[*]} " == *" bundle "* ]]; then
-      log ERROR "observability skipped: it runs from the node bundle, which could not be installed"
+    if [[ "$step" == observability || "$step" == image-watch ]] && [[ " ${failed[*]} " == *" bundle "* ]]; then
+      log ERROR "$step skipped: it runs from the node bundle, which could not be installed"
       continue
     fi
     log INFO "running $step"
@@ -147,6 +155,10 @@ main() {
       mount-lustre) "$SCRIPT_DIR/mount-lustre.sh" "${lustre_args[@]}" || status=$? ;;
       nccl-env) "$SCRIPT_DIR/nccl-env.sh" ${nccl_args[@]+"${nccl_args[@]}"} || status=$? ;;
       bundle) install_bundle "$bundle" || status=$? ;;
+      image-watch)
+        "$BUNDLE_DIR/node/image-watch.sh" install "$(imds meta-data/placement/region)" "$image_parameter" \
+          "$mount_point" || status=$?
+        ;;
       observability)
         PATH="$ROOT/opt/slurm/bin:$PATH" "$BUNDLE_DIR/node/observability.sh" \
           ${observability_args[@]+"${observability_args[@]}"} || status=$?

@@ -9,12 +9,14 @@ from fmcluster.config import ClusterConfig
 from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
 from fmcluster.stacks.cluster_pcs import PcsClusterStack
 from fmcluster.stacks.image import ImageStack
+from fmcluster.stacks.links import DataLinksStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.observability import ObservabilityStack
 from fmcluster.stacks.storage import StorageStack
 
 __all__ = [
     "ClusterStacks",
+    "DataLinksStack",
     "HyperPodClusterStack",
     "ImageStack",
     "NetworkStack",
@@ -35,15 +37,19 @@ class ClusterStacks:
         image: ImageStack,
         cluster: PcsClusterStack | HyperPodClusterStack,
         observability: ObservabilityStack,
+        links: DataLinksStack | None = None,
     ) -> None:
         self.network = network
         self.storage = storage
         self.image = image
         self.cluster = cluster
         self.observability = observability
+        self.links = links
+        """The S3 links, beside the cluster (None without `storage.lustre.repositories`)."""
 
     def all(self) -> list[cdk.Stack]:
-        return [self.network, self.storage, self.image, self.cluster, self.observability]
+        links = [self.links] if self.links is not None else []
+        return [self.network, self.storage, *links, self.image, self.cluster, self.observability]
 
 
 def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
@@ -51,8 +57,8 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
 
     >>> from fmcluster.config import load
     >>> stacks = build(cdk.App(), load("examples/quickstart.yaml"))
-    >>> [stack.stack_name for stack in stacks.all()]
-    ['quickstart-network', 'quickstart-storage', 'quickstart-image', 'quickstart-cluster', 'quickstart-observability']
+    >>> print(*[stack.stack_name.removeprefix("quickstart-") for stack in stacks.all()])
+    network storage data-links image cluster observability
     """
     environment = cdk.Environment(account=config.account, region=config.region)
     network = NetworkStack(
@@ -70,6 +76,16 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: KMS key, data and checkpoint buckets, FSx for Lustre linked to S3",
     )
+    links = None
+    if config.storage.lustre.repositories:
+        links = DataLinksStack(
+            app,
+            f"{config.name}-data-links",
+            config=config,
+            storage=storage,
+            env=environment,
+            description=f"fmcluster {config.name}: S3 links of the file system, created while the cluster boots",
+        )
     image = ImageStack(
         app,
         f"{config.name}-image",
@@ -88,7 +104,6 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         config=config,
         network=network,
         storage=storage,
-        image=image,
         env=environment,
         description=f"fmcluster {config.name}: {what}",
     )
@@ -101,7 +116,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: Amazon Managed Prometheus, Grafana, alarms and node-health events",
     )
-    stacks = ClusterStacks(network, storage, image, cluster, observability)
+    stacks = ClusterStacks(network, storage, image, cluster, observability, links)
     for stack in stacks.all():  # only these stacks: other stacks of a library user's app keep their own tags
         for key, value in {**config.tags, "fmcluster:cluster": config.name}.items():
             cdk.Tags.of(stack).add(key, value)

@@ -7,8 +7,8 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
+from fmcluster.constructs.image import grant_image_pull
 from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
-from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
@@ -34,7 +34,6 @@ class HyperPodClusterStack(cdk.Stack):
         config: ClusterConfig,
         network: NetworkStack,
         storage: StorageStack,
-        image: ImageStack,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -48,13 +47,14 @@ class HyperPodClusterStack(cdk.Stack):
             controller_instance_type=config.orchestrator.controller_instance_type,
             login_instance_type=config.orchestrator.login_instance_type,
             file_system=storage.lustre,
-            image_repositories=[image.training_image.repository],
+            image_repositories=(),  # by the image's tag below: no reference, so no wait for the image stack
             prometheus=config.observability.prometheus,
             grafana=config.observability.grafana,
             observability_mirror=observability_mirror(config, storage),
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
         self.hyperpod.role.add_managed_policy(storage.node_data_policy)
+        grant_image_pull(self.hyperpod.role, config.name)
         self.nccl = nccl_tuning(self, config)
         self.node_role = self.hyperpod.role
         """The role every node of the cluster runs with."""

@@ -12,12 +12,12 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig, ComputeGroup
 from fmcluster.constructs.efa import EfaLaunchTemplate
+from fmcluster.constructs.image import grant_image_pull, parameter_name
 from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.constructs.observability import endpoint_parameter_name
 from fmcluster.constructs.pcs import PcsSlurmCluster
 from fmcluster.node_scripts import NodeObservability, bootstrap_user_data, bundle_path
 from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
-from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
@@ -54,7 +54,6 @@ class PcsClusterStack(cdk.Stack):
         config: ClusterConfig,
         network: NetworkStack,
         storage: StorageStack,
-        image: ImageStack,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -72,13 +71,7 @@ class PcsClusterStack(cdk.Stack):
             expected_nodes=config.total_nodes + head_nodes,
         )
         self._grant_node_access(config, storage)
-        image.training_image.grant_pull(self.slurm.role)
-        acknowledge_wildcards(
-            self.slurm.role,
-            resources=["*"],
-            reason="ecr:GetAuthorizationToken has no resource-level permissions; the token it issues only "
-            "reaches the training image repository that the role may pull from",
-        )
+        grant_image_pull(self.slurm.role, config.name)  # by name and tag: the nodes need not wait for the image
         self.nccl = nccl_tuning(self, config)
         self.node_role = self.slurm.role
         """The role every node of the cluster runs with."""
@@ -87,6 +80,10 @@ class PcsClusterStack(cdk.Stack):
         bundle_uri = self.node_bundle.s3_object_url
         observability = self._observability(config, storage)
         lustre = storage.lustre
+        # One node watches for the training image and imports it into /fsx for all (image-watch.sh): the head node,
+        # or, without one, every compute node (the import's lock on /fsx lets one of them do it).
+        has_head = orchestrator.login_instance_type is not None or observability is not None
+        image_parameter = parameter_name(config.name)
         self.launch_templates: dict[str, EfaLaunchTemplate] = {}
         for group in config.compute:
             template = EfaLaunchTemplate(
@@ -108,6 +105,7 @@ class PcsClusterStack(cdk.Stack):
                     nccl_parameter_name=self.nccl.parameter_names[group.name],
                     bundle_s3_uri=bundle_uri,
                     observability=observability,
+                    image_parameter=None if has_head else image_parameter,
                 ),
             )
             self.launch_templates[group.name] = template
@@ -138,6 +136,7 @@ class PcsClusterStack(cdk.Stack):
                     lustre_mount_name=lustre.mount_name,
                     bundle_s3_uri=bundle_uri,
                     observability=head,
+                    image_parameter=image_parameter,
                 ),
             )
             self.slurm.add_node_group(

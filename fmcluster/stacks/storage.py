@@ -15,7 +15,7 @@ from fmcluster.constructs.network import TrainingNetwork
 
 
 class StorageStack(cdk.Stack):
-    """`ProjectBuckets` and `LustreStorage` configured from the cluster file's `storage` section.
+    """`ProjectBuckets` and `LustreStorage` configured from the cluster file's `storage` section, without its S3 links.
 
     The file system sits in the network's compute subnet and admits the nodes' EFA security group. With
     `storage.retain_on_delete: true` (the default) the stack is termination-protected and the key, buckets,
@@ -50,7 +50,7 @@ class StorageStack(cdk.Stack):
             efa=lustre.efa,
             compression=lustre.compression,
             metadata_iops=lustre.metadata_iops,
-            repositories=lustre.repositories,
+            # The S3 links live in a stack of their own (DataLinksStack), so the cluster need not wait for them.
             data_bucket=self.buckets.data_bucket,
             kms_key=self.buckets.key,
             removal_policy=removal_policy,

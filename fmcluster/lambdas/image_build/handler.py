@@ -8,12 +8,15 @@ on_event
   Create/Update: the image of this specification is `<repository>:<SpecHash>` (the hash of the versions, the
   Dockerfile and the buildspec; a resource property, so CloudFormation sends an Update only when something in it
   changed). When the repository already holds that tag (nothing in the specification changed, or a rollback to an
-  earlier one) nothing is built; otherwise one CodeBuild build starts.
+  earlier one) nothing is built; otherwise one CodeBuild build starts, and the String parameter
+  `/fmcluster/<cluster>/image-build` says so for the nodes: JSON with the build id, its start (epoch seconds), the
+  expected minutes (ExpectedBuildMinutes) and where its logs are.
   Delete: removes the SSM parameter (the physical id), nothing else: images stay in the retained repository.
 is_complete
   Polls the build (BatchGetBuilds). In progress: not complete. Succeeded: writes the String parameter with the image
-  URI pinned by digest and returns it as ImageUri/ImageDigest. Failed, faulted, timed out or stopped: raises, naming
-  the build, its failed phase and where its logs are (CloudWatch Logs group and stream, and the console link).
+  URI pinned by digest, removes the image-build parameter and returns the URI as ImageUri/ImageDigest. Failed,
+  faulted, timed out or stopped: marks the image-build parameter failed and raises, naming the build, its failed
+  phase and where its logs are (CloudWatch Logs group and stream, and the console link).
 
 Malformed events raise ValueError with what is wrong. Logs are JSON lines. Python and boto3 only.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +77,13 @@ class ImageSpec:
     base_image: str
     versions: dict[str, str]
     """Buildspec variable -> version, e.g. {"CUDA_VERSION": "13.0", ...}."""
+    expected_minutes: int = 40
+    """How long a build usually takes (ExpectedBuildMinutes, optional): what nodes announce while it runs."""
+
+    @property
+    def build_parameter_name(self) -> str:
+        """`/fmcluster/<cluster>/image-build`, beside the image parameter."""
+        return self.parameter_name.rsplit("/", 1)[0] + "/image-build"
 
     @classmethod
     def from_properties(cls, properties: object) -> ImageSpec:
@@ -99,9 +110,13 @@ class ImageSpec:
         match = REPOSITORY_URI.match(uri)
         if match and repository and match["name"] != repository:
             problems.append(f"RepositoryUri {uri!r} does not name repository {repository!r}")
+        expected = properties.get("ExpectedBuildMinutes", "40")
+        if not (isinstance(expected, str) and expected.isdigit() and 1 <= int(expected) <= 60):
+            problems.append(f"ExpectedBuildMinutes must be a whole number of minutes from 1 to 60; got {expected!r}")
+            expected = "40"
         if problems:
             raise ValueError("; ".join(problems))
-        return cls(project, repository, uri, parameter, spec_hash, base_image, versions)
+        return cls(project, repository, uri, parameter, spec_hash, base_image, versions, int(expected))
 
     @property
     def build_variables(self) -> dict[str, str]:
@@ -163,13 +178,16 @@ def on_event(event: dict, context: object, codebuild=None, ecr=None, ssm=None) -
     request_id = event.get("RequestId")
     if isinstance(request_id, str) and 0 < len(request_id) <= 64:
         arguments["idempotencyToken"] = request_id  # a retried invocation does not start a second build
-    build_id = codebuild.start_build(**arguments)["build"]["id"]
+    build = codebuild.start_build(**arguments)["build"]
+    build_id = build["id"]
     log("build-started", request=request, unchanged=unchanged, build=build_id, tag=spec.spec_hash, **spec.versions)
+    put_build_status(ssm or client("ssm"), spec, build, state="building")
     return {"PhysicalResourceId": spec.parameter_name, "Data": {"BuildId": build_id, "ExistingDigest": ""}}
 
 
 def delete_parameter(event: dict, ssm) -> dict:
-    """Delete the parameter named by the physical id; a physical id that is no image parameter is left alone."""
+    """Delete the parameter named by the physical id and its image-build parameter; a physical id that is no image
+    parameter is left alone."""
     physical = event.get("PhysicalResourceId")
     if not isinstance(physical, str) or not physical:
         raise ValueError(f"PhysicalResourceId must be the parameter name for a Delete; got {physical!r}")
@@ -177,14 +195,19 @@ def delete_parameter(event: dict, ssm) -> dict:
         # A Create that failed before on_event returned leaves the framework's own id: there is nothing to remove.
         log("delete-skipped", physical=physical, reason="not an image-uri parameter name")
         return {"PhysicalResourceId": physical}
+    for name in (physical, physical.rsplit("/", 1)[0] + "/image-build"):
+        delete_if_present(ssm, name)
+    return {"PhysicalResourceId": physical}
+
+
+def delete_if_present(ssm, name: str) -> None:
     try:
-        ssm.delete_parameter(Name=physical)
-        log("parameter-deleted", parameter=physical)
+        ssm.delete_parameter(Name=name)
+        log("parameter-deleted", parameter=name)
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") != "ParameterNotFound":
             raise
-        log("parameter-absent", parameter=physical)
-    return {"PhysicalResourceId": physical}
+        log("parameter-absent", parameter=name)
 
 
 def is_complete(event: dict, context: object, codebuild=None, ecr=None, ssm=None) -> dict:
@@ -221,8 +244,29 @@ def is_complete(event: dict, context: object, codebuild=None, ecr=None, ssm=None
         return publish(ssm or client("ssm"), spec, digest, build_id=build_id)
     if status in FAILED_STATUSES:
         log("build-failed", build=build_id, status=status, logs=build.get("logs"))
+        put_build_status(ssm or client("ssm"), spec, build, state="failed")
         raise RuntimeError(failure_message(build))
     raise RuntimeError(f"image build {build_id} has an unknown status {status!r}; logs: {log_location(build)}")
+
+
+def put_build_status(ssm, spec: ImageSpec, build: dict, *, state: str) -> None:
+    """Tell the nodes a build is running ("building") or has failed: the image-build parameter, as JSON."""
+    started = build.get("startTime")
+    status = {
+        "state": state,
+        "build": build.get("id"),
+        "started": int(started.timestamp()) if hasattr(started, "timestamp") else int(time.time()),
+        "expectedMinutes": spec.expected_minutes,
+        "logs": log_location(build),
+    }
+    ssm.put_parameter(
+        Name=spec.build_parameter_name,
+        Value=json.dumps(status, sort_keys=True),
+        Type="String",
+        Overwrite=True,
+        Description=f"fmcluster training image build of specification {spec.spec_hash}",
+    )
+    log("build-status", parameter=spec.build_parameter_name, **status)
 
 
 def get_build(codebuild, build_id: str) -> dict:
@@ -286,6 +330,7 @@ def publish(ssm, spec: ImageSpec, digest: str, *, build_id: str) -> dict:
         Description=f"fmcluster training image, specification {spec.spec_hash}",
     )
     log("image-published", parameter=spec.parameter_name, image=image_uri, build=build_id or None)
+    delete_if_present(ssm, spec.build_parameter_name)
     return {
         "IsComplete": True,
         "Data": {"ImageUri": image_uri, "ImageDigest": digest, "ImageTag": spec.spec_hash, "BuildId": build_id},

@@ -14,6 +14,8 @@
 #            (nccl-env.sh's defaults alone when the group has no such parameter)
 #   enroot   enroot-pyxis.sh: enroot and pyxis configured, caches on local disk
 #   image    import-image.sh, on the controller only: the training image, once, as a squashfs on the file system
+#   image-watch  image-watch.sh install, on the controller only: a timer that imports the image when it is published
+#            (usually after boot: the cluster does not wait for the image build) or changed, for jobs to find
 #   observability  only when FMCLUSTER_PROMETHEUS is `managed`: observability.sh --cluster --region
 #            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER --config-dir /opt/fmcluster/dashboards
 #            [--mirror FMCLUSTER_MIRROR], with --head-node on the controller (the Slurm exporter, which finds sinfo in
@@ -52,7 +54,8 @@ DASHBOARDS_DIR=/opt/fmcluster/dashboards
 NCCL_TESTS=/opt/fmcluster/nccl-tests.sbatch
 SETTINGS_FILE="$HERE/fmcluster.env"
 RESOURCE_CONFIG=/opt/ml/config/resource_config.json
-SCRIPTS=(lib.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh import-image.sh observability.sh)
+SCRIPTS=(lib.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh import-image.sh observability.sh image-watch.sh
+  training-image.sh)
 FMCLUSTER_CLUSTER=""
 FMCLUSTER_REGION=""
 FMCLUSTER_NCCL_PREFIX=""
@@ -293,6 +296,9 @@ main() {
       log INFO "step image: skipped, since the cluster has no shared file system to keep the image on"
     else
       run_step image bash "$(script import-image.sh)" "$FMCLUSTER_IMAGE_PARAMETER" "$FMCLUSTER_FSX_MOUNT"
+      # the image built after boot, or rebuilt later, reaches the nodes through this timer (image-watch.sh's header)
+      run_step image-watch bash "$(script image-watch.sh)" install "$FMCLUSTER_REGION" "$FMCLUSTER_IMAGE_PARAMETER" \
+        "$FMCLUSTER_FSX_MOUNT"
     fi
   fi
   if [[ "$FMCLUSTER_PROMETHEUS" == managed ]]; then

@@ -1,0 +1,246 @@
+"""How long a deploy takes, from a synthesized cloud assembly's dependency graph: stacks, then resources.
+
+The weights are `deploy_times.yaml` (package data): minutes per resource type, each with its source or marked as an
+estimate. A stack takes as long as its longest chain of resources (CloudFormation creates every resource whose
+dependencies are done, in parallel), where a resource depends on what its `DependsOn`, `Ref`, `Fn::GetAtt` and
+`Fn::Sub` name. The deploy takes as long as the longest chain of stacks in manifest.json's dependencies, deployed
+as soon as their dependencies are (`cdk deploy --all --concurrency N`); without `--concurrency` the CLI deploys
+one stack at a time and the deploy takes the sum.
+
+>>> estimate = estimate_assembly("cdk.out")  # doctest: +SKIP
+>>> estimate.summary()  # doctest: +SKIP
+'deploy ~52 min: network 3 > storage 20 > cluster 27; image 38 in parallel'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+STACK_ARTIFACT = "aws:cloudformation:stack"
+CLUSTER_TYPES = ("AWS::SageMaker::Cluster", "AWS::PCS::Cluster")
+"""A stack holding one of these is the cluster stack: when it is done, nodes take jobs."""
+IMAGE_TYPE = "Custom::TrainingImage"
+"""A stack holding this builds the training image: container jobs need it (and its import)."""
+_SUB_NAME = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Minutes per resource type, as in deploy_times.yaml."""
+
+    default: float
+    stack_overhead: float
+    types: Mapping[str, float]
+    deep_health_checks: Mapping[str, float]
+    image_import: float
+
+    @classmethod
+    def load(cls, data: Mapping | None = None) -> Weights:
+        """The package's deploy_times.yaml, or `data` of the same shape."""
+        if data is None:
+            data = yaml.safe_load(resources.files("fmcluster").joinpath("deploy_times.yaml").read_text())
+        return cls(
+            default=float(data["default"]["minutes"]),
+            stack_overhead=float(data["stack_overhead"]["minutes"]),
+            types={name: float(entry["minutes"]) for name, entry in data["types"].items()},
+            deep_health_checks={name: float(entry["minutes"]) for name, entry in data["deep_health_checks"].items()},
+            image_import=float(data["image_import"]["minutes"]),
+        )
+
+    def deep_health_minutes(self, resource: Mapping) -> float:
+        """The slowest instance group's deep health checks of an AWS::SageMaker::Cluster (0 for other resources)."""
+        if resource.get("Type") != "AWS::SageMaker::Cluster":
+            return 0.0
+        groups = resource.get("Properties", {}).get("InstanceGroups") or []
+        return max(
+            (sum(self.deep_health_checks[c] for c in g.get("OnStartDeepHealthChecks") or []) for g in groups),
+            default=0.0,
+        )
+
+    def minutes(self, resource: Mapping) -> float:
+        """How long CloudFormation takes to create `resource` (a template's resource entry)."""
+        return self.types.get(resource.get("Type", ""), self.default) + self.deep_health_minutes(resource)
+
+
+@dataclass
+class StackEstimate:
+    """One stack: its minutes, its slowest chain of resources, its deep health checks' share."""
+
+    name: str
+    minutes: float
+    chain: list[str]
+    deep_health_minutes: float = 0.0
+    depends_on: list[str] = field(default_factory=list)
+    resource_types: set[str] = field(default_factory=set)
+
+    @property
+    def short_name(self) -> str:
+        return self.name.split("-", 1)[1] if "-" in self.name else self.name
+
+
+@dataclass
+class DeployEstimate:
+    """Every stack's estimate and when each is done, deployed as soon as its dependencies are."""
+
+    stacks: dict[str, StackEstimate]
+    weights: Weights
+    finish: dict[str, float] = field(default_factory=dict)
+    critical: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for name in _topological(self.stacks):
+            stack = self.stacks[name]
+            start = max((self.finish[d] for d in stack.depends_on), default=0.0)
+            self.finish[name] = start + stack.minutes
+        last = max(self.finish, key=lambda n: self.finish[n])
+        while True:
+            self.critical.insert(0, last)
+            deps = self.stacks[last].depends_on
+            if not deps:
+                break
+            last = max(deps, key=lambda n: self.finish[n])
+
+    @property
+    def total(self) -> float:
+        return max(self.finish.values())
+
+    @property
+    def sequential(self) -> float:
+        """One stack at a time, as `cdk deploy --all` does without --concurrency."""
+        return sum(stack.minutes for stack in self.stacks.values())
+
+    def _with(self, types: tuple[str, ...]) -> StackEstimate | None:
+        found = [s for s in self.stacks.values() if s.resource_types & set(types)]
+        return found[0] if found else None
+
+    @property
+    def first_job(self) -> float | None:
+        """Minutes until nodes take jobs: the cluster stack is done."""
+        cluster = self._with(CLUSTER_TYPES)
+        return self.finish[cluster.name] if cluster else None
+
+    @property
+    def first_container_job(self) -> float | None:
+        """Minutes until container jobs run: nodes up, and the image built and imported."""
+        image = self._with((IMAGE_TYPE,))
+        if self.first_job is None or image is None:
+            return self.first_job
+        return max(self.first_job, self.finish[image.name] + self.weights.image_import)
+
+    def summary(self) -> str:
+        """`deploy ~52 min: network 3 > storage 20 > cluster 27; image 38 in parallel`."""
+        path = " > ".join(self._label(self.stacks[n]) for n in self.critical)
+        beside = [self._label(s) for n, s in self.stacks.items() if n not in self.critical]
+        text = f"deploy ~{self.total:.0f} min: {path}"
+        return text + (f"; {', '.join(beside)} in parallel" if beside else "")
+
+    def _label(self, stack: StackEstimate) -> str:
+        label = f"{stack.short_name} {stack.minutes:.0f}"
+        if stack.deep_health_minutes:
+            label += f" (deep health checks {stack.deep_health_minutes:.0f})"
+        return label
+
+
+def estimate_assembly(outdir: str | Path, weights: Weights | None = None) -> DeployEstimate:
+    """The deploy estimate of the cloud assembly in `outdir` (what `cdk synth` writes, with manifest.json)."""
+    weights = weights or Weights.load()
+    outdir = Path(outdir)
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    artifacts = manifest.get("artifacts", {})
+    stacks = {name: a for name, a in artifacts.items() if a.get("type") == STACK_ARTIFACT}
+    estimates: dict[str, StackEstimate] = {}
+    for name, artifact in stacks.items():
+        template = json.loads((outdir / artifact["properties"]["templateFile"]).read_text())
+        estimate = estimate_template(name, template, weights)
+        estimate.depends_on = [d for d in artifact.get("dependencies", []) if d in stacks]
+        estimates[name] = estimate
+    return DeployEstimate(estimates, weights)
+
+
+def estimate_template(name: str, template: Mapping, weights: Weights) -> StackEstimate:
+    """A stack's minutes: its longest chain of resources by weight, plus the stack overhead."""
+    resources_ = template.get("Resources", {})
+    edges = resource_dependencies(template)
+    finish: dict[str, float] = {}
+    before: dict[str, str | None] = {}
+    for logical_id in _topological({r: edges[r] for r in resources_}):
+        deps = [d for d in edges[logical_id] if d in resources_]
+        previous = max(deps, key=lambda d: finish[d], default=None)
+        before[logical_id] = previous
+        finish[logical_id] = (finish[previous] if previous else 0.0) + weights.minutes(resources_[logical_id])
+    chain: list[str] = []
+    last = max(finish, key=lambda r: finish[r], default=None)
+    while last is not None:
+        chain.insert(0, last)
+        last = before[last]
+    return StackEstimate(
+        name=name,
+        minutes=(max(finish.values(), default=0.0)) + weights.stack_overhead,
+        chain=chain,
+        deep_health_minutes=max((weights.deep_health_minutes(r) for r in resources_.values()), default=0.0),
+        resource_types={r.get("Type", "") for r in resources_.values()},
+    )
+
+
+def resource_dependencies(template: Mapping) -> dict[str, set[str]]:
+    """For each resource, the resources of the same template it waits for (DependsOn, Ref, GetAtt, Sub)."""
+    resources_ = template.get("Resources", {})
+    edges: dict[str, set[str]] = {}
+    for logical_id, resource in resources_.items():
+        depends = resource.get("DependsOn", [])
+        named = set([depends] if isinstance(depends, str) else depends)
+        named |= set(_references(resource.get("Properties", {})))
+        edges[logical_id] = {n for n in named if n in resources_ and n != logical_id}
+    return edges
+
+
+def _references(node: object) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Ref" and isinstance(value, str):
+                yield value
+            elif key == "Fn::GetAtt":
+                yield value[0] if isinstance(value, list) else str(value).split(".")[0]
+            elif key == "Fn::Sub":
+                text = value[0] if isinstance(value, list) else value
+                yield from (match[1] for match in _SUB_NAME.finditer(str(text)))
+                if isinstance(value, list):
+                    yield from _references(value[1:])
+            else:
+                yield from _references(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _references(item)
+
+
+def _topological(edges: Mapping[str, object]) -> list[str]:
+    """Names in an order where each comes after the names it depends on (`edges[name]` or `.depends_on`)."""
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def deps(name: str) -> list[str]:
+        value = edges[name]
+        listed = value.depends_on if isinstance(value, StackEstimate) else value
+        return sorted(d for d in listed if d in edges)
+
+    def visit(name: str) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            raise ValueError(f"dependency cycle through {name}")
+        state[name] = 1
+        for dep in deps(name):
+            visit(dep)
+        state[name] = 2
+        order.append(name)
+
+    for name in edges:
+        visit(name)
+    return order
