@@ -95,6 +95,8 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
             f"{row.nvme_total_gb / 1000:g} TB",
         )
     console.print(compute)
+    if config.orchestrator.type == "hyperpod-slurm":
+        print_deep_health_checks(config, console)
 
     lustre = config.storage.lustre
     storage = Table(title="storage: FSx for Lustre (PERSISTENT_2, SSD)")
@@ -121,6 +123,23 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
             f"limited by {estimate.limited_by})",
         )
     console.print(storage)
+
+
+def print_deep_health_checks(config: ClusterConfig, console: Console) -> None:
+    """Per accelerated HyperPod group: its deep health checks and what they add to every new node, or what it skips."""
+    weights = deploy_time.Weights.load()
+    for group in config.compute:
+        if not group.instance.is_accelerated:
+            continue
+        checks = group.deep_health_checks
+        if checks:
+            cost = sum(weights.deep_health_checks[check] for check in checks)
+            text = f"{' + '.join(checks)}, ~{cost:.0f} min more for every new node"
+        else:
+            possible = ["InstanceStress"] + (["InstanceConnectivity"] if group.efa and group.count >= 2 else [])
+            cost = sum(weights.deep_health_checks[check] for check in possible)
+            text = f"none ({' + '.join(possible)} would add ~{cost:.0f} min to every new node)"
+        console.print(f"deep health checks of {group.name}: {text}", soft_wrap=True)
 
 
 def print_deploy_time(estimate: deploy_time.DeployEstimate, console: Console) -> None:

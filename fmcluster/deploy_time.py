@@ -15,6 +15,7 @@ one stack at a time and the deploy takes the sum.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -80,10 +81,6 @@ class StackEstimate:
     depends_on: list[str] = field(default_factory=list)
     resource_types: set[str] = field(default_factory=set)
 
-    @property
-    def short_name(self) -> str:
-        return self.name.split("-", 1)[1] if "-" in self.name else self.name
-
 
 @dataclass
 class DeployEstimate:
@@ -142,7 +139,8 @@ class DeployEstimate:
         return text + (f"; {', '.join(beside)} in parallel" if beside else "")
 
     def _label(self, stack: StackEstimate) -> str:
-        label = f"{stack.short_name} {stack.minutes:.0f}"
+        common = os.path.commonprefix(list(self.stacks)) if len(self.stacks) > 1 else ""
+        label = f"{stack.name.removeprefix(common[: common.rfind('-') + 1])} {stack.minutes:.0f}"
         if stack.deep_health_minutes:
             label += f" (deep health checks {stack.deep_health_minutes:.0f})"
         return label

@@ -55,6 +55,8 @@ class _Model(BaseModel):
 
 Capacity = Literal["on-demand", "capacity-block", "odcr", "training-plan"]
 RepositoryEvent = Literal["new", "changed", "deleted"]
+DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+"""HyperPod's on-start deep health checks (botocore sagemaker DeepHealthCheckType)."""
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
 GROUP_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
@@ -114,6 +116,7 @@ class ComputeGroup(_Model):
     placement_group: bool = Field(None, validate_default=True)  # type: ignore[assignment]  # resolved below
     root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 512
     efa: bool = Field(None, validate_default=True)  # type: ignore[assignment]  # resolved below
+    deep_health_checks: tuple[DeepHealthCheck, ...] = ()
 
     @field_validator("name")
     @classmethod
@@ -201,6 +204,22 @@ class ComputeGroup(_Model):
         if value is True and row is not None and not row.supports_efa:
             with_efa = ", ".join(name for name, r in catalog.CATALOG.items() if r.supports_efa)
             raise fail(f"{instance_type} has no EFA; set efa: false or use an EFA type ({with_efa})")
+        return value
+
+    @field_validator("deep_health_checks")
+    @classmethod
+    def _deep_health_checks(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        if len(set(value)) < len(value):
+            raise fail(f"lists a check twice; got {list(value)}")
+        row = catalog.CATALOG.get(info.data.get("instance_type") or "")
+        if value and row is not None and not row.is_accelerated:
+            raise fail(f"{row.name} has no GPU or Trainium accelerator to check; remove deep_health_checks")
+        count, efa = info.data.get("count"), info.data.get("efa")
+        if "InstanceConnectivity" in value and (count is not None and count < 2 or efa is False):
+            raise fail(
+                "InstanceConnectivity tests EFA between nodes: it needs count of 2 or more and efa: true; got "
+                f"count {count}, efa {str(efa).lower()} (keep InstanceStress alone)"
+            )
         return value
 
     @property

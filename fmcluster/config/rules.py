@@ -121,6 +121,18 @@ def capacity_matches_orchestrator(config: Sections) -> Iterator[Problem]:
             )
 
 
+def deep_health_checks_need_hyperpod(config: Sections) -> Iterator[Problem]:
+    if config.orchestrator is None or config.orchestrator.type == "hyperpod-slurm":
+        return
+    for index, group in config.groups():
+        if group.deep_health_checks:
+            yield Problem(
+                f"compute[{index}].deep_health_checks",
+                "are SageMaker HyperPod's on-start checks: they need orchestrator.type: hyperpod-slurm; remove them "
+                "with pcs",
+            )
+
+
 def training_plan_in_cluster_region(config: Sections) -> Iterator[Problem]:
     for index, group in config.groups():
         match = TRAINING_PLAN_ARN_PATTERN.match(group.training_plan_arn or "")
@@ -264,6 +276,7 @@ def _s3_key(uri: str) -> str:
 
 RULES: tuple[Rule, ...] = (
     capacity_matches_orchestrator,
+    deep_health_checks_need_hyperpod,
     training_plan_in_cluster_region,
     group_names_unique,
     reservation_holds_one_type,

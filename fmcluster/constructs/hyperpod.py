@@ -46,8 +46,6 @@ MOUNT_PATH = "/fsx"
 """Where HyperPod mounts the FSx for Lustre file system on every node."""
 CONTROLLER_VOLUME_GIB = 500
 """Default size of the controller's extra EBS volume (HyperPod mounts it at /opt/sagemaker): Slurm state, logs."""
-DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
-"""Run on every accelerated node before it joins: GPU/accelerator stress and EFA connectivity tests."""
 EFA_INTERFACE_TYPE = "efa-only"
 """EFA devices without an ENA part take no IP address, so a node uses one address of the subnet, not one per card
 (EC2's current multi-card guidance; `efa` would give every EFA device an IP address too)."""
@@ -119,8 +117,8 @@ class HyperPodSlurmCluster(Construct):
     The cluster (`AWS::SageMaker::Cluster`, Slurm orchestrator) has a `controller` instance group of one node
     (Slurm node type Controller, with an extra encrypted EBS volume at /opt/sagemaker), a `login` group of one node
     when `login_instance_type` is given, and one group per compute group (node type Compute, partition named after
-    the group, `ml.` + its instance type, its count). Accelerated groups run one thread per core and pass
-    HyperPod's deep health checks (InstanceStress, InstanceConnectivity) before joining; a group with `efa` gets
+    the group, `ml.` + its instance type, its count). Accelerated groups run one thread per core, and a group's nodes
+    pass the HyperPod deep health checks its `deep_health_checks` lists before joining; a group with `efa` gets
     `efa-only` EFA interfaces (no IP address per EFA device); a group with `training_plan_arn` draws its nodes
     from that SageMaker training plan. Every group mounts the FSx for Lustre file system at /fsx. Faulty nodes are
     replaced automatically. The nodes' interfaces live in `subnet`, in `security_groups`.
@@ -450,7 +448,7 @@ class HyperPodSlurmCluster(Construct):
             storage,
             partition=group.name,
             threads_per_core=1 if accelerated else None,
-            on_start_deep_health_checks=list(DEEP_HEALTH_CHECKS) if accelerated else None,
+            on_start_deep_health_checks=list(group.deep_health_checks) or None,
             training_plan_arn=group.training_plan_arn,
             network_interface=(
                 sagemaker.CfnCluster.ClusterNetworkInterfaceProperty(interface_type=EFA_INTERFACE_TYPE)
