@@ -15,7 +15,6 @@ one stack at a time and the deploy takes the sum.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -138,9 +137,18 @@ class DeployEstimate:
         text = f"deploy ~{self.total:.0f} min: {path}"
         return text + (f"; {', '.join(beside)} in parallel" if beside else "")
 
+    @property
+    def _prefix(self) -> str:
+        """What every stack name starts with, up to a '-' (the cluster's name and '-'), dropped in the summary."""
+        common: list[str] = []
+        for words in zip(*(name.split("-") for name in self.stacks), strict=False):
+            if len(set(words)) > 1 or len(self.stacks) == 1:
+                break
+            common.append(words[0])
+        return "".join(f"{word}-" for word in common)
+
     def _label(self, stack: StackEstimate) -> str:
-        common = os.path.commonprefix(list(self.stacks)) if len(self.stacks) > 1 else ""
-        label = f"{stack.name.removeprefix(common[: common.rfind('-') + 1])} {stack.minutes:.0f}"
+        label = f"{stack.name.removeprefix(self._prefix)} {stack.minutes:.0f}"
         if stack.deep_health_minutes:
             label += f" (deep health checks {stack.deep_health_minutes:.0f})"
         return label

@@ -215,7 +215,7 @@ class ComputeGroup(_Model):
         if value and row is not None and not row.is_accelerated:
             raise fail(f"{row.name} has no GPU or Trainium accelerator to check; remove deep_health_checks")
         count, efa = info.data.get("count"), info.data.get("efa")
-        if "InstanceConnectivity" in value and (count is not None and count < 2 or efa is False):
+        if "InstanceConnectivity" in value and ((count is not None and count < 2) or efa is False):
             raise fail(
                 "InstanceConnectivity tests EFA between nodes: it needs count of 2 or more and efa: true; got "
                 f"count {count}, efa {str(efa).lower()} (keep InstanceStress alone)"

@@ -83,6 +83,12 @@ def check(node: StubNode) -> subprocess.CompletedProcess:
     return result
 
 
+def build(node: StubNode, *, state: str, started: int) -> None:
+    """The image-build parameter as the image-build handler writes it."""
+    status = {"state": state, "build": "b:1", "started": started, "expectedMinutes": 38, "logs": LOGS}
+    node.set(f"ssm{PARAMETER.rsplit('/', 1)[0]}/image-build", json.dumps(status))
+
+
 def nccl_tests(node: StubNode) -> subprocess.CompletedProcess:
     return run(node, "nccl-tests.sbatch", "--bucket", "ckpt", "--cluster", "quickstart", "--instance-type",
                "p5.48xlarge", "--gpus-per-node", "8")  # fmt: skip
@@ -98,7 +104,8 @@ def test_install_runs_the_check_from_a_timer_and_says_so_at_login(node):
     result = run(node, "image-watch.sh", "install", REGION, PARAMETER, "/fsx")
     assert result.returncode == 0, result.stderr
     service = node.path("/etc/systemd/system/fmcluster-image-watch.service").read_text()
-    assert f"ExecStart=/usr/bin/env bash /opt/fmcluster/node/image-watch.sh check {REGION} {PARAMETER} /fsx\n" in service
+    command = f"/usr/bin/env bash /opt/fmcluster/node/image-watch.sh check {REGION} {PARAMETER} /fsx"
+    assert f"ExecStart={command}\n" in service
     timer = node.path("/etc/systemd/system/fmcluster-image-watch.timer").read_text()
     assert "OnBootSec=1min\nOnUnitActiveSec=2min\n" in timer
     assert node.calls("systemctl") == [["systemctl", "daemon-reload"],
@@ -117,8 +124,7 @@ def test_the_image_arrives_after_boot_and_jobs_then_find_it(node):
 
     # the build runs (started 10 minutes ago, 38 expected, 10 more for the import): jobs are told when and where
     started = int(time.time()) - 600
-    node.set(f"ssm{PARAMETER.rsplit('/', 1)[0]}/image-build",
-             json.dumps({"state": "building", "build": "b:1", "started": started, "expectedMinutes": 38, "logs": LOGS}))  # fmt: skip
+    build(node, state="building", started=started)
     check(node)
     building = run(node, "training-image.sh")
     assert (building.returncode, building.stdout) == (3, "")
@@ -158,11 +164,11 @@ def test_a_rebuild_reaches_the_running_nodes(node):
 
 
 def test_a_failed_build_is_named_with_its_logs(node):
-    node.set(f"ssm{PARAMETER.rsplit('/', 1)[0]}/image-build",
-             json.dumps({"state": "failed", "build": "b:1", "started": 0, "expectedMinutes": 38, "logs": LOGS}))  # fmt: skip
+    build(node, state="failed", started=0)
     check(node)
     failed = run(node, "training-image.sh")
-    assert (failed.returncode, failed.stderr) == (3, f"the training image build failed; fix it and deploy again; see {LOGS}\n")
+    assert failed.returncode == 3
+    assert failed.stderr == f"the training image build failed; fix it and deploy again; see {LOGS}\n"
 
 
 def test_without_enroot_nodes_pull_the_published_image_themselves(node):
