@@ -126,11 +126,9 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
 
 
 def print_deep_health_checks(config: ClusterConfig, console: Console) -> None:
-    """Per accelerated HyperPod group: its deep health checks and what they add to every new node, or what it skips."""
+    """Per HyperPod group: its deep health checks and what they add to every new node, or what it goes without."""
     weights = deploy_time.Weights.load()
     for group in config.compute:
-        if not group.instance.is_accelerated:
-            continue
         checks = group.deep_health_checks
         if checks:
             cost = sum(weights.deep_health_checks[check] for check in checks)

@@ -17,6 +17,7 @@ and logs.
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import boto3
@@ -33,6 +34,7 @@ REPOSITORY = "quickstart-training"
 REPOSITORY_URI = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{REPOSITORY}"
 PROJECT = "TrainingImageBuild-abc123"
 PARAMETER = "/fmcluster/quickstart/image-uri"
+BUILD_PARAMETER = "/fmcluster/quickstart/image-build"
 SPEC = "34017bfd2abe8910"
 OLD_SPEC = "0123456789abcdef"
 DIGEST = "sha256:" + "a" * 64
@@ -50,6 +52,7 @@ PROPERTIES = {
     "EfaInstaller": "1.50.0",
     "AwsOfiNccl": "1.21.1",
     "Nccl": "2.31.2",
+    "ExpectedBuildMinutes": "38",
 }
 BUILD_VARIABLES = {
     "REPOSITORY_URI": REPOSITORY_URI,
@@ -188,6 +191,44 @@ def test_the_build_gets_every_version_the_tag_and_an_idempotency_token(aws):
         result = on_event(event("Create"), None, codebuild=codebuild, ecr=aws["ecr"], ssm=aws["ssm"])
     stub.assert_no_pending_responses()
     assert result["Data"] == {"BuildId": BUILD_ID, "ExistingDigest": ""}
+
+
+def build_status(aws) -> dict | None:
+    """The image-build parameter the nodes read while the image builds, parsed."""
+    try:
+        return json.loads(aws["ssm"].get_parameter(Name=BUILD_PARAMETER)["Parameter"]["Value"])
+    except aws["ssm"].exceptions.ParameterNotFound:
+        return None
+
+
+def test_a_started_build_tells_the_nodes_when_the_image_should_be_ready_and_where_its_logs_are(aws):
+    """Stubber: the start time and log location of a real StartBuild response (moto's carry no logs)."""
+    codebuild = boto3.client("codebuild", region_name=REGION)
+    stub = Stubber(codebuild)
+    started = datetime.datetime(2026, 11, 30, 11, 0, tzinfo=datetime.UTC)
+    stub.add_response("start_build", {"build": {"id": BUILD_ID, "startTime": started, "logs": LOGS}})
+    with stub:
+        on_event(event("Create"), None, codebuild=codebuild, ecr=aws["ecr"], ssm=aws["ssm"])
+    assert build_status(aws) == {
+        "state": "building",
+        "build": BUILD_ID,
+        "started": int(started.timestamp()),
+        "expectedMinutes": 38,
+        "logs": f"CloudWatch Logs group {LOGS['groupName']} stream {LOGS['streamName']}, {LOGS['deepLink']}",
+    }
+
+
+def test_a_published_image_removes_the_build_status_and_a_failed_build_marks_it_failed(aws):
+    started = on_event(event("Create"), None, **aws)
+    assert build_status(aws)["state"] == "building"
+    push_image(aws["ecr"], SPEC)
+    is_complete({**event("Create"), **started}, None, **aws)
+    assert build_status(aws) is None and parameter(aws) is not None
+
+    codebuild, _ = stubbed_codebuild(build("FAILED", logs=LOGS, phases=[{"phaseType": "BUILD", "phaseStatus": "FAILED"}]))
+    with pytest.raises(RuntimeError):
+        is_complete(waiting({"BuildId": BUILD_ID, "ExistingDigest": ""}), None, codebuild=codebuild, ssm=aws["ssm"])
+    assert build_status(aws)["state"] == "failed"
 
 
 def test_update_to_a_new_specification_starts_a_build(aws):
@@ -351,8 +392,9 @@ def test_an_unknown_build_fails_clearly(aws):
 def test_delete_removes_the_parameter_and_nothing_else(aws):
     digest = push_image(aws["ecr"], SPEC)
     aws["ssm"].put_parameter(Name=PARAMETER, Value=f"{REPOSITORY_URI}@{digest}", Type="String")
+    aws["ssm"].put_parameter(Name=BUILD_PARAMETER, Value="{}", Type="String")
     assert on_event(event("Delete"), None, **aws) == {"PhysicalResourceId": PARAMETER}
-    assert parameter(aws) is None
+    assert parameter(aws) is None and build_status(aws) is None
     assert aws["ecr"].describe_images(repositoryName=REPOSITORY)["imageDetails"][0]["imageDigest"] == digest
     assert is_complete(event("Delete"), None, **aws) == {"IsComplete": True}
 
@@ -390,6 +432,10 @@ def test_delete_after_a_create_that_never_started_touches_nothing(aws):
         (
             event(RepositoryName="other"),
             f"RepositoryUri '{REPOSITORY_URI}' does not name repository 'other'",
+        ),
+        (
+            event(ExpectedBuildMinutes="90"),
+            "ExpectedBuildMinutes must be a whole number of minutes from 1 to 60; got '90'",
         ),
         ({**event("Delete"), "PhysicalResourceId": None}, "PhysicalResourceId must be the parameter name for a Delete"),
     ],

@@ -37,7 +37,8 @@ TOP_KEYS = (
     "compute, storage, training, nccl, image, observability, tags"
 )
 GROUP_KEYS = (
-    "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa"
+    "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa, "
+    "deep_health_checks"
 )
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -530,6 +531,46 @@ INVALID = [
             "training_plan_arn"
         ],
         "odcr-with-default-hyperpod",
+    ),
+    # --- compute[].deep_health_checks (HyperPod's DeepHealthCheckType; InstanceConnectivity: FACTS.md) ----
+    _p(
+        {"compute[0].deep_health_checks": ["Stress"]},
+        ["compute[0].deep_health_checks[0]: must be 'InstanceStress' or 'InstanceConnectivity'; got 'Stress'"],
+        "deep-health-check-unknown",
+    ),
+    _p(
+        {"compute[0].deep_health_checks": "InstanceStress"},
+        ["compute[0].deep_health_checks: must be a list; got 'InstanceStress'"],
+        "deep-health-checks-not-a-list",
+    ),
+    _p(
+        {"compute[0].deep_health_checks": ["InstanceStress", "InstanceStress"]},
+        ["compute[0].deep_health_checks: lists 'InstanceStress' more than once"],
+        "deep-health-check-repeated",
+    ),
+    _p(
+        {"compute[0].count": 1, "compute[0].deep_health_checks": ["InstanceConnectivity"]},
+        [
+            "compute[0].deep_health_checks: InstanceConnectivity tests EFA between nodes: it needs count of 2 or "
+            "more and efa: true; got count 1, efa true (keep InstanceStress alone)"
+        ],
+        "instance-connectivity-one-node",
+    ),
+    _p(
+        {"compute[0].efa": False, "compute[0].deep_health_checks": ["InstanceStress", "InstanceConnectivity"]},
+        [
+            "compute[0].deep_health_checks: InstanceConnectivity tests EFA between nodes: it needs count of 2 or "
+            "more and efa: true; got count 2, efa false (keep InstanceStress alone)"
+        ],
+        "instance-connectivity-without-efa",
+    ),
+    _p(
+        {**PCS, "compute[0].deep_health_checks": ["InstanceStress"]},
+        [
+            "compute[0].deep_health_checks: are SageMaker HyperPod's on-start checks: they need orchestrator.type: "
+            "hyperpod-slurm; remove them with pcs"
+        ],
+        "deep-health-checks-with-pcs",
     ),
     # --- compute[].root_volume_gib and efa --------------------------------------------------------------
     _p(
@@ -1220,6 +1261,9 @@ VALID = [
     pytest.param({"compute[0].efa": False}, id="efa-off-on-efa-type"),
     pytest.param({"compute[0].instance_type": "g5.12xlarge", "compute[0].efa": False}, id="efa-false-no-efa-type"),
     pytest.param({"compute[0].placement_group": False}, id="placement-group-off"),
+    pytest.param({"compute[0].deep_health_checks": ["InstanceStress", "InstanceConnectivity"]}, id="deep-health-both"),
+    pytest.param({"compute[0].count": 1, "compute[0].deep_health_checks": ["InstanceStress"]}, id="deep-health-stress"),
+    pytest.param({"compute[0].deep_health_checks": []}, id="deep-health-none"),
     pytest.param(CAPACITY_BLOCK, id="capacity-block-on-pcs"),
     pytest.param({**CAPACITY_BLOCK, "compute[0].placement_group": False}, id="capacity-block-placement-false"),
     pytest.param(ODCR, id="odcr-on-pcs"),
@@ -1324,6 +1368,7 @@ def test_defaults_resolve_as_config_md_says() -> None:
     assert gpu.placement_group is True
     assert gpu.root_volume_gib == 512
     assert gpu.efa is True
+    assert gpu.deep_health_checks == ()
     assert config.storage.retain_on_delete is True
     assert config.training is None
     assert dict(config.nccl.env) == {}
