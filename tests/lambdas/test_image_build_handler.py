@@ -225,7 +225,8 @@ def test_a_published_image_removes_the_build_status_and_a_failed_build_marks_it_
     is_complete({**event("Create"), **started}, None, **aws)
     assert build_status(aws) is None and parameter(aws) is not None
 
-    codebuild, _ = stubbed_codebuild(build("FAILED", logs=LOGS, phases=[{"phaseType": "BUILD", "phaseStatus": "FAILED"}]))
+    failed = build("FAILED", logs=LOGS, phases=[{"phaseType": "BUILD", "phaseStatus": "FAILED"}])
+    codebuild, _ = stubbed_codebuild(failed)
     with pytest.raises(RuntimeError):
         is_complete(waiting({"BuildId": BUILD_ID, "ExistingDigest": ""}), None, codebuild=codebuild, ssm=aws["ssm"])
     assert build_status(aws)["state"] == "failed"
