@@ -43,7 +43,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         console = Console(width=max(Console().width, PLAN_WIDTH))
         print_plan(config, console)
-        print_deploy_time(_assembly_estimate(config, args.assembly), console)
+        try:
+            estimate = _assembly_estimate(config, args.assembly)
+        except (RuntimeError, OSError, ValueError) as error:  # jsii reports a failed synth as RuntimeError
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            print(f"{args.file}: deploy time: cannot synthesize the app or read its assembly: {reason}",
+                  file=sys.stderr)  # fmt: skip
+            return EXIT_INVALID
+        print_deploy_time(estimate, console)
     return 0
 
 

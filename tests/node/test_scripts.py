@@ -774,7 +774,8 @@ def test_the_user_data_with_the_bundle_and_observability_bootstraps_the_node(nod
 
     installed = node.path(node_scripts.INSTALL_DIR)
     assert (installed / "bootstrap.sh").read_bytes() == node_scripts.bundle_files()["node/bootstrap.sh"][0]
-    assert sorted(p.name for p in installed.iterdir()) == sorted(node_scripts.BUNDLE_SCRIPTS)
+    files = sorted(str(p.relative_to(installed)) for p in installed.rglob("*") if p.is_file())
+    assert files == sorted(node_scripts.BUNDLE_SCRIPTS)
     assert node.path("/opt/fmcluster/nccl-tests.sbatch").exists()
     assert observability_calls(node) == [[str(installed / "observability.sh"), *OBSERVABILITY_ARGS]]
 
@@ -791,6 +792,19 @@ def test_compute_nodes_get_no_head_node_arguments_and_no_observability_none_at_a
         f"--endpoint-parameter {PARAMETER}"
     )
     assert command(None) == f'"$dest/bootstrap.sh" --bundle {BUNDLE_URI}'
+
+
+def test_the_head_node_runs_the_image_watcher_from_the_bundle():
+    rendered = node_scripts.bootstrap_user_data(region="us-east-1", bundle_s3_uri=BUNDLE_URI, multipart=False,
+                                                image_parameter="/fmcluster/llm/image-uri").render()  # fmt: skip
+    assert rendered.rstrip().splitlines()[-1] == (
+        f'"$dest/bootstrap.sh" --bundle {BUNDLE_URI} --image-parameter /fmcluster/llm/image-uri'
+    )
+    assert {"node/image-watch.sh", "node/training-image.sh", "node/hyperpod/import-image.sh"} <= set(
+        node_scripts.bundle_files()
+    )
+    with pytest.raises(ValueError, match=r"^image_parameter: image-watch\.sh comes in the node bundle; give bundle_s3"):
+        node_scripts.bootstrap_user_data(region="us-east-1", image_parameter="/fmcluster/llm/image-uri")
 
 
 def test_node_bundle_is_reproducible_and_written_once_per_content():

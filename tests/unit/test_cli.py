@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster import cli, sizing
+from fmcluster import cli, deploy_time, sizing
 from fmcluster.config import ClusterConfig, parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +67,16 @@ SLOW_CHECKPOINT_WARNING = (
 def _plain_output(monkeypatch: pytest.MonkeyPatch) -> None:
     """No colour codes in the captured tables, whatever the environment asks for."""
     monkeypatch.delenv("FORCE_COLOR", raising=False)
+
+
+@pytest.fixture
+def no_synth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's tables only: its deploy time from a one-stack assembly instead of synthesizing the file's app
+    (test_plan_ends_with_the_deploys_critical_path_from_the_synthesized_app covers that)."""
+    stack = deploy_time.StackEstimate(name="stack", minutes=1.0, chain=[])
+    monkeypatch.setattr(
+        cli, "_assembly_estimate", lambda *_: deploy_time.DeployEstimate({"stack": stack}, deploy_time.Weights.load())
+    )
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -183,6 +193,7 @@ def test_validate_as_a_subprocess(tmp_path: Path) -> None:
 # --- plan -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("no_synth")
 def test_plan_quickstart(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "plan", str(QUICKSTART))
     assert (code, err) == (0, "")
@@ -209,6 +220,42 @@ def test_plan_quickstart(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
+def test_plan_ends_with_the_deploys_critical_path_from_the_synthesized_app(
+    synthesized, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Synthesized on the fly (with cdk.json's flags) or read from an assembly: the same estimate."""
+    code, out, err = run(capsys, "plan", str(QUICKSTART))
+    assert (code, err) == (0, "")
+    expected = deploy_time.estimate_assembly(synthesized["quickstart"].outdir)
+    first, container = expected.first_job, expected.first_container_job
+    assert out.splitlines()[-3:] == [
+        expected.summary(),
+        f"first job ~{first:.0f} min after `cdk deploy --all --concurrency 8` starts; container jobs ~{container:.0f} "
+        "min (image built and imported into /fsx)",
+        f"without --concurrency (one stack at a time): ~{expected.sequential:.0f} min",
+    ]
+    assert "deep health checks of gpu: none (InstanceStress + InstanceConnectivity would add ~120 min to every new " \
+        "node)" in out
+    code, again, _ = run(capsys, "plan", str(QUICKSTART), "--assembly", str(synthesized["quickstart"].outdir))
+    assert (code, again) == (0, out)
+
+
+def test_plan_says_when_the_app_does_not_synthesize(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refuse(*_: object) -> None:
+        raise RuntimeError("ValidationFailed: ERROR InstanceGroups.InstanceType: 'ml.x' is not valid\nmore")
+
+    monkeypatch.setattr(cli, "_assembly_estimate", refuse)
+    code, _, err = run(capsys, "plan", str(QUICKSTART))
+    assert (code, err) == (
+        2,
+        f"{QUICKSTART}: deploy time: cannot synthesize the app or read its assembly: ValidationFailed: ERROR "
+        "InstanceGroups.InstanceType: 'ml.x' is not valid\n",
+    )
+
+
+@pytest.mark.usefixtures("no_synth")
 def test_plan_without_training_has_no_checkpoint_rows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -219,6 +266,7 @@ def test_plan_without_training_has_no_checkpoint_rows(
     assert "checkpoint" not in out
 
 
+@pytest.mark.usefixtures("no_synth")
 def test_plan_groups_with_and_without_efa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(
         tmp_path,
@@ -237,6 +285,7 @@ compute:
     assert table_row(out, "a10g")["EFA/node"] == "0"
 
 
+@pytest.mark.usefixtures("no_synth")
 def test_plan_shows_the_checkpoint_time_and_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, SLOW_CHECKPOINT)
     code, out, err = run(capsys, "plan", str(path))

@@ -152,7 +152,7 @@ def built(tmp_path_factory) -> Built:
         storage = StorageStack(app, f"{config.name}-storage", config=config, network=network.network, env=env)
         image = ImageStack(app, f"{config.name}-image", config=config, env=env)
         cluster = HyperPodClusterStack(
-            app, f"{config.name}-cluster", config=config, network=network, storage=storage, image=image, env=env
+            app, f"{config.name}-cluster", config=config, network=network, storage=storage, env=env
         )
         stacks += [network, storage, image, cluster]
         made[key] = (cluster, cluster.hyperpod)
@@ -283,7 +283,7 @@ def test_compute_group_is_a_partition_of_accelerated_efa_nodes(quickstart):
     assert gpu["InstanceCount"] == 2
     assert gpu["SlurmConfig"] == {"NodeType": "Compute", "PartitionNames": ["gpu"]}
     assert gpu["ThreadsPerCore"] == 1
-    assert gpu["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert "OnStartDeepHealthChecks" not in gpu  # compute[].deep_health_checks defaults to none
     assert gpu["NetworkInterface"] == {"InterfaceType": "efa-only"}
     assert "TrainingPlanArn" not in gpu
     assert [list(config) for config in gpu["InstanceStorageConfigs"]] == [["FsxLustreConfig"]]  # no EBS volume
@@ -327,7 +327,8 @@ def test_training_plan_example_has_a_login_group_and_a_group_on_the_plan(plan, b
     dev = plan.group("dev")  # g5.12xlarge: accelerated, but no EFA
     assert dev["SlurmConfig"] == {"NodeType": "Compute", "PartitionNames": ["dev"]}
     assert "NetworkInterface" not in dev
-    assert dev["ThreadsPerCore"] == 1 and dev["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert dev["ThreadsPerCore"] == 1 and "OnStartDeepHealthChecks" not in dev
+    assert plan.group("gpu")["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]  # as in the file
     assert plan.construct.instance_group_names == ["controller", "login", "gpu", "dev"]
 
 
@@ -604,8 +605,11 @@ def test_ecr_pull_only_and_node_logs(quickstart, library, built):
         (logs,) = cluster.allowed("logs:PutLogEvents")
         assert logs["Action"] == ["logs:CreateLogStream", "logs:PutLogEvents"]
         assert logs["Resource"] == [{"Fn::GetAtt": [cluster.logical_id(cluster.construct.node_log_group), "Arn"]}]
-    (image_repository,) = quickstart.allowed("ecr:BatchGetImage")[0]["Resource"]
-    assert output_of(image_repository, "quickstart-image", "TrainingImageRepository")  # the stack's own image
+    # the cluster's own image, by its repository's tag: nothing of the image stack is referenced (no wait for it)
+    (pull,) = quickstart.allowed("ecr:BatchGetImage")
+    assert json.dumps(pull["Resource"]).endswith(':repository/*"]]}]')
+    assert pull["Condition"] == {"StringEquals": {"ecr:ResourceTag/fmcluster:training-image": "quickstart"}}
+    assert "quickstart-image" not in json.dumps(quickstart.template)
     repository = built.library_parts["repository"]
     assert library.allowed("ecr:BatchGetImage")[0]["Resource"] == [library.ref(repository.repository_arn)]
     group = quickstart.resource(quickstart.construct.node_log_group)

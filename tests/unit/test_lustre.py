@@ -24,8 +24,9 @@ from cfnlint.api import ManualArgs, lint_file
 
 from fmcluster.config import Repository, parse
 from fmcluster.constructs.buckets import ProjectBuckets
-from fmcluster.constructs.lustre import LustreStorage
+from fmcluster.constructs.lustre import DataRepositoryLinks, LustreStorage
 from fmcluster.constructs.network import TrainingNetwork
+from fmcluster.stacks.links import DataLinksStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
@@ -195,7 +196,7 @@ class Clusters(Built):
 def clusters(tmp_path_factory) -> Clusters:
     outdir = tmp_path_factory.mktemp("storage-stacks")
     app = cdk.App(outdir=str(outdir))
-    storage, networks = {}, {}
+    storage, networks, links = {}, {}, []
     for data in (KEEP, DROP):
         config = parse(data)
         env = cdk.Environment(account=config.account, region=config.region)
@@ -203,11 +204,13 @@ def clusters(tmp_path_factory) -> Clusters:
         storage[config.name] = StorageStack(
             app, f"{config.name}-storage", config=config, network=networks[config.name].network, env=env
         )
+        if config.storage.lustre.repositories:
+            links.append(DataLinksStack(app, f"{config.name}-data-links", config=config, storage=storage[config.name]))
     findings = nag_findings(app)
     app.synth()
     templates = {
         stack.stack_name: json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
-        for stack in [*storage.values(), *networks.values()]
+        for stack in [*storage.values(), *networks.values(), *links]
     }
     return Clusters(app=app, outdir=outdir, nag=findings, templates=templates, storage=storage, network=networks)
 
@@ -662,10 +665,13 @@ def test_storage_stack_builds_the_file_system_from_the_cluster_file(clusters):
     assert props["StorageCapacity"] == 1200
     assert props["KmsKeyId"] == keep.resolve(keep.buckets.key.key_arn)
     assert props["LustreConfiguration"]["EfaEnabled"] is False
-    (association,) = of_type(clusters.templates["keep-storage"], "AWS::FSx::DataRepositoryAssociation").values()
-    assert association["Properties"]["DataRepositoryPath"] == {
-        "Fn::Join": ["", ["s3://", keep.resolve(keep.buckets.data_bucket.bucket_name), "/datasets/"]]
-    }
+    # the S3 link is in a stack of its own, beside the cluster: nodes need not wait for it
+    assert of_type(clusters.templates["keep-storage"], "AWS::FSx::DataRepositoryAssociation") == {}
+    (association,) = of_type(clusters.templates["keep-data-links"], "AWS::FSx::DataRepositoryAssociation").values()
+    path = association["Properties"]["DataRepositoryPath"]["Fn::Join"][1]
+    assert (path[0], path[2]) == ("s3://", "/datasets/")
+    assert "keep-storage" in json.dumps(path[1]) and "keep-storage" in json.dumps(association["Properties"])
+    assert "FsxForLustreS3LinksUseTheKeyThroughS3" in json.dumps(clusters.templates["keep-storage"])
 
     drop = of_type(clusters.templates["drop-storage"], "AWS::FSx::FileSystem")
     (lustre,) = [r["Properties"]["LustreConfiguration"] for r in drop.values()]
@@ -675,6 +681,21 @@ def test_storage_stack_builds_the_file_system_from_the_cluster_file(clusters):
         "NONE",
     )
     assert lustre["MetadataConfiguration"] == {"Mode": "USER_PROVISIONED", "Iops": 3000}
+
+
+def test_data_repository_links_check_their_repositories_like_the_cluster_file(scope):
+    stack, placement, _ = scope
+    lustre = LustreStorage(stack, "Linked", **placement, capacity_gib=1200)
+    with pytest.raises(ValueError) as error:
+        DataRepositoryLinks(
+            stack, "Links", file_system=lustre, repositories=[{"path": "/a"}, {"path": "/a/b", "s3_uri": "s3://my-data/y/"}]
+        )
+    assert str(error.value).splitlines() == [
+        "DataRepositoryLinks: repositories[1].path: '/a/b' and repositories[0].path '/a' nest; one path may not "
+        "lie inside another",
+        "DataRepositoryLinks: repositories[0].s3_uri: required when no data_bucket is given; pass data_bucket= to "
+        "link '/a' to a prefix of it, or give an S3 URI like s3://my-bucket/prefix/",
+    ]
 
 
 def test_storage_stack_admits_the_network_stacks_efa_group(clusters):
