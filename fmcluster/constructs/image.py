@@ -86,43 +86,39 @@ ecr:BatchGetImage and ecr:GetDownloadUrlForLayer on it), so a node role pulls wi
 ECR_PULL_ACTIONS = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
 
 
-def grant_image_pull(grantee: iam.IGrantable, cluster_name: str) -> iam.Grant:
-    """Let `grantee` read the cluster's image parameters and pull its training image, knowing only the cluster name.
+def grant_image_pull(grantee: iam.IGrantable, cluster_name: str, *, sign_in: bool = True) -> None:
+    """Let `grantee` pull the cluster's training image, knowing only the cluster name.
 
     Nothing of the `TrainingImage` is referenced, so a stack granting this does not depend on the image's stack: its
-    nodes boot while the image builds. The statements name the parameters `/fmcluster/<cluster>/image-uri` and
-    `image-build`, and ECR repositories of this account and region tagged `REPOSITORY_TAG=<cluster>`.
+    nodes boot while the image builds. The pull statement names ECR repositories of this account and region tagged
+    `REPOSITORY_TAG=<cluster>`; with `sign_in`, ecr:GetAuthorizationToken too (leave it out where the role has it).
+    The nodes also read `/fmcluster/<cluster>/image-uri` and `image-build`: grant ssm:GetParameter on them (both
+    cluster stacks grant their nodes `/fmcluster/<cluster>/*`).
 
     Example::
 
         grant_image_pull(node_role, "llm-pretrain")
     """
-    stack = cdk.Stack.of(grantee.grant_principal)  # type: ignore[arg-type]
+    principal = grantee.grant_principal
+    stack = cdk.Stack.of(principal)  # type: ignore[arg-type]
     repositories = stack.format_arn(service="ecr", resource="repository", resource_name="*")
-    parameters = [
-        stack.format_arn(service="ssm", resource="parameter", resource_name=name(cluster_name).lstrip("/"))
-        for name in (parameter_name, build_parameter_name)
-    ]
-    grant = iam.Grant.add_to_principal(grantee=grantee, actions=["ssm:GetParameter"], resource_arns=parameters)
-    grantee.grant_principal.add_to_principal_policy(
+    principal.add_to_principal_policy(
         iam.PolicyStatement(
             actions=list(ECR_PULL_ACTIONS),
             resources=[repositories],
             conditions={"StringEquals": {f"ecr:ResourceTag/{REPOSITORY_TAG}": cluster_name}},
         )
     )
-    grantee.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
-    )
-    if isinstance(grantee.grant_principal, Construct):
+    if sign_in:
+        principal.add_to_principal_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+    if isinstance(principal, Construct):
         acknowledge_wildcards(
-            grantee.grant_principal,
-            resources=[repositories, "*"],
+            principal,
+            resources=[repositories, "*"] if sign_in else [repositories],
             reason="Pulls only from repositories tagged as this cluster's training image (condition "
             f"ecr:ResourceTag/{REPOSITORY_TAG}), whose name the cluster stack does not reference so that it need not "
             "wait for the image build; ecr:GetAuthorizationToken has no resource-level permissions",
         )
-    return grant
 
 
 class TrainingImage(Construct):

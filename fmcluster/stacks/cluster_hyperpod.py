@@ -54,7 +54,7 @@ class HyperPodClusterStack(cdk.Stack):
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
         self.hyperpod.role.add_managed_policy(storage.node_data_policy)
-        grant_image_pull(self.hyperpod.role, config.name)
+        grant_image_pull(self.hyperpod.role, config.name, sign_in=False)  # the construct grants the sign-in
         self.nccl = nccl_tuning(self, config)
         self.node_role = self.hyperpod.role
         """The role every node of the cluster runs with."""

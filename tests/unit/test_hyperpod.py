@@ -261,8 +261,7 @@ def test_nodes_sit_in_the_compute_subnet_and_the_efa_security_group(quickstart):
     assert quickstart.stack.dependencies and {s.stack_name for s in quickstart.stack.dependencies} == {
         "quickstart-network",
         "quickstart-storage",
-        "quickstart-image",
-    }
+    }  # not the image: the nodes boot while it builds
 
 
 def test_controller_group_is_one_slurm_controller_with_an_extra_encrypted_volume(quickstart):
@@ -702,6 +701,7 @@ def test_acknowledgments_are_finding_level_with_reasons(built):
         "AwsSolutions-IAM5[Resource::arn:aws:ec2:us-east-1:*:instance/*]",
         "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket47A602DB.Arn>/fmcluster-lifecycle/*]",
         "AwsSolutions-IAM5[Resource::arn:aws:ssm:us-east-1:<AWS::AccountId>:parameter/fmcluster/quickstart/*]",
+        "AwsSolutions-IAM5[Resource::arn:aws:ecr:us-east-1:<AWS::AccountId>:repository/*]",
     }
     assert set(acknowledged(built.app, "quickstart-cluster/HyperPod/LifecycleBucket")) == {"AwsSolutions-S1"}
     assert "AwsSolutions-S1" not in acknowledged(built.app, "HyperPodLibrary/HyperPod/LifecycleBucket")  # it logs

@@ -28,6 +28,7 @@ from fmcluster.config.models import Image
 from fmcluster.config.source import read_yaml
 from fmcluster.constructs import image as image_module
 from fmcluster.constructs.image import TrainingImage, image_spec_hash
+from fmcluster.deploy_time import Weights
 from fmcluster.lambdas.image_build.handler import ImageSpec
 from fmcluster.stacks.image import ImageStack
 from tests.conftest import CDK_JSON_CONTEXT, REPO
@@ -166,6 +167,7 @@ def test_custom_resource_carries_the_spec_hash_and_every_version(built):
         "Nccl": config_image.nccl,
     }
     assert properties["ParameterName"] == "/fmcluster/quickstart/image-uri"
+    assert properties["ExpectedBuildMinutes"] == str(round(Weights.load().types["Custom::TrainingImage"]))
     assert properties["ServiceTimeout"] == "3600"
     assert set(properties) == {
         "ServiceToken",
@@ -175,6 +177,7 @@ def test_custom_resource_carries_the_spec_hash_and_every_version(built):
         "RepositoryUri",
         "ParameterName",
         "SpecHash",
+        "ExpectedBuildMinutes",
         "BaseImage",
         "Cuda",
         "Pytorch",
@@ -278,21 +281,22 @@ def _list(value: str | list[str]) -> list[str]:
 def test_handler_roles_reach_only_this_project_repository_and_parameter(built):
     project = {"Fn::GetAtt": [next(iter(built.resources("AWS::CodeBuild::Project"))), "Arn"]}
     repository = {"Fn::GetAtt": [next(iter(built.resources("AWS::ECR::Repository"))), "Arn"]}
-    parameter = {
-        "Fn::Join": [
-            "",
-            ["arn:aws:ssm:us-east-1:", {"Ref": "AWS::AccountId"}, ":parameter/fmcluster/quickstart/image-uri"],
-        ]
-    }
+    account = {"Ref": "AWS::AccountId"}
+    parameter, build = (
+        {"Fn::Join": ["", ["arn:aws:ssm:us-east-1:", account, f":parameter/fmcluster/quickstart/{name}"]]}
+        for name in ("image-uri", "image-build")
+    )
     allow = {"Effect": "Allow"}
     assert _statements(built, "OnEvent") == [
         {**allow, "Action": "codebuild:StartBuild", "Resource": project},
-        {**allow, "Action": "ssm:DeleteParameter", "Resource": parameter},
+        {**allow, "Action": "ssm:DeleteParameter", "Resource": [build, parameter]},
+        {**allow, "Action": "ssm:PutParameter", "Resource": build},  # "building", for the nodes
         {**allow, "Action": "ecr:DescribeImages", "Resource": repository},
     ]
     assert _statements(built, "IsComplete") == [
         {**allow, "Action": "codebuild:BatchGetBuilds", "Resource": project},
-        {**allow, "Action": "ssm:PutParameter", "Resource": parameter},
+        {**allow, "Action": "ssm:PutParameter", "Resource": [build, parameter]},
+        {**allow, "Action": "ssm:DeleteParameter", "Resource": build},
         {**allow, "Action": "ecr:DescribeImages", "Resource": repository},
     ]
 
