@@ -205,7 +205,9 @@ def clusters(tmp_path_factory) -> Clusters:
             app, f"{config.name}-storage", config=config, network=networks[config.name].network, env=env
         )
         if config.storage.lustre.repositories:
-            links.append(DataLinksStack(app, f"{config.name}-data-links", config=config, storage=storage[config.name]))
+            links.append(
+                DataLinksStack(app, f"{config.name}-data-links", config=config, storage=storage[config.name], env=env)
+            )
     findings = nag_findings(app)
     app.synth()
     templates = {

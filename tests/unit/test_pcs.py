@@ -105,7 +105,8 @@ def test_node_role_is_under_the_aws_pcs_path_and_may_register_with_this_cluster_
         }
     ]
     ssm = [s for s in statements if s["Action"] == "ssm:GetParameter"]
-    assert ssm[0]["Resource"][0] == "arn:aws:ssm:us-east-1:123456789012:parameter/fmcluster/llm-pretrain/*"
+    # this cluster's own parameters: the NCCL environment, the image URI and the image build's status
+    assert [s["Resource"] for s in ssm] == ["arn:aws:ssm:us-east-1:123456789012:parameter/fmcluster/llm-pretrain/*"]
 
 
 def test_without_ami_id_nodes_run_the_sample_image_looked_up_at_deploy_time(block, b300):
