@@ -10,7 +10,7 @@ from fmcluster.config import ClusterConfig
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.lustre import LustreStorage
 from fmcluster.constructs.nag import acknowledge_wildcards
-from fmcluster.constructs.nccl import NcclValidation
+from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.constructs.network import TrainingNetwork
 
 
