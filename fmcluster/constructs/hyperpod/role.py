@@ -117,26 +117,7 @@ def execution_role(
     )
 
     if buckets is not None:
-        project = (
-            (buckets.data_bucket, ("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload",
-                                   "s3:ListMultipartUploadParts")),
-            (buckets.checkpoints_bucket, ("s3:GetObject", "s3:PutObject", "s3:DeleteObject",
-                                          "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")),
-        )  # fmt: skip
-        for bucket, object_actions in project:
-            allow(
-                object_actions,
-                [bucket.arn_for_objects("*")],
-                "Jobs read datasets and write checkpoints under keys they choose at run time, anywhere in "
-                "the project's data and checkpoint buckets (checkpoints may also be pruned; the bucket keeps "
-                "old versions)",
-            )
-            allow(["s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketMultipartUploads"], [bucket.bucket_arn])
-        allow(
-            ["kms:Decrypt", "kms:GenerateDataKey"],
-            [buckets.key.key_arn],
-            StringEquals={"kms:ViaService": f"s3.{stack.region}.{stack.url_suffix}"},
-        )
+        buckets.grant_node_access(role)
 
     # This cluster's SSM parameters: the NCCL environment of each group and the training image's URI.
     prefixes = dict.fromkeys([cluster.parameter_prefix, cluster.nccl_parameter_prefix])
