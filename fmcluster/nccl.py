@@ -277,7 +277,7 @@ def floor_problems(instance_type: str, versions: Versions) -> list[str]:
 def floor_warnings(instance_type: str, versions: Versions) -> list[str]:
     """One line per version that meets the P5-class requirement but not the recommendation.
 
-    >>> floor_warnings("p5.48xlarge", Versions(nccl="2.18.3", ofi_nccl="1.7.3", efa_installer="1.29.0"))[0][:64]
+    >>> floor_warnings("p5.48xlarge", Versions(nccl="2.18.3", ofi_nccl="1.7.3", efa_installer="1.29.0"))[0][:65]
     'nccl_version: aws-ofi-nccl recommends 2.18.5 or later on P5-class'
     """
     return [
@@ -459,9 +459,10 @@ MIN_BASELINE_MESSAGE_BYTES = 1024**3
 
 
 def baseline_spec(instance_type: str) -> dict[str, object]:
-    """What the nccl-results Lambda needs to judge runs on `instance_type`: line rate and published figures."""
+    """What the nccl-results Lambda needs to judge runs on `instance_type`: GPUs, line rate and published figures."""
     instance = _instance(instance_type)
     return {
+        "gpus": instance.accelerator_count,
         "efa_gbps": instance.efa_gbps,
         "published": [
             {"nodes": p.nodes, "message_bytes": p.message_bytes, "bus_gbs": p.bus_gbs, "source": p.source}

@@ -234,7 +234,11 @@ ALWAYS_GPU = {"FI_PROVIDER", "FI_EFA_FORK_SAFE", "NCCL_TUNER_PLUGIN"}
         ("p5en.48xlarge", "1.16.3", ALWAYS_GPU | TUNED | NVLS),
         ("p6-b200.48xlarge", "1.17.0", ALWAYS_GPU | TUNED | NVLS | {"NCCL_NETDEVS_POLICY"}),
         ("p6-b300.48xlarge", "1.21.1", ALWAYS_GPU | TUNED | NVLS),
-        ("p6e-gb200.36xlarge", "1.21.1", ALWAYS_GPU | TUNED | NVLS | {"OFI_NCCL_SKIP_NICS_WITHOUT_ACCEL_AT_SAME_PCI_LEVEL"}),
+        (
+            "p6e-gb200.36xlarge",
+            "1.21.1",
+            ALWAYS_GPU | TUNED | NVLS | {"OFI_NCCL_SKIP_NICS_WITHOUT_ACCEL_AT_SAME_PCI_LEVEL"},
+        ),
         ("p5.48xlarge", "1.15.0", {"FI_PROVIDER", "FI_EFA_FORK_SAFE"}),
         ("p4d.24xlarge", "1.21.1", ALWAYS_GPU | TUNED | {"NCCL_TOPO_FILE"}),
         ("p4de.24xlarge", "1.5.0", {"FI_EFA_FORK_SAFE"}),
@@ -359,6 +363,7 @@ def test_output_holds_no_obsolete_or_plugin_set_variable_the_user_did_not_set(
 
 def test_baseline_spec_has_the_line_rate_and_the_published_figures():
     assert baseline_spec("p5.48xlarge") == {
+        "gpus": 8,
         "efa_gbps": 3200,
         "published": [
             {"nodes": 2, "message_bytes": 16 * 1024**3, "bus_gbs": 487.0, "source": nccl._AWS_SAMPLES},
@@ -366,9 +371,10 @@ def test_baseline_spec_has_the_line_rate_and_the_published_figures():
         ],
     }
     assert baseline_spec("p4de.24xlarge")["published"][0]["bus_gbs"] == 78.3
-    assert baseline_spec("p5en.48xlarge") == {"efa_gbps": 3200, "published": []}
-    assert baseline_spec("p6-b300.48xlarge") == {"efa_gbps": 6400, "published": []}
-    assert baseline_spec("g5.12xlarge") == {"efa_gbps": 0, "published": []}
+    # GPUs per instance: AWS's accelerated-computing instance specifications (8 H100/H200/B300; 4 A10G on g5.12xlarge)
+    assert baseline_spec("p5en.48xlarge") == {"gpus": 8, "efa_gbps": 3200, "published": []}
+    assert baseline_spec("p6-b300.48xlarge") == {"gpus": 8, "efa_gbps": 6400, "published": []}
+    assert baseline_spec("g5.12xlarge") == {"gpus": 4, "efa_gbps": 0, "published": []}
     with pytest.raises(ValueError, match=r"unknown instance type 'x\.large'"):
         baseline_spec("x.large")
 

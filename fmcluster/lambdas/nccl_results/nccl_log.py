@@ -51,7 +51,7 @@ EXAMPLE = """# Collective test starting: all_reduce_perf
 # Avg bus bandwidth    : 438.95
 """
 
-_PREFIX = re.compile(r"^\s*(?:\d+: |\[\d+,\d+\]<std(?:out|err)>:)")
+_PREFIX = re.compile(r"^\s*(?:(?P<srun>\d+): |\[\d+,(?P<mpi>\d+)\]<std(?:out|err)>:)")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _BINARY = re.compile(r"(?:^|[/\s])(?P<name>[a-z_]+?)_perf(?:_mpi)?(?:\s|$)")
 _VERSION = re.compile(r"^#\s*nccl-tests version (\S+)")
@@ -243,9 +243,13 @@ def _candidates(run: Run) -> tuple[set[str], str]:
 
 def _identify(run: Run) -> None:
     fits, evidence = _candidates(run)
-    declared, source = (run._declared, "'# Collective test starting' line") if run._declared else (
-        run._binary,
-        "binary name before the table",
+    declared, source = (
+        (run._declared, "'# Collective test starting' line")
+        if run._declared
+        else (
+            run._binary,
+            "binary name before the table",
+        )
     )
     if declared:
         run.collective, run.identified_by = declared, source
@@ -286,9 +290,28 @@ def _judge(run: Run) -> None:
         run.problem = "nccl-tests' own check failed: 'Avg bus bandwidth ... FAILED' (below 90% of its -a figure)"
     if run.problem is None:
         _identify(run)
-    elif run.rows:
-        fits, _ = _candidates(run)
+    else:  # still say what the table was, as far as can be told
+        fits = _candidates(run)[0] if run.rows else set()
         run.collective = run._declared or run._binary or (fits.pop() if len(fits) == 1 else None)
+
+
+def _lines(text: str) -> list[tuple[int, str, bool]]:
+    """(line number, text without its srun/mpirun label, whether it comes from the rank that prints the tables).
+
+    nccl-tests built without MPI but started as several processes prints one full output per process (nccl-tests
+    issue 107); with `srun -l` or `--tag-output` labels, only the lowest label that prints a table header is read.
+    Failures are read from every label.
+    """
+    lines = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        match = _PREFIX.match(raw)
+        label = None if match is None else int(match["srun"] or match["mpi"])
+        line = raw[match.end() :] if match else raw
+        if line.strip():
+            lines.append((number, label, line.strip()))
+    headers = {label for _, label, line in lines if line.startswith("#") and line.lstrip("#").split()[:1] == ["size"]}
+    reader = min(headers) if len(headers) > 1 and None not in headers else None
+    return [(number, line, reader is None or label == reader) for number, label, line in lines]
 
 
 def parse(text: str) -> list[Run]:
@@ -303,17 +326,16 @@ def parse(text: str) -> list[Run]:
     current: Run | None = None
     layout: _Layout | None = None
     early_failure = None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = _PREFIX.sub("", raw.rstrip("\r"), count=1).strip()
-        if not line:
-            continue
+    for number, line, printer in _lines(text):
         if match := _FAILURE.search(line):
-            failure = f"{match[0].strip()} (line {number})"
+            failure = f"{line} (line {number})"
             target = current if current is not None and current.avg_bus_bandwidth is None else None
             if target is not None:
                 target._failure = target._failure or failure
             else:
                 early_failure = early_failure or failure
+            continue
+        if not printer:
             continue
         if match := _STARTING.match(line):
             if current is not None and current.avg_bus_bandwidth is None:
