@@ -8,9 +8,9 @@ exporter prints on a p5.48xlarge HyperPod node with a running 13-node job):
 * dcgm-exporter.prom   NVIDIA dcgm-exporter 4.3.1-4.4.0 with fmcluster's counters CSV: 8 H100 GPUs of ip-10-1-33-17 in
                        Slurm job 4187; GPU 5 reported XID 94 (contained ECC error) once, GPU 2 XID 13 (an application
                        fault) twice within the XID window (DCGM_EXP_XID_ERRORS_COUNT).
-* node-exporter.prom   node_exporter 1.10.2: 32 EFA devices (infiniband collector: state, rate), ENA interface, /fsx
-                       over Lustre 95% full, ethtool allowance counters, and the textfile metrics observability.sh writes
-                       (node_amazonefa_* from hw_counters, where rdmap113s0 has dropped receives and retransmit
+* node-exporter.prom   node_exporter 1.10.2: 32 EFA devices (infiniband collector: state, rate), ENA interface,
+                       /fsx over Lustre 95% full, ethtool allowance counters, and the textfile metrics observability.sh
+                       writes (node_amazonefa_* from hw_counters, where rdmap113s0 has dropped receives and retransmit
                        timeouts; fmcluster_lustre_client_* from llite stats).
 * slurm-exporter.prom  rivosinc/prometheus-slurm-exporter 1.7.0 (CLI fallback: `sinfo -o %T` state names): 16 nodes,
                        13 allocated, 1 idle, 1 drained, 1 down*; jobs running, pending, completed and failed.

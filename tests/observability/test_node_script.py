@@ -209,7 +209,8 @@ def test_compute_node_installs_node_exporter_and_the_agent_pointed_at_the_worksp
                     (RELEASES[c].archive, RELEASES[c].sums)]  # fmt: skip
     assert (installed(node, "node_exporter") / "node_exporter").exists()
     unit = node.unit("fmcluster-node-exporter.service")
-    assert "ExecStart=/opt/fmcluster/observability/node_exporter-1.10.2/node_exporter --web.listen-address=:9100" in unit
+    binary = "/opt/fmcluster/observability/node_exporter-1.10.2/node_exporter"
+    assert f"ExecStart={binary} --web.listen-address=:9100" in unit
     assert "--collector.infiniband --collector.ethtool" in unit
     assert "_allowance_exceeded$$" in unit  # systemd turns $$ into $
     assert "--collector.textfile.directory=/var/lib/fmcluster/node-exporter-textfile" in unit
