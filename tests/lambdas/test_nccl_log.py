@@ -332,3 +332,19 @@ def test_a_failure_printed_by_another_rank_still_fails_the_table():
         "\n".join(f"0: {line}" if not line.startswith("1: ") else line for line in one.splitlines())
     )
     assert run.problem.startswith("nccl-tests failed: node-1: Test NCCL failure common.cu:1204 'x' (line ")
+
+
+def test_the_per_iteration_layout_is_read():
+    """nccl-tests -I 1 (src/util.cu writeResultHeader with per_iter_timing, writePerIterReport): each measurement
+    carries i_min, i_max, i_p99 and i_cv% after #wrong; with -T a timestamp follows the in-place columns."""
+    names = ("time", "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%")
+    header = "#  size  count  type  redop  root  " + "  ".join(names * 2) + "  timestamp"
+    row = (
+        "  1073741824  268435456  float  sum  -1   4607.6  233.04  436.94  0  4601.2  4690.1  4688.7  0.41"
+        "   4565.6  235.18  440.96  0  4560.0  4630.9  4629.8  0.38  2026-11-29 17:02:11"
+    )
+    (run,) = nccl_log.parse(f"{header}\n{row}\n{FOOTER}")
+    assert (run.collective, run.problem) == ("all_reduce", None)
+    (parsed,) = run.rows
+    assert parsed.out_of_place == nccl_log.Measurement(time_us=4607.6, algbw=233.04, busbw=436.94, wrong=0)
+    assert parsed.in_place == nccl_log.Measurement(time_us=4565.6, algbw=235.18, busbw=440.96, wrong=0)

@@ -146,8 +146,14 @@ class Run:
 class _Layout:
     left: tuple[str, ...]
     """The columns before the two measurements: size, count, type and any of redop, root."""
+    half: int
+    """Columns per measurement: time, algbw, busbw, #wrong, and with -R (per-iteration timing) i_min .. i_cv%."""
     counts_wrong: bool
     timestamp: bool
+
+    @property
+    def width(self) -> int:
+        return len(self.left) + 2 * self.half
 
 
 class ParseError(ValueError):
@@ -160,15 +166,17 @@ def _layout(tokens: list[str]) -> _Layout | None:
     timestamp = names[-1:] == ["timestamp"]
     if timestamp:
         names = names[:-1]
-    if len(names) < 11 or names[:3] != ["size", "count", "type"]:
+    if "time" not in names or names[:3] != ["size", "count", "type"]:
         return None
-    left, right = names[:-8], names[-8:]
-    wrong = right[3]
-    if right != [*_MEASURED, wrong, *_MEASURED, wrong] or wrong not in ("#wrong", "error", "res"):
+    first = names.index("time")
+    left, right = names[:first], names[first:]
+    half = len(right) // 2
+    wrong = right[3] if len(right) >= 4 else ""
+    if half < 4 or right[:half] != right[half:] or right[:4] != [*_MEASURED, wrong]:
         return None
-    if not set(left[3:]) <= {"redop", "root"}:
+    if wrong not in ("#wrong", "error", "res") or not set(left[3:]) <= {"redop", "root"}:
         return None
-    return _Layout(tuple(left), wrong == "#wrong", timestamp)
+    return _Layout(tuple(left), half, wrong == "#wrong", timestamp)
 
 
 def _number(token: str, what: str) -> float:
@@ -191,29 +199,29 @@ def _measurement(tokens: list[str], counts_wrong: bool) -> Measurement:
 
 
 def _row(tokens: list[str], layout: _Layout) -> Row:
-    if layout.timestamp:
+    if layout.timestamp:  # src/util.cu writeTimestamp: "%Y-%m-%d %H:%M:%S" after the in-place columns
         tokens = [token for token in tokens if not re.fullmatch(r"\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d(\.\d+)?", token)]
     left = dict.fromkeys(layout.left)
-    given = tokens[:-8]
+    given = tokens[: len(tokens) - 2 * layout.half]
     if len(given) == len(left) - 1 and "redop" in left:
         left.pop("redop")  # an old alltoall printed no redop at all
-    if len(given) != len(left) or len(tokens) < 11:
-        expected = len(layout.left) + 8
-        raise ValueError(f"{len(tokens)} fields where the header has {expected}")
+    if len(given) != len(left) or len(tokens) < 2 * layout.half:
+        raise ValueError(f"{len(tokens)} fields where the header has {layout.width}")
     values = dict(zip(left, given, strict=True))
     size, count = int(values["size"]), int(values["count"])
     redop = values.get("redop")
     if not _IDENT.match(values["type"]) or (redop is not None and not _IDENT.match(redop)):
         raise ValueError(f"type {values['type']!r} or redop {redop!r} is not a name")
     root = int(values["root"]) if "root" in values else None
+    measured = tokens[len(given) :]
     return Row(
         size,
         count,
         values["type"],
         redop,
         root,
-        _measurement(tokens[-8:-4], layout.counts_wrong),
-        _measurement(tokens[-4:], layout.counts_wrong),
+        _measurement(measured[:4], layout.counts_wrong),
+        _measurement(measured[layout.half : layout.half + 4], layout.counts_wrong),
     )
 
 
