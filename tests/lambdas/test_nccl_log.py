@@ -26,15 +26,8 @@ REAL = FIXTURES / "real"
 GIB = 1024**3
 
 
-def load_parser():
-    spec = importlib.util.spec_from_file_location("nccl_log", FOLDER / "nccl_log.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-nccl_log = load_parser()
+sys.path.insert(0, str(FOLDER))  # the Lambda's task root, where the runtime finds the parser next to the handler
+nccl_log = importlib.import_module("nccl_log")
 
 
 def fixture(name: str) -> str:

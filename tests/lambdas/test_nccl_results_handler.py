@@ -31,11 +31,11 @@ import pytest
 from moto import mock_aws
 
 from fmcluster.nccl import LINE_RATE_FRACTION, MIN_BASELINE_MESSAGE_BYTES, PUBLISHED_MARGIN, baseline_spec
+from tests.lambdas.test_nccl_log import fixture
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLER = REPO / "fmcluster" / "lambdas" / "nccl_results" / "handler.py"
 SBATCH = REPO / "fmcluster" / "node" / "nccl-tests.sbatch"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
 GIB = 1024**3
 BUCKET = "llm-pretrain-checkpoints"
@@ -53,10 +53,6 @@ def load_handler():
 
 
 handler = load_handler()
-
-
-def fixture(name: str) -> str:
-    return (FIXTURES / name).read_text()
 
 
 def environment(**overrides: str) -> dict[str, str]:
