@@ -309,6 +309,16 @@ def test_a_log_with_several_collectives_yields_each():
     assert all(run.ranks == 16 and len(run.hosts) == 2 for run in runs)
 
 
+def test_a_table_cut_off_by_the_next_collective_is_truncated_once():
+    cut = table(1048576, 262144, "sum", -1).replace(FOOTER, "")
+    log = "# Collective test starting: all_reduce_perf\n" + cut + "# Collective test starting: alltoall_perf\n"
+    runs = nccl_log.parse(log + table(1048576, 16384, "none", -1))
+    assert [(run.collective, run.problem) for run in runs] == [
+        ("all_reduce", TRUNCATED.format(1048576)),
+        ("alltoall", None),
+    ]
+
+
 def test_only_the_first_printer_of_several_is_read():
     """nccl-tests built without MPI and started as 2 processes prints two outputs (nccl-tests issue 107)."""
     one = table(1048576, 262144, "sum", -1, ranks=2)

@@ -251,14 +251,10 @@ def _candidates(run: Run) -> tuple[set[str], str]:
 
 def _identify(run: Run) -> None:
     fits, evidence = _candidates(run)
-    declared, source = (
-        (run._declared, "'# Collective test starting' line")
-        if run._declared
-        else (
-            run._binary,
-            "binary name before the table",
-        )
-    )
+    if run._declared:
+        declared, source = run._declared, "'# Collective test starting' line"
+    else:
+        declared, source = run._binary, "binary name before the table"
     if declared:
         run.collective, run.identified_by = declared, source
         known = SAME_SIZE | PER_RANK
@@ -346,9 +342,7 @@ def parse(text: str) -> list[Run]:
         if not printer:
             continue
         if match := _STARTING.match(line):
-            if current is not None and current.avg_bus_bandwidth is None:
-                runs.append(current)  # the previous table never finished
-            current, layout = None, None
+            current, layout = None, None  # an unfinished table before it stays in `runs`, judged truncated
             pending = Run(_declared=collective_name(match[1]), nccl_tests_version=pending.nccl_tests_version)
             continue
         if match := _VERSION.match(line):
@@ -368,8 +362,6 @@ def parse(text: str) -> list[Run]:
             if tokens[:2] in (["size", "count"], ["bytes", "N"]):
                 if current is not None and not current.rows and current.avg_bus_bandwidth is None:
                     runs.remove(current)  # a repeated header (several processes printing) before any row
-                elif current is not None and current.avg_bus_bandwidth is None:
-                    pass  # the previous table is truncated; it stays in `runs` and is judged so
                 layout = _layout(tokens)
                 current = Run(
                     nccl_tests_version=pending.nccl_tests_version,
