@@ -282,7 +282,7 @@ dcgm_command() {
 }
 
 setup_dcgm_exporter() {
-  local command counters_changed
+  local command counters_changed stop=""
   if ! has_gpus; then
     write_targets dcgm ""
     return 0
@@ -318,15 +318,20 @@ EOF
     skip_exporter dcgm "GPUs, but dcgm-exporter is not run: no docker with $DCGM_EXPORTER_IMAGE (not there, or it could not be loaded) and no dcgm-exporter binary; GPU metrics are missing"
     return 0
   fi
+  if [[ "$command" == *" run --rm --name fmcluster-dcgm-exporter "* ]]; then
+    # systemd stops the docker client; the container is stopped (and a leftover one removed) by name
+    stop="ExecStartPre=-${command%% *} rm -f fmcluster-dcgm-exporter
+ExecStop=${command%% *} stop fmcluster-dcgm-exporter"
+  fi
   install_unit fmcluster-dcgm-exporter.service <<EOF
 [Unit]
 Description=fmcluster: NVIDIA dcgm-exporter (GPU metrics, hpc_job label from $JOB_MAP_DIR)
-After=network-online.target
+After=docker.service network-online.target
 
 [Service]
 ExecStartPre=/bin/mkdir -p $JOB_MAP_DIR
-ExecStartPre=-/bin/sh -c 'command -v docker >/dev/null && docker rm -f fmcluster-dcgm-exporter || true'
 ExecStart=$command
+$stop
 Restart=always
 RestartSec=10
 

@@ -325,6 +325,7 @@ def test_gpu_node_runs_dcgm_exporter_from_the_pinned_image(node):
         " --xid-count-window-size 300000\n"
     ) in unit
     assert "ExecStartPre=/bin/mkdir -p /run/fmcluster/dcgm-job-mapping" in unit
+    assert f"ExecStop={node.bin}/docker stop fmcluster-dcgm-exporter\n" in unit
     assert node.path("/run/fmcluster/dcgm-job-mapping").is_dir()
     counters = node.path("/etc/fmcluster/dcgm-counters.csv").read_text()
     for field in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_EXP_XID_ERRORS_COUNT", "DCGM_FI_PROF_NVLINK_TX_BYTES"):
@@ -367,6 +368,7 @@ def test_gpu_node_without_docker_runs_a_dcgm_exporter_binary_the_ami_brings(node
         f"ExecStart={node.bin}/dcgm-exporter -f /etc/fmcluster/dcgm-counters.csv -a :9400 "
         "--hpc-job-mapping-dir /run/fmcluster/dcgm-job-mapping --xid-count-window-size 300000\n"
     ) in unit
+    assert "ExecStop" not in unit
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text())[0]["targets"] == [
         "127.0.0.1:9400"
     ]
