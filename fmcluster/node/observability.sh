@@ -22,8 +22,11 @@
 #                          /etc/fmcluster/grafana/admin-password.
 #   --mirror               take every binary and image from this S3 prefix instead of the public internet (what
 #                          `network.egress: none` needs). Layout: <prefix>/<component>/<version>/<file>, the file names
-#                          of each upstream release with its checksum file (see ARTIFACTS below); the dcgm-exporter image
-#                          as `docker save` output dcgm-exporter/<tag>/dcgm-exporter.tar with a SHA256SUMS file.
+#                          of each upstream release with its checksum file (the versions and names pinned below), e.g.
+#                          node_exporter/1.10.2/node_exporter-1.10.2.linux-amd64.tar.gz and .../sha256sums.txt,
+#                          slurm_exporter/1.7.0/prometheus-slurm-exporter_linux_amd64.tar.gz and
+#                          .../prometheus-slurm-exporter_1.7.0_checksums.txt; the dcgm-exporter image as `docker save`
+#                          output dcgm-exporter/<tag>/dcgm-exporter.tar with a SHA256SUMS file.
 #   --config-dir           fmcluster's dashboards directory (agent.yml, *.json); default: ../dashboards next to this
 #                          script, as in the fmcluster package.
 #
