@@ -69,6 +69,14 @@ REAL_RUNS = {
     ],
     "nccl-tests-82_broadcast_c0_old-format.log": [("broadcast", 1, 2, 2, False, TRUNCATED.format(8))],
     "aws-k8s-tester-503_all_reduce_p5_mpirun-tags.log": [("all_reduce", 3, 0, 0, True, TRUNCATED.format(32))],
+    # the README shows the table without its summary lines ("the output should look as below")
+    "awsome-distributed-training_all_reduce_p4de_2n_srun-l.log": [
+        ("all_reduce", 29, 0, 0, True, TRUNCATED.format(2147483648))
+    ],
+    "awsome-distributed-training_all_reduce_p5_2n_srun-l.log": [
+        ("all_reduce", 32, 0, 0, True, TRUNCATED.format(17179869184))
+    ],
+    "awsome-distributed-training_all_reduce_p5_eks_mpirun-tags.log": [("all_reduce", 7, 0, 0, True, None)],
 }
 REAL_REJECTED = {
     "nccl-tests-15_all_reduce_init-failure.log": "nccl-tests failed and the log holds no result table header: "
@@ -123,6 +131,21 @@ def test_the_old_layout_reports_an_error_not_a_count():
     assert first.rows[0].out_of_place == nccl_log.Measurement(time_us=122131, algbw=2.20, busbw=4.33, wrong=None)
     assert (first.largest_size, first.largest_bus_bandwidth, first.avg_bus_bandwidth) == (536870912, 4.32, 4.32178)
     assert first.identified_by.startswith("rows: 268435456 B = 67108864 x float (4 B) x 1, redop sum")
+
+
+def test_the_published_srun_l_tables_are_read_row_by_row():
+    """AWS's published 2x p5 and 2x p4de all_reduce tables (`srun -l`): the figures FACTS.md quotes."""
+    (p5,) = nccl_log.parse((REAL / "awsome-distributed-training_all_reduce_p5_2n_srun-l.log").read_text())
+    (p4de,) = nccl_log.parse((REAL / "awsome-distributed-training_all_reduce_p4de_2n_srun-l.log").read_text())
+    assert (p5.largest_size, p5.largest_bus_bandwidth) == (16 * GIB, 487.26)
+    assert [row.busbw for row in p5.rows if row.size == 2 * GIB] == [443.72]
+    assert (p4de.largest_size, p4de.largest_bus_bandwidth) == (2 * GIB, 78.33)
+
+
+def test_an_elided_excerpt_is_read_around_its_ellipsis():
+    (run,) = nccl_log.parse((REAL / "awsome-distributed-training_all_reduce_p5_eks_mpirun-tags.log").read_text())
+    assert [row.size for row in run.rows] == [0, *(2**k for k in range(26, 32))]
+    assert (run.largest_bus_bandwidth, run.avg_bus_bandwidth, run.out_of_bounds) == (437.89, 52.9753, 0)
 
 
 def test_the_1x_failure_keeps_its_rank_list():

@@ -375,6 +375,19 @@ def test_another_collective_is_published_with_its_name_and_never_judged(aws, cap
     )
 
 
+def test_a_log_without_rank_lines_is_published_but_not_judged(aws, capsys):
+    """AWS's EKS example (awsome-distributed-training README): its ranks per node cannot be checked."""
+    s3, cloudwatch = aws
+    text = fixture("real/awsome-distributed-training_all_reduce_p5_eks_mpirun-tags.log")
+    assert handler.handler(upload(s3, "nccl-tests/p5.48xlarge/2n/30.log", text)) == {"accepted": 1, "rejected": 0}
+    dims = {"Cluster": CLUSTER, "InstanceType": "p5.48xlarge", "Nodes": "2"}
+    assert metric(cloudwatch, "LargestMessageBusBandwidth", **dims) == [437.89]
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType="p5.48xlarge") == []
+    assert logged(capsys)[-1]["baseline_basis"] == (
+        "not judged: the log lists no '# Rank' lines, so its ranks per node cannot be checked"
+    )
+
+
 def test_every_table_of_a_log_is_judged_on_its_own(aws, capsys):
     s3, cloudwatch = aws
     truncated = fixture("broken_truncated.log")
