@@ -27,8 +27,10 @@ $(STAMP)/node: package.json package-lock.json
 
 # Test tools from Debian (bookworm): a real Prometheus and promtool check the observability rules and dashboards
 # (`promtool test rules` runs the alert unit tests), and a real node_exporter runs against a fake EFA sysfs tree.
-# Installed only when missing; the packages' own services are disabled so nothing listens behind your back.
-TEST_DEBS := prometheus=2.42.0+ds-5+deb12u1 prometheus-node-exporter=1.5.0-1+b6
+# Installed only when missing; the packages' own services are disabled so nothing listens behind your back. The
+# upstream versions are pinned; Debian's stable updates of them (+deb12uN, +bN) are accepted, since the archive keeps
+# only the newest.
+TEST_DEBS := 'prometheus=2.42.0+ds-5*' 'prometheus-node-exporter=1.5.0-1*'
 $(STAMP)/test-tools:
 	@mkdir -p $(STAMP)
 	command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v prometheus-node-exporter >/dev/null || { \
