@@ -6,10 +6,9 @@ every test starts from an empty account. moto enforces no IAM and delivers no S3
 handler with the S3 event S3 would send, and the role's permissions and the bucket subscription are asserted on the
 synthesized template (tests/unit/test_nccl_constructs.py).
 
-The parser is tested on its own over fixture logs in tests/lambdas/fixtures/, written in the output formats of
-nccl-tests 2.13 (the AWS samples' published 2x p5 and 2x p4de tables), 2.16 and 2.20 (with the version and
-"Collective test" lines), for 2, 4 and 16 nodes, with `srun -l` and Open MPI tags and NCCL_DEBUG lines mixed in,
-and over broken variants: truncated, garbled, #wrong > 0, empty, without a result header.
+The parser (nccl_log.py) is tested on its own in test_nccl_log.py, over real public logs (fixtures/real/) and
+synthetic ones (fixtures/); here the handler's judgement: which tables are published, which are held to a baseline
+(multi-node all_reduce with one rank per GPU), and which are rejected, with what reason.
 
 The sbatch script runs under bash with stub `srun`, `aws` and `nvidia-smi` commands first on PATH: shellcheck clean,
 and the log it uploads, to the key it uploads to, is one this handler accepts.
