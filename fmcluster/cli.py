@@ -26,11 +26,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.add_argument(
             "file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})"
         )
+        if name == "validate":
+            command.add_argument(
+                "--live", action="store_true", help="also check the AWS account with read-only calls (credentials)"
+            )
     args = parser.parse_args(argv)
 
     config = load_or_report(args.file)
     if config is None:
         return EXIT_INVALID
+    if args.command == "validate" and args.live:
+        return validate_live(args.file, config)
     if args.command == "validate":
         print(f"{args.file}: valid: {len(config.compute)} compute group(s), {config.total_nodes} node(s)")
     else:
@@ -49,6 +55,24 @@ def load_or_report(path: str) -> ClusterConfig | None:
     for warning in advice.warnings(config):
         print(warning.render(path), file=sys.stderr)
     return config
+
+
+def validate_live(path: str, config: ClusterConfig) -> int:
+    """Run the live preflight: problems to stderr (exit 2 on any error), or one line without credentials."""
+    from fmcluster import live  # boto3 loads only for --live
+
+    try:
+        problems = live.preflight(config, live.Aws(config.region), console=Console(stderr=True))
+    except live.NoCredentials as error:
+        print(f"{path}: --live: {error}", file=sys.stderr)
+        return EXIT_INVALID
+    for problem in problems:
+        print(problem.render(path), file=sys.stderr)
+    errors = [problem for problem in problems if live.is_error(problem)]
+    if errors:
+        return EXIT_INVALID
+    print(f"{path}: valid, and the account in {config.region} is ready for it ({len(problems)} note(s) or warning(s))")
+    return 0
 
 
 def print_plan(config: ClusterConfig, console: Console) -> None:
