@@ -61,8 +61,11 @@ def validate_live(path: str, config: ClusterConfig) -> int:
     """Run the live preflight: problems to stderr (exit 2 on any error), or one line without credentials."""
     from fmcluster import live  # boto3 loads only for --live
 
+    progress = Console(stderr=True)
     try:
-        problems = live.preflight(config, live.Aws(config.region), console=Console(stderr=True))
+        problems = live.preflight(
+            config, live.Aws(config.region), console=progress if progress.is_terminal else None
+        )
     except live.NoCredentials as error:
         print(f"{path}: --live: {error}", file=sys.stderr)
         return EXIT_INVALID

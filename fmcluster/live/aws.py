@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
-from botocore.config import Config
 from botocore import xform_name
+from botocore.config import Config
 from botocore.exceptions import (
     ClientError,
     CredentialRetrievalError,
@@ -53,7 +53,13 @@ DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "Unauthorized
 codes), JSON services AccessDeniedException (their botocore models), S3 a bare 403 to HEAD requests."""
 
 CREDENTIAL_CODES = frozenset(
-    {"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch"}
+    {
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "SignatureDoesNotMatch",
+    }
 )
 """Error codes that mean the credentials themselves are unusable (STS API reference, common errors)."""
 

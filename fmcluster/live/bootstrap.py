@@ -32,8 +32,12 @@ def check_bootstrap(config: ClusterConfig, aws: Aws, account: str) -> list[Probl
         else:
             raise
     if not stacks:
-        return [Problem("region", f"account {account} is not bootstrapped for CDK in {config.region} (no {STACK} "
-                        f"stack); {command}")]
+        return [
+            Problem(
+                "region",
+                f"account {account} is not bootstrapped for CDK in {config.region} (no {STACK} stack); {command}",
+            )
+        ]
     stack = stacks[0]
     status = stack.get("StackStatus", "")
     if status not in USABLE:
@@ -41,6 +45,11 @@ def check_bootstrap(config: ClusterConfig, aws: Aws, account: str) -> list[Probl
     outputs = {row.get("OutputKey"): row.get("OutputValue") for row in stack.get("Outputs", [])}
     version = outputs.get("BootstrapVersion")
     if version is not None and version.isdigit() and int(version) < MIN_VERSION:
-        return [Problem("region", f"the CDK bootstrap stack is version {version}; fmcluster's templates need "
-                        f"{MIN_VERSION} or later: {command}")]
+        return [
+            Problem(
+                "region",
+                f"the CDK bootstrap stack is version {version}; fmcluster's templates need "
+                f"{MIN_VERSION} or later: {command}",
+            )
+        ]
     return []

@@ -29,16 +29,22 @@ Groups = list[tuple[int, ComputeGroup]]
 
 def reservation_checks(config: ClusterConfig, aws: Aws, now: datetime) -> list[Check]:
     return [
-        Check(f"capacity reservation {rid}", f"compute[{groups[0][0]}].reservation_id",
-              lambda rid=rid, groups=groups: check_reservation(config, aws, rid, groups, now))
+        Check(
+            f"capacity reservation {rid}",
+            f"compute[{groups[0][0]}].reservation_id",
+            lambda rid=rid, groups=groups: check_reservation(config, aws, rid, groups, now),
+        )
         for rid, groups in _by(config.compute, "reservation_id").items()
     ]
 
 
 def training_plan_checks(config: ClusterConfig, aws: Aws, now: datetime) -> list[Check]:
     return [
-        Check(f"training plan {arn.rsplit('/', 1)[-1]}", f"compute[{groups[0][0]}].training_plan_arn",
-              lambda arn=arn, groups=groups: check_training_plan(config, aws, arn, groups, now))
+        Check(
+            f"training plan {arn.rsplit('/', 1)[-1]}",
+            f"compute[{groups[0][0]}].training_plan_arn",
+            lambda arn=arn, groups=groups: check_training_plan(config, aws, arn, groups, now),
+        )
         for arn, groups in _by(config.compute, "training_plan_arn").items()
     ]
 
@@ -54,8 +60,13 @@ def check_reservation(config: ClusterConfig, aws: Aws, rid: str, groups: Groups,
             raise
         found = []
     if not found:
-        return [Problem(f"{at}.reservation_id", f"{rid} not found in {config.region} for this account "
-                        "(aws ec2 describe-capacity-reservations lists yours)")]
+        return [
+            Problem(
+                f"{at}.reservation_id",
+                f"{rid} not found in {config.region} for this account "
+                "(aws ec2 describe-capacity-reservations lists yours)",
+            )
+        ]
     reservation = found[0]
     is_block = reservation.get("ReservationType") == "capacity-block"
     kind = "capacity block" if is_block else "capacity reservation"
@@ -68,27 +79,43 @@ def check_reservation(config: ClusterConfig, aws: Aws, rid: str, groups: Groups,
     held = reservation.get("InstanceType")
     for index, member in groups:
         if held and member.instance_type != held:
-            problems.append(Problem(f"compute[{index}].instance_type",
-                                    f"{rid} holds {held}, not {member.instance_type}; set instance_type: {held} or "
-                                    f"use a reservation for {member.instance_type}"))
+            problems.append(
+                Problem(
+                    f"compute[{index}].instance_type",
+                    f"{rid} holds {held}, not {member.instance_type}; set instance_type: {held} or "
+                    f"use a reservation for {member.instance_type}",
+                )
+            )
     az_id = reservation.get("AvailabilityZoneId")
     if az_id and az_id != config.availability_zone_id:
-        problems.append(Problem("availability_zone_id",
-                                f"{kind} {rid} is in {az_id} ({reservation.get('AvailabilityZone', '?')}), not "
-                                f"{config.availability_zone_id}; instances launch into it only from a subnet in its "
-                                f"zone: set availability_zone_id: {az_id}"))
+        problems.append(
+            Problem(
+                "availability_zone_id",
+                f"{kind} {rid} is in {az_id} ({reservation.get('AvailabilityZone', '?')}), not "
+                f"{config.availability_zone_id}; instances launch into it only from a subnet in its "
+                f"zone: set availability_zone_id: {az_id}",
+            )
+        )
     needed = sum(member.count for _, member in groups)
     available = reservation.get("AvailableInstanceCount", 0)
     if needed > available:
         who = _who(groups)
-        problems.append(Problem(f"{at}.count",
-                                f"{who} {needed} instance(s), but {kind} {rid} has {available} of "
-                                f"{reservation.get('TotalInstanceCount', 0)} available"))
+        problems.append(
+            Problem(
+                f"{at}.count",
+                f"{who} {needed} instance(s), but {kind} {rid} has {available} of "
+                f"{reservation.get('TotalInstanceCount', 0)} available",
+            )
+        )
     platform = reservation.get("InstancePlatform")
     if platform and platform != LINUX:
-        problems.append(Problem(f"{at}.reservation_id",
-                                f"{rid} is for {platform}; fmcluster's nodes run {LINUX}, and EC2 launches only "
-                                "instances of the reservation's platform into it"))
+        problems.append(
+            Problem(
+                f"{at}.reservation_id",
+                f"{rid} is for {platform}; fmcluster's nodes run {LINUX}, and EC2 launches only "
+                "instances of the reservation's platform into it",
+            )
+        )
     return problems
 
 
@@ -102,21 +129,33 @@ def check_training_plan(config: ClusterConfig, aws: Aws, arn: str, groups: Group
     except ClientError as error:
         if error_code(error) != "ResourceNotFound":
             raise
-        return [Problem(at, f"training plan {name} not found in {config.region} "
-                        "(aws sagemaker list-training-plans lists yours)")]
+        return [
+            Problem(
+                at, f"training plan {name} not found in {config.region} (aws sagemaker list-training-plans lists yours)"
+            )
+        ]
     if plan.get("TrainingPlanArn", arn) != arn:
         return [Problem(at, f"this account's training plan {name} is {plan['TrainingPlanArn']}, not {arn}")]
     problems = _plan_state(at, f"training plan {name}", plan, now)
     targets = plan.get("TargetResources", [])
     if targets and "hyperpod-cluster" not in targets:
-        problems.append(Problem(at, f"training plan {name} reserves capacity for {', '.join(targets)}, "
-                                "not hyperpod-cluster; HyperPod cannot use it"))
+        problems.append(
+            Problem(
+                at,
+                f"training plan {name} reserves capacity for {', '.join(targets)}, "
+                "not hyperpod-cluster; HyperPod cannot use it",
+            )
+        )
     summaries = [s for s in plan.get("ReservedCapacitySummaries", []) if s.get("Status") in ("Active", "Scheduled")]
     zones = sorted({s["AvailabilityZoneId"] for s in summaries if s.get("AvailabilityZoneId")})
     if zones and config.availability_zone_id not in zones:
-        problems.append(Problem("availability_zone_id",
-                                f"training plan {name} reserves capacity in {', '.join(zones)}, not "
-                                f"{config.availability_zone_id}; set availability_zone_id: {zones[0]}"))
+        problems.append(
+            Problem(
+                "availability_zone_id",
+                f"training plan {name} reserves capacity in {', '.join(zones)}, not "
+                f"{config.availability_zone_id}; set availability_zone_id: {zones[0]}",
+            )
+        )
     reserved: dict[str, int] = defaultdict(int)
     for summary in summaries:
         reserved[summary.get("InstanceType", "")] += summary.get("TotalInstanceCount", 0)
@@ -125,14 +164,18 @@ def check_training_plan(config: ClusterConfig, aws: Aws, arn: str, groups: Group
         index = members[0][0]
         if ml_type not in reserved:
             held = ", ".join(f"{t} x {n}" for t, n in sorted(reserved.items())) or "nothing active or scheduled"
-            problems.append(Problem(f"compute[{index}].instance_type",
-                                    f"training plan {name} reserves {held}, not {ml_type}"))
+            problems.append(
+                Problem(f"compute[{index}].instance_type", f"training plan {name} reserves {held}, not {ml_type}")
+            )
             continue
         needed = sum(group.count for _, group in members)
         if needed > reserved[ml_type]:
-            problems.append(Problem(f"compute[{index}].count",
-                                    f"{_who(members)} {needed} x {ml_type}, but training plan {name} reserves "
-                                    f"{reserved[ml_type]}"))
+            problems.append(
+                Problem(
+                    f"compute[{index}].count",
+                    f"{_who(members)} {needed} x {ml_type}, but training plan {name} reserves {reserved[ml_type]}",
+                )
+            )
     return problems
 
 
@@ -148,8 +191,13 @@ def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime)
     if is_block:
         problems.append(Problem(at, f"note: {what} is active: {window}"))
     if end is not None and end - now < ENDING_SOON:
-        problems.append(Problem(at, f"warning: {what} ends {_when(end, now)}; EC2 begins terminating its instances "
-                                "30 minutes before the end"))
+        problems.append(
+            Problem(
+                at,
+                f"warning: {what} ends {_when(end, now)}; EC2 begins terminating its instances "
+                "30 minutes before the end",
+            )
+        )
     return problems
 
 
@@ -157,8 +205,9 @@ def _plan_state(at: str, what: str, plan: dict, now: datetime) -> list[Problem]:
     status = plan.get("Status", "")
     window = _window(plan.get("StartTime"), plan.get("EndTime"), now)
     if status == "Scheduled":
-        return [Problem(at, f"warning: {what} is scheduled: {window}; HyperPod cannot create its nodes before it "
-                        "starts")]
+        return [
+            Problem(at, f"warning: {what} is scheduled: {window}; HyperPod cannot create its nodes before it starts")
+        ]
     if status != "Active":
         reason = f": {plan['StatusMessage']}" if plan.get("StatusMessage") else ""
         return [Problem(at, f"{what} is {status}{reason}, not Active or Scheduled ({window})")]

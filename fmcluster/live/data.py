@@ -22,8 +22,11 @@ FSX_ROLE = "AWSServiceRoleForFSxS3Access_fs-*"
 
 def data_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
     return [
-        Check(f"bucket of {repository.s3_uri}", f"storage.lustre.repositories[{index}].s3_uri",
-              lambda index=index, uri=repository.s3_uri: check_bucket(config, aws, index, uri))
+        Check(
+            f"bucket of {repository.s3_uri}",
+            f"storage.lustre.repositories[{index}].s3_uri",
+            lambda index=index, uri=repository.s3_uri: check_bucket(config, aws, index, uri),
+        )
         for index, repository in enumerate(config.storage.lustre.repositories)
         if repository.s3_uri
     ]
@@ -41,21 +44,36 @@ def check_bucket(config: ClusterConfig, aws: Aws, index: int, uri: str) -> list[
             return [Problem(path, f"bucket {bucket} does not exist")]
         raise
     except Denied:
-        return [Problem(path, f"warning: bucket {bucket} exists but this caller may not list it (s3:ListBucket "
-                        f"denied); FSx reads it with its own service-linked role ({FSX_ROLE}), which the bucket "
-                        "policy must allow")]
+        return [
+            Problem(
+                path,
+                f"warning: bucket {bucket} exists but this caller may not list it (s3:ListBucket "
+                f"denied); FSx reads it with its own service-linked role ({FSX_ROLE}), which the bucket "
+                "policy must allow",
+            )
+        ]
     problems = []
     region = head.get("BucketRegion")
     if region and region != config.region:
-        problems.append(Problem(path, f"warning: bucket {bucket} is in {region}, not {config.region}: every read "
-                                "crosses Regions (slower, billed as inter-Region transfer); FSx support for "
-                                "linking a bucket of another Region is (unconfirmed): copy the data to "
-                                f"{config.region} if the deploy fails"))
+        problems.append(
+            Problem(
+                path,
+                f"warning: bucket {bucket} is in {region}, not {config.region}: every read "
+                "crosses Regions (slower, billed as inter-Region transfer); FSx support for "
+                "linking a bucket of another Region is (unconfirmed): copy the data to "
+                f"{config.region} if the deploy fails",
+            )
+        )
     try:
         listing = aws.call("s3", "ListObjectsV2", Bucket=bucket, Prefix=prefix, MaxKeys=1)
         if not listing.get("KeyCount") and prefix:
-            problems.append(Problem(path, f"warning: nothing under {uri} yet; /fsx shows what is there when the "
-                                    "link is created (and imports what arrives later)"))
+            problems.append(
+                Problem(
+                    path,
+                    f"warning: nothing under {uri} yet; /fsx shows what is there when the "
+                    "link is created (and imports what arrives later)",
+                )
+            )
     except Denied as error:
         problems.append(denied(path, f"listing {uri}", error.action))
     try:
@@ -66,7 +84,12 @@ def check_bucket(config: ClusterConfig, aws: Aws, index: int, uri: str) -> list[
         default = rule.get("ApplyServerSideEncryptionByDefault", {})
         if default.get("SSEAlgorithm", "").startswith("aws:kms"):
             key = default.get("KMSMasterKeyID") or "the AWS managed key aws/s3"
-            problems.append(Problem(path, f"note: bucket {bucket} is encrypted with KMS key {key}: its key policy "
-                                    f"must let FSx's service-linked role ({FSX_ROLE}) use it (kms:Decrypt; "
-                                    "kms:GenerateDataKey for export)"))
+            problems.append(
+                Problem(
+                    path,
+                    f"note: bucket {bucket} is encrypted with KMS key {key}: its key policy "
+                    f"must let FSx's service-linked role ({FSX_ROLE}) use it (kms:Decrypt; "
+                    "kms:GenerateDataKey for export)",
+                )
+            )
     return problems

@@ -32,19 +32,29 @@ def check_image(config: ClusterConfig, aws: Aws, types: InstanceTypes, ami: str)
             raise
         images = []
     if not images:
-        return [Problem(PATH, f"{ami} not found in {config.region}, or not shared with this account "
-                        "(AMIs are regional: copy it with aws ec2 copy-image)")]
+        return [
+            Problem(
+                PATH,
+                f"{ami} not found in {config.region}, or not shared with this account "
+                "(AMIs are regional: copy it with aws ec2 copy-image)",
+            )
+        ]
     image = images[0]
     problems = []
     if image.get("State") != "available":
         problems.append(Problem(PATH, f"{ami} is {image.get('State')}, not available"))
     architecture = image.get("Architecture")
     misfits = [
-        name for name in instance_types_of(config)
+        name
+        for name in instance_types_of(config)
         if types.architectures(name) and architecture not in types.architectures(name)
     ]
     if misfits:
         needs = sorted({arch for name in misfits for arch in types.architectures(name)})
-        problems.append(Problem(PATH, f"{ami} is {architecture}, but {', '.join(misfits)} run "
-                                f"{' or '.join(needs)}; use an {needs[0]} image"))
+        problems.append(
+            Problem(
+                PATH,
+                f"{ami} is {architecture}, but {', '.join(misfits)} run {' or '.join(needs)}; use an {needs[0]} image",
+            )
+        )
     return problems

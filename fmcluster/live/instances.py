@@ -42,7 +42,9 @@ class InstanceTypes:
             if self._rows is None:
                 self._rows = {
                     row["InstanceType"]: row
-                    for row in self._aws.pages("ec2", "DescribeInstanceTypes", "InstanceTypes", InstanceTypes=self._names)
+                    for row in self._aws.pages(
+                        "ec2", "DescribeInstanceTypes", "InstanceTypes", InstanceTypes=self._names
+                    )
                 }
             return self._rows
 
@@ -56,8 +58,13 @@ class InstanceTypes:
 
 
 def offering_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
-    return [Check(f"instance offerings in {config.availability_zone_id}", "availability_zone_id",
-                  lambda: check_offerings(config, aws))]
+    return [
+        Check(
+            f"instance offerings in {config.availability_zone_id}",
+            "availability_zone_id",
+            lambda: check_offerings(config, aws),
+        )
+    ]
 
 
 def check_offerings(config: ClusterConfig, aws: Aws) -> list[Problem]:

@@ -33,8 +33,13 @@ def preflight(
     account = identity["Account"]
     problems = []
     if config.account and config.account != account:
-        problems.append(Problem("account", f"the credentials are for account {account}, not {config.account}; "
-                                f"use credentials of {config.account} (AWS_PROFILE)"))
+        problems.append(
+            Problem(
+                "account",
+                f"the credentials are for account {account}, not {config.account}; "
+                f"use credentials of {config.account} (AWS_PROFILE)",
+            )
+        )
     found = run_checks(checks(config, aws, account, now or datetime.now(UTC)), console=console, workers=workers)
     return problems + found
 

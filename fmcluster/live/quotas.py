@@ -64,7 +64,9 @@ class ServiceQuotas:
         with self._lock:
             key = (service_code, operation)
             if key not in self._lists:
-                self._lists[key] = list(self._aws.pages("service-quotas", operation, "Quotas", ServiceCode=service_code))
+                self._lists[key] = list(
+                    self._aws.pages("service-quotas", operation, "Quotas", ServiceCode=service_code)
+                )
             return self._lists[key]
 
 
@@ -73,20 +75,37 @@ def quota_checks(config: ClusterConfig, aws: Aws, types: InstanceTypes) -> list[
     checks: list[Check] = []
     if config.orchestrator.type == "pcs":
         for name, members in _on_demand_groups(config).items():
-            checks.append(Check(f"quota '{name}'", members[0][0],
-                                lambda name=name, members=members: check_vcpus(quotas, types, name, members)))
+            checks.append(
+                Check(
+                    f"quota '{name}'",
+                    members[0][0],
+                    lambda name=name, members=members: check_vcpus(quotas, types, name, members),
+                )
+            )
     else:
         for ml_type, members in _hyperpod_instances(config).items():
-            checks.append(Check(f"quota '{HYPERPOD_TYPE.format(ml_type=ml_type)}'", members[0][0],
-                                lambda ml_type=ml_type, members=members: check_hyperpod_type(quotas, ml_type, members)))
-        checks.append(Check("HyperPod instance quota", "compute",
-                            lambda: check_hyperpod_total(quotas, config)))
-    checks.append(Check("FSx for Lustre storage quota", "storage.lustre.capacity_gib",
-                        lambda: check_lustre_storage(quotas, config)))
+            checks.append(
+                Check(
+                    f"quota '{HYPERPOD_TYPE.format(ml_type=ml_type)}'",
+                    members[0][0],
+                    lambda ml_type=ml_type, members=members: check_hyperpod_type(quotas, ml_type, members),
+                )
+            )
+        checks.append(Check("HyperPod instance quota", "compute", lambda: check_hyperpod_total(quotas, config)))
+    checks.append(
+        Check(
+            "FSx for Lustre storage quota", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config)
+        )
+    )
     checks.append(Check(f"quota '{VPCS}'", "network", lambda: check_vpcs(quotas, aws)))
     if config.network.egress == "nat":
-        checks.append(Check(f"quota '{NAT_GATEWAYS}'", "network.egress",
-                            lambda: check_nat_gateways(quotas, aws, config.availability_zone_id)))
+        checks.append(
+            Check(
+                f"quota '{NAT_GATEWAYS}'",
+                "network.egress",
+                lambda: check_nat_gateways(quotas, aws, config.availability_zone_id),
+            )
+        )
         checks.append(Check(f"quota '{ELASTIC_IPS}'", "network.egress", lambda: check_elastic_ips(quotas, aws)))
     return checks
 
@@ -101,8 +120,9 @@ def _on_demand_groups(config: ClusterConfig) -> dict[str, Members]:
     found: dict[str, Members] = defaultdict(list)
     for index, group in enumerate(config.compute):
         if group.capacity in ("on-demand", "odcr") and group.count:
-            found[on_demand_quota(group.instance_type)].append((f"compute[{index}].count", group.instance_type,
-                                                               group.count))
+            found[on_demand_quota(group.instance_type)].append(
+                (f"compute[{index}].count", group.instance_type, group.count)
+            )
     login = config.orchestrator.login_instance_type
     if login:
         found[on_demand_quota(login)].append(("orchestrator.login_instance_type", login, 1))
@@ -135,9 +155,14 @@ def check_vcpus(quotas: ServiceQuotas, types: InstanceTypes, name: str, members:
     if quota is None:
         return [Problem(path, f"note: Service Quotas has no EC2 quota named '{name}'; not checked")]
     if needed > quota["Value"]:
-        return [Problem(path, f"needs {needed:,} vCPUs ({' + '.join(parts)}), but the quota '{name}' "
-                        f"({quota['QuotaCode']}) is {quota['Value']:,.0f} vCPUs; request an increase in Service Quotas "
-                        "(running instances count too)")]
+        return [
+            Problem(
+                path,
+                f"needs {needed:,} vCPUs ({' + '.join(parts)}), but the quota '{name}' "
+                f"({quota['QuotaCode']}) is {quota['Value']:,.0f} vCPUs; request an increase in Service Quotas "
+                "(running instances count too)",
+            )
+        ]
     return []
 
 
@@ -147,10 +172,12 @@ def _hyperpod_instances(config: ClusterConfig) -> dict[str, Members]:
     found: dict[str, Members] = defaultdict(list)
     orchestrator = config.orchestrator
     found[f"ml.{orchestrator.controller_instance_type}"].append(
-        ("orchestrator.controller_instance_type", orchestrator.controller_instance_type, 1))
+        ("orchestrator.controller_instance_type", orchestrator.controller_instance_type, 1)
+    )
     if orchestrator.login_instance_type:
         found[f"ml.{orchestrator.login_instance_type}"].append(
-            ("orchestrator.login_instance_type", orchestrator.login_instance_type, 1))
+            ("orchestrator.login_instance_type", orchestrator.login_instance_type, 1)
+        )
     for index, group in enumerate(config.compute):
         if group.capacity != "training-plan" and group.count:
             found[f"ml.{group.instance_type}"].append((f"compute[{index}].count", group.instance_type, group.count))
@@ -165,9 +192,14 @@ def check_hyperpod_type(quotas: ServiceQuotas, ml_type: str, members: Members) -
         return [Problem(path, f"note: Service Quotas has no SageMaker quota named '{name}'; not checked")]
     needed = sum(count for _, _, count in members)
     if needed > quota["Value"]:
-        return [Problem(path, f"needs {needed} x {ml_type}, but the quota '{name}' ({quota['QuotaCode']}) is "
-                        f"{quota['Value']:,.0f}; request an increase in Service Quotas (other HyperPod clusters' "
-                        "instances count too)")]
+        return [
+            Problem(
+                path,
+                f"needs {needed} x {ml_type}, but the quota '{name}' ({quota['QuotaCode']}) is "
+                f"{quota['Value']:,.0f}; request an increase in Service Quotas (other HyperPod clusters' "
+                "instances count too)",
+            )
+        ]
     return []
 
 
@@ -177,8 +209,13 @@ def check_hyperpod_total(quotas: ServiceQuotas, config: ClusterConfig) -> list[P
         return [Problem("compute", "note: Service Quotas lists no HyperPod total-instance quota; not checked")]
     needed = config.total_nodes + 1 + (1 if config.orchestrator.login_instance_type else 0)
     if needed > quota["Value"]:
-        return [Problem("compute", f"the cluster has {needed} instances (compute, controller, login), but the quota "
-                        f"'{quota['QuotaName']}' ({quota['QuotaCode']}) is {quota['Value']:,.0f}; request an increase")]
+        return [
+            Problem(
+                "compute",
+                f"the cluster has {needed} instances (compute, controller, login), but the quota "
+                f"'{quota['QuotaName']}' ({quota['QuotaCode']}) is {quota['Value']:,.0f}; request an increase",
+            )
+        ]
     return []
 
 
@@ -186,7 +223,8 @@ def check_lustre_storage(quotas: ServiceQuotas, config: ClusterConfig) -> list[P
     def matches(name: str) -> bool:
         lower = name.lower()
         return all(word in lower for word in LUSTRE_STORAGE_WORDS) and not any(
-            word in lower for word in ("hdd", "persistent_1", "persistent 1", "scratch"))
+            word in lower for word in ("hdd", "persistent_1", "persistent 1", "scratch")
+        )
 
     quota = quotas.find("fsx", matches)
     path = "storage.lustre.capacity_gib"
@@ -196,8 +234,13 @@ def check_lustre_storage(quotas: ServiceQuotas, config: ClusterConfig) -> list[P
     if capacity > quota["Value"]:
         unit = quota.get("Unit", "")
         shown = "" if unit in ("", "None") else f" {unit}"
-        return [Problem(path, f"{capacity:,} GiB exceeds the quota '{quota['QuotaName']}' ({quota['QuotaCode']}) of "
-                        f"{quota['Value']:,.0f}{shown}; request an increase (other file systems count too)")]
+        return [
+            Problem(
+                path,
+                f"{capacity:,} GiB exceeds the quota '{quota['QuotaName']}' ({quota['QuotaCode']}) of "
+                f"{quota['Value']:,.0f}{shown}; request an increase (other file systems count too)",
+            )
+        ]
     return []
 
 
@@ -207,30 +250,55 @@ def check_vpcs(quotas: ServiceQuotas, aws: Aws) -> list[Problem]:
 
 
 def check_nat_gateways(quotas: ServiceQuotas, aws: Aws, zone: str) -> list[Problem]:
-    gateways = list(aws.pages("ec2", "DescribeNatGateways", "NatGateways",
-                              Filter=[{"Name": "state", "Values": ["pending", "available"]}]))
+    gateways = list(
+        aws.pages(
+            "ec2", "DescribeNatGateways", "NatGateways", Filter=[{"Name": "state", "Values": ["pending", "available"]}]
+        )
+    )
     subnets = sorted({gateway["SubnetId"] for gateway in gateways if gateway.get("SubnetId")})
     in_zone = 0
     if subnets:
-        zones = {row["SubnetId"]: row.get("AvailabilityZoneId")
-                 for row in aws.pages("ec2", "DescribeSubnets", "Subnets", SubnetIds=subnets)}
+        zones = {
+            row["SubnetId"]: row.get("AvailabilityZoneId")
+            for row in aws.pages("ec2", "DescribeSubnets", "Subnets", SubnetIds=subnets)
+        }
         in_zone = sum(1 for gateway in gateways if zones.get(gateway.get("SubnetId")) == zone)
-    return _headroom(quotas, "vpc", NAT_GATEWAYS, in_zone, "network.egress",
-                     f"egress: nat creates 1 NAT gateway in {zone}", fix="or set egress: none")
+    return _headroom(
+        quotas,
+        "vpc",
+        NAT_GATEWAYS,
+        in_zone,
+        "network.egress",
+        f"egress: nat creates 1 NAT gateway in {zone}",
+        fix="or set egress: none",
+    )
 
 
 def check_elastic_ips(quotas: ServiceQuotas, aws: Aws) -> list[Problem]:
     used = len(aws.call("ec2", "DescribeAddresses").get("Addresses", []))
-    return _headroom(quotas, "ec2", ELASTIC_IPS, used, "network.egress",
-                     "egress: nat allocates 1 Elastic IP for its NAT gateway", fix="or set egress: none")
+    return _headroom(
+        quotas,
+        "ec2",
+        ELASTIC_IPS,
+        used,
+        "network.egress",
+        "egress: nat allocates 1 Elastic IP for its NAT gateway",
+        fix="or set egress: none",
+    )
 
 
-def _headroom(quotas: ServiceQuotas, service_code: str, name: str, used: int, path: str, why: str,
-              fix: str = "") -> list[Problem]:
+def _headroom(
+    quotas: ServiceQuotas, service_code: str, name: str, used: int, path: str, why: str, fix: str = ""
+) -> list[Problem]:
     quota = quotas.named(service_code, name)
     if quota is None:
         return [Problem(path, f"note: Service Quotas has no quota named '{name}'; not checked")]
     if used + 1 > quota["Value"]:
-        return [Problem(path, f"{why}, but {used} of the quota '{name}' ({quota['QuotaCode']}) of "
-                        f"{quota['Value']:,.0f} are in use; free one or request an increase{' ' + fix if fix else ''}")]
+        return [
+            Problem(
+                path,
+                f"{why}, but {used} of the quota '{name}' ({quota['QuotaCode']}) of "
+                f"{quota['Value']:,.0f} are in use; free one or request an increase{' ' + fix if fix else ''}",
+            )
+        ]
     return []

@@ -54,8 +54,9 @@ class Stubs:
         self._stubber(service).add_response(xform_name(operation), response, params)
         return self
 
-    def error(self, service: str, operation: str, code: str, message: str = "", status: int = 400,
-              params: dict | None = None) -> Stubs:
+    def error(
+        self, service: str, operation: str, code: str, message: str = "", status: int = 400, params: dict | None = None
+    ) -> Stubs:
         known = declared_errors(service, operation)
         assert code in known or code in DOCUMENTED_ERRORS or code in DENIED_CODES, f"{code} has no source"
         self._stubber(service).add_client_error(xform_name(operation), code, message, status, expected_params=params)
@@ -91,6 +92,14 @@ network: {egress: none}
 compute:
   - {name: gpu, instance_type: p5.48xlarge, count: 16, capacity: capacity-block, reservation_id: cr-0123456789abcdef0}
 orchestrator: {type: pcs}
+"""
+
+QUICKSTART = """\
+name: quickstart
+region: us-east-1
+availability_zone_id: use1-az6
+compute:
+  - {name: gpu, instance_type: p5.48xlarge, count: 2}
 """
 
 

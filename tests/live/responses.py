@@ -117,8 +117,15 @@ def training_plan(
     }
 
 
-VCPUS = {"p5.48xlarge": 192, "p5en.48xlarge": 192, "g5.12xlarge": 48, "m5.4xlarge": 16, "m5.8xlarge": 32,
-         "p6-b300.48xlarge": 192, "trn1.32xlarge": 128}
+VCPUS = {
+    "p5.48xlarge": 192,
+    "p5en.48xlarge": 192,
+    "g5.12xlarge": 48,
+    "m5.4xlarge": 16,
+    "m5.8xlarge": 32,
+    "p6-b300.48xlarge": 192,
+    "trn1.32xlarge": 128,
+}
 """DefaultVCpus from DescribeInstanceTypes (EC2 instance type specifications)."""
 
 
@@ -137,16 +144,22 @@ def instance_types(*names: str, arm64: tuple[str, ...] = ()) -> dict:
 
 
 def offerings(zone: str, *names: str) -> dict:
-    return {"InstanceTypeOfferings": [
-        {"InstanceType": name, "LocationType": "availability-zone-id", "Location": zone} for name in names
-    ]}
+    return {
+        "InstanceTypeOfferings": [
+            {"InstanceType": name, "LocationType": "availability-zone-id", "Location": zone} for name in names
+        ]
+    }
 
 
 def quota(service: str, name: str, code: str, value: float, unit: str = "None") -> dict:
     return {
         "ServiceCode": service,
-        "ServiceName": {"ec2": "Amazon Elastic Compute Cloud (Amazon EC2)", "vpc": "Amazon Virtual Private Cloud "
-                        "(Amazon VPC)", "sagemaker": "Amazon SageMaker", "fsx": "Amazon FSx"}[service],
+        "ServiceName": {
+            "ec2": "Amazon Elastic Compute Cloud (Amazon EC2)",
+            "vpc": "Amazon Virtual Private Cloud (Amazon VPC)",
+            "sagemaker": "Amazon SageMaker",
+            "fsx": "Amazon FSx",
+        }[service],
         "QuotaArn": f"arn:aws:servicequotas:us-east-1:{ACCOUNT}:{service}/{code}",
         "QuotaCode": code,
         "QuotaName": name,
@@ -162,17 +175,21 @@ def quotas(*rows: dict) -> dict:
 
 
 def image(ami: str, architecture: str = "x86_64", state: str = "available") -> dict:
-    return {"Images": [{
-        "ImageId": ami,
-        "Architecture": architecture,
-        "State": state,
-        "Name": "aws-pcs-sample_ami-al2023-x86_64-slurm-25.11-20261101",
-        "OwnerId": ACCOUNT,
-        "PlatformDetails": "Linux/UNIX",
-        "RootDeviceType": "ebs",
-        "VirtualizationType": "hvm",
-        "CreationDate": "2026-11-01T00:00:00.000Z",
-    }]}
+    return {
+        "Images": [
+            {
+                "ImageId": ami,
+                "Architecture": architecture,
+                "State": state,
+                "Name": "aws-pcs-sample_ami-al2023-x86_64-slurm-25.11-20261101",
+                "OwnerId": ACCOUNT,
+                "PlatformDetails": "Linux/UNIX",
+                "RootDeviceType": "ebs",
+                "VirtualizationType": "hvm",
+                "CreationDate": "2026-11-01T00:00:00.000Z",
+            }
+        ]
+    }
 
 
 def head_bucket(region: str) -> dict:
@@ -194,46 +211,92 @@ def bucket_encryption(algorithm: str = "AES256", key: str | None = None) -> dict
     default = {"SSEAlgorithm": algorithm}
     if key:
         default["KMSMasterKeyID"] = key
-    return {"ServerSideEncryptionConfiguration": {"Rules": [
-        {"ApplyServerSideEncryptionByDefault": default, "BucketKeyEnabled": algorithm != "AES256"}
-    ]}}
+    return {
+        "ServerSideEncryptionConfiguration": {
+            "Rules": [{"ApplyServerSideEncryptionByDefault": default, "BucketKeyEnabled": algorithm != "AES256"}]
+        }
+    }
+
+
+STACK_UUID = "0a1b2c3d-4e5f-6789-abcd-ef0123456789"
 
 
 def bootstrap_stack(status: str = "UPDATE_COMPLETE", version: str = "29") -> dict:
-    return {"Stacks": [{
-        "StackId": f"arn:aws:cloudformation:us-east-1:{ACCOUNT}:stack/CDKToolkit/0a1b2c3d-4e5f-6789-abcd-ef0123456789",
-        "StackName": "CDKToolkit",
-        "Description": "This stack includes resources needed to deploy AWS CDK apps into this environment",
-        "CreationTime": NOW - timedelta(days=200),
-        "StackStatus": status,
-        "EnableTerminationProtection": True,
-        "Outputs": [
-            {"OutputKey": "BucketName", "OutputValue": f"cdk-hnb659fds-assets-{ACCOUNT}-us-east-1"},
-            {"OutputKey": "BootstrapVersion", "OutputValue": version,
-             "Description": "The version of the bootstrap resources that are currently mastered in this stack"},
-        ],
-    }]}
+    return {
+        "Stacks": [
+            {
+                "StackId": f"arn:aws:cloudformation:us-east-1:{ACCOUNT}:stack/CDKToolkit/{STACK_UUID}",
+                "StackName": "CDKToolkit",
+                "Description": "This stack includes resources needed to deploy AWS CDK apps into this environment",
+                "CreationTime": NOW - timedelta(days=200),
+                "StackStatus": status,
+                "EnableTerminationProtection": True,
+                "Outputs": [
+                    {"OutputKey": "BucketName", "OutputValue": f"cdk-hnb659fds-assets-{ACCOUNT}-us-east-1"},
+                    {
+                        "OutputKey": "BootstrapVersion",
+                        "OutputValue": version,
+                        "Description": "The version of the bootstrap resources that are currently mastered "
+                        "in this stack",
+                    },
+                ],
+            }
+        ]
+    }
 
 
 def vpcs(count: int) -> dict:
-    return {"Vpcs": [{"VpcId": f"vpc-0{index:016x}", "State": "available", "CidrBlock": f"10.{index}.0.0/16",
-                      "IsDefault": index == 0, "OwnerId": ACCOUNT} for index in range(count)]}
+    return {
+        "Vpcs": [
+            {
+                "VpcId": f"vpc-0{index:016x}",
+                "State": "available",
+                "CidrBlock": f"10.{index}.0.0/16",
+                "IsDefault": index == 0,
+                "OwnerId": ACCOUNT,
+            }
+            for index in range(count)
+        ]
+    }
 
 
 def nat_gateways(*subnets: str) -> dict:
-    return {"NatGateways": [{"NatGatewayId": f"nat-0{index:016x}", "SubnetId": subnet, "State": "available",
-                             "VpcId": "vpc-00000000000000001", "ConnectivityType": "public"}
-                            for index, subnet in enumerate(subnets)]}
+    return {
+        "NatGateways": [
+            {
+                "NatGatewayId": f"nat-0{index:016x}",
+                "SubnetId": subnet,
+                "State": "available",
+                "VpcId": "vpc-00000000000000001",
+                "ConnectivityType": "public",
+            }
+            for index, subnet in enumerate(subnets)
+        ]
+    }
 
 
 def subnets(zone_of: dict[str, str]) -> dict:
-    return {"Subnets": [{"SubnetId": subnet, "AvailabilityZoneId": zone, "VpcId": "vpc-00000000000000001",
-                         "CidrBlock": "10.0.0.0/24", "State": "available"} for subnet, zone in zone_of.items()]}
+    return {
+        "Subnets": [
+            {
+                "SubnetId": subnet,
+                "AvailabilityZoneId": zone,
+                "VpcId": "vpc-00000000000000001",
+                "CidrBlock": "10.0.0.0/24",
+                "State": "available",
+            }
+            for subnet, zone in zone_of.items()
+        ]
+    }
 
 
 def addresses(count: int) -> dict:
-    return {"Addresses": [{"AllocationId": f"eipalloc-0{index:016x}", "PublicIp": f"198.51.100.{index + 1}",
-                           "Domain": "vpc"} for index in range(count)]}
+    return {
+        "Addresses": [
+            {"AllocationId": f"eipalloc-0{index:016x}", "PublicIp": f"198.51.100.{index + 1}", "Domain": "vpc"}
+            for index in range(count)
+        ]
+    }
 
 
 SAMPLES = {
@@ -243,9 +306,7 @@ SAMPLES = {
     ("ec2", "DescribeInstanceTypes"): instance_types(*VCPUS),
     ("ec2", "DescribeInstanceTypeOfferings"): offerings("use1-az6", "p5.48xlarge"),
     ("service-quotas", "ListServiceQuotas"): quotas(quota("ec2", "Running On-Demand P instances", "L-417A185B", 384.0)),
-    ("service-quotas", "ListAWSDefaultServiceQuotas"): quotas(
-        quota("vpc", "VPCs per Region", "L-F678F1CE", 5.0)
-    ),
+    ("service-quotas", "ListAWSDefaultServiceQuotas"): quotas(quota("vpc", "VPCs per Region", "L-F678F1CE", 5.0)),
     ("ec2", "DescribeImages"): image("ami-0123456789abcdef0"),
     ("s3", "HeadBucket"): head_bucket("us-east-1"),
     ("s3", "ListObjectsV2"): listing("my-datasets", "c4/", 1),

@@ -34,8 +34,11 @@ def shape_problems(shape: Shape | None, value: object, path: str = "") -> list[s
     if kind == "structure":
         if not isinstance(value, dict):
             return [f"{where}: expected a structure, got {type(value).__name__}"]
-        problems = [f"{where}: unknown member {key!r}" for key in value if key not in shape.members
-                    and key != "ResponseMetadata"]
+        problems = [
+            f"{where}: unknown member {key!r}"
+            for key in value
+            if key not in shape.members and key != "ResponseMetadata"
+        ]
         for key, member in shape.members.items():
             if key in value:
                 problems += shape_problems(member, value[key], f"{path}.{key}" if path else key)

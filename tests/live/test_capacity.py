@@ -15,8 +15,9 @@ def reservation_messages(stubs, response=None, *, error=None, text=PCS_BLOCK, **
     config = config_of(text, **changes)
     stub = stubs()
     if error:
-        stub.error("ec2", "DescribeCapacityReservations", error, "The capacity reservation ID does not exist",
-                   params=ASK)
+        stub.error(
+            "ec2", "DescribeCapacityReservations", error, "The capacity reservation ID does not exist", params=ASK
+        )
     else:
         stub.ok("ec2", "DescribeCapacityReservations", response, ASK)
     groups = [(i, g) for i, g in enumerate(config.compute) if g.reservation_id == RESERVATION]
@@ -31,8 +32,9 @@ def test_an_active_block_that_fits_gets_only_its_window(stubs):
 
 
 def test_a_reservation_in_another_zone_too_small_and_of_another_type_gets_all_three(stubs):
-    response = capacity_reservation(instance_type="p5e.48xlarge", az_id="use1-az4", az="us-east-1d", total=8,
-                                    available=8)
+    response = capacity_reservation(
+        instance_type="p5e.48xlarge", az_id="use1-az4", az="us-east-1d", total=8, available=8
+    )
     assert reservation_messages(stubs, response)[1:] == [
         "cluster.yaml: compute[0].instance_type: cr-0123456789abcdef0 holds p5e.48xlarge, not p5.48xlarge; set "
         "instance_type: p5e.48xlarge or use a reservation for p5.48xlarge",
@@ -51,8 +53,9 @@ def test_a_missing_reservation(stubs):
 
 
 def test_a_scheduled_block_states_when_it_starts(stubs):
-    response = capacity_reservation(state="scheduled", start=NOW + timedelta(days=1, hours=2),
-                                    end=NOW + timedelta(days=15, hours=2))
+    response = capacity_reservation(
+        state="scheduled", start=NOW + timedelta(days=1, hours=2), end=NOW + timedelta(days=15, hours=2)
+    )
     assert reservation_messages(stubs, response) == [
         "cluster.yaml: compute[0].reservation_id: warning: capacity block cr-0123456789abcdef0 is scheduled: starts "
         "2026-12-01 12:00 UTC (in 1 day 2 h), ends 2026-12-15 12:00 UTC (in 15 days 2 h); nodes cannot launch "
