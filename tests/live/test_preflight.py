@@ -12,14 +12,17 @@ import pytest
 from fmcluster import cli, live
 from fmcluster.config import Problem
 from fmcluster.live.runner import Check, run_checks
-from tests.live.conftest import PCS_BLOCK, config_of
+from tests.live.conftest import PCS_BLOCK, QUICKSTART, config_of
 from tests.live.responses import (
     ACCOUNT,
     NOW,
     RESERVATION,
+    addresses,
     bootstrap_stack,
     capacity_reservation,
     identity,
+    nat_gateways,
+    offerings,
     quota,
     quotas,
     vpcs,
@@ -174,3 +177,57 @@ def test_checks_run_concurrently_and_report_in_their_own_order():
 
     checks = [Check("a", "a", slow("a", 0.2)), Check("b", "b", slow("b", 0.0)), Check("c", "c", slow("c", 0.1))]
     assert [p.path for p in run_checks(checks, console=None, workers=3)] == ["a", "b", "c"]
+
+
+def test_a_ready_hyperpod_account_passes_every_check(stubs):
+    """The quickstart (HyperPod, NAT egress): offerings, HyperPod quotas, FSx, VPC, NAT and EIP headroom, bootstrap."""
+    stub = stubs()
+    stub.ok("sts", "GetCallerIdentity", identity(), {})
+    stub.ok(
+        "ec2",
+        "DescribeInstanceTypeOfferings",
+        offerings("use1-az6", "m5.4xlarge", "p5.48xlarge"),
+        {
+            "LocationType": "availability-zone-id",
+            "Filters": [
+                {"Name": "location", "Values": ["use1-az6"]},
+                {"Name": "instance-type", "Values": ["m5.4xlarge", "p5.48xlarge"]},
+            ],
+        },
+    )
+    sagemaker = quotas(
+        quota("sagemaker", "ml.m5.4xlarge for cluster usage", "L-0A1B2C01", 4.0),
+        quota("sagemaker", "ml.p5.48xlarge for cluster usage", "L-A9F29A4E", 4.0),
+        quota("sagemaker", "Total number of instances allowed across SageMaker HyperPod clusters", "L-0A1B2C02", 100.0),
+    )
+    stub.ok("service-quotas", "ListServiceQuotas", sagemaker, {"ServiceCode": "sagemaker"})
+    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-0A1B2C3D", 100800.0)
+    stub.ok("service-quotas", "ListServiceQuotas", quotas(fsx), {"ServiceCode": "fsx"})
+    stub.ok("ec2", "DescribeVpcs", vpcs(1), {})
+    vpc = quotas(
+        quota("vpc", "VPCs per Region", "L-F678F1CE", 5.0),
+        quota("vpc", "NAT gateways per Availability Zone", "L-FE5A380F", 5.0),
+    )
+    stub.ok("service-quotas", "ListServiceQuotas", vpc, {"ServiceCode": "vpc"})
+    stub.ok(
+        "ec2",
+        "DescribeNatGateways",
+        nat_gateways(),
+        {"Filter": [{"Name": "state", "Values": ["pending", "available"]}]},
+    )
+    stub.ok("ec2", "DescribeAddresses", addresses(1), {})
+    eips = quotas(quota("ec2", "EC2-VPC Elastic IPs", "L-0263D0A3", 5.0))
+    stub.ok("service-quotas", "ListServiceQuotas", eips, {"ServiceCode": "ec2"})
+    stub.ok("cloudformation", "DescribeStacks", bootstrap_stack(), {"StackName": "CDKToolkit"})
+    assert live.preflight(config_of(QUICKSTART), stub.aws(), now=NOW, workers=1) == []
+
+
+def test_the_progress_display_runs_on_a_terminal():
+    from io import StringIO
+
+    from rich.console import Console
+
+    screen = StringIO()
+    checks = [Check("one", "x", lambda: [Problem("x", "note: 1")])]
+    assert run_checks(checks, console=Console(file=screen, force_terminal=True, width=100)) == [Problem("x", "note: 1")]
+    assert "checked one" in screen.getvalue() or "checking the account" in screen.getvalue()
