@@ -30,11 +30,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             command.add_argument(
                 "--live", action="store_true", help="also check the AWS account with read-only calls (credentials)"
             )
+    diagnose = commands.add_parser("diagnose", help="say why a deployed cluster or one of its nodes failed")
+    diagnose.add_argument("file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})")
+    diagnose.add_argument("--collect", metavar="DIR", help="also write what was read (secrets redacted) to DIR")
     args = parser.parse_args(argv)
 
     config = load_or_report(args.file)
     if config is None:
         return EXIT_INVALID
+    if args.command == "diagnose":
+        return run_diagnose(args.file, config, args.collect)
     if args.command == "validate" and args.live:
         return validate_live(args.file, config)
     if args.command == "validate":
@@ -76,6 +81,23 @@ def validate_live(path: str, config: ClusterConfig) -> int:
         return EXIT_INVALID
     print(f"{path}: valid, and the account in {config.region} is ready for it ({len(problems)} note(s) or warning(s))")
     return 0
+
+
+def run_diagnose(path: str, config: ClusterConfig, collect_dir: str | None) -> int:
+    """Print the diagnosis; exit 0 healthy, 1 problems found, 2 could not diagnose."""
+    from fmcluster import live  # boto3 loads only for live commands
+    from fmcluster.live.diagnose import collect
+
+    progress = Console(stderr=True)
+    try:
+        diagnosis = live.diagnose(config, live.Aws(config.region), console=progress if progress.is_terminal else None)
+    except live.NoCredentials as error:
+        print(f"{path}: diagnose: {error}", file=sys.stderr)
+        return EXIT_INVALID
+    print(diagnosis.report())
+    if collect_dir:
+        print(f"collected: {collect(diagnosis, collect_dir, config.name)}", file=sys.stderr)
+    return diagnosis.exit_code
 
 
 def print_plan(config: ClusterConfig, console: Console) -> None:

@@ -27,7 +27,7 @@ from botocore.exceptions import (
     TokenRetrievalError,
 )
 
-ACTIONS: dict[tuple[str, str], str] = {
+PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("sts", "GetCallerIdentity"): "sts:GetCallerIdentity",
     ("ec2", "DescribeCapacityReservations"): "ec2:DescribeCapacityReservations",
     ("ec2", "DescribeInstanceTypeOfferings"): "ec2:DescribeInstanceTypeOfferings",
@@ -46,7 +46,19 @@ ACTIONS: dict[tuple[str, str], str] = {
     ("s3", "GetBucketEncryption"): "s3:GetEncryptionConfiguration",
     ("cloudformation", "DescribeStacks"): "cloudformation:DescribeStacks",
 }
-"""(boto3 service, API operation) -> the IAM action that authorizes it: every call fmcluster's live checks make."""
+"""(boto3 service, API operation) -> the IAM action that authorizes it: every call `validate --live` makes."""
+
+DIAGNOSE_ACTIONS: dict[tuple[str, str], str] = {
+    ("sts", "GetCallerIdentity"): "sts:GetCallerIdentity",
+    ("cloudformation", "DescribeStacks"): "cloudformation:DescribeStacks",
+    ("cloudformation", "DescribeStackEvents"): "cloudformation:DescribeStackEvents",
+    ("sagemaker", "DescribeCluster"): "sagemaker:DescribeCluster",
+    ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
+    ("logs", "GetLogEvents"): "logs:GetLogEvents",
+}
+"""Every call `fmcluster diagnose` makes."""
+
+ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS}
 
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "403", "Forbidden"})
 """Error codes of a call the caller's policy refuses: EC2 answers UnauthorizedOperation (EC2 API reference, error

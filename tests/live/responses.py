@@ -318,3 +318,147 @@ SAMPLES = {
     ("ec2", "DescribeAddresses"): addresses(2),
 }
 """One sample of every operation the live checks call (the shape test walks them all)."""
+
+
+# --- fmcluster diagnose -------------------------------------------------------------------------------------------
+
+STACK_ARN = f"arn:aws:cloudformation:us-east-1:{ACCOUNT}:stack/{{name}}/{STACK_UUID}"
+FSX_PORTS = (
+    'Resource handler returned message: "The file system cannot be created because the default security group in '
+    "the subnet provided or the provided security groups do not permit Lustre LNET network traffic on port 988 "
+    '(Service: FSx, Status Code: 400, Request ID: 0949dbfc-5e0a-4f03-bf89-d7e74540f8ec)" (RequestToken: '
+    "3c1d1f4e-8a33-4f7b-b7b4-6a3e0e0e2f10, HandlerErrorCode: InvalidRequest)"
+)
+"""FSx's message as aws/aws-parallelcluster issue 6181 reports it, in CloudFormation's Cloud Control wrapping."""
+
+
+def stack(name: str, status: str, reason: str | None = None) -> dict:
+    row = {
+        "StackId": STACK_ARN.format(name=name),
+        "StackName": name,
+        "CreationTime": NOW - timedelta(hours=1),
+        "StackStatus": status,
+        "EnableTerminationProtection": name.endswith("-storage"),
+    }
+    if reason:
+        row["StackStatusReason"] = reason
+    return {"Stacks": [row]}
+
+
+def event(stack_name: str, logical_id: str, resource_type: str, status: str, minute: int, reason: str = "") -> dict:
+    row = {
+        "StackId": STACK_ARN.format(name=stack_name),
+        "EventId": f"{logical_id}-{status}-{minute}",
+        "StackName": stack_name,
+        "LogicalResourceId": logical_id,
+        "PhysicalResourceId": "",
+        "ResourceType": resource_type,
+        "Timestamp": NOW - timedelta(minutes=60 - minute),
+        "ResourceStatus": status,
+    }
+    if reason:
+        row["ResourceStatusReason"] = reason
+    return row
+
+
+def rolled_back_storage(name: str = "quickstart-storage") -> dict:
+    """A create that failed on FSx's port check, then rolled back (newest first, as DescribeStackEvents returns)."""
+    stack_type = "AWS::CloudFormation::Stack"
+    chronological = [
+        event(name, name, stack_type, "CREATE_IN_PROGRESS", 0, "User Initiated"),
+        event(name, "BucketsKeyCD6AF5CF", "AWS::KMS::Key", "CREATE_COMPLETE", 2),
+        event(name, "LustreSecurityGroupA46A9855", "AWS::EC2::SecurityGroup", "CREATE_COMPLETE", 3),
+        event(name, "LustreFileSystem4AFDAE78", "AWS::FSx::FileSystem", "CREATE_IN_PROGRESS", 4),
+        event(name, "LustreFileSystem4AFDAE78", "AWS::FSx::FileSystem", "CREATE_FAILED", 5, FSX_PORTS),
+        event(name, "BucketsDataBucket44451DC7", "AWS::S3::Bucket", "CREATE_FAILED", 5, "Resource creation cancelled"),
+        event(
+            name,
+            name,
+            stack_type,
+            "ROLLBACK_IN_PROGRESS",
+            6,
+            "The following resource(s) failed to create: "
+            "[BucketsDataBucket44451DC7, LustreFileSystem4AFDAE78]. Rollback requested by user.",
+        ),
+        event(name, "LustreSecurityGroupA46A9855", "AWS::EC2::SecurityGroup", "DELETE_COMPLETE", 7),
+        event(name, name, stack_type, "ROLLBACK_COMPLETE", 8),
+    ]
+    return {"StackEvents": list(reversed(chronological))}
+
+
+CLUSTER_ARN = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:cluster/a1b2c3d4e5f6"
+LIFECYCLE_FAILED = (
+    'Instance i-0123456789abcdef0 failed to provision with the following error: "Lifecycle scripts did not run '
+    "successfully. Ensure the scripts exist in provided S3 path, are accessible, and run without errors. Please see "
+    'CloudWatch logs for lifecycle script execution details." Note that multiple instances may be impacted.'
+)
+"""HyperPod's message as awslabs/awsome-distributed-ai issue 188 reports it."""
+
+
+def hyperpod_cluster(status: str = "Failed", failure: str = LIFECYCLE_FAILED) -> dict:
+    row = {
+        "ClusterArn": CLUSTER_ARN,
+        "ClusterName": "quickstart",
+        "ClusterStatus": status,
+        "CreationTime": NOW - timedelta(minutes=50),
+        "InstanceGroups": [
+            {"InstanceGroupName": "controller", "InstanceType": "ml.m5.4xlarge", "CurrentCount": 1, "TargetCount": 1},
+            {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "CurrentCount": 1, "TargetCount": 2},
+        ],
+        "NodeRecovery": "Automatic",
+    }
+    if failure:
+        row["FailureMessage"] = failure
+    return row
+
+
+def cluster_nodes(*states: tuple[str, str, str, str]) -> dict:
+    """(group, instance id, status, message) per node."""
+    return {
+        "ClusterNodeSummaries": [
+            {
+                "InstanceGroupName": group,
+                "InstanceId": instance,
+                "InstanceType": "ml.m5.4xlarge" if group == "controller" else "ml.p5.48xlarge",
+                "LaunchTime": NOW - timedelta(minutes=45),
+                "InstanceStatus": {"Status": status, "Message": message} if message else {"Status": status},
+            }
+            for group, instance, status, message in states
+        ]
+    }
+
+
+LIFECYCLE_TAIL = [
+    "2026-11-30T09:40:01Z on_create.sh[2817] INFO: step scratch starts",
+    "2026-11-30T09:40:02Z on_create.sh[2817] INFO: step scratch: /opt/dlami/nvme is ready (vg.01/lv_ephemeral)",
+    "2026-11-30T09:40:05Z on_create.sh[2817] INFO: step nccl-env starts",
+    "An error occurred (AccessDeniedException) when calling the GetParameter operation: User is not authorized to "
+    "perform: ssm:GetParameter",
+    "2026-11-30T09:40:06Z on_create.sh[2817] ERROR: step nccl-env: failed with exit status 254",
+    "2026-11-30T09:40:09Z on_create.sh[2817] ERROR: fmcluster lifecycle FAILED at step nccl-env: see the lines of "
+    "each step above (log: /var/log/fmcluster/lifecycle.log)",
+]
+"""A lifecycle stream in fmcluster's own format: lib.sh `log` ("<time> <script>[<pid>] <LEVEL>: ...") and
+on_create.sh's `fail_lifecycle` line; the AWS CLI error between them is the CLI's own text."""
+
+
+def log_events(lines: list[str]) -> dict:
+    start = int((NOW - timedelta(minutes=20)).timestamp() * 1000)
+    return {
+        "events": [
+            {"timestamp": start + i * 1000, "message": line, "ingestionTime": start + i * 1000 + 500}
+            for i, line in enumerate(lines)
+        ],
+        "nextForwardToken": "f/00000000000000000000000000000000000000000000000000000000",
+        "nextBackwardToken": "b/00000000000000000000000000000000000000000000000000000000",
+    }
+
+
+SAMPLES.update(
+    {
+        ("cloudformation", "DescribeStackEvents"): rolled_back_storage(),
+        ("sagemaker", "DescribeCluster"): hyperpod_cluster(),
+        ("sagemaker", "ListClusterNodes"): cluster_nodes(("gpu", "i-0123456789abcdef0", "Failure", LIFECYCLE_FAILED)),
+        ("logs", "GetLogEvents"): log_events(LIFECYCLE_TAIL),
+    }
+)

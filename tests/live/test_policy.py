@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from fmcluster.live.aws import ACTIONS
+from fmcluster.live.aws import ACTIONS, DIAGNOSE_ACTIONS, PREFLIGHT_ACTIONS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -22,7 +22,11 @@ def policy_actions(sid: str) -> set[str]:
 
 
 def test_the_validate_live_policy_is_exactly_what_the_calls_need():
-    assert policy_actions("FmclusterValidateLive") == set(ACTIONS.values())
+    assert policy_actions("FmclusterValidateLive") == set(PREFLIGHT_ACTIONS.values())
+
+
+def test_the_diagnose_policy_is_exactly_what_the_calls_need():
+    assert policy_actions("FmclusterDiagnose") == set(DIAGNOSE_ACTIONS.values())
 
 
 def test_every_action_is_read_only():
