@@ -55,6 +55,17 @@ DIAGNOSE_ACTIONS: dict[tuple[str, str], str] = {
     ("sagemaker", "DescribeCluster"): "sagemaker:DescribeCluster",
     ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
     ("logs", "GetLogEvents"): "logs:GetLogEvents",
+    ("pcs", "GetCluster"): "pcs:GetCluster",
+    ("pcs", "ListComputeNodeGroups"): "pcs:ListComputeNodeGroups",
+    ("pcs", "GetComputeNodeGroup"): "pcs:GetComputeNodeGroup",
+    ("ec2", "DescribeInstances"): "ec2:DescribeInstances",
+    ("ec2", "GetConsoleOutput"): "ec2:GetConsoleOutput",
+    ("cloudformation", "ListStackResources"): "cloudformation:ListStackResources",
+    ("codebuild", "ListBuildsForProject"): "codebuild:ListBuildsForProject",
+    ("codebuild", "BatchGetBuilds"): "codebuild:BatchGetBuilds",
+    ("cloudwatch", "ListMetrics"): "cloudwatch:ListMetrics",
+    ("cloudwatch", "GetMetricStatistics"): "cloudwatch:GetMetricStatistics",
+    ("cloudwatch", "DescribeAlarms"): "cloudwatch:DescribeAlarms",
 }
 """Every call `fmcluster diagnose` makes."""
 

@@ -10,6 +10,7 @@ import json
 import tarfile
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -18,9 +19,12 @@ from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws
 from fmcluster.live.findings import Collected, Finding, report
 from fmcluster.live.hyperpod import hyperpod_checks
+from fmcluster.live.image import image_build_checks
+from fmcluster.live.pcs import pcs_checks
 from fmcluster.live.redact import redact
 from fmcluster.live.runner import Check, run_checks
 from fmcluster.live.stacks import stack_checks
+from fmcluster.live.validation import validation_checks
 
 HEALTHY, PROBLEMS, UNDIAGNOSED = 0, 1, 2
 
@@ -43,12 +47,25 @@ class Diagnosis:
         return report(self.findings)
 
 
-def diagnose(config: ClusterConfig, aws: Aws, *, console: Console | None = None, workers: int = 8) -> Diagnosis:
+def diagnose(
+    config: ClusterConfig,
+    aws: Aws,
+    *,
+    console: Console | None = None,
+    workers: int = 8,
+    now: datetime | None = None,
+) -> Diagnosis:
     """Read-only diagnosis of what `config` deployed. Raises `NoCredentials` when no call can be made."""
     identity = aws.call("sts", "GetCallerIdentity")
     kept = Collected()
     kept.keep("account", {"Account": identity["Account"], "Region": aws.region, "Cluster": config.name})
-    checks: list[Check] = [*stack_checks(config, aws, kept), *hyperpod_checks(config, aws, kept)]
+    checks: list[Check] = [
+        *stack_checks(config, aws, kept),
+        *hyperpod_checks(config, aws, kept),
+        *pcs_checks(config, aws, kept),
+        *image_build_checks(config, aws, kept),
+        *validation_checks(config, aws, kept, now),
+    ]
     findings = run_checks(checks, console=console, workers=workers, failed=_not_diagnosed)
     return Diagnosis(findings, kept)
 

@@ -30,6 +30,13 @@ def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
+class NoSession:
+    """A boto3 session stand-in that refuses to make clients: only stubbed ones may be used."""
+
+    def client(self, service: str, **_: object) -> object:
+        raise AssertionError(f"{service} was called but has no stubbed responses")
+
+
 class Stubs:
     """Stubbed clients for one region; `ok`/`error` queue one response each, in call order per service."""
 
@@ -63,7 +70,8 @@ class Stubs:
         return self
 
     def aws(self) -> Aws:
-        return Aws(self.region, clients=self.clients)
+        """An Aws of the stubbed clients only: a call to any other service fails the test, never reaches AWS."""
+        return Aws(self.region, clients=self.clients, session=NoSession())
 
     def assert_done(self) -> None:
         for stubber in self._stubbers.values():

@@ -462,3 +462,257 @@ SAMPLES.update(
         ("logs", "GetLogEvents"): log_events(LIFECYCLE_TAIL),
     }
 )
+
+
+PCS_CLUSTER_ID = "pcs_0a1b2c3d4e"
+GPU_GROUP_ID = "pcs_5f6a7b8c9d"
+
+
+def pcs_cluster(status: str = "ACTIVE") -> dict:
+    return {
+        "cluster": {
+            "name": "llm-pretrain",
+            "id": PCS_CLUSTER_ID,
+            "arn": f"arn:aws:pcs:us-east-1:{ACCOUNT}:cluster/{PCS_CLUSTER_ID}",
+            "status": status,
+            "createdAt": NOW - timedelta(hours=1),
+            "modifiedAt": NOW - timedelta(minutes=40),
+            "scheduler": {"type": "SLURM", "version": "25.11"},
+            "size": "SMALL",
+            "networking": {"subnetIds": ["subnet-0123456789abcdef0"], "securityGroupIds": ["sg-0123456789abcdef0"]},
+        }
+    }
+
+
+def pcs_group_summaries(*groups: tuple[str, str, str]) -> dict:
+    """(name, id, status) per node group: the members of a ComputeNodeGroupSummary."""
+    keys = ("name", "id", "arn", "clusterId", "createdAt", "modifiedAt", "status")
+    return {
+        "computeNodeGroups": [
+            {key: value for key, value in pcs_group(name, group_id, status)["computeNodeGroup"].items() if key in keys}
+            for name, group_id, status in groups
+        ]
+    }
+
+
+def pcs_group(
+    name: str, group_id: str, status: str = "ACTIVE", count: int = 16, errors: tuple[tuple[str, str], ...] = ()
+) -> dict:
+    row = {
+        "name": name,
+        "id": group_id,
+        "arn": f"arn:aws:pcs:us-east-1:{ACCOUNT}:cluster/{PCS_CLUSTER_ID}/computenodegroup/{group_id}",
+        "clusterId": PCS_CLUSTER_ID,
+        "createdAt": NOW - timedelta(minutes=40),
+        "modifiedAt": NOW - timedelta(minutes=30),
+        "status": status,
+        "subnetIds": ["subnet-0123456789abcdef0"],
+        "purchaseOption": "CAPACITY_BLOCK",
+        "customLaunchTemplate": {"id": "lt-0123456789abcdef0", "version": "1"},
+        "iamInstanceProfileArn": f"arn:aws:iam::{ACCOUNT}:instance-profile/aws-pcs/llm-pretrain-nodes",
+        "scalingConfiguration": {"minInstanceCount": count, "maxInstanceCount": count},
+        "instanceConfigs": [{"instanceType": "p5.48xlarge"}],
+    }
+    if errors:
+        row["errorInfo"] = [{"code": code, "message": message} for code, message in errors]
+    return {"computeNodeGroup": row}
+
+
+def instances(*ids: str) -> dict:
+    return {
+        "Reservations": [
+            {
+                "ReservationId": "r-0123456789abcdef0",
+                "OwnerId": ACCOUNT,
+                "Instances": [
+                    {
+                        "InstanceId": instance,
+                        "InstanceType": "p5.48xlarge",
+                        "State": {"Code": 16, "Name": "running"},
+                        "LaunchTime": NOW - timedelta(minutes=25),
+                        "SubnetId": "subnet-0123456789abcdef0",
+                    }
+                    for instance in ids
+                ],
+            }
+        ]
+    }
+
+
+BOOT_CONSOLE = [
+    "[   12.345678] cloud-init[1714]: Cloud-init v. 22.2.2 running 'modules:final' at Mon, 30 Nov 2026 09:35:10 +0000.",
+    "[   13.101010] cloud-init[1714]: 2026-11-30T09:35:11Z bootstrap.sh[1802] INFO: running mount-lustre",
+    "[   73.202020] cloud-init[1714]: 2026-11-30T09:36:11Z mount-lustre.sh[1830] ERROR: mount -t lustre "
+    "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx failed 5 times: Connection timed out",
+    "[   73.303030] cloud-init[1714]: 2026-11-30T09:36:11Z bootstrap.sh[1802] ERROR: mount-lustre failed with exit "
+    "status 1 (see /var/log/fmcluster/mount-lustre.log)",
+    "[   80.404040] cloud-init[1714]: 2026-11-30T09:36:18Z bootstrap.sh[1802] ERROR: bootstrap finished with failures: "
+    "mount-lustre",
+    "[   80.505050] cloud-init[1714]: Cloud-init v. 22.2.2 finished at Mon, 30 Nov 2026 09:36:18 +0000.",
+]
+"""A console as cloud-init writes user-data output to it (lines prefixed `cloud-init[pid]:`), carrying bootstrap.sh's
+and mount-lustre.sh's own log lines (fmcluster/node/lib.sh `log`)."""
+
+
+def console(instance: str, lines: list[str]) -> dict:
+    import base64
+
+    text = "\n".join(lines) + "\n"
+    return {
+        "InstanceId": instance,
+        "Timestamp": NOW - timedelta(minutes=10),
+        "Output": base64.b64encode(text.encode()).decode(),
+    }
+
+
+def stack_resources(stack_name: str, *rows: tuple[str, str, str]) -> dict:
+    """(logical id, physical id, type) per resource."""
+    return {
+        "StackResourceSummaries": [
+            {
+                "LogicalResourceId": logical,
+                "PhysicalResourceId": physical,
+                "ResourceType": kind,
+                "LastUpdatedTimestamp": NOW - timedelta(minutes=50),
+                "ResourceStatus": "CREATE_COMPLETE",
+            }
+            for logical, physical, kind in rows
+        ]
+    }
+
+
+BUILD_ID = "TrainingImageBuild8242BAF6-0a1b2c3d4e5f:3f1c9a2b-7d4e-4f5a-9b6c-0d1e2f3a4b5c"
+BUILD_LOG = [
+    "[Container] 2026/11/30 09:12:03.101 Running command bash /tmp/build-image.sh",
+    "#12 312.4 ./configure: error: cannot find libfabric headers under /opt/amazon/efa",
+    '#12 ERROR: process "/bin/sh -c ./configure --with-libfabric=/opt/amazon/efa" did not complete successfully: '
+    "exit code: 1",
+    "[Container] 2026/11/30 09:17:45.882 Command did not exit successfully bash /tmp/build-image.sh exit status 1",
+    "[Container] 2026/11/30 09:17:45.889 Phase complete: BUILD State: FAILED",
+    "[Container] 2026/11/30 09:17:45.889 Phase context status code: COMMAND_EXECUTION_ERROR Message: Error while "
+    "executing command: bash /tmp/build-image.sh. Reason: exit status 1",
+]
+"""CodeBuild's `[Container]` phase lines (CodeBuild user guide, build phase transitions) around a docker build step."""
+
+
+def build(status: str = "FAILED") -> dict:
+    phases = [
+        {"phaseType": "SUBMITTED", "phaseStatus": "SUCCEEDED"},
+        {"phaseType": "PROVISIONING", "phaseStatus": "SUCCEEDED"},
+        {
+            "phaseType": "BUILD",
+            "phaseStatus": status if status != "IN_PROGRESS" else "SUCCEEDED",
+            "contexts": [
+                {
+                    "statusCode": "COMMAND_EXECUTION_ERROR",
+                    "message": "Error while executing command: bash /tmp/build-image.sh. Reason: exit status 1",
+                }
+            ]
+            if status == "FAILED"
+            else [],
+        },
+    ]
+    return {
+        "builds": [
+            {
+                "id": BUILD_ID,
+                "arn": f"arn:aws:codebuild:us-east-1:{ACCOUNT}:build/{BUILD_ID}",
+                "buildNumber": 3,
+                "startTime": NOW - timedelta(minutes=50),
+                "endTime": NOW - timedelta(minutes=42),
+                "currentPhase": "COMPLETED" if status != "IN_PROGRESS" else "BUILD",
+                "buildStatus": status,
+                "projectName": BUILD_ID.split(":")[0],
+                "phases": phases,
+                "buildComplete": status != "IN_PROGRESS",
+                "logs": {
+                    "groupName": "llm-pretrain-image-TrainingImageBuildLogs459AD67B-0a1b2c3d",
+                    "streamName": BUILD_ID.split(":")[1],
+                    "deepLink": "https://console.aws.amazon.com/cloudwatch/home?region=us-east-1#logEvent:group=x",
+                },
+            }
+        ]
+    }
+
+
+def metrics(cluster: str, instance_type: str, nodes: str) -> dict:
+    return {
+        "Metrics": [
+            {
+                "Namespace": "fmcluster/nccl",
+                "MetricName": "LargestMessageBusBandwidth",
+                "Dimensions": [
+                    {"Name": "Cluster", "Value": cluster},
+                    {"Name": "InstanceType", "Value": instance_type},
+                    {"Name": "Nodes", "Value": nodes},
+                ],
+            }
+        ]
+    }
+
+
+def datapoints(*values: tuple[int, float]) -> dict:
+    """(minutes ago, value) per datapoint."""
+    return {
+        "Label": "LargestMessageBusBandwidth",
+        "Datapoints": [
+            {"Timestamp": NOW - timedelta(minutes=ago), "Maximum": value, "Unit": "Gigabytes/Second"}
+            for ago, value in values
+        ],
+    }
+
+
+ALARM_REASON = (
+    "Threshold Crossed: 1 out of the last 1 datapoints [1.0 (30/11/26 09:00:00)] was greater than or equal to the "
+    "threshold (1.0) (minimum 1 datapoint for OK -> ALARM transition)."
+)
+"""CloudWatch's StateReason wording for a threshold alarm (CloudWatch user guide, alarm state reasons)."""
+
+
+def alarms(*rows: tuple[str, str]) -> dict:
+    """(name, state) per alarm."""
+    return {
+        "MetricAlarms": [
+            {
+                "AlarmName": name,
+                "AlarmArn": f"arn:aws:cloudwatch:us-east-1:{ACCOUNT}:alarm:{name}",
+                "StateValue": state,
+                "StateReason": ALARM_REASON,
+                "StateUpdatedTimestamp": NOW - timedelta(minutes=60),
+                "MetricName": "BelowBaseline",
+                "Namespace": "fmcluster/nccl",
+                "Statistic": "Maximum",
+                "Period": 86400,
+                "EvaluationPeriods": 1,
+                "Threshold": 1.0,
+                "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            }
+            for name, state in rows
+        ]
+    }
+
+
+SAMPLES.update(
+    {
+        ("pcs", "GetCluster"): pcs_cluster(),
+        ("pcs", "ListComputeNodeGroups"): pcs_group_summaries(("gpu", GPU_GROUP_ID, "ACTIVE")),
+        ("pcs", "GetComputeNodeGroup"): pcs_group(
+            "gpu",
+            GPU_GROUP_ID,
+            "CREATE_FAILED",
+            errors=(("InsufficientInstanceCapacity", "We currently do not have sufficient p5.48xlarge capacity"),),
+        ),
+        ("ec2", "DescribeInstances"): instances("i-0123456789abcdef0"),
+        ("ec2", "GetConsoleOutput"): console("i-0123456789abcdef0", BOOT_CONSOLE),
+        ("cloudformation", "ListStackResources"): stack_resources(
+            "llm-pretrain-image", ("TrainingImageBuild8242BAF6", BUILD_ID.split(":")[0], "AWS::CodeBuild::Project")
+        ),
+        ("codebuild", "ListBuildsForProject"): {"ids": [BUILD_ID]},
+        ("codebuild", "BatchGetBuilds"): build(),
+        ("cloudwatch", "ListMetrics"): metrics("llm-pretrain", "p5.48xlarge", "2"),
+        ("cloudwatch", "GetMetricStatistics"): datapoints((30, 391.5)),
+        ("cloudwatch", "DescribeAlarms"): alarms(
+            ("llm-pretrain-storage-NcclTestsBelowBaselinep548xlarge9C1C0161-1A2B3C", "ALARM")
+        ),
+    }
+)

@@ -6,6 +6,7 @@ import functools
 import json
 import re
 import tarfile
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -16,15 +17,22 @@ from fmcluster.live.hyperpod import check_cluster
 from fmcluster.live.stacks import CONSTRUCTS, check_stack, owner, root_cause
 from tests.live.conftest import QUICKSTART, config_of
 from tests.live.responses import (
+    BUILD_ID,
     CLUSTER_ARN,
     LIFECYCLE_FAILED,
     LIFECYCLE_TAIL,
+    NOW,
+    alarms,
+    build,
     cluster_nodes,
+    datapoints,
     hyperpod_cluster,
     identity,
     log_events,
+    metrics,
     rolled_back_storage,
     stack,
+    stack_resources,
 )
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "gates" / "__snapshots__" / "test_templates"
@@ -214,12 +222,91 @@ def queue_account(stub, scenario: str) -> None:
         )
     else:
         queue_failed_hyperpod(stub, "InService")
+    queue_image_build(stub, "SUCCEEDED")
+    if scenario == "storage":
+        stub.ok("cloudwatch", "ListMetrics", {"Metrics": []}, NCCL_METRICS)
+        queue_alarm_stacks(stub, storage=[], observability=None)
+    else:
+        queue_nccl(stub, 480.2, 438.3)
+        firing = (
+            "quickstart-storage-NcclTestsBelowBaselinep548xlarge9C1C0161-1A2B3C",
+            "quickstart-observability-ObservabilityFsxFreeCapacityAlarm0589C9EA-4D5E",
+        )
+        queue_alarm_stacks(stub, storage=[firing[0]], observability=[firing[1]])
+        stub.ok(
+            "cloudwatch", "DescribeAlarms", alarms((firing[0], "OK"), (firing[1], "OK")), {"AlarmNames": list(firing)}
+        )
+
+
+NCCL_METRICS = {
+    "Namespace": "fmcluster/nccl",
+    "MetricName": "LargestMessageBusBandwidth",
+    "Dimensions": [{"Name": "Cluster", "Value": "quickstart"}],
+}
+NCCL_DIMENSIONS = [
+    {"Name": "Cluster", "Value": "quickstart"},
+    {"Name": "InstanceType", "Value": "p5.48xlarge"},
+    {"Name": "Nodes", "Value": "2"},
+]
+
+
+def queue_image_build(stub, status: str, name: str = "quickstart") -> None:
+    project = BUILD_ID.split(":")[0]
+    stub.ok(
+        "cloudformation",
+        "ListStackResources",
+        stack_resources(
+            f"{name}-image",
+            ("TrainingImageBuild8242BAF6", project, "AWS::CodeBuild::Project"),
+            ("TrainingImageRepositoryA4686A09", f"{name}-training", "AWS::ECR::Repository"),
+        ),
+        {"StackName": f"{name}-image"},
+    )
+    stub.ok(
+        "codebuild", "ListBuildsForProject", {"ids": [BUILD_ID]}, {"projectName": project, "sortOrder": "DESCENDING"}
+    )
+    stub.ok("codebuild", "BatchGetBuilds", build(status), {"ids": [BUILD_ID]})
+
+
+def queue_nccl(stub, largest: float, baseline: float) -> None:
+    stub.ok("cloudwatch", "ListMetrics", metrics("quickstart", "p5.48xlarge", "2"), NCCL_METRICS)
+    for metric, value in (("LargestMessageBusBandwidth", largest), ("BaselineBusBandwidth", baseline)):
+        stub.ok(
+            "cloudwatch",
+            "GetMetricStatistics",
+            datapoints((2000, value - 10), (30, value)),
+            {
+                "Namespace": "fmcluster/nccl",
+                "MetricName": metric,
+                "Dimensions": NCCL_DIMENSIONS,
+                "StartTime": NOW - timedelta(days=14),
+                "EndTime": NOW,
+                "Period": 900,
+                "Statistics": ["Maximum"],
+            },
+        )
+
+
+def queue_alarm_stacks(stub, *, storage: list[str] | None, observability: list[str] | None) -> None:
+    for part, names in (("storage", storage), ("observability", observability)):
+        name = f"quickstart-{part}"
+        if names is None:
+            stub.error(
+                "cloudformation",
+                "ListStackResources",
+                "ValidationError",
+                f"Stack with id {name} does not exist",
+                params={"StackName": name},
+            )
+            continue
+        rows = [(f"Alarm{index}", alarm, "AWS::CloudWatch::Alarm") for index, alarm in enumerate(names)]
+        stub.ok("cloudformation", "ListStackResources", stack_resources(name, *rows), {"StackName": name})
 
 
 def test_a_rolled_back_first_deploy_leads_with_the_storage_cause_and_exits_1(stubs):
     stub = stubs()
     queue_account(stub, "storage")
-    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1)
+    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1, now=NOW)
     assert diagnosis.exit_code == 1
     lines = [line for line in diagnosis.report().splitlines() if not line.startswith(" ")]
     assert [line.split(":")[0] for line in lines] == [
@@ -227,20 +314,25 @@ def test_a_rolled_back_first_deploy_leads_with_the_storage_cause_and_exits_1(stu
         "warning  stack quickstart-cluster",
         "warning  stack quickstart-observability",
         "warning  HyperPod cluster quickstart",
+        "warning  nccl-tests",
         "ok       stack quickstart-network",
         "ok       stack quickstart-image",
+        "ok       training image build",
     ]
 
 
 def test_a_failed_hyperpod_node_in_a_running_cluster_exits_1(stubs):
     stub = stubs()
     queue_account(stub, "node")
-    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1)
+    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1, now=NOW)
     assert diagnosis.exit_code == 1
     assert diagnosis.report().startswith(FAILED_NODE + "\n")
-    assert diagnosis.report().splitlines()[-1] == (
-        "ok       HyperPod cluster quickstart: InService; nodes controller 1/1, gpu 1/2"
-    )
+    assert diagnosis.report().splitlines()[-4:] == [
+        "ok       HyperPod cluster quickstart: InService; nodes controller 1/1, gpu 1/2",
+        f"ok       training image build: SUCCEEDED ({BUILD_ID})",
+        "ok       nccl-tests 2 x p5.48xlarge: 480.2 GB/s bus bandwidth at 2026-11-30 09:30 UTC (baseline 438.3 GB/s)",
+        "ok       alarms: none of 2 in ALARM",
+    ]
 
 
 def test_nothing_deployed_cannot_be_diagnosed(stubs):
@@ -256,7 +348,16 @@ def test_nothing_deployed_cannot_be_diagnosed(stubs):
         )
     stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster(), {"ClusterName": "quickstart"})
     stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(), {"ClusterName": "quickstart"})
-    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1)
+    stub.error(
+        "cloudformation",
+        "ListStackResources",
+        "ValidationError",
+        "Stack with id quickstart-image does not exist",
+        params={"StackName": "quickstart-image"},
+    )
+    stub.ok("cloudwatch", "ListMetrics", {"Metrics": []}, NCCL_METRICS)
+    queue_alarm_stacks(stub, storage=None, observability=None)
+    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1, now=NOW)
     assert diagnosis.exit_code == 2
     assert diagnosis.report() == (
         "nothing to diagnose: none of the file's stacks is deployed in this account and region"
@@ -267,7 +368,7 @@ def test_cli_diagnose_prints_the_report_collects_it_redacted_and_exits_1(stubs, 
     stub = stubs()
     queue_account(stub, "storage")
     monkeypatch.setattr(live, "Aws", lambda region: stub.aws())
-    monkeypatch.setattr(live, "diagnose", functools.partial(live.diagnose, workers=1))
+    monkeypatch.setattr(live, "diagnose", functools.partial(live.diagnose, workers=1, now=NOW))
     path = tmp_path / "cluster.yaml"
     path.write_text(QUICKSTART)
     assert cli.main(["diagnose", str(path), "--collect", str(tmp_path / "out")]) == 1
@@ -281,6 +382,7 @@ def test_cli_diagnose_prints_the_report_collects_it_redacted_and_exits_1(stubs, 
     assert names == [
         "account.json",
         "events/quickstart-storage.json",
+        "image/build.json",
         "report.txt",
         "stacks/quickstart-image.json",
         "stacks/quickstart-network.json",
