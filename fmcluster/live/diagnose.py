@@ -27,6 +27,7 @@ from fmcluster.live.stacks import stack_checks
 from fmcluster.live.validation import validation_checks
 
 HEALTHY, PROBLEMS, UNDIAGNOSED = 0, 1, 2
+NOT_DIAGNOSED = "not diagnosed: "
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,15 @@ class Diagnosis:
 
     @property
     def exit_code(self) -> int:
+        if any(f.level == "problem" for f in self.findings):
+            return PROBLEMS
         stacks = [f for f in self.findings if f.subject.startswith("stack ")]
-        if stacks and all(f.message == "not deployed" for f in stacks):
-            return UNDIAGNOSED
-        return PROBLEMS if any(f.level == "problem" for f in self.findings) else HEALTHY
+        unread = [f for f in stacks if f.message == "not deployed" or f.message.startswith(NOT_DIAGNOSED)]
+        return UNDIAGNOSED if len(unread) == len(stacks) else HEALTHY
 
     def report(self) -> str:
-        if self.exit_code == UNDIAGNOSED:
+        stacks = [f for f in self.findings if f.subject.startswith("stack ")]
+        if all(f.message == "not deployed" for f in stacks):
             return "nothing to diagnose: none of the file's stacks is deployed in this account and region"
         return report(self.findings)
 
@@ -71,7 +74,7 @@ def diagnose(
 
 
 def _not_diagnosed(check: Check, reason: str) -> Finding:
-    return Finding("warning", check.label, f"not diagnosed: {reason}")
+    return Finding("warning", check.label, NOT_DIAGNOSED + reason)
 
 
 def collect(diagnosis: Diagnosis, directory: str | Path, name: str) -> Path:

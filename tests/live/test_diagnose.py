@@ -346,8 +346,13 @@ def test_nothing_deployed_cannot_be_diagnosed(stubs):
             f"Stack with id quickstart-{part} does not exist",
             params={"StackName": f"quickstart-{part}"},
         )
-    stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster(), {"ClusterName": "quickstart"})
-    stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(), {"ClusterName": "quickstart"})
+    stub.error(
+        "sagemaker",
+        "DescribeCluster",
+        "ResourceNotFound",
+        "Cluster quickstart not found",
+        params={"ClusterName": "quickstart"},
+    )
     stub.error(
         "cloudformation",
         "ListStackResources",
@@ -438,3 +443,42 @@ def test_redaction(data, expected):
     from fmcluster.live.redact import redact
 
     assert redact(data) == expected
+
+
+def test_stacks_that_cannot_be_read_cannot_be_diagnosed(stubs):
+    stub = stubs()
+    stub.ok("sts", "GetCallerIdentity", identity(), {})
+    for part in ("network", "storage", "image", "cluster", "observability"):
+        stub.error(
+            "cloudformation",
+            "DescribeStacks",
+            "AccessDenied",
+            "not authorized",
+            status=403,
+            params={"StackName": f"quickstart-{part}"},
+        )
+    stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster("InService", ""), {"ClusterName": "quickstart"})
+    stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(), {"ClusterName": "quickstart"})
+    stub.error(
+        "cloudformation",
+        "ListStackResources",
+        "AccessDenied",
+        "not authorized",
+        status=403,
+        params={"StackName": "quickstart-image"},
+    )
+    stub.ok("cloudwatch", "ListMetrics", {"Metrics": []}, NCCL_METRICS)
+    stub.error(
+        "cloudformation",
+        "ListStackResources",
+        "AccessDenied",
+        "not authorized",
+        status=403,
+        params={"StackName": "quickstart-storage"},
+    )
+    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1, now=NOW)
+    assert diagnosis.exit_code == 2
+    assert (
+        "warning  stack quickstart-network: not diagnosed: access denied to cloudformation:DescribeStacks (the "
+        "read-only policy in fmcluster's README grants it)" in diagnosis.report().splitlines()
+    )
