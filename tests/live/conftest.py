@@ -69,6 +69,27 @@ class Stubs:
         self._stubber(service).add_client_error(xform_name(operation), code, message, status, expected_params=params)
         return self
 
+    def denied(self, service: str, operation: str, params: dict) -> Stubs:
+        """The call refused by the caller's policy, as the service answers it (HTTP 403)."""
+        return self.error(
+            service,
+            operation,
+            "AccessDenied",
+            "User is not authorized to perform this action",
+            status=403,
+            params=params,
+        )
+
+    def no_stack(self, operation: str, name: str) -> Stubs:
+        """CloudFormation's answer about a stack that does not exist (API reference, common errors)."""
+        return self.error(
+            "cloudformation",
+            operation,
+            "ValidationError",
+            f"Stack with id {name} does not exist",
+            params={"StackName": name},
+        )
+
     def aws(self) -> Aws:
         """An Aws of the stubbed clients only: a call to any other service fails the test, never reaches AWS."""
         return Aws(self.region, clients=self.clients, session=NoSession())

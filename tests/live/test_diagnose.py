@@ -201,13 +201,7 @@ def queue_account(stub, scenario: str) -> None:
     for part in ("network", "storage", "image", "cluster", "observability"):
         name = f"quickstart-{part}"
         if part not in statuses:
-            stub.error(
-                "cloudformation",
-                "DescribeStacks",
-                "ValidationError",
-                f"Stack with id {name} does not exist",
-                params={"StackName": name},
-            )
+            stub.no_stack("DescribeStacks", name)
             continue
         stub.ok("cloudformation", "DescribeStacks", stack(name, statuses[part]), {"StackName": name})
         if statuses[part] == "ROLLBACK_COMPLETE":
@@ -291,13 +285,7 @@ def queue_alarm_stacks(stub, *, storage: list[str] | None, observability: list[s
     for part, names in (("storage", storage), ("observability", observability)):
         name = f"quickstart-{part}"
         if names is None:
-            stub.error(
-                "cloudformation",
-                "ListStackResources",
-                "ValidationError",
-                f"Stack with id {name} does not exist",
-                params={"StackName": name},
-            )
+            stub.no_stack("ListStackResources", name)
             continue
         rows = [(f"Alarm{index}", alarm, "AWS::CloudWatch::Alarm") for index, alarm in enumerate(names)]
         stub.ok("cloudformation", "ListStackResources", stack_resources(name, *rows), {"StackName": name})
@@ -339,13 +327,7 @@ def test_nothing_deployed_cannot_be_diagnosed(stubs):
     stub = stubs()
     stub.ok("sts", "GetCallerIdentity", identity(), {})
     for part in ("network", "storage", "image", "cluster", "observability"):
-        stub.error(
-            "cloudformation",
-            "DescribeStacks",
-            "ValidationError",
-            f"Stack with id quickstart-{part} does not exist",
-            params={"StackName": f"quickstart-{part}"},
-        )
+        stub.no_stack("DescribeStacks", f"quickstart-{part}")
     stub.error(
         "sagemaker",
         "DescribeCluster",
@@ -353,13 +335,7 @@ def test_nothing_deployed_cannot_be_diagnosed(stubs):
         "Cluster quickstart not found",
         params={"ClusterName": "quickstart"},
     )
-    stub.error(
-        "cloudformation",
-        "ListStackResources",
-        "ValidationError",
-        "Stack with id quickstart-image does not exist",
-        params={"StackName": "quickstart-image"},
-    )
+    stub.no_stack("ListStackResources", "quickstart-image")
     stub.ok("cloudwatch", "ListMetrics", {"Metrics": []}, NCCL_METRICS)
     queue_alarm_stacks(stub, storage=None, observability=None)
     diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1, now=NOW)
@@ -449,33 +425,12 @@ def test_stacks_that_cannot_be_read_cannot_be_diagnosed(stubs):
     stub = stubs()
     stub.ok("sts", "GetCallerIdentity", identity(), {})
     for part in ("network", "storage", "image", "cluster", "observability"):
-        stub.error(
-            "cloudformation",
-            "DescribeStacks",
-            "AccessDenied",
-            "not authorized",
-            status=403,
-            params={"StackName": f"quickstart-{part}"},
-        )
+        stub.denied("cloudformation", "DescribeStacks", {"StackName": f"quickstart-{part}"})
     stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster("InService", ""), {"ClusterName": "quickstart"})
     stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(), {"ClusterName": "quickstart"})
-    stub.error(
-        "cloudformation",
-        "ListStackResources",
-        "AccessDenied",
-        "not authorized",
-        status=403,
-        params={"StackName": "quickstart-image"},
-    )
+    stub.denied("cloudformation", "ListStackResources", {"StackName": "quickstart-image"})
     stub.ok("cloudwatch", "ListMetrics", {"Metrics": []}, NCCL_METRICS)
-    stub.error(
-        "cloudformation",
-        "ListStackResources",
-        "AccessDenied",
-        "not authorized",
-        status=403,
-        params={"StackName": "quickstart-storage"},
-    )
+    stub.denied("cloudformation", "ListStackResources", {"StackName": "quickstart-storage"})
     diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1, now=NOW)
     assert diagnosis.exit_code == 2
     assert (

@@ -45,14 +45,7 @@ def queue_account(stub, reservation: dict | None, *, account: str = ACCOUNT, den
     vpc = quota("vpc", "VPCs per Region", "L-F678F1CE", 5.0)
     stub.ok("service-quotas", "ListServiceQuotas", quotas(vpc), {"ServiceCode": "vpc"})
     if deny:
-        stub.error(
-            "cloudformation",
-            "DescribeStacks",
-            "AccessDenied",
-            "not authorized",
-            status=403,
-            params={"StackName": "CDKToolkit"},
-        )
+        stub.denied("cloudformation", "DescribeStacks", {"StackName": "CDKToolkit"})
     else:
         stub.ok("cloudformation", "DescribeStacks", bootstrap_stack(), {"StackName": "CDKToolkit"})
 
