@@ -207,12 +207,14 @@ def check_hyperpod_total(quotas: ServiceQuotas, config: ClusterConfig) -> list[P
     quota = quotas.find("sagemaker", lambda name: all(word in name.lower() for word in HYPERPOD_TOTAL_WORDS))
     if quota is None:
         return [Problem("compute", "note: Service Quotas lists no HyperPod total-instance quota; not checked")]
-    needed = config.total_nodes + 1 + (1 if config.orchestrator.login_instance_type else 0)
+    login = 1 if config.orchestrator.login_instance_type else 0
+    needed = config.total_nodes + 1 + login
+    parts = f"{config.total_nodes} compute, 1 controller" + (", 1 login" if login else "")
     if needed > quota["Value"]:
         return [
             Problem(
                 "compute",
-                f"the cluster has {needed} instances (compute, controller, login), but the quota "
+                f"the cluster has {needed} instances ({parts}), but the quota "
                 f"'{quota['QuotaName']}' ({quota['QuotaCode']}) is {quota['Value']:,.0f}; request an increase",
             )
         ]

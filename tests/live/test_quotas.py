@@ -112,7 +112,7 @@ def test_hyperpod_total_counts_controller_and_compute(stubs):
         {"ServiceCode": "sagemaker"},
     )
     assert render(check_hyperpod_total(ServiceQuotas(stub.aws()), config_of(QUICKSTART))) == [
-        f"cluster.yaml: compute: the cluster has 3 instances (compute, controller, login), but the quota '{TOTAL}' "
+        f"cluster.yaml: compute: the cluster has 3 instances (2 compute, 1 controller), but the quota '{TOTAL}' "
         "(L-3308CCC7) is 2; request an increase"
     ]
 
