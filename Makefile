@@ -10,7 +10,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 PYTEST_ARGS ?=
 
-.PHONY: setup synth plan validate test lint deploy clean
+.PHONY: setup synth plan validate validate-live diagnose test lint deploy clean
 
 setup: $(STAMP)/python $(STAMP)/node
 
@@ -44,6 +44,13 @@ synth: setup
 
 plan validate: setup
 	fmcluster $@ $(CONFIG)
+
+# Read-only calls to the account with your credentials (AWS_PROFILE, ...); see the README's IAM policy.
+validate-live: setup
+	fmcluster validate $(CONFIG) --live
+
+diagnose: setup
+	fmcluster diagnose $(CONFIG)
 
 lint: setup
 	ruff check .
