@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fmcluster import advice, sizing
 from fmcluster.config import ClusterConfig, ConfigError, load
+from fmcluster.update_command import add_update_arguments, plan_update
 
 DEFAULT_FILE = "examples/quickstart.yaml"
 EXIT_INVALID = 2
@@ -26,7 +27,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.add_argument(
             "file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})"
         )
+        if name == "plan":
+            add_update_arguments(command)
     args = parser.parse_args(argv)
+    if args.command == "plan" and args.previous:
+        return plan_update(args.file, args.previous, allow_replacement=args.allow_replacement)
 
     config = load_or_report(args.file)
     if config is None:

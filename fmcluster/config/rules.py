@@ -17,7 +17,9 @@ from fmcluster.addressing import plan_subnets
 from fmcluster.catalog import CATALOG, instance_architecture
 from fmcluster.config.errors import Problem
 from fmcluster.config.models import (
+    NAME_PATTERN,
     PCS_MAX_NODES,
+    PCS_SIZES,
     S3_URI_PATTERN,
     TRAINING_PLAN_ARN_PATTERN,
     ClusterConfig,
@@ -27,8 +29,10 @@ from fmcluster.config.models import (
     Observability,
     Orchestrator,
     Repository,
+    pcs_nodes,
 )
 from fmcluster.config.regions import REGIONS
+from fmcluster.config.service_rules import service_problems
 
 SectionModel = TypeVar("SectionModel", bound=BaseModel)
 
@@ -37,6 +41,7 @@ SectionModel = TypeVar("SectionModel", bound=BaseModel)
 class Sections:
     """The parts of a cluster file the rules read; None where that part is itself invalid."""
 
+    name: str | None
     region: str | None
     account: str | None
     network: Network | None
@@ -51,6 +56,7 @@ class Sections:
     @classmethod
     def of(cls, config: ClusterConfig) -> Sections:
         return cls(
+            name=config.name,
             region=config.region,
             account=config.account,
             network=config.network,
@@ -70,6 +76,7 @@ class Sections:
         storage = data.get("storage") if isinstance(data.get("storage"), dict) else {}
         lustre = storage.get("lustre") if isinstance(storage.get("lustre"), dict) else {}
         return cls(
+            name=data.get("name") if isinstance(data.get("name"), str) and NAME_PATTERN.match(data["name"]) else None,
             region=data.get("region") if data.get("region") in REGIONS else None,
             account=account if isinstance(account, str) and account.isdigit() and len(account) == 12 else None,
             network=_valid(Network, data.get("network") or {}),
@@ -214,13 +221,21 @@ def repositories_do_not_overlap(config: Sections) -> Iterator[Problem]:
 def pcs_cluster_size(config: Sections) -> Iterator[Problem]:
     if config.orchestrator is None or config.orchestrator.type != "pcs" or None in config.compute:
         return
-    login = 1 if config.orchestrator.login_instance_type else 0
-    total = sum(group.count for _, group in config.groups()) + login
+    total = pcs_nodes(config.orchestrator, config.observability, sum(group.count for _, group in config.groups()))
+    size = config.orchestrator.size
     if total > PCS_MAX_NODES:
         yield Problem(
             "compute",
-            f"{total} nodes (with login) exceed the {PCS_MAX_NODES:,} instances an AWS PCS cluster manages (size "
-            "LARGE); split the cluster or use orchestrator.type: hyperpod-slurm",
+            f"{total} nodes (with the head node) exceed the {PCS_MAX_NODES:,} instances an AWS PCS cluster manages "
+            "(size large); split the cluster or use orchestrator.type: hyperpod-slurm",
+        )
+    elif size is not None and total > PCS_SIZES[size]:
+        yield Problem(
+            "orchestrator.size",
+            f"{size!r} manages {PCS_SIZES[size]} instances, fewer than these {total} nodes (with the head node); "
+            "the size of a running cluster cannot change (it replaces the cluster with every node group and queue): "
+            "to grow past it, deploy the file under a new name with a larger size, move the work, then delete the "
+            "old cluster",
         )
 
 
@@ -251,6 +266,13 @@ def grafana_has_a_source(config: Sections) -> Iterator[Problem]:
         )
 
 
+def services_accept(config: Sections) -> Iterator[Problem]:
+    """AWS's own models: names and instance types against botocore's shapes, services and types per region."""
+    yield from service_problems(
+        config.name, config.region, config.orchestrator, list(config.groups()), config.observability
+    )
+
+
 def _nested(a: str, b: str) -> bool:
     a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
     return a.startswith(b) or b.startswith(a)
@@ -273,6 +295,7 @@ RULES: tuple[Rule, ...] = (
     grafana_has_a_source,
     pcs_cluster_size,
     one_architecture_per_image,
+    services_accept,
 )
 
 

@@ -46,8 +46,12 @@ MOUNT_PATH = "/fsx"
 """Where HyperPod mounts the FSx for Lustre file system on every node."""
 CONTROLLER_VOLUME_GIB = 500
 """Default size of the controller's extra EBS volume (HyperPod mounts it at /opt/sagemaker): Slurm state, logs."""
-DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
-"""Run on every accelerated node before it joins: GPU/accelerator stress and EFA connectivity tests."""
+STRESS_CHECK = "InstanceStress"
+"""Deep health check run on every accelerated node before it joins (GPU/accelerator stress)."""
+CONNECTIVITY_CHECK = "InstanceConnectivity"
+"""Deep health check of multi-node GPU communication over EFA: it needs at least 2 nodes with EFA (SageMaker
+developer guide, HyperPod Slurm "Deep health checks"), so a group of one node, or one without EFA, does not ask
+for it."""
 EFA_INTERFACE_TYPE = "efa-only"
 """EFA devices without an ENA part take no IP address, so a node uses one address of the subnet, not one per card
 (EC2's current multi-card guidance; `efa` would give every EFA device an IP address too)."""
@@ -118,7 +122,7 @@ class HyperPodSlurmCluster(Construct):
     (Slurm node type Controller, with an extra encrypted EBS volume at /opt/sagemaker), a `login` group of one node
     when `login_instance_type` is given, and one group per compute group (node type Compute, partition named after
     the group, `ml.` + its instance type, its count). Accelerated groups run one thread per core and pass
-    HyperPod's deep health checks (InstanceStress, InstanceConnectivity) before joining; a group with `efa` gets
+    HyperPod's deep health checks before joining (`deep_health_checks`); a group with `efa` gets
     `efa-only` EFA interfaces (no IP address per EFA device); a group with `training_plan_arn` draws its nodes
     from that SageMaker training plan. Every group mounts the FSx for Lustre file system at /fsx. Faulty nodes are
     replaced automatically. The nodes' interfaces live in `subnet`, in `security_groups`.
@@ -447,7 +451,7 @@ class HyperPodSlurmCluster(Construct):
             storage,
             partition=group.name,
             threads_per_core=1 if accelerated else None,
-            on_start_deep_health_checks=list(DEEP_HEALTH_CHECKS) if accelerated else None,
+            on_start_deep_health_checks=deep_health_checks(group) or None,
             training_plan_arn=group.training_plan_arn,
             network_interface=(
                 sagemaker.CfnCluster.ClusterNetworkInterfaceProperty(interface_type=EFA_INTERFACE_TYPE)
@@ -722,6 +726,19 @@ def validate_props(
     if problems:
         raise ValueError("\n".join(f"HyperPodSlurmCluster: {problem}" for problem in problems))
     return tuple(groups)
+
+
+def deep_health_checks(group: ComputeGroup) -> list[str]:
+    """The on-start deep health checks that can run on `group`: stress where accelerated, connectivity where EFA
+    links at least 2 nodes.
+
+    >>> deep_health_checks(ComputeGroup(name="dev", instance_type="g5.12xlarge", count=1, efa=False))
+    ['InstanceStress']
+    """
+    checks = [STRESS_CHECK] if group.instance.is_accelerated else []
+    if group.efa and group.count >= 2:
+        checks.append(CONNECTIVITY_CHECK)
+    return checks
 
 
 def lifecycle_bucket_name(cluster_name: str, account: str, region: str) -> str:

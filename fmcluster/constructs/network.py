@@ -30,6 +30,9 @@ INTERFACE_ENDPOINTS: dict[str, str] = {
 """Construct id -> `ec2.InterfaceVpcEndpointAwsService` attribute: what nodes reach without an internet path
 (egress: none): image pulls, SSM sessions, logs and metrics, role credentials, the SageMaker API that
 HyperPod's agents call, and Prometheus remote write. Names, not services, so importing makes no jsii call."""
+PCS_ENDPOINT_SERVICE = "pcs"
+"""`com.amazonaws.<region>.pcs`: without an internet path PCS nodes call RegisterComputeNodeGroupInstance through
+it, or they never join the cluster (AWS PCS user guide, "Access AWS PCS using an interface endpoint")."""
 
 
 class TrainingNetwork(Construct):
@@ -55,6 +58,8 @@ class TrainingNetwork(Construct):
         secondary_availability_zone_id: a second AZ ID for services that need two zones; default none.
         flow_log_retention: how long VPC flow logs are kept; default one year.
         removal_policy: what `cdk destroy` does to the flow-log group; default RETAIN.
+        pcs_endpoint: with `egress="none"`, also an interface endpoint for AWS PCS, which PCS nodes need to
+            register with their cluster; default False (HyperPod clusters do not call PCS).
     """
 
     def __init__(
@@ -68,6 +73,7 @@ class TrainingNetwork(Construct):
         secondary_availability_zone_id: str | None = None,
         flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+        pcs_endpoint: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         check_props(Network, "TrainingNetwork", vpc_cidr=vpc_cidr, egress=egress)
@@ -179,7 +185,7 @@ class TrainingNetwork(Construct):
         )
         self.endpoint_security_group: ec2.SecurityGroup | None = None
         if egress == "none":
-            self._interface_endpoints(vpc_cidr)
+            self._interface_endpoints(vpc_cidr, pcs_endpoint)
 
         self.flow_log_group = logs.LogGroup(
             self, "FlowLogs", retention=flow_log_retention, removal_policy=removal_policy
@@ -240,7 +246,7 @@ class TrainingNetwork(Construct):
         self._name(self.nat_gateway, "nat")
         return subnet
 
-    def _interface_endpoints(self, vpc_cidr: str) -> None:
+    def _interface_endpoints(self, vpc_cidr: str, pcs_endpoint: bool) -> None:
         self.endpoint_security_group = ec2.SecurityGroup(
             self,
             "EndpointSecurityGroup",
@@ -249,12 +255,15 @@ class TrainingNetwork(Construct):
             description="VPC interface endpoints: HTTPS from inside the VPC only",
         )
         self.endpoint_security_group.add_ingress_rule(ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "HTTPS from the VPC")
-        for construct_id, service in INTERFACE_ENDPOINTS.items():
+        services = {key: getattr(ec2.InterfaceVpcEndpointAwsService, name) for key, name in INTERFACE_ENDPOINTS.items()}
+        if pcs_endpoint:
+            services["Pcs"] = ec2.InterfaceVpcEndpointAwsService(PCS_ENDPOINT_SERVICE)
+        for construct_id, service in services.items():
             ec2.InterfaceVpcEndpoint(
                 self,
                 f"{construct_id}Endpoint",
                 vpc=self.vpc,
-                service=getattr(ec2.InterfaceVpcEndpointAwsService, service),
+                service=service,
                 subnets=self.compute_subnets,
                 security_groups=[self.endpoint_security_group],
                 open=False,

@@ -24,6 +24,7 @@ class NetworkStack(cdk.Stack):
             vpc_cidr=config.network.vpc_cidr,
             egress=config.network.egress,
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
+            pcs_endpoint=config.orchestrator.type == "pcs",
         )
         self.placement_groups: dict[str, ec2.PlacementGroup] = {}
         if config.orchestrator.type == "pcs":

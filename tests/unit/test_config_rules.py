@@ -15,6 +15,8 @@ from pydantic import ValidationError
 
 from fmcluster import catalog
 from fmcluster.config import ClusterConfig, ConfigError, parse
+from fmcluster.config.regions import REGIONS, az_id_prefix
+from fmcluster.config.service_models import service_data
 
 SOURCE = "cluster.yaml"
 RES = "cr-0123456789abcdef0"
@@ -83,6 +85,8 @@ def rendered(expected: list[str]) -> list[str]:
 
 
 PCS = {"orchestrator.type": "pcs"}
+US_EAST_2 = {"region": "us-east-2", "availability_zone_id": "use2-az3"}
+US_WEST_2 = {"region": "us-west-2", "availability_zone_id": "usw2-az4"}
 CAPACITY_BLOCK = {**PCS, "compute[0].capacity": "capacity-block", "compute[0].reservation_id": RES}
 ODCR = {**PCS, "compute[0].capacity": "odcr", "compute[0].reservation_id": RES}
 TRAINING_PLAN = {"compute[0].capacity": "training-plan", "compute[0].training_plan_arn": ARN}
@@ -295,6 +299,11 @@ INVALID = [
         "group-name-login-reserved",
     ),
     _p(
+        {"compute[0].name": "head"},
+        ["compute[0].name: 'head' is reserved for the cluster's own head nodes; choose another name"],
+        "group-name-head-reserved",
+    ),
+    _p(
         {"compute": [group("a"), group("b"), group("a")]},
         ["compute[2].name: 'a' is already the name of compute[0]; group names must be unique"],
         "group-names-duplicate",
@@ -412,8 +421,8 @@ INVALID = [
         {
             **PCS,
             "compute": [
-                group("a", capacity="capacity-block", reservation_id=RES),
-                group("b", "p5en.48xlarge", capacity="capacity-block", reservation_id=RES),
+                group("gpa", capacity="capacity-block", reservation_id=RES),
+                group("gpb", "p5en.48xlarge", capacity="capacity-block", reservation_id=RES),
             ],
         },
         [
@@ -426,8 +435,8 @@ INVALID = [
         {
             **PCS,
             "compute": [
-                group("a", capacity="odcr", reservation_id=RES),
-                group("b", "p4d.24xlarge", capacity="capacity-block", reservation_id=RES),
+                group("gpa", capacity="odcr", reservation_id=RES),
+                group("gpb", "p4d.24xlarge", capacity="capacity-block", reservation_id=RES),
             ],
         },
         [
@@ -711,7 +720,8 @@ INVALID = [
         "efa-lustre-no-client-type",
     ),
     _p(
-        {**EFA_LUSTRE_1000, "compute[0].instance_type": "trn2.48xlarge"},
+        # HyperPod offers trn2 only in us-east-2 (cfn-lint's HyperPod instance-type list, FACTS.md Service truth)
+        {**EFA_LUSTRE_1000, "compute[0].instance_type": "trn2.48xlarge", **US_EAST_2},
         ["storage.lustre.efa: " + LUSTRE_NO_CLIENT],
         "efa-lustre-trn2-not-a-client",
     ),
@@ -1080,7 +1090,7 @@ INVALID = [
         {"orchestrator.kind": "pcs"},
         [
             "orchestrator.kind: unknown key; allowed here: type, controller_instance_type, login_instance_type, "
-            "slurm_version, ami_id"
+            "slurm_version, ami_id, size"
         ],
         "unknown-orchestrator",
     ),
@@ -1201,7 +1211,7 @@ VALID = [
     pytest.param({"region": "us-west-2", "availability_zone_id": "usw2-az4"}, id="region-us-west-2"),
     pytest.param({"region": "ap-northeast-1", "availability_zone_id": "apne1-az4"}, id="region-ap-northeast-1"),
     pytest.param({"region": "eu-central-1", "availability_zone_id": "euc1-az2"}, id="region-eu-central-1"),
-    pytest.param({"region": "us-gov-west-1", "availability_zone_id": "usgw1-az1"}, id="region-govcloud"),
+    pytest.param({**PCS, "region": "us-gov-west-1", "availability_zone_id": "usgw1-az1"}, id="region-govcloud-pcs"),
     pytest.param({"region": "ca-central-1", "availability_zone_id": "cac1-az1"}, id="region-ca-central-1"),
     pytest.param({"secondary_availability_zone_id": "use1-az4"}, id="secondary-az"),
     pytest.param({"network.vpc_cidr": "10.0.0.0/20"}, id="cidr-20"),
@@ -1229,8 +1239,8 @@ VALID = [
         {
             **PCS,
             "compute": [
-                group("a", capacity="capacity-block", reservation_id=RES),
-                group("b", capacity="capacity-block", reservation_id=RES),
+                group("gpa", capacity="capacity-block", reservation_id=RES),
+                group("gpb", capacity="capacity-block", reservation_id=RES),
             ],
         },
         id="reservation-shared-by-one-type",
@@ -1239,14 +1249,14 @@ VALID = [
         {
             **PCS,
             "compute": [
-                group("a", capacity="capacity-block", reservation_id=RES),
-                group("b", "p5en.48xlarge", capacity="capacity-block", reservation_id=OTHER_RES),
+                group("gpa", capacity="capacity-block", reservation_id=RES),
+                group("gpb", "p5en.48xlarge", capacity="capacity-block", reservation_id=OTHER_RES),
             ],
         },
         id="two-reservations-two-types",
     ),
     pytest.param({**PCS, "orchestrator.login_instance_type": "m5.xlarge"}, id="pcs-with-login"),
-    pytest.param({"orchestrator.controller_instance_type": "c7i.8xlarge"}, id="controller-type"),
+    pytest.param({"orchestrator.controller_instance_type": "m7i.8xlarge"}, id="controller-type"),
     *[pytest.param({"storage.lustre.capacity_gib": gib}, id=f"capacity-{gib}") for gib in (1200, 2400, 4800, 9600)],
     *[pytest.param({"storage.lustre.throughput_per_tib": tier}, id=f"throughput-{tier}") for tier in (125, 500, 1000)],
     pytest.param({"storage.lustre.compression": "none"}, id="compression-none"),
@@ -1374,7 +1384,12 @@ def test_placement_group_default(changes: dict[str, object], expected: bool) -> 
 
 @pytest.mark.parametrize("instance_type", list(catalog.CATALOG))
 def test_efa_default_follows_the_catalog(instance_type: str) -> None:
-    config = valid({"compute[0].instance_type": instance_type})
+    # On PCS in a region whose EC2 offers the type (cfn-lint's regional EC2 list; HyperPod offers some nowhere)
+    lists = service_data()["ec2_instance_types"]
+    offered = [r for r in ("us-east-1", *sorted(REGIONS)) if instance_type in lists.get(r, ())]
+    region = offered[0] if offered else "us-east-1"  # a type the list knows nowhere is not judged
+    where = {"region": region, "availability_zone_id": f"{az_id_prefix(region)}-az1"}
+    config = valid({**PCS, **where, "compute[0].instance_type": instance_type})
     assert config.compute[0].efa is bool(catalog.CATALOG[instance_type].efa_cards)
 
 
@@ -1486,8 +1501,8 @@ def test_a_required_key_left_empty_is_still_required() -> None:
                 "orchestrator.login_instance_type": "m5.xlarge",
             },
             [
-                "compute: 2049 nodes (with login) exceed the 2,048 instances an AWS PCS cluster manages (size "
-                "LARGE); split the cluster or use orchestrator.type: hyperpod-slurm"
+                "compute: 2049 nodes (with the head node) exceed the 2,048 instances an AWS PCS cluster manages "
+                "(size large); split the cluster or use orchestrator.type: hyperpod-slurm"
             ],
             id="pcs-too-many-nodes",
         ),
@@ -1647,6 +1662,7 @@ IMAGE_REFERENCE_RULE = (
         ),
         pytest.param(
             {
+                **US_WEST_2,  # where HyperPod offers both (its regional instance-type list)
                 "compute": [group("b200", "p6-b200.48xlarge"), group("b300", "p6-b300.48xlarge")],
                 "image.base_image": "nvcr.io/nvidia/cuda:12.6.3-devel-ubuntu24.04",
                 "image.cuda": "12.6",
