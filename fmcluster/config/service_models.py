@@ -65,7 +65,7 @@ def shape_problem(service: str, name: str, value: str) -> str | None:
             return None
         close = difflib.get_close_matches(value, spec["enum"], n=3, cutoff=0.8)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        return f"is not one of the {len(spec['enum'])} values of {source}; got {value!r}{hint}"
+        return f"takes one of the {len(spec['enum'])} values of {source}; got {value!r}{hint}"
     low, high = spec.get("min", 0), spec.get("max")
     pattern = spec.get("pattern")
     fits_length = len(value) >= low and (high is None or len(value) <= high)

@@ -29,6 +29,7 @@ from fmcluster.config.models import (
     Orchestrator,
 )
 from fmcluster.config.regions import REGIONS
+from fmcluster.config.service_models import instance_type_problem, shape_problem
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.constructs.lustre import LustreStorage
@@ -702,6 +703,9 @@ def validate_props(
                 f"to {account}"
             )
         groups.append(group)
+    typed = [("controller_instance_type", controller_instance_type), ("login_instance_type", login_instance_type)]
+    typed += [(f"compute_groups[{index}].instance_type", group.instance_type) for index, group in enumerate(groups)]
+    problems += [f"{prop}: {message}" for prop, message in hyperpod_type_problems(typed, region)]
     if has_file_system and (lustre_dns_name is not None or lustre_mount_name is not None):
         problems.append("file_system: give either file_system or lustre_dns_name with lustre_mount_name, not both")
     elif (lustre_dns_name is None) != (lustre_mount_name is None):
@@ -726,6 +730,21 @@ def validate_props(
     if problems:
         raise ValueError("\n".join(f"HyperPodSlurmCluster: {problem}" for problem in problems))
     return tuple(groups)
+
+
+def hyperpod_type_problems(typed: Sequence[tuple[str, str | None]], region: str) -> list[tuple[str, str]]:
+    """(prop, message) for each EC2 type HyperPod does not take (botocore ClusterInstanceType) or, when `region` is
+    known, does not offer there (the list `cdk synth` checks as E3644)."""
+    problems = []
+    for prop, instance_type in typed:
+        if instance_type is None or _token(instance_type):
+            continue
+        problem = shape_problem("sagemaker", "ClusterInstanceType", f"ml.{instance_type}")
+        if problem:
+            problems.append((prop, f"SageMaker HyperPod {problem}"))
+        elif not _token(region) and (problem := instance_type_problem("hyperpod", region, f"ml.{instance_type}")):
+            problems.append((prop, problem))
+    return problems
 
 
 def deep_health_checks(group: ComputeGroup) -> list[str]:

@@ -21,6 +21,7 @@ from fmcluster.config.models import (
     PCS_SLURM_VERSIONS,
     pcs_default_size,
 )
+from fmcluster.config.service_models import shape_problem
 from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.nag import acknowledge_wildcards
 
@@ -32,6 +33,13 @@ def cluster_size(nodes: int) -> str:
     if nodes > PCS_MAX_NODES:
         raise ValueError(f"PcsSlurmCluster: {nodes} nodes exceed the {PCS_MAX_NODES:,} an AWS PCS cluster manages")
     return pcs_default_size(nodes).upper()
+
+
+def _check_name(prop: str, shape: str, value: str) -> None:
+    """ValueError when `value` breaks botocore's PCS shape `shape` (tokens are skipped)."""
+    problem = None if cdk.Token.is_unresolved(value) else shape_problem("pcs", shape, value)
+    if problem:
+        raise ValueError(f"PcsSlurmCluster: {prop}: AWS PCS {problem}")
 
 
 class PcsSlurmCluster(Construct):
@@ -93,6 +101,7 @@ class PcsSlurmCluster(Construct):
             raise ValueError(f"PcsSlurmCluster: size must be SMALL, MEDIUM or LARGE; got {size!r}")
         if not security_groups:
             raise ValueError("PcsSlurmCluster: security_groups needs at least one group (the EFA group)")
+        _check_name("cluster_name", "ClusterName", cluster_name)
         self.slurm_version = slurm_version
         self.subnet = subnet
         self.cluster = pcs.CfnCluster(
@@ -153,6 +162,8 @@ class PcsSlurmCluster(Construct):
             raise ValueError(f"PcsSlurmCluster: ami_id must look like ami-0123456789abcdef0; got {ami_id!r}")
         if name in self.node_groups:
             raise ValueError(f"PcsSlurmCluster: a node group named {name!r} exists already")
+        for shape in ("ComputeNodeGroupName", "QueueName") if queue else ("ComputeNodeGroupName",):
+            _check_name("name", shape, name)
         group = pcs.CfnComputeNodeGroup(
             self,
             f"{name}NodeGroup",

@@ -41,7 +41,8 @@ def test_cluster_runs_slurm_25_11_sized_for_its_nodes(block):
     (cluster,) = props(block, "AWS::PCS::Cluster")
     assert cluster["Name"] == "llm-pretrain"
     assert cluster["Scheduler"] == {"Type": "SLURM", "Version": "25.11"}
-    assert cluster["Size"] == "SMALL"  # 16 GPU nodes + 1 login node
+    # 16 GPU nodes + 1 login node: SMALL manages 32 (PCS API reference, Cluster.size), not twice 17
+    assert cluster["Size"] == "MEDIUM"
 
 
 def test_capacity_block_group_is_static_and_purchased_as_a_capacity_block(block):
