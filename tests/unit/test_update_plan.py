@@ -111,3 +111,30 @@ def test_stateful_and_cluster_types_are_protected(resource_type):
     (change,) = compare(stack(X=(resource_type, {})), {"s": {"Resources": {}}})
     assert change.protected
     assert refusal(change, {})[1].endswith("pass --allow-replacement to do it anyway")
+
+
+def test_the_plan_command_prints_per_stack_and_refuses_with_exit_2(tmp_path, monkeypatch, capsys):
+    # Synthesis is replaced by templates that differ in the PCS size only: what this test checks is the command.
+    from fmcluster import cli, update_plan
+
+    def fake_synthesize(config, outdir, context):
+        size = "SMALL" if config.total_nodes < 10 else "LARGE"
+        return {f"{config.name}-cluster": stack(Cluster=("AWS::PCS::Cluster", {**PCS_CLUSTER, "Size": size}))["s"]}
+
+    monkeypatch.setattr(update_plan, "synthesize", fake_synthesize)
+    files = {}
+    for label, count in (("old", 2), ("new", 20)):
+        files[label] = tmp_path / f"{label}.yaml"
+        files[label].write_text(
+            "name: llm\nregion: us-east-1\navailability_zone_id: use1-az6\norchestrator: {type: pcs}\n"
+            f"compute: [{{name: gpu, instance_type: p5.48xlarge, count: {count}}}]\n"
+        )
+    assert cli.main(["plan", str(files["new"]), "--previous", str(files["old"])]) == 2
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [
+        f"Update plan: {files['new']} over {files['old']}",
+        "llm-cluster: 0 add, 0 change, 1 replace, 0 delete",
+        "  ! REPLACE Cluster (AWS::PCS::Cluster): Size is create-only",
+    ]
+    assert err.startswith(f"{files['new']}: orchestrator.size: AWS PCS cannot change a cluster's size in place")
+    assert cli.main(["plan", str(files["new"]), "--previous", str(files["old"]), "--allow-replacement"]) == 0
