@@ -228,7 +228,7 @@ def test_plan_groups_with_and_without_efa(tmp_path: Path, capsys: pytest.Capture
 compute:
   - {name: h100, instance_type: p5.48xlarge, count: 4, efa: false}
   - {name: b200, instance_type: p6-b200.48xlarge, count: 2}
-  - {name: a10g, instance_type: g5.12xlarge, count: 1}
+  - {name: a10g, instance_type: g5.4xlarge, count: 1}
 """,
     )
     code, out, _ = run(capsys, "plan", str(path))

@@ -552,8 +552,8 @@ INVALID = [
         "root-volume-too-large",
     ),
     _p(
-        {"compute[0].instance_type": "g5.12xlarge", "compute[0].efa": True},
-        [f"compute[0].efa: g5.12xlarge has no EFA; set efa: false or use an EFA type ({EFA_TYPES})"],
+        {"compute[0].instance_type": "g5.4xlarge", "compute[0].efa": True},
+        [f"compute[0].efa: g5.4xlarge has no EFA; set efa: false or use an EFA type ({EFA_TYPES})"],
         "efa-on-type-without-efa",
     ),
     _p({"compute[0].efa": "yes"}, ["compute[0].efa: must be true or false; got 'yes'"], "efa-not-bool"),
@@ -1228,7 +1228,7 @@ VALID = [
     pytest.param({"compute[0].root_volume_gib": 100}, id="root-volume-100"),
     pytest.param({"compute[0].root_volume_gib": 16384}, id="root-volume-16384"),
     pytest.param({"compute[0].efa": False}, id="efa-off-on-efa-type"),
-    pytest.param({"compute[0].instance_type": "g5.12xlarge", "compute[0].efa": False}, id="efa-false-no-efa-type"),
+    pytest.param({"compute[0].instance_type": "g5.4xlarge", "compute[0].efa": False}, id="efa-false-no-efa-type"),
     pytest.param({"compute[0].placement_group": False}, id="placement-group-off"),
     pytest.param(CAPACITY_BLOCK, id="capacity-block-on-pcs"),
     pytest.param({**CAPACITY_BLOCK, "compute[0].placement_group": False}, id="capacity-block-placement-false"),
@@ -1273,7 +1273,7 @@ VALID = [
         for tier, step in ((1000, 4800), (1000, 9600), (500, 9600), (250, 19200), (125, 38400), (250, 38400))
     ],
     pytest.param(
-        {**EFA_LUSTRE_1000, "compute": [group("cpu", "g5.12xlarge"), group("gpu")]},
+        {**EFA_LUSTRE_1000, "compute": [group("cpu", "g5.4xlarge"), group("gpu")]},
         id="efa-lustre-one-client-group-is-enough",
     ),
     *[
@@ -1394,7 +1394,7 @@ def test_efa_default_follows_the_catalog(instance_type: str) -> None:
 
 
 def test_efa_default_per_group() -> None:
-    config = valid({"compute": [group("gpu"), group("cpu", "g5.12xlarge")]})
+    config = valid({"compute": [group("gpu"), group("cpu", "g5.4xlarge")]})
     assert [g.efa for g in config.compute] == [True, False]
 
 

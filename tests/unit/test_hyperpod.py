@@ -324,9 +324,9 @@ def test_training_plan_example_has_a_login_group_and_a_group_on_the_plan(plan, b
     assert plan.group("gpu")["TrainingPlanArn"] == PLAN_ARN
     assert PLAN_ARN.split(":")[3] == built.configs["plan"].region
     assert [g["InstanceGroupName"] for g in groups if "TrainingPlanArn" in g] == ["gpu"]  # compute groups only
-    dev = plan.group("dev")  # g5.12xlarge: accelerated, but no EFA
+    dev = plan.group("dev")  # g5.12xlarge: accelerated, one EFA card (EC2 docs; eksctl's DescribeInstanceTypes data)
     assert dev["SlurmConfig"] == {"NodeType": "Compute", "PartitionNames": ["dev"]}
-    assert "NetworkInterface" not in dev
+    assert dev["NetworkInterface"] == {"InterfaceType": "efa-only"}
     # One node: InstanceConnectivity needs at least 2 nodes with EFA (SageMaker developer guide, HyperPod Slurm
     # "Deep health checks"), so only the stress check runs.
     assert dev["ThreadsPerCore"] == 1 and dev["OnStartDeepHealthChecks"] == ["InstanceStress"]
