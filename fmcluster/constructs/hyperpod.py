@@ -705,7 +705,9 @@ def validate_props(
         groups.append(group)
     typed = [("controller_instance_type", controller_instance_type), ("login_instance_type", login_instance_type)]
     typed += [(f"compute_groups[{index}].instance_type", group.instance_type) for index, group in enumerate(groups)]
-    problems += [f"{prop}: {message}" for prop, message in hyperpod_type_problems(typed, region)]
+    reported = {problem.split(":", 1)[0] for problem in problems}  # a type the Orchestrator model refused already
+    fresh = [(prop, instance_type) for prop, instance_type in typed if prop not in reported]
+    problems += [f"{prop}: {message}" for prop, message in hyperpod_type_problems(fresh, region)]
     if has_file_system and (lustre_dns_name is not None or lustre_mount_name is not None):
         problems.append("file_system: give either file_system or lustre_dns_name with lustre_mount_name, not both")
     elif (lustre_dns_name is None) != (lustre_mount_name is None):

@@ -796,13 +796,22 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
          "prometheus='none'"),
         ({"observability_mirror": "research-mirror/fmcluster"}, "observability_mirror: must be an S3 prefix like "
          "s3://bucket/fmcluster-mirror; got 'research-mirror/fmcluster'"),
+        # botocore sagemaker ClusterInstanceType has no ml.r5.* (FACTS.md, Service truth)
+        ({"controller_instance_type": "r5.large"}, "controller_instance_type: SageMaker HyperPod takes one of the "
+         "209 values of botocore sagemaker ClusterInstanceType; got 'ml.r5.large'; did you mean ml.m5.large or "
+         "ml.c5.large or ml.r7i.large?"),
+        # the regional list cdk synth checks (E3644): no region offers ml.p5e.48xlarge
+        ({"compute_groups": [{"name": "gpu", "instance_type": "p5e.48xlarge", "count": 2}]},
+         "compute_groups[0].instance_type: SageMaker HyperPod does not offer ml.p5e.48xlarge in us-east-1 "
+         "(CloudFormation's regional list, which cdk synth checks as E3644); no region lists it"),
     ],
     ids=[
         "name-dash", "name-underscore", "no-groups", "duplicate-group", "uppercase-group", "reserved-group",
         "trailing-dash", "negative-count", "too-many", "not-a-group", "capacity-block", "plan-without-arn",
         "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "ml-prefix", "bad-login-type",
         "no-security-group", "half-lustre", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
-        "prometheus", "grafana", "grafana-without-prometheus", "mirror",
+        "prometheus", "grafana", "grafana-without-prometheus", "mirror", "controller-not-a-hyperpod-type",
+        "type-not-in-region",
     ],
 )  # fmt: skip
 def test_props_hyperpod_would_reject_raise_with_exact_messages(scope, props, message):

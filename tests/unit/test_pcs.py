@@ -153,13 +153,32 @@ def test_library_users_get_clear_errors():
         )
     with pytest.raises(ValueError, match=r"^PcsSlurmCluster: security_groups needs at least one group"):
         PcsSlurmCluster(stack, "NoSg", cluster_name="x", subnet=vpc.isolated_subnets[0], security_groups=[])
+    with pytest.raises(ValueError) as short:
+        PcsSlurmCluster(
+            stack,
+            "Short",
+            cluster_name="x",
+            subnet=vpc.isolated_subnets[0],
+            security_groups=[ec2.SecurityGroup(stack, "Sg3", vpc=vpc)],
+        )
+    # botocore pcs 2023-02-10, ClusterName: 3-40 characters
+    assert str(short.value) == (
+        "PcsSlurmCluster: cluster_name: AWS PCS takes 3-40 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]+ "
+        "(botocore pcs ClusterName); got 'x'"
+    )
     cluster = PcsSlurmCluster(
         stack,
         "Ok",
-        cluster_name="x",
+        cluster_name="llm",
         subnet=vpc.isolated_subnets[0],
         security_groups=[ec2.SecurityGroup(stack, "Sg2", vpc=vpc)],
     )
+    with pytest.raises(ValueError) as underscore:
+        cluster.add_node_group(
+            "my_head", instance_type="m5.xlarge", count=1, launch_template_id="lt-1", launch_template_version="1"
+        )
+    # botocore pcs ComputeNodeGroupName: the pattern allows no underscore (the old head group was 'fmcluster_head')
+    assert str(underscore.value).startswith("PcsSlurmCluster: name: AWS PCS takes 3-25 characters matching")
     with pytest.raises(
         ValueError, match=r"^PcsSlurmCluster: ami_id must look like ami-0123456789abcdef0; got 'ubuntu'$"
     ):
