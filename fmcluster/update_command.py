@@ -50,6 +50,8 @@ def plan_update(new_file: str, old_file: str, *, allow_replacement: bool = False
     print(f"Update plan: {new_file} over {old_file}")
     for line in update_plan.render(changes, list(dict.fromkeys([*old, *new]))):
         print(line)
+    for reader in update_plan.stale_readers(changes, new):
+        print(reader.line())
     refused = [change for change in changes if change.protected]
     if refused and not allow_replacement:
         for change in refused:

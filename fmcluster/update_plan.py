@@ -174,6 +174,59 @@ def compare(old: Mapping[str, dict], new: Mapping[str, dict]) -> list[Change]:
     return changes
 
 
+@dataclass(frozen=True)
+class StaleReader:
+    """A stack that reads a replaced resource's value through `Fn::GetStackOutput` (weak cross-stack reference)."""
+
+    stack: str
+    logical_id: str
+    source: Change
+    output: str
+
+    def line(self) -> str:
+        return (
+            f"  note: {self.stack} {self.logical_id} reads {self.output} of the replaced {self.source.logical_id} "
+            f"({self.source.stack}) through Fn::GetStackOutput; its template text does not change, so "
+            "`cdk deploy --all` may skip it and its nodes keep the old value"
+        )
+
+
+def stale_readers(changes: list[Change], new: Mapping[str, dict]) -> list[StaleReader]:
+    """Resources of other stacks that read a replaced resource through a weak cross-stack reference and whose own
+    template does not change (cdk.json's `@aws-cdk/core:defaultCrossStackReferences: weak`)."""
+    changed = {(change.stack, change.logical_id) for change in changes}
+    readers = []
+    for source in (change for change in changes if change.action == "replace"):
+        outputs = {
+            name
+            for name, output in new.get(source.stack, {}).get("Outputs", {}).items()
+            if _refers_to(output.get("Value"), {source.logical_id})
+        }
+        for stack, template in new.items():
+            for logical_id, resource in template.get("Resources", {}).items():
+                output = _reads_output(resource.get("Properties", {}), source.stack, outputs)
+                if output and (stack, logical_id) not in changed:
+                    readers.append(StaleReader(stack, logical_id, source, output))
+    return readers
+
+
+def _reads_output(value: object, stack: str, outputs: set[str]) -> str | None:
+    if isinstance(value, dict):
+        reference = value.get("Fn::GetStackOutput")
+        if (
+            isinstance(reference, dict)
+            and reference.get("StackName") == stack
+            and reference.get("OutputName") in outputs
+        ):
+            return reference["OutputName"]
+        values = list(value.values())
+    elif isinstance(value, list):
+        values = value
+    else:
+        return None
+    return next((found for item in values if (found := _reads_output(item, stack, outputs))), None)
+
+
 def render(changes: list[Change], stacks: list[str]) -> Iterator[str]:
     """The plan as text: per stack its changes, or 'no change'."""
     for stack in stacks:

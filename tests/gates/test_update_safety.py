@@ -13,7 +13,7 @@ import copy
 import pytest
 
 from fmcluster.config import load, parse
-from fmcluster.update_plan import compare, refusal
+from fmcluster.update_plan import compare, refusal, stale_readers
 from tests.conftest import EXAMPLES, REPO, synthesize
 
 
@@ -83,3 +83,25 @@ def test_enabling_efa_on_the_file_system_is_refused(synthesized, tmp_path):
     refused = [(c.resource_type, c.reason) for c in changes if c.protected]
     # FSx API reference, CreateFileSystemLustreConfiguration.EfaEnabled: set at creation only (not in the schema)
     assert refused == [("AWS::FSx::FileSystem", "LustreConfiguration/EfaEnabled is create-only")]
+
+
+def test_a_replaced_file_system_leaves_the_cluster_stack_unchanged_and_the_plan_says_so(synthesized, tmp_path):
+    """Weak cross-stack references (cdk.json `@aws-cdk/core:defaultCrossStackReferences: weak`) are
+    `Fn::GetStackOutput`, resolved when the reading stack deploys. Replacing the file system changes the storage
+    stack only: the cluster stack's template text stays the same, so `cdk deploy --all` may skip it and HyperPod keeps
+    mounting the old file system's DNS name (the old one is retained, so nothing fails: the data just diverges).
+    fmcluster's answer is refusal: the plan refuses the replacement (exit 2) and names every stale reader."""
+
+    def efa(data: dict) -> None:
+        data["storage"]["lustre"].update(efa=True, throughput_per_tib=1000, capacity_gib=4800)
+
+    old = synthesized["quickstart"].templates
+    new = synthesized_from(grown("quickstart", efa), tmp_path)
+    changes = compare(old, new)
+    (replaced,) = [c for c in changes if c.protected]
+    assert (replaced.stack, replaced.resource_type) == ("quickstart-storage", "AWS::FSx::FileSystem")
+    assert new["quickstart-cluster"] == old["quickstart-cluster"]  # nothing tells the CLI to deploy it again
+    readers = stale_readers(changes, new)
+    assert {(r.stack, old[r.stack]["Resources"][r.logical_id]["Type"]) for r in readers} >= {
+        ("quickstart-cluster", "AWS::SageMaker::Cluster")
+    }
