@@ -65,7 +65,7 @@ def api_values(
         )
 
 
-def regional_instance_types(
+def types_by_region_list(
     orchestrator: Orchestrator,
     groups: list[tuple[int, ComputeGroup]],
     observability: Observability | None,
@@ -114,7 +114,7 @@ def service_problems(
             if message is not None:
                 found.append((path, message))
         if not any(path == "orchestrator.type" for path, _ in found):
-            for path, kind, instance_type in regional_instance_types(orchestrator, groups, observability):
+            for path, kind, instance_type in types_by_region_list(orchestrator, groups, observability):
                 message = instance_type_problem(kind, region, instance_type)  # type: ignore[arg-type]
                 if message is not None:
                     found.append((path, message))
