@@ -354,7 +354,7 @@ def test_baseline_spec_has_the_line_rate_and_the_published_figures():
     assert baseline_spec("p4de.24xlarge")["published"][0]["bus_gbs"] == 78.3
     assert baseline_spec("p5en.48xlarge") == {"efa_gbps": 3200, "published": []}
     assert baseline_spec("p6-b300.48xlarge") == {"efa_gbps": 6400, "published": []}
-    assert baseline_spec("g5.12xlarge") == {"efa_gbps": 0, "published": []}
+    assert baseline_spec("g5.4xlarge") == {"efa_gbps": 0, "published": []}  # no EFA below g5.8xlarge
     with pytest.raises(ValueError, match=r"unknown instance type 'x\.large'"):
         baseline_spec("x.large")
 
