@@ -237,7 +237,8 @@ def test_baseline_prefers_a_published_figure_for_the_same_node_count(instance_ty
 
 def test_no_baseline_below_one_gib_or_without_efa():
     assert handler.baseline(baseline_spec("p5.48xlarge"), "p5.48xlarge", 2, 512 * 1024**2, SETTINGS) is None
-    assert handler.baseline(baseline_spec("g5.12xlarge"), "g5.12xlarge", 2, 16 * GIB, SETTINGS) is None
+    # g5.4xlarge: no EFA below g5.8xlarge (eksctl's DescribeInstanceTypes table)
+    assert handler.baseline(baseline_spec("g5.4xlarge"), "g5.4xlarge", 2, 16 * GIB, SETTINGS) is None
 
 
 # --- the handler against emulated S3 and CloudWatch ---------------------------------------------------------------
