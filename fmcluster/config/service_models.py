@@ -21,8 +21,6 @@ import difflib
 import gzip
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from typing import Literal
@@ -132,27 +130,3 @@ def instance_type_problem(kind: Literal["ec2", "hyperpod"], region: str, instanc
         return None
     where = f"regions that offer it: {', '.join(elsewhere)}" if elsewhere else "no region lists it"
     return f"{label} does not offer {instance_type} in {region} ({source}); {where}"
-
-
-@dataclass(frozen=True)
-class ApiValue:
-    """One value that reaches an AWS API: where it comes from in the cluster file, and the shape that judges it."""
-
-    path: str
-    service: str
-    shape: str
-    value: str
-
-    def problem(self) -> str | None:
-        """'AWS PCS takes 3-25 characters ...' when the value breaks its shape, else None."""
-        problem = shape_problem(self.service, self.shape, self.value)
-        return f"{API_LABELS[self.service]} {problem}" if problem else None
-
-
-def first_per_path(problems: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
-    """(path, message) pairs, keeping the first message of each path (a name often reaches several shapes)."""
-    seen: set[str] = set()
-    for path, message in problems:
-        if path not in seen:
-            seen.add(path)
-            yield path, message

@@ -10,22 +10,37 @@ shapes.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+from fmcluster.config.checks import api_name_problem, hyperpod_instance_type_problem
 from fmcluster.config.errors import Problem
 from fmcluster.config.models import LOGIN_GROUP, ComputeGroup, Observability, Orchestrator, pcs_head_group
-from fmcluster.config.service_models import (
-    ApiValue,
-    first_per_path,
-    instance_type_problem,
-    region_problem,
-)
+from fmcluster.config.service_models import instance_type_problem, region_problem
 
 HYPERPOD_CONTROLLER_GROUP = "controller"
 
 
-def hyperpod_type(instance_type: str) -> str:
-    """HyperPod's name of an EC2 instance type: 'p5.48xlarge' -> 'ml.p5.48xlarge'."""
-    return f"ml.{instance_type}"
+@dataclass(frozen=True)
+class ApiValue:
+    """One name that reaches an AWS API: where it comes from in the cluster file, and the shape that judges it."""
+
+    path: str
+    service: str
+    shape: str
+    value: str
+
+    def problem(self) -> str | None:
+        """'AWS PCS takes 3-25 characters ...' when the value breaks its shape, else None."""
+        return api_name_problem(self.service, self.shape, self.value)
+
+
+def first_per_path(problems: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    """(path, message) pairs, keeping the first message of each path (a name often reaches several shapes)."""
+    seen: set[str] = set()
+    for path, message in problems:
+        if path not in seen:
+            seen.add(path)
+            yield path, message
 
 
 def api_values(
@@ -34,7 +49,7 @@ def api_values(
     groups: list[tuple[int, ComputeGroup]],
     observability: Observability | None,
 ) -> Iterator[ApiValue]:
-    """Every name and instance type the cluster stack sends to the orchestrator's API, with its key path."""
+    """Every name the cluster stack sends to the orchestrator's API, with its key path."""
     if orchestrator.type == "pcs":
         if name is not None:
             yield ApiValue("name", "pcs", "ClusterName", name)
@@ -54,36 +69,32 @@ def api_values(
         if orchestrator.login_instance_type
         else []
     )
-    for path, group_name, instance_type in controller + login:
+    for path, group_name, _ in controller + login:
         yield ApiValue(path, "sagemaker", "ClusterInstanceGroupName", group_name)
-        yield ApiValue(path, "sagemaker", "ClusterInstanceType", hyperpod_type(instance_type))
     for index, group in groups:
         yield ApiValue(f"compute[{index}].name", "sagemaker", "ClusterInstanceGroupName", group.name)
         yield ApiValue(f"compute[{index}].name", "sagemaker", "ClusterPartitionName", group.name)
-        yield ApiValue(
-            f"compute[{index}].instance_type", "sagemaker", "ClusterInstanceType", hyperpod_type(group.instance_type)
-        )
 
 
-def types_by_region_list(
+def instance_types(
     orchestrator: Orchestrator,
     groups: list[tuple[int, ComputeGroup]],
     observability: Observability | None,
-) -> Iterator[tuple[str, str, str]]:
-    """(key path, list kind, instance type) of every type the region must offer: HyperPod's for each HyperPod group,
-    EC2's for each PCS launch template (compute groups and the head node's)."""
+) -> Iterator[tuple[str, str]]:
+    """(key path, EC2 type) of every instance type the cluster stack asks for: HyperPod's controller, login and
+    compute groups, or PCS's compute groups and head node (each in a launch template)."""
     if orchestrator.type == "pcs":
         for index, group in groups:
-            yield f"compute[{index}].instance_type", "ec2", group.instance_type
+            yield f"compute[{index}].instance_type", group.instance_type
         head = pcs_head_group(orchestrator, observability)
         if head is not None:
-            yield head[0], "ec2", head[2]
+            yield head[0], head[2]
         return
-    yield "orchestrator.controller_instance_type", "hyperpod", hyperpod_type(orchestrator.controller_instance_type)
+    yield "orchestrator.controller_instance_type", orchestrator.controller_instance_type
     if orchestrator.login_instance_type:
-        yield "orchestrator.login_instance_type", "hyperpod", hyperpod_type(orchestrator.login_instance_type)
+        yield "orchestrator.login_instance_type", orchestrator.login_instance_type
     for index, group in groups:
-        yield f"compute[{index}].instance_type", "hyperpod", hyperpod_type(group.instance_type)
+        yield f"compute[{index}].instance_type", group.instance_type
 
 
 def services_in_region(orchestrator: Orchestrator, observability: Observability | None) -> Iterator[tuple[str, str]]:
@@ -109,14 +120,18 @@ def service_problems(
     values = ((value.path, value.problem()) for value in api_values(name, orchestrator, groups, observability))
     found = [(path, message) for path, message in values if message is not None]
     if region is not None:
-        for path, resource_type in services_in_region(orchestrator, observability):
-            message = region_problem(region, resource_type)
-            if message is not None:
-                found.append((path, message))
-        if not any(path == "orchestrator.type" for path, _ in found):
-            for path, kind, instance_type in types_by_region_list(orchestrator, groups, observability):
-                message = instance_type_problem(kind, region, instance_type)  # type: ignore[arg-type]
-                if message is not None:
-                    found.append((path, message))
+        found += [
+            (path, message)
+            for path, resource_type in services_in_region(orchestrator, observability)
+            if (message := region_problem(region, resource_type))
+        ]
+    offered = region if not any(path == "orchestrator.type" for path, _ in found) else None
+    for path, instance_type in instance_types(orchestrator, groups, observability):
+        if orchestrator.type == "hyperpod-slurm":
+            message = hyperpod_instance_type_problem(instance_type, offered)
+        else:
+            message = instance_type_problem("ec2", offered, instance_type) if offered else None
+        if message is not None:
+            found.append((path, message))
     for path, message in first_per_path(iter(found)):
         yield Problem(path, message)

@@ -13,15 +13,14 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.catalog import instance_architecture
+from fmcluster.config.checks import AMI_ID_PATTERN, api_name_problem
 from fmcluster.config.models import (
-    AMI_ID_PATTERN,
     PCS_DEFAULT_SLURM_VERSION,
     PCS_MAX_NODES,
     PCS_SIZES,
     PCS_SLURM_VERSIONS,
     pcs_default_size,
 )
-from fmcluster.config.service_models import shape_problem
 from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.nag import acknowledge_wildcards
 
@@ -37,9 +36,8 @@ def cluster_size(nodes: int) -> str:
 
 def _check_name(prop: str, shape: str, value: str) -> None:
     """ValueError when `value` breaks botocore's PCS shape `shape` (tokens are skipped)."""
-    problem = None if cdk.Token.is_unresolved(value) else shape_problem("pcs", shape, value)
-    if problem:
-        raise ValueError(f"PcsSlurmCluster: {prop}: AWS PCS {problem}")
+    if problem := api_name_problem("pcs", shape, value):
+        raise ValueError(f"PcsSlurmCluster: {prop}: {problem}")
 
 
 class PcsSlurmCluster(Construct):
