@@ -8,7 +8,8 @@
 #
 # Gives: log/die (timestamped lines to /var/log/fmcluster/<script>.log and stderr), an ERR trap that logs the
 # failing command, require_root, retry (exponential backoff for network calls), imds (IMDSv2), write_file
-# (atomic, reports whether the content changed), set_fstab_entry, install_unit (systemd).
+# (atomic, reports whether the content changed), set_fstab_entry, install_unit (systemd), slurm_prefix and
+# slurmd_units (where this image keeps Slurm).
 #
 # Environment (all optional; none is set on a real node):
 #   FMCLUSTER_ROOT            prefix for every file the scripts read or write (/etc, /var/log, /sys, /scratch, ...),
@@ -132,4 +133,27 @@ install_unit() {
     systemctl enable "$name"
     log INFO "installed and enabled $name"
   fi
+}
+
+# slurm_prefix: where this image keeps Slurm (bin/, include/, lib/slurm/): /opt/slurm on HyperPod, the newest
+# /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (PCS user guide, "Install SPANK plugins"), else /usr.
+slurm_prefix() {
+  local dir found=""
+  if [[ -x "$ROOT/opt/slurm/bin/sinfo" || -d "$ROOT/opt/slurm/etc" ]]; then
+    printf '/opt/slurm\n'
+    return 0
+  fi
+  for dir in "$ROOT"/opt/aws/pcs/scheduler/slurm-*; do
+    [[ -d "$dir" ]] && found="$(printf '%s\n%s\n' "$found" "${dir#"$ROOT"}" | sort -V | tail -n 1)"
+  done
+  printf '%s\n' "${found:-/usr}"
+}
+
+# slurmd_units: the slurmd unit(s) this image installs, one per line: slurmd.service on HyperPod, another name on
+# PCS (unconfirmed which, so it is asked of systemd rather than assumed).
+slurmd_units() {
+  local line
+  while read -r line _; do
+    [[ "$line" == slurmd*.service ]] && printf '%s\n' "$line"
+  done < <(systemctl list-unit-files --no-legend --no-pager 'slurmd*.service' 2>/dev/null || true)
 }
