@@ -9,12 +9,17 @@
 #   DNS_NAME     the file system's DNS name, e.g. fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com
 #   MOUNT_NAME   its mount name (FileSystem.LustreConfiguration.MountName), e.g. abcdef12
 #   MOUNT_POINT  where to mount it; default /fsx
-#   --efa        the file system is EFA-enabled: set up this client's LNet for EFA first (see configure_lnet_efa)
+#   --efa        the file system is EFA-enabled: set up this client's LNet for EFA first (see configure_lnet_efa),
+#                where this node can be an FSx EFA client (efa_client_problem); otherwise, or when the set-up fails,
+#                the file system is mounted over TCP (which an EFA-enabled file system serves too) with a warning
 #
 # Checks that the Lustre client module is installed for the running kernel and installs it when it is not
 # (Amazon Linux 2023: dnf; Amazon Linux 2: amazon-linux-extras; Ubuntu and RHEL: the FSx client repository);
 # writes one /etc/fstab line (`_netdev,noatime,flock`) and mounts with retries (the file system's DNS name can
-# take a moment to resolve from a fresh node). Does nothing when MOUNT_POINT is already mounted.
+# take a moment to resolve from a fresh node). Does nothing when MOUNT_POINT is already mounted. No /fsx is a failure.
+# Client tunables in /etc/modprobe.d/fmcluster-lustre.conf, as AWS's configure-efa-fsx-lustre-client writes them for
+# EFA clients and the FSx performance tips give for clients with 64 or more vCPUs: `options ksocklnd credits=2560`,
+# `options ptlrpc ptlrpcd_per_cpt_max=32` (module options: they apply when the modules next load).
 # Log: /var/log/fmcluster/mount-lustre.log
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -23,6 +28,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 LNET_UNIT=fmcluster-lnet-efa.service
 EFA_PEER_CREDITS=32 # what the FSx guide's lnetctl commands use
+TUNABLES=/etc/modprobe.d/fmcluster-lustre.conf
+MIN_EFA_DRIVER=2.12.1 # FSx guide, "Configuring EFA clients"
 
 usage() {
   printf 'usage: %s DNS_NAME MOUNT_NAME [MOUNT_POINT] [--efa]\n       %s --efa --lnet-only\n' "$0" "$0" >&2
@@ -131,6 +138,80 @@ primary_interface() {
   die "no default IPv4 route; cannot tell the primary network interface"
 }
 
+# version_at_least HAVE NEED: whether version HAVE >= NEED (sort -V).
+version_at_least() {
+  local -a sorted
+  mapfile -t sorted < <(printf '%s\n%s\n' "$1" "$2" | sort -V)
+  [[ -n "$1" && "${sorted[0]}" == "$2" ]]
+}
+
+# efa_client_problem: why this node cannot be an FSx EFA client (FSx guide, "Configuring EFA clients": AL2023, RHEL
+# 9.5+, Ubuntu 22.04+ with kernel 6.8+; the kefalnd module; EFA driver 2.12.1+), or nothing when it can.
+efa_client_problem() {
+  local id version kernel driver
+  id="$(os_release ID)"
+  version="$(os_release VERSION_ID)"
+  kernel="$(uname -r)"
+  case "$id" in
+    amzn)
+      if [[ "$version" != 2023 ]]; then
+        printf 'Amazon Linux %s is no FSx EFA client OS\n' "$version"
+        return
+      fi
+      ;;
+    rhel | rocky | almalinux)
+      if ! version_at_least "$version" 9.5; then
+        printf '%s %s is older than 9.5\n' "$id" "$version"
+        return
+      fi
+      ;;
+    ubuntu)
+      if ! version_at_least "$version" 22.04 || ! version_at_least "${kernel%%-*}" 6.8; then
+        printf 'Ubuntu %s with kernel %s: FSx EFA clients need 22.04+ with kernel 6.8+\n' "$version" "$kernel"
+        return
+      fi
+      ;;
+    *)
+      printf '%s is no FSx EFA client OS\n' "${id:-this OS}"
+      return
+      ;;
+  esac
+  if ! modinfo kefalnd >/dev/null 2>&1; then
+    printf 'the Lustre client has no kefalnd module (LNet over EFA)\n'
+    return
+  fi
+  driver="$(modinfo -F version efa 2>/dev/null || true)"
+  if ! version_at_least "${driver%%[!0-9.]*}" "$MIN_EFA_DRIVER"; then
+    printf 'EFA driver %s is older than %s\n' "${driver:-(none)}" "$MIN_EFA_DRIVER"
+  fi
+}
+
+# write_tunables: AWS's client tunables as module options.
+write_tunables() {
+  write_file "$ROOT$TUNABLES" 0644 <<'EOF'
+# Written by fmcluster mount-lustre.sh: AWS's FSx for Lustre client tunables (configure-efa-fsx-lustre-client).
+options ksocklnd credits=2560
+options ptlrpc ptlrpcd_per_cpt_max=32
+EOF
+  if ((FMC_CHANGED)); then
+    log INFO "wrote ${TUNABLES}: ksocklnd credits=2560, ptlrpc ptlrpcd_per_cpt_max=32"
+  fi
+}
+
+# lnet_efa INTERFACE DEVICE...: LNet with tcp on INTERFACE and efa on each DEVICE; fails at the first command that
+# fails (the caller then mounts over TCP).
+lnet_efa() {
+  local interface="$1" dev
+  shift
+  modprobe lnet && modprobe kefalnd "ipif_name=$interface" && modprobe ksocklnd && lnetctl lnet configure || return 1
+  lnetctl net del --net tcp >/dev/null 2>&1 || true # absent on a fresh LNet
+  lnetctl net add --net tcp --if "$interface" || return 1
+  for dev in "$@"; do
+    lnetctl net add --net efa --if "$dev" --peer-credits "$EFA_PEER_CREDITS" || return 1
+  done
+  lnetctl set discovery 1 && lnetctl udsp add --src efa --priority 0
+}
+
 # configure_lnet_efa: the FSx for Lustre EFA client set-up ("Configuring EFA clients", step 3; the guide's
 # configure-efa-fsx-lustre-client setup.sh does the same). It
 #   1. loads LNet, the EFA LNet driver (kefalnd, told which interface is the primary ENA one) and the socket driver;
@@ -146,18 +227,24 @@ primary_interface() {
 # Instances without EFA devices and trn2 (which FSx does not support as an EFA client) keep plain TCP, which an
 # EFA-enabled file system also serves.
 configure_lnet_efa() {
-  local lnet_only="$1" instance_type interface shown count stride i dev
+  local lnet_only="$1" instance_type interface shown count stride i problem
   local -a devices selected=()
   instance_type="${FMCLUSTER_INSTANCE_TYPE:-$(imds meta-data/instance-type)}"
   if [[ "$instance_type" == trn2.* ]]; then
     log WARN "$instance_type cannot be an FSx EFA client; using TCP"
-    return 0
+    return 1
+  fi
+  problem="$(efa_client_problem)"
+  if [[ -n "$problem" ]]; then
+    log WARN "LNet over EFA is not possible here: $problem; using TCP"
+    return 1
   fi
   mapfile -t devices < <(efa_devices | sort -V)
   if ((${#devices[@]} == 0)); then
     log WARN "no EFA devices on this $instance_type; using TCP"
-    return 0
+    return 1
   fi
+  write_tunables
   shown="$(lnetctl net show --net efa 2>/dev/null || true)"
   if [[ "$shown" == *@efa* ]]; then
     log INFO "LNet already has EFA NIDs; leaving it as it is"
@@ -169,17 +256,11 @@ configure_lnet_efa() {
     done
     interface="$(primary_interface)"
     log INFO "LNet over EFA on $instance_type: tcp on $interface; efa on ${selected[*]} (${#selected[@]} of ${#devices[@]})"
-    modprobe lnet
-    modprobe kefalnd "ipif_name=$interface"
-    modprobe ksocklnd
-    lnetctl lnet configure
-    lnetctl net del --net tcp >/dev/null 2>&1 || true # absent on a fresh LNet
-    lnetctl net add --net tcp --if "$interface"
-    for dev in "${selected[@]}"; do
-      lnetctl net add --net efa --if "$dev" --peer-credits "$EFA_PEER_CREDITS"
-    done
-    lnetctl set discovery 1
-    lnetctl udsp add --src efa --priority 0
+    if ! lnet_efa "$interface" "${selected[@]}"; then
+      log WARN "LNet over EFA could not be set up (see the lines above); using TCP"
+      lnetctl net del --net efa >/dev/null 2>&1 || true
+      return 1
+    fi
   fi
   modprobe lustre
   if [[ "$lnet_only" == 0 ]]; then
@@ -215,7 +296,7 @@ main() {
   require_root
   if ((lnet_only)); then
     ((efa)) || usage
-    configure_lnet_efa 1
+    configure_lnet_efa 1 || true # TCP still mounts
     return 0
   fi
   if ((${#positional[@]} < 2 || ${#positional[@]} > 3)); then
@@ -243,10 +324,11 @@ main() {
 
   device="$dns_name@tcp:/$mount_name"
   options="defaults,_netdev,noatime,flock"
-  if ((efa)); then
-    configure_lnet_efa 0
+  if ((efa)) && configure_lnet_efa 0; then
     # the boot-time mount waits for (and needs) the LNet set-up
     options+=",x-systemd.requires=$LNET_UNIT"
+  elif (($(nproc) >= 64)); then
+    write_tunables
   fi
   set_fstab_entry "$mount_point" "$device $mount_point lustre $options 0 0"
   mkdir -p "$ROOT$mount_point"
