@@ -54,7 +54,7 @@ _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
 BUNDLE_DIR = "/opt/fmcluster"
 """Where the node bundle unpacks on a node (HyperPod's lifecycle scripts install the same layout there)."""
 BUNDLE_SCRIPTS: tuple[str, ...] = (
-    *NODE_SCRIPTS, "observability.sh", "enroot-pyxis.sh", "slurm-hooks.sh", "slurm/task-prolog.sh",
+    *NODE_SCRIPTS, "observability.sh", "lnet-efa.sh", "enroot-pyxis.sh", "slurm-hooks.sh", "slurm/task-prolog.sh",
     "slurm/gpu-job-map.sh",
 )  # fmt: skip
 """The scripts of `fmcluster/node/` in the bundle, under `node/`."""

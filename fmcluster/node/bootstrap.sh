@@ -10,13 +10,14 @@
 #
 # Runs, in this order, each as its own process with its own log under /var/log/fmcluster/:
 #   1. nvme-raid.sh                                    /scratch on the instance-store NVMe disks
-#   2. mount-lustre.sh DNS MOUNT_NAME [DIR] [--efa]    only when --lustre-dns-name is given
-#   3. nccl-env.sh [SSM_PARAMETER_NAME]                /etc/profile.d/fmcluster-nccl.sh, /etc/fmcluster/nccl.env
-#   4. bundle                                          only with --bundle (in this process; log: bootstrap.log):
-#      the node bundle, a zip laid out as /opt/fmcluster is (node/*.sh with observability.sh, dashboards/,
-#      nccl-tests.sbatch), fetched with `aws s3 cp` (retried with backoff, in the region instance metadata names)
-#      and unpacked into /opt/fmcluster with unzip, or `python3 -m zipfile` where unzip is missing. Each file is
-#      replaced by a rename, so a script that is running (this one) keeps reading its old copy.
+#   2. bundle                                          only with --bundle (in this process; log: bootstrap.log):
+#      the node bundle, a zip laid out as /opt/fmcluster is (node/*.sh with observability.sh and lnet-efa.sh,
+#      dashboards/, nccl-tests.sbatch), fetched with `aws s3 cp` (retried with backoff, in the region instance
+#      metadata names) and unpacked into /opt/fmcluster with unzip, or `python3 -m zipfile` where unzip is missing.
+#      Each file is replaced by a rename, so a script that is running (this one) keeps reading its old copy.
+#   3. mount-lustre.sh DNS MOUNT_NAME [DIR] [--efa]    only when --lustre-dns-name is given (LNet over EFA needs
+#      lnet-efa.sh from the bundle; without it, TCP)
+#   4. nccl-env.sh [SSM_PARAMETER_NAME]                /etc/fmcluster/nccl.env and where jobs and containers read it
 #   5. enroot-pyxis.sh (from the bundle): enroot and pyxis, installed when the image lacks them (the AWS PCS sample
 #      AMIs do), configured for EFA, caches on /scratch
 #   6. slurm-hooks.sh (from the bundle): on AWS PCS (configless Slurm) it only names the Slurm custom settings
@@ -122,6 +123,9 @@ main() {
   log INFO "bootstrap starts"
 
   local -a steps=(nvme-raid)
+  if [[ -n "$bundle" ]]; then
+    steps+=(bundle) # first: mount-lustre takes lnet-efa.sh from it
+  fi
   if [[ -n "$dns_name" ]]; then
     steps+=(mount-lustre)
     lustre_args=("$dns_name" "$mount_name" "$mount_point")
@@ -132,9 +136,6 @@ main() {
   steps+=(nccl-env)
   if [[ -n "$parameter" ]]; then
     nccl_args=("$parameter")
-  fi
-  if [[ -n "$bundle" ]]; then
-    steps+=(bundle)
   fi
   if [[ -n "$bundle" ]]; then
     steps+=(enroot slurm-hooks)

@@ -138,15 +138,17 @@ install_unit() {
 # slurm_prefix: where this image keeps Slurm (bin/, include/, lib/slurm/): /opt/slurm on HyperPod, the newest
 # /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (PCS user guide, "Install SPANK plugins"), else /usr.
 slurm_prefix() {
-  local dir found=""
+  local -a found
   if [[ -x "$ROOT/opt/slurm/bin/sinfo" || -d "$ROOT/opt/slurm/etc" ]]; then
     printf '/opt/slurm\n'
     return 0
   fi
-  for dir in "$ROOT"/opt/aws/pcs/scheduler/slurm-*; do
-    [[ -d "$dir" ]] && found="$(printf '%s\n%s\n' "$found" "${dir#"$ROOT"}" | sort -V | tail -n 1)"
-  done
-  printf '%s\n' "${found:-/usr}"
+  mapfile -t found < <(compgen -G "$ROOT/opt/aws/pcs/scheduler/slurm-*" | sort -V)
+  if ((${#found[@]})); then
+    printf '%s\n' "${found[-1]#"$ROOT"}"
+  else
+    printf '/usr\n'
+  fi
 }
 
 # slurmd_units: the slurmd unit(s) this image installs, one per line: slurmd.service on HyperPod, another name on
@@ -156,4 +158,32 @@ slurmd_units() {
   while read -r line _; do
     [[ "$line" == slurmd*.service ]] && printf '%s\n' "$line"
   done < <(systemctl list-unit-files --no-legend --no-pager 'slurmd*.service' 2>/dev/null || true)
+}
+
+# os_release KEY: a value from /etc/os-release, unquoted.
+os_release() {
+  local line
+  if [[ -f "$ROOT/etc/os-release" ]]; then
+    while IFS= read -r line; do
+      if [[ "$line" == "$1="* ]]; then
+        line="${line#*=}"
+        line="${line#\"}"
+        printf '%s\n' "${line%\"}"
+        return 0
+      fi
+    done <"$ROOT/etc/os-release"
+  fi
+}
+
+# write_tunables: AWS's client tunables as module options.
+TUNABLES=/etc/modprobe.d/fmcluster-lustre.conf
+write_tunables() {
+  write_file "$ROOT$TUNABLES" 0644 <<'EOF'
+# Written by fmcluster mount-lustre.sh: AWS's FSx for Lustre client tunables (configure-efa-fsx-lustre-client).
+options ksocklnd credits=2560
+options ptlrpc ptlrpcd_per_cpt_max=32
+EOF
+  if ((FMC_CHANGED)); then
+    log INFO "wrote ${TUNABLES}: ksocklnd credits=2560, ptlrpc ptlrpcd_per_cpt_max=32"
+  fi
 }

@@ -9,7 +9,8 @@
 #
 # Usage: slurm-hooks.sh
 #
-# slurm.conf is $SLURM_CONF, else <Slurm prefix>/etc/slurm.conf (/opt/slurm/etc/slurm.conf on HyperPod). A key that
+# slurm.conf is $SLURM_CONF, else <Slurm prefix>/etc/slurm.conf (/opt/slurm/etc/slurm.conf on HyperPod), or
+# /etc/slurm/slurm.conf for a distribution's Slurm. A key that
 # slurm.conf sets already to something else is left alone, with a warning (the image's own hook wins). After a change,
 # the controller (slurmctld active here) runs `scontrol reconfigure` and a node with an active slurmd restarts it, so
 # the daemons read the new file (AWS's HyperPod lifecycle restarts slurmd the same way after its plugin changes).
@@ -34,7 +35,11 @@ main() {
       "in the cluster's Slurm custom settings; nothing changed here"
     return 0
   fi
-  conf="${SLURM_CONF:-$ROOT$prefix/etc/slurm.conf}"
+  conf="$ROOT$prefix/etc/slurm.conf"
+  if [[ "$prefix" == /usr ]]; then
+    conf="$ROOT/etc/slurm/slurm.conf"
+  fi
+  conf="${SLURM_CONF:-$conf}"
   [[ -f "$conf" ]] || die "no slurm.conf at $conf; is Slurm set up on this node?"
   while IFS= read -r line || [[ -n "$line" ]]; do
     name="${line%%=*}"

@@ -49,7 +49,7 @@ from fmcluster.constructs.hyperpod import (
 from tests.stub_node import StubNode, fail_first, stub_env
 
 HYPERPOD_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "hyperpod"
-SCRIPTS = ("on_create.sh", "enroot-pyxis.sh", "import-image.sh")
+SCRIPTS = ("on_create.sh", "import-image.sh")
 SOURCED = ("ssm.sh",)
 SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
 CLUSTER = "quickstart"
