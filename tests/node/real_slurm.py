@@ -2,8 +2,8 @@
 
 `real_slurm(tmp_path, **slurm_conf)` starts munged, slurmctld and slurmd in the foreground of their own processes,
 without systemd, with every file under `tmp_path` and a slurm.conf holding the given extra settings (Prolog=...,
-TaskProlog=...), and stops them by PID afterwards. The node offers 4 GPUs as GRES backed by character devices that act as /dev/null, so Slurm
-hands jobs GPU indexes (SLURM_JOB_GPUS) as it does on a GPU node; no job touches a GPU.
+TaskProlog=...), and stops them by PID afterwards. The node offers 4 GPUs as GRES backed by character devices that
+act as /dev/null, so Slurm hands jobs GPU indexes (SLURM_JOB_GPUS) as it does on a GPU node; no job touches a GPU.
 
 What needs root (munged --force, SlurmUser=root, SlurmdUser=root) skips the test with the reason when not root, as
 does a machine without slurm-wlm (`make test` installs it). Settings from FACTS.md (Toolchain, measured on this kind

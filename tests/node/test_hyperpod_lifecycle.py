@@ -328,8 +328,11 @@ def test_without_scratch_enroot_uses_tmp_and_says_so(node):
     ("missing", "reason"),
     [
         # no path to github.com (the stub curl fails): the step fails, saying what to do
-        ("enroot", "enroot 4.1.2 could not be installed from https://github.com/NVIDIA/enroot/releases/download/"
-                   "v4.1.2; give the nodes a path to github.com"),
+        (
+            "enroot",
+            "enroot 4.1.2 could not be installed from https://github.com/NVIDIA/enroot/releases/download/"
+            "v4.1.2; give the nodes a path to github.com",
+        ),
         ("pyxis", "pyxis 0.24.0 could not be built against /opt/slurm; give the nodes a path to github.com"),
     ],
 )
@@ -546,8 +549,9 @@ def test_arguments_are_a_usage_error(node):
 
 def test_scripts_also_run_from_the_package_layout(node):
     """import-image.sh straight from fmcluster/node/hyperpod/, sourcing ../lib.sh as it does before deployment."""
-    result = node.run(f"/fmcluster/{CLUSTER}/image-uri", "/fsx", script=HYPERPOD_DIR / "import-image.sh",
-                      env={"AWS_REGION": REGION})
+    result = node.run(
+        f"/fmcluster/{CLUSTER}/image-uri", "/fsx", script=HYPERPOD_DIR / "import-image.sh", env={"AWS_REGION": REGION}
+    )
     assert result.returncode == 0, result.stderr
     assert "does not exist: no training image to import" in node.script_log("import-image")
 

@@ -37,7 +37,7 @@ def node_root(tmp_path: Path) -> Path:
 
 def wrapper(tmp_path: Path, root: Path) -> Path:
     path = tmp_path / "gpu-job-map-wrapper.sh"
-    path.write_text(f"#!/bin/bash\nexport FMCLUSTER_ROOT={root}\nexec {GPU_JOB_MAP} \"$@\"\n")
+    path.write_text(f'#!/bin/bash\nexport FMCLUSTER_ROOT={root}\nexec {GPU_JOB_MAP} "$@"\n')
     path.chmod(0o755)
     return path
 
@@ -60,7 +60,11 @@ def test_a_job_keeps_the_values_it_names_in_fmcluster_nccl_keep(tmp_path):
     with real_slurm(tmp_path, TaskProlog=str(TASK_PROLOG)) as slurm:
         job = slurm.run_batch(
             "#!/bin/bash\necho $NCCL_SOCKET_IFNAME $FI_EFA_USE_HUGE_PAGE\n",
-            env={"FMCLUSTER_ROOT": str(root), "NCCL_SOCKET_IFNAME": "eth0", "FMCLUSTER_NCCL_KEEP": "NCCL_SOCKET_IFNAME"},
+            env={
+                "FMCLUSTER_ROOT": str(root),
+                "NCCL_SOCKET_IFNAME": "eth0",
+                "FMCLUSTER_NCCL_KEEP": "NCCL_SOCKET_IFNAME",
+            },
         )
     assert job.output.splitlines() == ["eth0 0"]
 
@@ -69,7 +73,7 @@ def test_without_the_task_prolog_a_batch_job_gets_only_the_submitters_environmen
     """The defect the TaskProlog fixes: nothing of the node's NCCL environment reaches a batch job."""
     root = node_root(tmp_path)
     with real_slurm(tmp_path) as slurm:
-        job = slurm.run_batch("#!/bin/bash\necho \"[$NCCL_SOCKET_IFNAME]\"\n", env={"FMCLUSTER_ROOT": str(root)})
+        job = slurm.run_batch('#!/bin/bash\necho "[$NCCL_SOCKET_IFNAME]"\n', env={"FMCLUSTER_ROOT": str(root)})
     assert job.output.splitlines() == ["[]"]
 
 
@@ -81,7 +85,7 @@ def test_prolog_and_epilog_write_dcgm_exporters_gpu_to_job_files(tmp_path):
     mapping = root / "run/fmcluster/dcgm-job-mapping"
     script = (
         "#!/bin/bash\nsleep 3\necho gpus=$CUDA_VISIBLE_DEVICES\n"
-        f"for f in {mapping}/[0-9]*; do echo \"$(basename $f):$(paste -sd, $f)\"; done\n"
+        f'for f in {mapping}/[0-9]*; do echo "$(basename $f):$(paste -sd, $f)"; done\n'
     )
     with real_slurm(tmp_path, Prolog=str(hook), Epilog=str(hook)) as slurm:
         jobs = []
@@ -118,12 +122,12 @@ def test_slurm_hooks_sh_adds_the_task_prolog_to_slurm_conf_keeps_a_prolog_it_fin
     systemctl.write_text('#!/bin/bash\n[[ "$1 ${3:-}" == "is-active slurmctld" ]]\n')
     systemctl.chmod(0o755)
     with real_slurm(tmp_path, Prolog=str(hook), Epilog=str(hook)) as slurm:
-        before = slurm.run_batch("#!/bin/bash\necho \"[$FI_EFA_USE_HUGE_PAGE]\"\n", env={"FMCLUSTER_ROOT": str(root)})
+        before = slurm.run_batch('#!/bin/bash\necho "[$FI_EFA_USE_HUGE_PAGE]"\n', env={"FMCLUSTER_ROOT": str(root)})
         env = {**slurm.env, "PATH": f"{bin_dir}:{slurm.env['PATH']}", "FMCLUSTER_ROOT": str(root)}
         result = subprocess.run(["bash", str(NODE_DIR / "slurm-hooks.sh")], env=env, capture_output=True, text=True,
                                 timeout=60, check=False)  # fmt: skip
         assert result.returncode == 0, result.stderr
-        after = slurm.run_batch("#!/bin/bash\necho \"[$FI_EFA_USE_HUGE_PAGE]\"\n", env={"FMCLUSTER_ROOT": str(root)})
+        after = slurm.run_batch('#!/bin/bash\necho "[$FI_EFA_USE_HUGE_PAGE]"\n', env={"FMCLUSTER_ROOT": str(root)})
         again = subprocess.run(["bash", str(NODE_DIR / "slurm-hooks.sh")], env=env, capture_output=True, text=True,
                                timeout=60, check=False)  # fmt: skip
         conf = Path(slurm.env["SLURM_CONF"]).read_text()
