@@ -457,8 +457,8 @@ STUBS = {
     # srun: record its arguments and the NCCL environment it was given, then print the fixture (as rank 0 does)
     "srun": """{ printf '%s\\n' "$*"; env | grep -E '^(NCCL|FI|OFI_NCCL)_' | sort; } >"$STUB_DIR/srun.args"
 if [[ -n "${ENROOT_CONFIG_PATH:-}" ]]; then
-  { echo "$ENROOT_CONFIG_PATH"; stat -c %a "$ENROOT_CONFIG_PATH/.credentials"; cat "$ENROOT_CONFIG_PATH/.credentials"; } \\
-    >"$STUB_DIR/enroot-credentials"
+  credentials="$ENROOT_CONFIG_PATH/.credentials"
+  { echo "$ENROOT_CONFIG_PATH"; stat -c %a "$credentials"; cat "$credentials"; } >"$STUB_DIR/enroot-credentials"
 fi
 cat "$STUB_DIR/output.log"
 exit "${STUB_SRUN_STATUS:-0}"
