@@ -11,7 +11,8 @@
 #    enroot ENROOT_VERSION from its GitHub release (the package names of enroot's doc/installation.md at that tag:
 #    .deb on Ubuntu, .el8 .rpm on Amazon Linux), and pyxis PYXIS_VERSION built from its source against this image's
 #    Slurm headers (the PCS user guide, "Install SPANK plugins": /opt/aws/pcs/scheduler/slurm-<version>/include),
-#    installed into that Slurm's plugin directory. Downloads are retried with backoff; FMCLUSTER_ENROOT_SOURCE may
+#    installed into that Slurm's plugin directory. CPPFLAGS goes in the environment, as AWS's install_enroot_pyxis.sh
+#    does: pyxis's Makefile appends it to its own flags, which a command-line CPPFLAGS would replace. Downloads are retried with backoff; FMCLUSTER_ENROOT_SOURCE may
 #    name another base URL holding the same file names (a mirror). A failure stops here, naming what to do.
 # 2. Writes /etc/enroot/enroot.conf with ENROOT_RESTRICT_DEV no (AWS's HyperPod enroot.conf: with `y` enroot's
 #    10-devices hook replaces /dev and /dev/infiniband/uverbs*, the EFA devices, vanish from containers), the runtime
@@ -89,7 +90,7 @@ install_pyxis() {
   ((status == 0)) &&
     retry curl -fsSL -o "$work/pyxis.tar.gz" "$PYXIS_SOURCE/v$PYXIS_VERSION.tar.gz" &&
     tar -xzf "$work/pyxis.tar.gz" -C "$work" &&
-    make -C "$work/pyxis-$PYXIS_VERSION" CPPFLAGS="-I$prefix/include" prefix="$prefix" install || status=1
+    CPPFLAGS="-I$prefix/include" make -C "$work/pyxis-$PYXIS_VERSION" prefix="$prefix" install || status=1
   rm -rf "$work"
   ((status == 0)) || die "pyxis $PYXIS_VERSION could not be built against $prefix; $ADVICE"
   log INFO "built pyxis $PYXIS_VERSION against $prefix"

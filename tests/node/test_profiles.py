@@ -39,7 +39,8 @@ fi
     "dpkg": "echo amd64",
     "gcc": "exit 0",
     # make -C DIR CPPFLAGS=... prefix=PREFIX install: what pyxis's Makefile installs, under FMCLUSTER_ROOT
-    "make": """for arg; do [[ "$arg" == prefix=* ]] && prefix="${arg#prefix=}"; done
+    "make": """echo "CPPFLAGS=${CPPFLAGS:-}" >"$STUB_STATE/make-env"
+for arg; do [[ "$arg" == prefix=* ]] && prefix="${arg#prefix=}"; done
 mkdir -p "$FMCLUSTER_ROOT$prefix/lib/slurm" && : >"$FMCLUSTER_ROOT$prefix/lib/slurm/spank_pyxis.so\"""",
 }
 
@@ -128,7 +129,9 @@ def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(mac
                                  f"{ENROOT_URL}/enroot+caps-4.1.2-1.el8.x86_64.rpm"]  # fmt: skip
     assert downloads[2] == PYXIS_URL
     ((make,),) = [[call] for call in node.calls("make")]
-    assert f"CPPFLAGS=-I{slurm['include']}" in make and f"prefix={slurm['prefix']}" in make  # against this Slurm
+    assert f"prefix={slurm['prefix']}" in make  # built against this image's Slurm, into its plugin directory
+    # in the environment: pyxis's Makefile appends it to its own CPPFLAGS (a command-line one would replace them)
+    assert (node.state / "make-env").read_text() == f"CPPFLAGS=-I{slurm['include']}\n"
 
     conf = node.path("/etc/enroot/enroot.conf").read_text()
     assert "ENROOT_RESTRICT_DEV no\n" in conf and "ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)\n" in conf
