@@ -123,11 +123,36 @@ use_dlami_volume() {
     "$DLAMI_MOUNT/scratch $MOUNT_POINT none bind,nofail,x-systemd.requires-mounts-for=$DLAMI_MOUNT 0 0"
   mount --bind "$ROOT$DLAMI_MOUNT/scratch" "$ROOT$MOUNT_POINT"
   log INFO "$MOUNT_POINT is $DLAMI_MOUNT/scratch, on the volume HyperPod's dlami-nvme assembled"
+  boot_unit
+}
+
+# boot_unit: fmcluster-scratch.service, which runs this script at every boot, before the image's slurmd unit(s) and
+# after dlami-nvme (where there is one): /scratch comes back after a reboot, and after a stop/start, which hands the
+# instance blank disks (a fresh DLAMI volume has no scratch/ directory for fstab's bind line).
+boot_unit() {
+  local before
+  local -a units
+  mapfile -t units < <(slurmd_units)
+  before="${units[*]:-slurmd.service}"
+  install_unit fmcluster-scratch.service <<EOF
+[Unit]
+Description=fmcluster: local NVMe instance store at $MOUNT_POINT (rebuilt when a stop/start erased it)
+After=local-fs.target dlami-nvme.service
+Before=${before}
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=$SCRIPT_DIR/nvme-raid.sh
+
+[Install]
+WantedBy=multi-user.target
+EOF
 }
 
 main() {
   local device found fstype uuid groups
-  local -a disks listed units
+  local -a disks listed
   require_root
   if mountpoint -q "$ROOT$MOUNT_POINT"; then
     log INFO "$MOUNT_POINT is already mounted; nothing to do"
@@ -186,23 +211,7 @@ main() {
   chmod 1777 "$ROOT$MOUNT_POINT"
   log INFO "mounted $device at $MOUNT_POINT"
 
-  local before
-  mapfile -t units < <(slurmd_units)
-  before="${units[*]:-slurmd.service}"
-  install_unit fmcluster-scratch.service <<EOF
-[Unit]
-Description=fmcluster: local NVMe instance store at $MOUNT_POINT (rebuilt when a stop/start erased it)
-After=local-fs.target
-Before=${before}
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=$SCRIPT_DIR/nvme-raid.sh
-
-[Install]
-WantedBy=multi-user.target
-EOF
+  boot_unit
 }
 
 main "$@"

@@ -99,6 +99,8 @@ def test_nvme_raid_uses_what_the_image_made_of_the_disks(machine):
         ]
         assert "bind,nofail,x-systemd.requires-mounts-for=/opt/dlami/nvme" in node.path("/etc/fstab").read_text()
         assert stat.S_IMODE(node.path("/opt/dlami/nvme/scratch").stat().st_mode) == 0o1777
+        unit = node.path("/etc/systemd/system/fmcluster-scratch.service").read_text()
+        assert "After=local-fs.target dlami-nvme.service\n" in unit  # a stop/start's fresh volume gets scratch/ too
     else:
         assert [call[1] for call in node.calls("mdadm")][:2] == ["--detail", "--create"]
         unit = node.path("/etc/systemd/system/fmcluster-scratch.service").read_text()

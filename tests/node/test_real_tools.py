@@ -159,6 +159,14 @@ def test_dlami_disks_in_lvm_are_left_alone_and_scratch_is_the_dlami_volume(node,
             booted = node.run("nvme-raid.sh")  # ... and fmcluster-scratch.service runs this
             assert booted.returncode == 0, booted.stderr
             assert is_mount(scratch) and (scratch / "cached-layer").read_text() == "kept"
+
+            unmount_below(node.root)  # stop/start: blank disks, so dlami-nvme makes a fresh volume
+            _run(_tool("mkfs.xfs"), "-q", "-f", volume)
+            _run(_tool("mount"), volume, str(dlami))
+            started = node.run("nvme-raid.sh")
+            assert started.returncode == 0, started.stderr
+            assert is_mount(scratch) and not (scratch / "cached-layer").exists()
+            assert stat.S_IMODE(scratch.stat().st_mode) == 0o1777
         finally:
             unmount_below(node.root)
             subprocess.run([_tool("vgremove"), "-q", "-f", group], check=False, capture_output=True, env=LVM_ENV)
