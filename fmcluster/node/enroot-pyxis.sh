@@ -205,28 +205,33 @@ configure_pyxis() {
 
 main() {
   local base prefix
+  local -a prefixes
   if (($#)); then
     printf 'usage: %s\n' "$0" >&2
     exit 2
   fi
   require_root
   shopt -s extglob
-  prefix="$(slurm_prefix)"
-  if [[ "$prefix" == /usr && ! -x "$ROOT/usr/bin/srun" ]]; then
+  mapfile -t prefixes < <(slurm_prefixes)
+  if [[ "${prefixes[*]}" == /usr && ! -x "$ROOT/usr/bin/srun" ]]; then
     die "no Slurm on this node (looked in /opt/slurm, /opt/aws/pcs/scheduler/slurm-*, /usr); pyxis needs it"
   fi
   if ! command -v enroot >/dev/null 2>&1; then
     install_enroot
   fi
-  if [[ ! -f "$ROOT$prefix/lib/slurm/$PYXIS_PLUGIN" ]]; then
-    install_pyxis "$prefix"
-  fi
+  for prefix in "${prefixes[@]}"; do # every Slurm version of the image, as the PCS user guide asks
+    if [[ ! -f "$ROOT$prefix/lib/slurm/$PYXIS_PLUGIN" ]]; then
+      install_pyxis "$prefix"
+    fi
+  done
   base="$(local_disk)"
   if [[ "$base" == /tmp ]]; then
     log WARN "none of ${LOCAL_DISKS[*]} is mounted; enroot keeps its caches under /tmp"
   fi
   configure_enroot "$base"
-  configure_pyxis "$prefix"
+  for prefix in "${prefixes[@]}"; do
+    configure_pyxis "$prefix"
+  done
 }
 
 main "$@"

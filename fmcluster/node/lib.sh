@@ -135,20 +135,29 @@ install_unit() {
   fi
 }
 
-# slurm_prefix: where this image keeps Slurm (bin/, include/, lib/slurm/): /opt/slurm on HyperPod, the newest
-# /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (PCS user guide, "Install SPANK plugins"), else /usr.
-slurm_prefix() {
+# slurm_prefixes: where this image keeps Slurm (bin/, include/, lib/slurm/), oldest first: /opt/slurm on HyperPod,
+# every /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (an AMI may hold several; PCS user guide, "Install SPANK
+# plugins"), else /usr. slurm_prefix: the last of them (on PCS the newest version).
+slurm_prefixes() {
+  local dir
   local -a found
   if [[ -x "$ROOT/opt/slurm/bin/sinfo" || -d "$ROOT/opt/slurm/etc" ]]; then
     printf '/opt/slurm\n'
     return 0
   fi
   mapfile -t found < <(compgen -G "$ROOT/opt/aws/pcs/scheduler/slurm-*" | sort -V)
-  if ((${#found[@]})); then
-    printf '%s\n' "${found[-1]#"$ROOT"}"
-  else
+  if ((${#found[@]} == 0)); then
     printf '/usr\n'
   fi
+  for dir in ${found[@]+"${found[@]}"}; do
+    printf '%s\n' "${dir#"$ROOT"}"
+  done
+}
+
+slurm_prefix() {
+  local -a prefixes
+  mapfile -t prefixes < <(slurm_prefixes)
+  printf '%s\n' "${prefixes[-1]}"
 }
 
 # slurmd_units: the slurmd unit(s) this image installs, one per line: slurmd.service on HyperPod, another name on

@@ -250,3 +250,18 @@ def test_lustre_mount_failing_fails_the_node_in_one_line(tmp_path):
     assert result.stderr.splitlines()[-1].endswith(
         "ERROR: fmcluster bootstrap FAILED at mount-lustre (logs: /var/log/fmcluster/mount-lustre.log)"
     )
+
+
+def test_pyxis_is_built_for_every_slurm_version_a_pcs_image_holds(tmp_path):
+    """The PCS user guide ("Install SPANK plugins"): with several Slurm versions in the AMI, build for each."""
+    node = pcs_machine(tmp_path, "pcs-sample-al2023")
+    node.set("pyxis.tar.gz", pyxis_archive())
+    node.path("/opt/aws/pcs/scheduler/slurm-25.05/include/slurm").mkdir(parents=True)
+    node.path("/opt/aws/pcs/scheduler/slurm-25.05/include/slurm/spank.h").write_text("")
+    result = node.run("enroot-pyxis.sh")
+    assert result.returncode == 0, result.stderr
+    built = [arg for call in node.calls("make") for arg in call if arg.startswith("prefix=")]
+    assert built == ["prefix=/opt/aws/pcs/scheduler/slurm-25.05", "prefix=/opt/aws/pcs/scheduler/slurm-25.11"]
+    for version in ("25.05", "25.11"):
+        conf = node.path(f"/etc/aws/pcs/scheduler/slurm-{version}/plugstack.conf.d/pyxis.conf")
+        assert conf.read_text() == f"required /opt/aws/pcs/scheduler/slurm-{version}/lib/slurm/spank_pyxis.so\n"
