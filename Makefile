@@ -38,6 +38,19 @@ $(STAMP)/test-tools:
 	systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 	@touch $@
 
+# Real tools for the node tests (tests/node): Debian's slurm-wlm 22.05 with munge (a one-node Slurm), lvm2 and
+# xfsprogs (instance-store disks on loop devices). On the test path only, installed only when missing (as root, as
+# on CI), pinned to the series the tests were measured with; their services are disabled like Prometheus's.
+NODE_TEST_TOOLS := 'slurmctld=22.05.*' 'slurmd=22.05.*' 'slurm-client=22.05.*' 'munge=0.5.*' 'lvm2=2.03.*' 'xfsprogs=6.*'
+$(STAMP)/node-tools:
+	@mkdir -p $(STAMP)
+	missing=; for tool in slurmctld slurmd sbatch munged pvcreate vgcreate mkfs.xfs; do \
+	  command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	test -z "$$missing" || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_TEST_TOOLS); }
+	systemctl disable --now slurmctld slurmd munge >/dev/null 2>&1 || true
+	@touch $@
+
 synth: setup
 	cdk synth --quiet --no-notices -c config=$(CONFIG)
 	fmcluster plan $(CONFIG)
@@ -55,7 +68,7 @@ diagnose: setup
 lint: setup
 	ruff check .
 
-test: lint $(STAMP)/test-tools
+test: lint $(STAMP)/test-tools $(STAMP)/node-tools
 	pytest $(PYTEST_ARGS)
 
 deploy: setup

@@ -57,7 +57,10 @@ _ARCHIVE_MARK = "FMCLUSTER_NODE_SCRIPTS"
 
 BUNDLE_DIR = "/opt/fmcluster"
 """Where the node bundle unpacks on a node (HyperPod's lifecycle scripts install the same layout there)."""
-BUNDLE_SCRIPTS: tuple[str, ...] = (*NODE_SCRIPTS, "observability.sh")
+BUNDLE_SCRIPTS: tuple[str, ...] = (
+    *NODE_SCRIPTS, "observability.sh", "lnet-efa.sh", "enroot-pyxis.sh", "slurm-hooks.sh", "slurm/task-prolog.sh",
+    "slurm/gpu-job-map.sh",
+)  # fmt: skip
 """The scripts of `fmcluster/node/` in the bundle, under `node/`."""
 NCCL_TESTS = "nccl-tests.sbatch"
 """The nccl-tests job (fmcluster/node/nccl-tests.sbatch); the bundle puts it at /opt/fmcluster/nccl-tests.sbatch."""

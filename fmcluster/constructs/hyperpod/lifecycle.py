@@ -29,7 +29,10 @@ LIFECYCLE_ENV = "fmcluster.env"
 """The cluster's settings for the lifecycle scripts, written next to them (KEY=value lines)."""
 LIFECYCLE_SCRIPTS: Mapping[str, str] = {
     ON_CREATE: "node/hyperpod/on_create.sh",
-    "enroot-pyxis.sh": "node/hyperpod/enroot-pyxis.sh",
+    "enroot-pyxis.sh": "node/enroot-pyxis.sh",
+    "slurm-hooks.sh": "node/slurm-hooks.sh",
+    "task-prolog.sh": "node/slurm/task-prolog.sh",
+    "gpu-job-map.sh": "node/slurm/gpu-job-map.sh",
     "import-image.sh": "node/hyperpod/import-image.sh",
     "ssm.sh": "node/hyperpod/ssm.sh",
     "lib.sh": "node/lib.sh",
