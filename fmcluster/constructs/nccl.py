@@ -30,6 +30,7 @@ from constructs import Construct
 
 from fmcluster import catalog
 from fmcluster.config.models import GROUP_NAME_PATTERN, NAME_PATTERN
+from fmcluster.constructs.compliance import LAMBDA_IN_VPC, acknowledge_deploy_time_functions, acknowledge_findings
 from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
 from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.nccl import (
@@ -250,6 +251,10 @@ class NcclTuning(Construct):
         )
         """The Provider framework in front of `function` (it answers CloudFormation, so a failure never hangs)."""
         quiet_redundant_depends_on(self.provider.node.find_child("framework-onEvent"))
+        acknowledge_deploy_time_functions(self.function, "writes this cluster's NCCL SSM parameters (ssm:PutParameter)")
+        acknowledge_deploy_time_functions(
+            self.provider, "invokes the NCCL parameter handler", resource_type="AWS::Lambda::Function"
+        )
         acknowledge_wildcards(
             framework_role,
             resources=[f"{self.function.function_arn}:*"],
@@ -421,6 +426,7 @@ class NcclValidation(Construct):
         )
         """The function that judges each upload (bad input is logged, never retried)."""
         quiet_redundant_depends_on(self.function)
+        self._acknowledge_function()
 
         bucket = results_bucket
         if not isinstance(results_bucket, s3.Bucket) or cdk.Stack.of(results_bucket) is not stack:
@@ -488,12 +494,52 @@ class NcclValidation(Construct):
                 alarm.add_ok_action(action)
 
 
+    def _acknowledge_function(self) -> None:
+        acknowledge_findings(
+            self.function,
+            checkov=["CKV_AWS_117"],
+            controls=[LAMBDA_IN_VPC],
+            reason="Reads nccl-tests logs from S3 and puts CloudWatch metrics; it reaches nothing inside the VPC, so "
+            "outside a VPC it needs no NAT gateway or interface endpoint",
+        )
+        acknowledge_findings(
+            self.function,
+            checkov=["CKV_AWS_116"],
+            reason="S3 invokes it asynchronously with two retries; a log it still cannot judge is logged and counted "
+            "in RejectedResults (which alarms), and the log itself stays in the bucket to judge again",
+        )
+        acknowledge_findings(
+            self.function,
+            checkov=["CKV_AWS_115"],
+            reason="One invocation per uploaded nccl-tests log (a few per day); reserved concurrency would only take "
+            "capacity from the account's unreserved pool",
+        )
+        acknowledge_findings(
+            self.function,
+            checkov=["CKV_AWS_173", "CKV_AWS_45"],
+            reason="Its environment holds the cluster name and baseline figures, no secret (Lambda encrypts it at "
+            "rest with an AWS key)",
+        )
+        acknowledge_findings(
+            self,
+            controls=["lambda_function_public_access_prohibited_check"],
+            reason="S3 may invoke the function only for the checkpoints bucket (SourceArn) of this account "
+            "(SourceAccount); both are references the rule cannot read statically (the bucket is in the storage stack, "
+            "the account a pseudo parameter), and a Control Tower hook sees the resolved values",
+        )
+
+
 def _acknowledge_notifications_handler(stack: cdk.Stack) -> None:
     """Acknowledge the findings on CDK's S3-notifications singleton, which `add_event_notification` creates."""
     handler = stack.node.try_find_child(S3_NOTIFICATIONS_HANDLER)
     if handler is None:
         return
     quiet_redundant_depends_on(handler)
+    acknowledge_deploy_time_functions(
+        handler,
+        "sets the bucket's event notifications (s3:PutBucketNotification)",
+        resource_type="AWS::Lambda::Function",
+    )
     cdk.Validations.of(handler).acknowledge(
         cdk.Acknowledgment(
             id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",

@@ -11,6 +11,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig, ComputeGroup
+from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.efa import EfaLaunchTemplate
 from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.constructs.observability import endpoint_parameter_name
@@ -149,6 +150,7 @@ class PcsClusterStack(cdk.Stack):
                 ami_id=orchestrator.ami_id,
                 queue=False,
             )
+        encrypt_log_groups(self, storage.buckets.key)
 
     def _grant_node_access(self, config: ClusterConfig, storage: StorageStack) -> None:
         role = self.slurm.role

@@ -9,6 +9,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
+from fmcluster.constructs.compliance import encrypt_log_groups
+from fmcluster.constructs.nccl import NcclValidation
 from fmcluster.constructs.observability import ClusterObservability
 from fmcluster.stacks.storage import StorageStack
 
@@ -21,6 +23,9 @@ class ObservabilityStack(cdk.Stack):
     before it exists find the workspace's endpoint later through its SSM parameter (observability.sh refreshes every
     5 minutes). With `storage.retain_on_delete: true` (the default) the Prometheus workspace (the metrics history) and
     the alarm topic's key survive `cdk destroy`.
+
+    nccl-tests results uploaded under nccl-tests/ in the storage stack's checkpoints bucket become metrics and alarms
+    here (`nccl_tests`), next to the topic every alarm notifies. Log groups are encrypted with the alarm topic's key.
     """
 
     def __init__(
@@ -50,3 +55,14 @@ class ObservabilityStack(cdk.Stack):
             node_roles=node_roles,
             removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
         )
+        self.nccl_tests = NcclValidation(
+            self,
+            "NcclTests",
+            cluster_name=config.name,
+            results_bucket=storage.buckets.checkpoints_bucket,
+            groups=[(group.name, group.instance_type) for group in config.compute],
+            alarm_topic=self.observability.topic,
+            removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
+        )
+        """nccl-tests results judged: metrics, and alarms to the cluster's alarm topic."""
+        encrypt_log_groups(self, self.observability.key)
