@@ -251,6 +251,11 @@ INVALID = [
     _p({"network.vpc_cidr": "fd00::/16"}, ["network.vpc_cidr: " + CIDR_FORMAT + "'fd00::/16'"], "cidr-ipv6"),
     _p({"network.egress": "igw"}, ["network.egress: must be 'nat' or 'none'; got 'igw'"], "egress-enum"),
     _p({"network": []}, ["network: must be a mapping of keys; got a list"], "network-not-mapping"),
+    _p(
+        {"compliance": "soc2"},
+        ["compliance: must be 'baseline' or 'control-tower'; got 'soc2'"],
+        "compliance-enum",
+    ),
     # --- compute (the list) -----------------------------------------------------------------------------
     _p({"compute": DELETE}, ["compute: required"], "compute-missing"),
     _p({"compute": []}, ["compute: must have at least 1 entry; got 0"], "compute-empty"),
@@ -1208,6 +1213,7 @@ VALID = [
     pytest.param({"network.vpc_cidr": "172.16.0.0/16"}, id="cidr-172-16"),
     pytest.param({"network.vpc_cidr": "192.168.0.0/16"}, id="cidr-192-168"),
     pytest.param({"network.egress": "none"}, id="egress-none"),
+    pytest.param({"compliance": "control-tower"}, id="compliance-control-tower"),
     pytest.param({"network.vpc_cidr": "10.0.0.0/20", "compute[0].count": 1787}, id="nodes-fill-small-vpc"),
     pytest.param({"compute": [group(f"g{i}") for i in range(16)]}, id="compute-16-groups"),
     pytest.param({"compute[0].name": "a"}, id="group-name-1-char"),
@@ -1317,6 +1323,7 @@ def test_defaults_resolve_as_config_md_says() -> None:
     assert config.orchestrator.type == "hyperpod-slurm"
     assert config.orchestrator.controller_instance_type == "m5.4xlarge"
     assert config.orchestrator.login_instance_type is None
+    assert config.compliance == "baseline"
     gpu = config.compute[0]
     assert gpu.capacity == "on-demand"
     assert gpu.reservation_id is None
