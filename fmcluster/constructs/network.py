@@ -15,6 +15,7 @@ from fmcluster.addressing import plan_subnets
 from fmcluster.config.models import Network
 from fmcluster.config.regions import AZ_ID_PATTERN
 from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
+from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.constructs.props import check_props
 
 INTERFACE_ENDPOINTS: dict[str, str] = {
@@ -301,10 +302,19 @@ class TrainingNetwork(Construct):
                 policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[group_arn]),
                 install_latest_aws_sdk=False,
             )
+        function = stack.node.find_child(AWS_CUSTOM_RESOURCE_FUNCTION)
+        quiet_redundant_depends_on(function)
         acknowledge_deploy_time_functions(
-            stack.node.find_child(AWS_CUSTOM_RESOURCE_FUNCTION),
+            function,
             "removes the default security group's rules (ec2:RevokeSecurityGroupIngress/Egress)",
             resource_type="AWS::Lambda::Function",
+        )
+        cdk.Validations.of(function).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+                reason="CDK's AwsCustomResource function writes only its own CloudWatch logs with this policy; its EC2 "
+                "permissions are inline and name the default security group",
+            )
         )
 
     def _name(self, resource: cdk.CfnResource, suffix: str) -> None:
