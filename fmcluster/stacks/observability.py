@@ -10,7 +10,6 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.compliance import encrypt_log_groups
-from fmcluster.constructs.nccl import NcclValidation
 from fmcluster.constructs.observability import ClusterObservability
 from fmcluster.stacks.storage import StorageStack
 
@@ -24,8 +23,8 @@ class ObservabilityStack(cdk.Stack):
     5 minutes). With `storage.retain_on_delete: true` (the default) the Prometheus workspace (the metrics history) and
     the alarm topic's key survive `cdk destroy`.
 
-    nccl-tests results uploaded under nccl-tests/ in the storage stack's checkpoints bucket become metrics and alarms
-    here (`nccl_tests`), next to the topic every alarm notifies. Log groups are encrypted with the alarm topic's key.
+    The storage stack's nccl-tests alarms are made here, next to the topic every alarm notifies (an alarm refers to
+    metric names only). Log groups are encrypted with the alarm topic's key.
     """
 
     def __init__(
@@ -55,14 +54,5 @@ class ObservabilityStack(cdk.Stack):
             node_roles=node_roles,
             removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
         )
-        self.nccl_tests = NcclValidation(
-            self,
-            "NcclTests",
-            cluster_name=config.name,
-            results_bucket=storage.buckets.checkpoints_bucket,
-            groups=[(group.name, group.instance_type) for group in config.compute],
-            alarm_topic=self.observability.topic,
-            removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
-        )
-        """nccl-tests results judged: metrics, and alarms to the cluster's alarm topic."""
+        storage.nccl_tests.add_alarms(Construct(self, "NcclTests"), self.observability.topic)
         encrypt_log_groups(self, self.observability.key)

@@ -11,6 +11,7 @@ from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.lustre import LustreStorage
 from fmcluster.constructs.nag import acknowledge_wildcards
+from fmcluster.constructs.nccl import NcclValidation
 from fmcluster.constructs.network import TrainingNetwork
 
 
@@ -58,6 +59,16 @@ class StorageStack(cdk.Stack):
         self.node_data_policy = self._node_data_policy()
         """What cluster nodes may do with the project's data: read datasets, read and write checkpoints.
         Attach it to node roles (`role.add_managed_policy(...)`) in the cluster stack."""
+        self.nccl_tests = NcclValidation(
+            self,
+            "NcclTests",
+            cluster_name=config.name,
+            results_bucket=self.buckets.checkpoints_bucket,
+            groups=[(group.name, group.instance_type) for group in config.compute],
+            removal_policy=removal_policy,
+        )
+        """nccl-tests results uploaded under nccl-tests/ in the checkpoints bucket become metrics; the observability
+        stack adds the alarms (`add_alarms`), next to the alarm topic."""
         encrypt_log_groups(self, self.buckets.key)
 
     def _node_data_policy(self) -> iam.ManagedPolicy:
