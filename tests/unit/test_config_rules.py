@@ -34,7 +34,7 @@ EFA_TYPES = ", ".join(name for name, row in catalog.CATALOG.items() if row.efa_c
 LUSTRE_EFA_CLIENTS = ", ".join(name for name, row in catalog.CATALOG.items() if row.lustre_efa_client)
 TOP_KEYS = (
     "name, region, account, availability_zone_id, secondary_availability_zone_id, network, orchestrator, "
-    "compute, storage, training, nccl, image, observability, tags"
+    "compute, storage, training, nccl, image, observability, compliance, tags"
 )
 GROUP_KEYS = (
     "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa"
