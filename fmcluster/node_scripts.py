@@ -34,6 +34,15 @@ from importlib.resources.abc import Traversable
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 
+from fmcluster.config.checks import (
+    HYPERPOD_CLUSTER_NAME_PATTERN,
+    S3_URI_PATTERN,
+    SSM_PATH_PATTERN,
+    is_token,
+    lustre_dns_name_problem,
+    lustre_mount_name_problem,
+)
+
 NODE_SCRIPTS: tuple[str, ...] = ("bootstrap.sh", "lib.sh", "mount-lustre.sh", "nccl-env.sh", "nvme-raid.sh")
 """The scripts under `fmcluster/node/`; all but `lib.sh` (which is sourced) are executable."""
 INSTALL_DIR = "/opt/fmcluster/node"
@@ -43,13 +52,8 @@ USER_DATA_BUDGET = 12 * 1024
 SHELL_CONTENT_TYPE = 'text/x-shellscript; charset="us-ascii"'
 """The MIME type AWS PCS documents for a shell part of launch-template user data."""
 
-_DNS_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
-_MOUNT_NAME = re.compile(r"^[A-Za-z0-9_]{1,16}$")
 _MOUNT_POINT = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
-_SSM_NAME = re.compile(r"^/?[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")
 _ARCHIVE_MARK = "FMCLUSTER_NODE_SCRIPTS"
-_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/\S*)?$")
-_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
 
 BUNDLE_DIR = "/opt/fmcluster"
 """Where the node bundle unpacks on a node (HyperPod's lifecycle scripts install the same layout there)."""
@@ -340,13 +344,17 @@ def _check(dns_name: str | None, mount_name: str | None, mount_point: str, efa: 
         )
     if efa and dns_name is None:
         problems.append("lustre_efa: needs a file system (lustre_dns_name and lustre_mount_name)")
-    for prop, value, pattern, right in (
-        ("lustre_dns_name", dns_name, _DNS_NAME, "a DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"),
-        ("lustre_mount_name", mount_name, _MOUNT_NAME, "1-16 letters, digits or '_' like abcdef12"),
-        ("lustre_mount_point", mount_point, _MOUNT_POINT, "an absolute directory like /fsx"),
-        ("nccl_parameter_name", parameter, _SSM_NAME, "an SSM parameter name like /fmcluster/nccl"),
+    for prop, problem in (
+        ("lustre_dns_name", lustre_dns_name_problem(dns_name)),
+        ("lustre_mount_name", lustre_mount_name_problem(mount_name)),
     ):
-        if value is not None and not cdk.Token.is_unresolved(value) and not pattern.match(value):
+        if problem:
+            problems.append(f"{prop}: {problem}")
+    for prop, value, pattern, right in (
+        ("lustre_mount_point", mount_point, _MOUNT_POINT, "an absolute directory like /fsx"),
+        ("nccl_parameter_name", parameter, SSM_PATH_PATTERN, "an SSM parameter name like /fmcluster/nccl"),
+    ):
+        if value is not None and not is_token(value) and not pattern.match(value):
             problems.append(f"{prop}: must be {right}; got {value!r}")
     if problems:
         raise ValueError("\n".join(f"bootstrap_user_data: {problem}" for problem in problems))
@@ -354,7 +362,7 @@ def _check(dns_name: str | None, mount_name: str | None, mount_point: str, efa: 
 
 def _check_bundle(bundle_s3_uri: str | None, observability: NodeObservability | None) -> None:
     problems = []
-    if bundle_s3_uri is not None and not cdk.Token.is_unresolved(bundle_s3_uri) and not _S3_URI.match(bundle_s3_uri):
+    if bundle_s3_uri is not None and not is_token(bundle_s3_uri) and not S3_URI_PATTERN.match(bundle_s3_uri):
         problems.append(f"bundle_s3_uri: must be an S3 URI like s3://bucket/bundle.zip; got {bundle_s3_uri!r}")
     if observability is not None:
         if bundle_s3_uri is None:
@@ -362,12 +370,13 @@ def _check_bundle(bundle_s3_uri: str | None, observability: NodeObservability | 
                 "observability: needs bundle_s3_uri (observability.sh and its dashboards come in the node bundle)"
             )
         for prop, value, pattern, right in (
-            ("cluster_name", observability.cluster_name, _CLUSTER_NAME, "a cluster name like llm-pretrain"),
-            ("endpoint_parameter", observability.endpoint_parameter, _SSM_NAME,
+            ("cluster_name", observability.cluster_name, HYPERPOD_CLUSTER_NAME_PATTERN,
+             "a cluster name like llm-pretrain"),
+            ("endpoint_parameter", observability.endpoint_parameter, SSM_PATH_PATTERN,
              "an SSM parameter name like /fmcluster/llm/observability/prometheus-endpoint"),
-            ("mirror", observability.mirror, _S3_URI, "an S3 prefix like s3://my-bucket/fmcluster-mirror"),
+            ("mirror", observability.mirror, S3_URI_PATTERN, "an S3 prefix like s3://my-bucket/fmcluster-mirror"),
         ):  # fmt: skip
-            if value is not None and not cdk.Token.is_unresolved(value) and not pattern.match(value):
+            if value is not None and not is_token(value) and not pattern.match(value):
                 problems.append(f"observability.{prop}: must be {right}; got {value!r}")
     if problems:
         raise ValueError("\n".join(f"bootstrap_user_data: {problem}" for problem in problems))

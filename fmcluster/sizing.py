@@ -1,9 +1,10 @@
 """Checkpoint and throughput arithmetic behind `fmcluster plan` and the checkpoint-time warning.
 
-Sources (shared/FACTS.md): mixed-precision Adam checkpoints hold about 14 bytes per parameter (fp16/bf16
-weights, fp32 master weights and two fp32 moments: 2 + 4 + 4 + 4); FSx for Lustre throughput is capacity in
-TiB times the per-TiB tier; a Lustre client moves at most ~100 Gbps over ENA and ~700 Gbps over EFA
-(unconfirmed). Units are decimal, as AWS quotes them: MB/s = 10^6 bytes/s, TB = 10^12 bytes.
+Sources: mixed-precision Adam checkpoints hold about 14 bytes per parameter (fp16/bf16 weights, fp32 master
+weights and two fp32 moments: 2 + 4 + 4 + 4; Rajbhandari et al., "ZeRO", 2020, section 3.1); FSx for Lustre
+throughput is capacity in TiB times the per-TiB tier (FSx for Lustre user guide, "Performance"); a Lustre
+client moves at most ~100 Gbps over ENA and ~700 Gbps over EFA (unconfirmed). Units are decimal, as AWS quotes
+them: MB/s = 10^6 bytes/s, TB = 10^12 bytes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The cluster file as typed, frozen models (the contract is ../../shared/CONFIG.md, mirrored in the README).
+"""The cluster file as typed, frozen models (the contract is the README's key table).
 
 Each model checks its own keys, including rules that depend on an earlier key of the same model (pydantic
 validates fields in declaration order, so a dependent field is declared after what it depends on and its
@@ -7,7 +7,6 @@ validator reads `info.data`). Rules across sections live in `rules.py`.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import re
 from collections.abc import Callable, Iterable
@@ -27,6 +26,16 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from fmcluster import catalog
+from fmcluster.config.checks import (
+    AMI_ID_PATTERN,
+    GROUP_NAME_PATTERN,
+    S3_URI_PATTERN,
+    TRAINING_PLAN_ARN_PATTERN,
+    cluster_name_problem,
+    no_efa,
+    reservation_problem,
+    unknown_instance_type,
+)
 from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
 
 MAX_NODES_PER_GROUP = 6758
@@ -56,13 +65,6 @@ class _Model(BaseModel):
 Capacity = Literal["on-demand", "capacity-block", "odcr", "training-plan"]
 RepositoryEvent = Literal["new", "changed", "deleted"]
 
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
-GROUP_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
-RESERVATION_ID_PATTERN = re.compile(r"^cr-[0-9a-f]{17}$")
-TRAINING_PLAN_ARN_PATTERN = re.compile(
-    r"^arn:aws[a-z-]*:sagemaker:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):training-plan/[A-Za-z0-9-]{1,63}$"
-)
-AMI_ID_PATTERN = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
 PCS_SLURM_VERSIONS = ("24.11", "25.05", "25.11")
 """Slurm versions AWS PCS runs (PCS user guide, Slurm versions; 2026-11)."""
 PCS_DEFAULT_SLURM_VERSION = "25.11"
@@ -70,7 +72,6 @@ PCS_DEFAULT_SLURM_VERSION = "25.11"
 PCS_MAX_NODES = 2048
 """AWS PCS LARGE clusters manage at most 2,048 instances (PCS API reference, Cluster.size)."""
 EC2_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
-S3_URI_PATTERN = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>/[^\s]*)?$")
 LUSTRE_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 NCCL_ENV_KEY_PATTERN = re.compile(r"^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$")
@@ -133,27 +134,15 @@ class ComputeGroup(_Model):
     def _known_type(cls, value: str) -> str:
         if value.startswith("ml.") and value[3:] in catalog.CATALOG:
             raise fail(f"give the EC2 name {value[3:]!r}; HyperPod's 'ml.' prefix is added for you")
-        if value not in catalog.CATALOG:
-            close = difflib.get_close_matches(value, list(catalog.CATALOG), n=1, cutoff=0.7)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise fail(f"unknown instance type {value!r}; {hint}known: {', '.join(catalog.CATALOG)}")
+        if problem := unknown_instance_type(value):
+            raise fail(problem)
         return value
 
     @field_validator("reservation_id")
     @classmethod
     def _reservation(cls, value: str | None, info: ValidationInfo) -> str | None:
-        capacity = info.data.get("capacity")
-        needs_one = capacity in ("capacity-block", "odcr")
-        if value is None:
-            if needs_one:
-                raise fail(f"required when capacity is {capacity!r}")
-            return None
-        if capacity is not None and not needs_one:
-            raise fail(f"only for capacity 'capacity-block' or 'odcr'; this group's capacity is {capacity!r}")
-        if not RESERVATION_ID_PATTERN.match(value):
-            raise fail(
-                f"must be a capacity reservation id like cr-0123456789abcdef0 ('cr-' and 17 hex digits); got {value!r}"
-            )
+        if problem := reservation_problem(info.data.get("capacity"), value):
+            raise fail(problem)
         return value
 
     @field_validator("training_plan_arn")
@@ -198,9 +187,8 @@ class ComputeGroup(_Model):
         row = catalog.CATALOG.get(instance_type) if instance_type else None
         if value is None:
             return bool(row and row.supports_efa)
-        if value is True and row is not None and not row.supports_efa:
-            with_efa = ", ".join(name for name, r in catalog.CATALOG.items() if r.supports_efa)
-            raise fail(f"{instance_type} has no EFA; set efa: false or use an EFA type ({with_efa})")
+        if value is True and (problem := no_efa(instance_type, "set efa: false")):
+            raise fail(problem)
         return value
 
     @property
@@ -438,7 +426,7 @@ CONTAINER_IMAGE_PATTERN = re.compile(
 """A container image reference: [registry/]path[:tag][@sha256:digest] (the Docker distribution reference grammar)."""
 
 P5_CLASS_FAMILIES = ("p5", "p6")
-"""Families with the P5 version floors (aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge"; FACTS.md)."""
+"""Families with the P5 version floors (aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge")."""
 P5_FLOORS = {"cuda": (12, 0, 0), "nccl": (2, 18, 5), "aws_ofi_nccl": (1, 7, 3), "efa_installer": (1, 29, 0)}
 """cuda>=12.0, nccl>=2.18.5, aws-ofi-nccl>=1.7.3, efa-installer>=1.29.0 (aws-ofi-nccl doc/efa-env-var.md)."""
 BLACKWELL_MIN_CUDA = (12, 8, 0)
@@ -648,11 +636,8 @@ class ClusterConfig(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not NAME_PATTERN.match(value):
-            raise fail(
-                "must be 2-24 characters of lowercase letters, digits and '-', starting with a letter and "
-                f"ending with a letter or digit; got {value!r}"
-            )
+        if problem := cluster_name_problem(value):
+            raise fail(problem)
         return value
 
     @field_validator("region")

@@ -15,11 +15,16 @@ from pydantic import BaseModel, ValidationError
 
 from fmcluster.addressing import plan_subnets
 from fmcluster.catalog import CATALOG, instance_architecture
+from fmcluster.config.checks import (
+    S3_URI_PATTERN,
+    grafana_without_source,
+    repeated_group_name,
+    repeated_names,
+    training_plan_elsewhere,
+)
 from fmcluster.config.errors import Problem
 from fmcluster.config.models import (
     PCS_MAX_NODES,
-    S3_URI_PATTERN,
-    TRAINING_PLAN_ARN_PATTERN,
     ClusterConfig,
     ComputeGroup,
     Lustre,
@@ -123,29 +128,13 @@ def capacity_matches_orchestrator(config: Sections) -> Iterator[Problem]:
 
 def training_plan_in_cluster_region(config: Sections) -> Iterator[Problem]:
     for index, group in config.groups():
-        match = TRAINING_PLAN_ARN_PATTERN.match(group.training_plan_arn or "")
-        if match and config.region and match["region"] != config.region:
-            yield Problem(
-                f"compute[{index}].training_plan_arn",
-                f"the training plan is in {match['region']}, the cluster in {config.region}; "
-                "a plan serves only its own region",
-            )
-        if match and config.account and match["account"] != config.account:
-            yield Problem(
-                f"compute[{index}].training_plan_arn",
-                f"the training plan belongs to account {match['account']}, the cluster to {config.account}",
-            )
+        for message in training_plan_elsewhere(group.training_plan_arn, config.region, config.account):
+            yield Problem(f"compute[{index}].training_plan_arn", message)
 
 
 def group_names_unique(config: Sections) -> Iterator[Problem]:
-    first_index: dict[str, int] = {}
-    for index, group in config.groups():
-        if group.name in first_index:
-            yield Problem(
-                f"compute[{index}].name",
-                f"{group.name!r} is already the name of compute[{first_index[group.name]}]; group names must be unique",
-            )
-        first_index.setdefault(group.name, index)
+    for index, name, first in repeated_names((index, group.name) for index, group in config.groups()):
+        yield Problem(f"compute[{index}].name", repeated_group_name(name, f"compute[{first}]"))
 
 
 def reservation_holds_one_type(config: Sections) -> Iterator[Problem]:
@@ -243,12 +232,8 @@ def one_architecture_per_image(config: Sections) -> Iterator[Problem]:
 def grafana_has_a_source(config: Sections) -> Iterator[Problem]:
     if config.observability is None:
         return
-    if config.observability.grafana != "none" and config.observability.prometheus == "none":
-        yield Problem(
-            "observability.grafana",
-            f"{config.observability.grafana!r} needs prometheus: managed as its data source; "
-            "set grafana: none or prometheus: managed",
-        )
+    if problem := grafana_without_source(config.observability.grafana, config.observability.prometheus):
+        yield Problem("observability.grafana", problem)
 
 
 def _nested(a: str, b: str) -> bool:

@@ -1,17 +1,35 @@
-"""fmcluster's L3 constructs, one per module."""
+"""fmcluster's L3 constructs: each module is named after the construct it holds.
+
+- `network` TrainingNetwork, `efa` EfaLaunchTemplate (named after what it wires), `lustre` LustreStorage,
+  `buckets` ProjectBuckets, `image` TrainingImage, `observability` ClusterObservability, `pcs` PcsSlurmCluster;
+- `nccl_tuning` NcclTuning and `nccl_validation` NcclValidation (deployed in different stacks; the pure NCCL rules
+  they share are `fmcluster.nccl`);
+- `hyperpod/` HyperPodSlurmCluster (`cluster`), its execution role (`role`) and its lifecycle scripts (`lifecycle`).
+
+Helpers, not constructs: `props` (validation of props with the cluster file's rules, which live in
+`fmcluster.config.checks`), `functions` (what Lambda functions share), `nag` (cdk-nag acknowledgments).
+"""
 
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.efa import EfaLaunchTemplate
 from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
+from fmcluster.constructs.image import TrainingImage
 from fmcluster.constructs.lustre import LustreStorage
+from fmcluster.constructs.nccl_tuning import NcclTuning
+from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.constructs.network import TrainingNetwork
+from fmcluster.constructs.observability import ClusterObservability
 from fmcluster.constructs.pcs import PcsSlurmCluster
 
 __all__ = [
+    "ClusterObservability",
     "EfaLaunchTemplate",
     "HyperPodSlurmCluster",
     "LustreStorage",
+    "NcclTuning",
+    "NcclValidation",
     "PcsSlurmCluster",
     "ProjectBuckets",
+    "TrainingImage",
     "TrainingNetwork",
 ]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from fmcluster.constructs.compliance import acknowledge_deploy_time_functions, acknowledge_findings, customer_key
 from fmcluster.constructs.functions import quiet_redundant_depends_on
+from fmcluster.constructs.nag import acknowledge_wildcards
 
 NONCURRENT_CHECKPOINT_TRANSITION = cdk.Duration.days(30)
 """Old checkpoint versions move to Glacier Instant Retrieval after this long (still read in milliseconds)."""
@@ -22,6 +24,18 @@ ACCESS_LOG_EXPIRATION = cdk.Duration.days(365)
 """Parts of multipart uploads that never completed (a crashed checkpoint writer) go after this long."""
 S3_LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 """The CDK feature flag that grants S3 log delivery by bucket policy instead of the bucket's ACL."""
+NODE_DATA_ACTIONS = ("s3:GetObject",)
+"""Nodes only read the data bucket: datasets and the observability mirror (fmcluster/node/observability.sh)."""
+NODE_CHECKPOINT_ACTIONS = (
+    "s3:GetObject",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+)
+"""Nodes read, write and prune checkpoints and upload nccl-tests logs (fmcluster/node/nccl-tests.sbatch); large
+objects go up in multipart uploads, which s3:PutObject authorizes (S3 user guide, "Multipart upload and
+permissions")."""
 AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
 """The id CDK gives, in each stack, to the custom-resource provider behind `auto_delete_objects`."""
 
@@ -46,7 +60,7 @@ class ProjectBuckets(Construct):
     Example::
 
         buckets = ProjectBuckets(stack, "Buckets")
-        buckets.checkpoints_bucket.grant_read_write(node_role)
+        buckets.grant_node_access(node_role)
         LustreStorage(stack, "Lustre", ..., data_bucket=buckets.data_bucket, kms_key=buckets.key)
 
     Args:
@@ -178,6 +192,41 @@ class ProjectBuckets(Construct):
                 reason="Object Lock keeps object versions from deletion; datasets, checkpoints and logs age out by "
                 "lifecycle rules and FSx for Lustre exports overwrite objects, and `ObjectLockEnabled` can only be "
                 "set when a bucket is created (a retained bucket would have to be replaced)",
+            )
+
+    def node_access_statements(self) -> list[iam.PolicyStatement]:
+        """What a cluster node may do with the project's data, decided here once for every cluster.
+
+        Read the data bucket (`NODE_DATA_ACTIONS`); read, write and prune the checkpoints bucket
+        (`NODE_CHECKPOINT_ACTIONS`); list both; use the key only through S3 in this region.
+        """
+        stack = cdk.Stack.of(self)
+        data, checkpoints = self.data_bucket, self.checkpoints_bucket
+        return [
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[data.bucket_arn, checkpoints.bucket_arn]),
+            iam.PolicyStatement(actions=list(NODE_DATA_ACTIONS), resources=[data.arn_for_objects("*")]),
+            iam.PolicyStatement(actions=list(NODE_CHECKPOINT_ACTIONS), resources=[checkpoints.arn_for_objects("*")]),
+            iam.PolicyStatement(
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=[self.key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{stack.region}.{stack.url_suffix}"}},
+            ),
+        ]
+
+    def grant_node_access(self, grantee: iam.IGrantable) -> None:
+        """Give cluster nodes (their role) `node_access_statements`, the one place node access is decided."""
+        for statement in self.node_access_statements():
+            grantee.grant_principal.add_to_principal_policy(statement)
+        self.acknowledge_node_access(grantee.grant_principal)
+
+    def acknowledge_node_access(self, construct: object) -> None:
+        """cdk-nag's wildcard finding on `construct` (a role or policy holding `node_access_statements`)."""
+        if isinstance(construct, Construct):
+            acknowledge_wildcards(
+                construct,
+                resources=[self.data_bucket.arn_for_objects("*"), self.checkpoints_bucket.arn_for_objects("*")],
+                reason="Nodes read datasets anywhere in the project's data bucket and write checkpoints and "
+                "nccl-tests results anywhere in its checkpoints bucket; object keys are chosen per job",
             )
 
     def _private_bucket(

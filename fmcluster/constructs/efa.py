@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from typing import Literal
@@ -14,7 +13,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from fmcluster import catalog
-from fmcluster.config.models import RESERVATION_ID_PATTERN
+from fmcluster.config.checks import is_token, no_efa, reservation_problem, unknown_instance_type
 from fmcluster.constructs.compliance import acknowledge_findings
 
 CAPACITIES = ("on-demand", "capacity-block", "odcr")
@@ -130,8 +129,7 @@ class EfaLaunchTemplate(Construct):
         root_device_name: str = "/dev/sda1",
         detailed_monitoring: bool = False,
     ) -> None:
-        super().__init__(scope, construct_id)
-        problems = validate_props(
+        _validated(
             instance_type=instance_type,
             security_groups=security_groups,
             efa=efa,
@@ -143,8 +141,7 @@ class EfaLaunchTemplate(Construct):
             instance_profile_arn=instance_profile_arn,
             root_device_name=root_device_name,
         )
-        if problems:
-            raise ValueError("\n".join(f"EfaLaunchTemplate: {problem}" for problem in problems))
+        super().__init__(scope, construct_id)
 
         self.instance = catalog.lookup(instance_type)
         self.interfaces: tuple[catalog.NetworkInterface, ...] = catalog.network_interfaces(self.instance, efa=efa)
@@ -249,7 +246,7 @@ class EfaLaunchTemplate(Construct):
         return self._tags
 
 
-def validate_props(
+def _validated(
     *,
     instance_type: str,
     security_groups: Sequence[ec2.ISecurityGroup],
@@ -261,33 +258,28 @@ def validate_props(
     image_id: str | None,
     instance_profile_arn: str | None,
     root_device_name: str,
-) -> list[str]:
-    """Every problem with EfaLaunchTemplate props, one message each (empty when they are fine).
+) -> None:
+    """Nothing; or ValueError naming every problem with the props, one line each.
 
     Values that are unresolved tokens are not checked (they are known only at deploy time), except
     `instance_type`, which decides the interface layout at synth time.
     """
     problems: list[str] = []
-    if _token(instance_type):
+    if is_token(instance_type):
         problems.append(
             "instance_type: must be an instance type name known at synth time (the interface layout depends "
             "on it); got an unresolved token"
         )
-    elif instance_type not in catalog.CATALOG:
-        close = difflib.get_close_matches(instance_type, list(catalog.CATALOG), n=1, cutoff=0.7)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        problems.append(
-            f"instance_type: unknown instance type {instance_type!r}; {hint}known: {', '.join(catalog.CATALOG)}"
-        )
-    elif efa and not catalog.CATALOG[instance_type].supports_efa:
-        with_efa = ", ".join(name for name, row in catalog.CATALOG.items() if row.supports_efa)
-        problems.append(f"efa: {instance_type} has no EFA; pass efa=False or use an EFA type ({with_efa})")
+    elif problem := unknown_instance_type(instance_type):
+        problems.append(f"instance_type: {problem}")
+    elif efa and (problem := no_efa(instance_type, "pass efa=False")):
+        problems.append(f"efa: {problem}")
     if not security_groups:
         problems.append(
             "security_groups: give at least one, including the EFA group that allows all traffic to and from "
             "itself; got none"
         )
-    if not _token(root_volume_gib) and not ROOT_VOLUME_GIB[0] <= root_volume_gib <= ROOT_VOLUME_GIB[1]:
+    if not is_token(root_volume_gib) and not ROOT_VOLUME_GIB[0] <= root_volume_gib <= ROOT_VOLUME_GIB[1]:
         problems.append(
             f"root_volume_gib: must be {ROOT_VOLUME_GIB[0]}-{ROOT_VOLUME_GIB[1]} GiB; got {root_volume_gib}"
         )
@@ -297,19 +289,8 @@ def validate_props(
             f"capacity: must be 'on-demand', 'capacity-block' or 'odcr'; got {capacity!r}"
             + (why if capacity == "training-plan" else "")
         )
-    elif reservation_id is None:
-        if capacity != "on-demand":
-            problems.append(f"reservation_id: required when capacity is {capacity!r}")
-    elif capacity == "on-demand":
-        problems.append(
-            f"reservation_id: only for capacity 'capacity-block' or 'odcr'; capacity is 'on-demand' "
-            f"(got {reservation_id!r})"
-        )
-    elif not _token(reservation_id) and not RESERVATION_ID_PATTERN.match(reservation_id):
-        problems.append(
-            "reservation_id: must be a capacity reservation id like cr-0123456789abcdef0 ('cr-' and 17 hex "
-            f"digits); got {reservation_id!r}"
-        )
+    elif problem := reservation_problem(capacity, reservation_id):
+        problems.append(f"reservation_id: {problem}")
     if placement_group is not None and capacity == "capacity-block":
         problems.append(
             "placement_group: must be omitted with capacity 'capacity-block': capacity blocks are already placed "
@@ -325,13 +306,11 @@ def validate_props(
         ),
         ("root_device_name", root_device_name, DEVICE_NAME_PATTERN, "a device name like /dev/sda1 or /dev/xvda"),
     ):
-        if value is not None and not _token(value) and not pattern.match(value):
+        if value is not None and not is_token(value) and not pattern.match(value):
             problems.append(f"{prop}: must be {right}; got {value!r}")
-    return problems
+    if problems:
+        raise ValueError("\n".join(f"EfaLaunchTemplate: {problem}" for problem in problems))
 
-
-def _token(value: object) -> bool:
-    return isinstance(value, str | int | float) and not isinstance(value, bool) and cdk.Token.is_unresolved(value)
 
 
 def _interface(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib import resources
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
@@ -86,3 +87,19 @@ def provider_with_handler(
         provider, f"invokes the handler that {calls}", resource_type="AWS::Lambda::Function"
     )
     return handler, provider
+
+
+def function_log_group(
+    scope: Construct, construct_id: str, retention: logs.RetentionDays, policy: cdk.RemovalPolicy
+) -> logs.LogGroup:
+    """A function's own log group."""
+    return logs.LogGroup(scope, construct_id, retention=retention, removal_policy=policy)
+
+
+def function_role(scope: Construct, construct_id: str, description: str, log_group: logs.ILogGroup) -> iam.Role:
+    """A role for one function: it writes to its own log group and nothing else until granted more."""
+    role = iam.Role(
+        scope, construct_id, assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description=description
+    )
+    log_group.grant_write(role)
+    return role

@@ -24,7 +24,8 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from fmcluster.config.models import NAME_PATTERN, Image
+from fmcluster.config.checks import cluster_name_problem
+from fmcluster.config.models import Image
 from fmcluster.constructs.compliance import acknowledge_deploy_time_functions, acknowledge_findings, customer_key
 from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
 from fmcluster.constructs.nag import nag_form
@@ -123,7 +124,7 @@ class TrainingImage(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
     ) -> None:
         image = Image() if image is None else image
-        _check_props(cluster_name, image, max_image_count, build_timeout)
+        _validated(cluster_name, image, max_image_count, build_timeout)
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         destroy = removal_policy == cdk.RemovalPolicy.DESTROY
@@ -457,25 +458,23 @@ def _lambda_role(scope: Construct, construct_id: str, description: str, log_grou
     return role
 
 
-def _check_props(cluster_name: str, image: object, max_image_count: int, build_timeout: cdk.Duration) -> None:
+def _validated(cluster_name: str, image: object, max_image_count: int, build_timeout: cdk.Duration) -> None:
     problems = []
-    if not isinstance(cluster_name, str) or not NAME_PATTERN.match(cluster_name):
-        problems.append(
-            "cluster_name must be 2-24 lowercase letters, digits or '-', starting with a letter and ending with a "
-            f"letter or digit; got {cluster_name!r}"
-        )
+    if problem := cluster_name_problem(cluster_name):
+        problems.append(f"cluster_name: {problem}")
     if not isinstance(image, Image):
         problems.append(
-            f"image must be an fmcluster.config.models.Image (e.g. Image(cuda='12.8', ...)); got {type(image).__name__}"
+            "image: must be an fmcluster.config.models.Image (e.g. Image(cuda='12.8', ...)); "
+            f"got {type(image).__name__}"
         )
     if not isinstance(max_image_count, int) or isinstance(max_image_count, bool) or not 1 <= max_image_count <= 1000:
-        problems.append(f"max_image_count must be a whole number from 1 to 1000; got {max_image_count!r}")
+        problems.append(f"max_image_count: must be a whole number from 1 to 1000; got {max_image_count!r}")
     minutes = build_timeout.to_seconds() / 60 if isinstance(build_timeout, cdk.Duration) else None
     if minutes is None or not 10 <= minutes <= MAX_BUILD_TIMEOUT.to_minutes():
         shown = f"{minutes:g} minutes" if minutes is not None else repr(build_timeout)
         problems.append(
-            f"build_timeout must be a Duration of 10 to {MAX_BUILD_TIMEOUT.to_minutes()} minutes (CloudFormation waits "
-            f"at most an hour for the image); got {shown}"
+            f"build_timeout: must be a Duration of 10 to {MAX_BUILD_TIMEOUT.to_minutes()} minutes (CloudFormation "
+            f"waits at most an hour for the image); got {shown}"
         )
     if problems:
-        raise ValueError("TrainingImage: " + "\n".join(problems))
+        raise ValueError("\n".join(f"TrainingImage: {problem}" for problem in problems))

@@ -12,11 +12,12 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.addressing import plan_subnets
+from fmcluster.config.checks import is_token
 from fmcluster.config.models import Network
 from fmcluster.config.regions import AZ_ID_PATTERN
 from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
 from fmcluster.constructs.functions import quiet_redundant_depends_on
-from fmcluster.constructs.props import check_props
+from fmcluster.constructs.props import prop_problems
 
 INTERFACE_ENDPOINTS: dict[str, str] = {
     "EcrApi": "ECR",
@@ -75,14 +76,8 @@ class TrainingNetwork(Construct):
         flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
+        _validated(vpc_cidr, egress, availability_zone_id, secondary_availability_zone_id)
         super().__init__(scope, construct_id)
-        check_props(Network, "TrainingNetwork", vpc_cidr=vpc_cidr, egress=egress)
-        for prop, az_id in (
-            ("availability_zone_id", availability_zone_id),
-            ("secondary_availability_zone_id", secondary_availability_zone_id),
-        ):
-            if az_id is not None and not cdk.Token.is_unresolved(az_id) and not AZ_ID_PATTERN.match(az_id):
-                raise ValueError(f"TrainingNetwork: {prop} must be an AZ ID like use1-az6; got {az_id!r}")
 
         self.egress = egress
         plan = plan_subnets(vpc_cidr)
@@ -320,3 +315,18 @@ class TrainingNetwork(Construct):
     def _name(self, resource: cdk.CfnResource, suffix: str) -> None:
         prefix = re.sub(r"[^A-Za-z0-9-]", "-", cdk.Stack.of(self).stack_name)
         cdk.Tags.of(resource).add("Name", f"{prefix}-{suffix}")
+
+
+def _validated(
+    vpc_cidr: str, egress: str, availability_zone_id: str, secondary_availability_zone_id: str | None
+) -> None:
+    """Nothing; or ValueError naming every problem with the props, one line each."""
+    problems = prop_problems(Network, vpc_cidr=vpc_cidr, egress=egress)
+    for prop, az_id in (
+        ("availability_zone_id", availability_zone_id),
+        ("secondary_availability_zone_id", secondary_availability_zone_id),
+    ):
+        if az_id is not None and not is_token(az_id) and not AZ_ID_PATTERN.match(az_id):
+            problems.append(f"{prop}: must be an AZ ID like use1-az6; got {az_id!r}")
+    if problems:
+        raise ValueError("\n".join(f"TrainingNetwork: {problem}" for problem in problems))

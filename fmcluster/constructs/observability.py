@@ -21,10 +21,11 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from fmcluster.config.checks import is_token
 from fmcluster.config.models import Observability, is_lustre_capacity
 from fmcluster.constructs.compliance import customer_key
 from fmcluster.constructs.functions import provider_with_handler
-from fmcluster.constructs.props import check_props
+from fmcluster.constructs.props import prop_problems
 
 PrometheusMode = Literal["managed", "none"]
 GrafanaMode = Literal["self-hosted", "managed", "none"]
@@ -132,7 +133,7 @@ class ClusterObservability(Construct):
         node_roles: Sequence[iam.IRole] = (),
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
-        _validate(prometheus, grafana, alarm_email, file_system_id, lustre_capacity_gib)
+        _validated(prometheus, grafana, alarm_email, file_system_id, lustre_capacity_gib)
         super().__init__(scope, construct_id)
         self.cluster_name = cluster_name
         stack = cdk.Stack.of(self)
@@ -514,14 +515,14 @@ class ClusterObservability(Construct):
         )
 
 
-def _validate(
+def _validated(
     prometheus: str, grafana: str, alarm_email: str | None, file_system_id: str | None, capacity_gib: int | None
 ) -> None:
-    check_props(Observability, "ClusterObservability", prometheus=prometheus, grafana=grafana, alarm_email=alarm_email)
-    problems = []
+    """Nothing; or ValueError naming every problem with the props, in the cluster file's words."""
+    problems = prop_problems(Observability, prometheus=prometheus, grafana=grafana, alarm_email=alarm_email)
     if (file_system_id is None) != (capacity_gib is None):
         problems.append("file_system_id and lustre_capacity_gib go together: give both to watch a file system")
-    if capacity_gib is not None and not cdk.Token.is_unresolved(capacity_gib) and not is_lustre_capacity(capacity_gib):
+    if capacity_gib is not None and not is_token(capacity_gib) and not is_lustre_capacity(capacity_gib):
         problems.append(f"lustre_capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got {capacity_gib}")
     if problems:
         raise ValueError("\n".join(f"ClusterObservability: {problem}" for problem in problems))

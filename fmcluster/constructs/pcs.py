@@ -13,7 +13,8 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.catalog import instance_architecture
-from fmcluster.config.models import AMI_ID_PATTERN, PCS_DEFAULT_SLURM_VERSION, PCS_MAX_NODES, PCS_SLURM_VERSIONS
+from fmcluster.config.checks import AMI_ID_PATTERN
+from fmcluster.config.models import PCS_DEFAULT_SLURM_VERSION, PCS_MAX_NODES, PCS_SLURM_VERSIONS
 from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.nag import acknowledge_wildcards
 

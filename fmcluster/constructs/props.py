@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-import aws_cdk as cdk
 from pydantic import BaseModel, ValidationError
 
+from fmcluster.config.checks import is_token
 from fmcluster.config.errors import problems_from_validation_error
 
 
-def check_props(model: type[BaseModel], construct: str, **props: object) -> None:
-    """Raise ValueError naming every prop of `construct` that breaks `model`'s rules.
+def prop_problems(model: type[BaseModel], **props: object) -> list[str]:
+    """`prop: message` for every prop that breaks `model`'s rules (empty when they are fine).
 
     Props that are unresolved CDK tokens are skipped: their values are known only at deploy time.
     """
-    known = {key: value for key, value in props.items() if not _is_token(value)}
+    known = {key: value for key, value in props.items() if not is_token(value)}
     try:
         model.model_validate(known)
     except ValidationError as error:
-        problems = problems_from_validation_error(error, {})
-        raise ValueError("\n".join(f"{construct}: {p.path}: {p.message}" for p in problems)) from None
+        return [f"{p.path}: {p.message}" for p in problems_from_validation_error(error, {})]
+    return []
 
 
-def _is_token(value: object) -> bool:
-    return isinstance(value, str | int | float) and cdk.Token.is_unresolved(value)
+def check_props(model: type[BaseModel], construct: str, **props: object) -> None:
+    """Raise ValueError naming every prop of `construct` that breaks `model`'s rules (see `prop_problems`)."""
+    problems = prop_problems(model, **props)
+    if problems:
+        raise ValueError("\n".join(f"{construct}: {problem}" for problem in problems))

@@ -6,7 +6,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
-from fmcluster.constructs.nccl import NcclTuning
+from fmcluster.constructs.nccl_tuning import NcclTuning
 from fmcluster.stacks.storage import StorageStack
 
 OBSERVABILITY_MIRROR_PREFIX = "fmcluster-mirror"

@@ -10,8 +10,7 @@ from fmcluster.config import ClusterConfig
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.lustre import LustreStorage
-from fmcluster.constructs.nag import acknowledge_wildcards
-from fmcluster.constructs.nccl import NcclValidation
+from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.constructs.network import TrainingNetwork
 
 
@@ -72,27 +71,11 @@ class StorageStack(cdk.Stack):
         encrypt_log_groups(self, self.buckets.key)
 
     def _node_data_policy(self) -> iam.ManagedPolicy:
-        data, checkpoints = self.buckets.data_bucket, self.buckets.checkpoints_bucket
         policy = iam.ManagedPolicy(
             self,
             "NodeDataAccess",
             description="fmcluster nodes: read the data bucket, read and write the checkpoints bucket",
-            statements=[
-                iam.PolicyStatement(actions=["s3:ListBucket"], resources=[data.bucket_arn, checkpoints.bucket_arn]),
-                iam.PolicyStatement(actions=["s3:GetObject"], resources=[data.arn_for_objects("*")]),
-                iam.PolicyStatement(
-                    actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                    resources=[checkpoints.arn_for_objects("*")],
-                ),
-                iam.PolicyStatement(
-                    actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[self.buckets.key.key_arn]
-                ),
-            ],
+            statements=self.buckets.node_access_statements(),
         )
-        acknowledge_wildcards(
-            policy,
-            resources=[data.arn_for_objects("*"), checkpoints.arn_for_objects("*")],
-            reason="Nodes read datasets anywhere in the project's data bucket and write checkpoints and "
-            "nccl-tests results anywhere in its checkpoints bucket; object keys are chosen per job",
-        )
+        self.buckets.acknowledge_node_access(policy)
         return policy

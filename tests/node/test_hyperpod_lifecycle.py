@@ -42,10 +42,9 @@ from fmcluster.constructs.hyperpod import (
     LIFECYCLE_DATA,
     LIFECYCLE_ENV,
     LIFECYCLE_SCRIPTS,
-    _package_data,
-    _package_text,
     lifecycle_settings,
 )
+from fmcluster.constructs.hyperpod.lifecycle import package_data, package_text
 from tests.stub_node import StubNode, fail_first, stub_env
 
 HYPERPOD_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "hyperpod"
@@ -145,10 +144,10 @@ def node(tmp_path: Path) -> Node:
         directory.mkdir()
     # What the construct deploys: every script, flat, the data files (dashboards/ below), and fmcluster.env.
     for name, package_path in LIFECYCLE_SCRIPTS.items():
-        (lifecycle / name).write_text(_package_text(package_path))
+        (lifecycle / name).write_text(package_text(package_path))
     for name, package_path in LIFECYCLE_DATA.items():
         (lifecycle / name).parent.mkdir(parents=True, exist_ok=True)
-        (lifecycle / name).write_text(_package_data(package_path))
+        (lifecycle / name).write_text(package_data(package_path))
     (lifecycle / LIFECYCLE_ENV).write_text(
         lifecycle_settings(
             cluster_name=CLUSTER,
@@ -566,13 +565,13 @@ def test_install_puts_the_dashboards_and_the_nccl_tests_job_in_opt_fmcluster(nod
     dashboards = node.path("/opt/fmcluster/dashboards")
     installed = {str(p.relative_to(dashboards)): p.read_text() for p in dashboards.rglob("*") if p.is_file()}
     assert installed == {
-        name.removeprefix("dashboards/"): _package_data(path)
+        name.removeprefix("dashboards/"): package_data(path)
         for name, path in LIFECYCLE_DATA.items()
         if name.startswith("dashboards/")
     }
     assert {"agent.yml", "rules/alerts.yml", "rules/recording.yml", "gpu.json"} <= set(installed)
     job = node.path("/opt/fmcluster/nccl-tests.sbatch")
-    assert job.read_text() == _package_text("node/nccl-tests.sbatch")
+    assert job.read_text() == package_text("node/nccl-tests.sbatch")
     assert stat.S_IMODE(job.stat().st_mode) == 0o755
     log = node.script_log("lifecycle")
     assert "nccl-tests job installed as /opt/fmcluster/nccl-tests.sbatch" in log

@@ -596,7 +596,7 @@ def test_plain_shell_user_data_on_request():
         ),
         (
             {"lustre_dns_name": "fs-1 && reboot", "lustre_mount_name": "abcdef12"},
-            "bootstrap_user_data: lustre_dns_name: must be a DNS name like "
+            "bootstrap_user_data: lustre_dns_name: must be an FSx DNS name like "
             "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'fs-1 && reboot'",
         ),
         (

@@ -271,3 +271,41 @@ def test_cfn_lint_reports_no_error_and_no_warning(built, unflagged):
             template_file = result.outdir / f"{variant.stack.stack_name}.template.json"
             matches = lint_file(template_file, ManualArgs(regions=[ENV.region]))
             assert [f"{m.rule.id} {m.message} ({m.path})" for m in matches] == [], template_file.name
+
+
+def test_node_access_reads_data_and_writes_only_checkpoints():
+    """The one decision on what nodes may do: the data bucket is read-only (nodes read datasets and the
+    observability mirror; nothing on a node writes there), checkpoints are read, written and pruned (nccl-tests
+    logs too), and the key is usable only through S3 in the stack's region (kms:ViaService, AWS KMS developer
+    guide, "kms:ViaService")."""
+    from aws_cdk import aws_iam as iam
+    from aws_cdk.assertions import Template
+
+    stack = cdk.Stack(cdk.App(), "Grant", env=ENV)
+    buckets = ProjectBuckets(stack, "Buckets")
+    role = iam.Role(stack, "NodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+    buckets.grant_node_access(role)
+    (policy,) = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+    statements = {
+        json.dumps(stack.resolve(s["Resource"]), sort_keys=True): (s["Action"], s.get("Condition"))
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    }
+
+    def arn(bucket, suffix=""):
+        return json.dumps({"Fn::Join": ["", [stack.resolve(bucket.bucket_arn), suffix]]} if suffix else
+                          stack.resolve(bucket.bucket_arn), sort_keys=True)  # fmt: skip
+
+    assert statements[arn(buckets.data_bucket, "/*")] == ("s3:GetObject", None)
+    assert statements[arn(buckets.checkpoints_bucket, "/*")] == (
+        ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+        None,
+    )
+    assert statements[json.dumps([stack.resolve(buckets.data_bucket.bucket_arn),
+                                  stack.resolve(buckets.checkpoints_bucket.bucket_arn)], sort_keys=True)] == (
+        "s3:ListBucket", None)  # fmt: skip
+    kms_actions, kms_condition = statements[json.dumps(stack.resolve(buckets.key.key_arn), sort_keys=True)]
+    assert kms_actions == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert kms_condition == {
+        "StringEquals": {"kms:ViaService": {"Fn::Join": ["", ["s3.us-east-1.", {"Ref": "AWS::URLSuffix"}]]}}
+    }
+    assert len(statements) == 4

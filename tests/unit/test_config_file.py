@@ -257,7 +257,7 @@ tags:
 
 
 def test_key_problems_and_cross_section_problems_of_a_file_are_reported_together(tmp_path: Path) -> None:
-    """CONFIG.md: all problems in the file are reported in one run, not only the first."""
+    """The contract: all problems in the file are reported in one run, not only the first."""
     path = write(
         tmp_path,
         """\

@@ -1,4 +1,4 @@
-"""Every rule of the cluster-file contract (shared/CONFIG.md), one change to a valid file per case.
+"""Every rule of the cluster-file contract (the README's key table), one change to a valid file per case.
 
 Each case starts from a minimal valid file (like examples/quickstart.yaml), applies one change through
 `changed()` and asserts the exact lines `fmcluster validate` would print.
@@ -1176,7 +1176,7 @@ def test_several_groups_report_each_of_their_problems() -> None:
 def test_key_problems_and_cross_section_problems_are_reported_together(
     changes: dict[str, object], expected: list[str]
 ) -> None:
-    """CONFIG.md: all problems in the file are reported in one run, not only the first."""
+    """The contract: all problems in the file are reported in one run, not only the first."""
     assert sorted(lines_for(changes)) == sorted(rendered(expected))
 
 

@@ -406,7 +406,7 @@ BAD_PROPS = [
     (
         "reservation-forbidden",
         {"reservation_id": RESERVATION},
-        f"reservation_id: only for capacity 'capacity-block' or 'odcr'; capacity is 'on-demand' (got '{RESERVATION}')",
+        "reservation_id: only for capacity 'capacity-block' or 'odcr'; this group's capacity is 'on-demand'",
     ),
     (
         "placement-with-block",

@@ -35,10 +35,9 @@ from fmcluster.constructs.hyperpod import (
     LIFECYCLE_PREFIX,
     LIFECYCLE_SCRIPTS,
     HyperPodSlurmCluster,
-    _package_data,
-    _package_text,
     lifecycle_bucket_name,
 )
+from fmcluster.constructs.hyperpod.lifecycle import package_data, package_text
 from fmcluster.constructs.network import TrainingNetwork
 from fmcluster.constructs.observability import endpoint_parameter_name
 from fmcluster.node_scripts import dashboard_files
@@ -435,18 +434,18 @@ def test_scripts_are_deployed_flat_from_the_package_and_pruned(quickstart, built
     files = deployed_files(quickstart, built.outdir)
     assert set(files) == {*LIFECYCLE_SCRIPTS, *LIFECYCLE_DATA, LIFECYCLE_ENV}
     for name, package_path in LIFECYCLE_SCRIPTS.items():
-        assert files[name] == _package_text(package_path), name
+        assert files[name] == package_text(package_path), name
     assert "lib.sh" in files and "on_create.sh" in files
 
 
 def test_the_deployment_ships_observability_sh_its_dashboards_folder_and_the_nccl_tests_job(quickstart, built):
     files = deployed_files(quickstart, built.outdir)
-    assert files["observability.sh"] == _package_text("node/observability.sh")
-    assert files["nccl-tests.sbatch"] == _package_text("node/nccl-tests.sbatch")
+    assert files["observability.sh"] == package_text("node/observability.sh")
+    assert files["nccl-tests.sbatch"] == package_text("node/nccl-tests.sbatch")
     shipped = {name.removeprefix("dashboards/") for name in files if name.startswith("dashboards/")}
     assert shipped == set(dashboard_files()) >= {"agent.yml", "rules/alerts.yml", "rules/recording.yml", "gpu.json"}
     for name, package_path in LIFECYCLE_DATA.items():
-        assert files[name] == _package_data(package_path), name
+        assert files[name] == package_data(package_path), name
 
 
 def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library, built):
@@ -613,17 +612,15 @@ def test_ecr_pull_only_and_node_logs(quickstart, library, built):
     assert library.resource(library.construct.node_log_group)["DeletionPolicy"] == "Delete"
 
 
-def test_project_buckets_given_to_the_construct_are_read_and_written_through_their_key(library, built):
+def test_project_buckets_given_to_the_construct_grant_what_the_buckets_decide(library, built):
+    """ProjectBuckets.grant_node_access decides (test_buckets): datasets read-only, checkpoints read and written."""
     buckets = built.library_parts["buckets"]
     data, checkpoints = (library.ref(b.bucket_arn) for b in (buckets.data_bucket, buckets.checkpoints_bucket))
-    objects = {json.dumps(s["Resource"]): s["Action"] for s in library.statements() if "s3:PutObject" in s["Action"]}
-    assert objects == {
-        json.dumps([{"Fn::Join": ["", [data, "/*"]]}]): [
-            "s3:AbortMultipartUpload", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:PutObject"],
-        json.dumps([{"Fn::Join": ["", [checkpoints, "/*"]]}]): [
-            "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListMultipartUploadParts",
-            "s3:PutObject"],
-    }  # fmt: skip
+    data_objects, checkpoint_objects = ({"Fn::Join": ["", [arn, "/*"]]} for arn in (data, checkpoints))
+    assert [s["Action"] for s in library.statements() if data_objects in s["Resource"]] == [["s3:GetObject"]]
+    checkpoint_actions = ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListMultipartUploadParts",
+                          "s3:PutObject"]  # fmt: skip
+    assert [s["Action"] for s in library.statements() if checkpoint_objects in s["Resource"]] == [checkpoint_actions]
     key = library.ref(buckets.key.key_arn)
     (via_s3,) = [s for s in library.allowed("kms:GenerateDataKey")]
     assert via_s3["Resource"] == [key]
@@ -748,7 +745,7 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         ({"compute_groups": []}, "compute_groups: needs at least one compute group (each becomes a Slurm partition); "
          "got none"),
         ({"compute_groups": [GPU, {**GPU, "instance_type": "p4d.24xlarge"}]}, "compute_groups[1].name: 'gpu' is "
-         "already the name of compute_groups[0]; HyperPod instance group names must be unique"),
+         "already the name of compute_groups[0]; group names must be unique"),
         ({"compute_groups": [{**GPU, "name": "GPU"}]}, "compute_groups[0].name: must start with a lowercase letter, "
          "then up to 19 lowercase letters, digits or '-'; got 'GPU'"),
         ({"compute_groups": [{**GPU, "name": "login"}]}, "compute_groups[0].name: 'login' is reserved for the "
@@ -767,10 +764,10 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         ({"compute_groups": [{**GPU, "training_plan_arn": PLAN_ARN}]}, "compute_groups[0].training_plan_arn: only "
          "for capacity 'training-plan'; this group's capacity is 'on-demand'"),
         ({"compute_groups": [{**ON_PLAN, "training_plan_arn": PLAN_ARN}]}, "compute_groups[0].training_plan_arn: "
-         "the training plan is in us-west-2, the stack in us-east-1; a plan serves only its own region"),
+         "the training plan is in us-west-2, the cluster in us-east-1; a plan serves only its own region"),
         ({"compute_groups": [{**ON_PLAN, "training_plan_arn": PLAN_ARN.replace("us-west-2:123456789012",
                                                                                "us-east-1:210987654321")}]},
-         "compute_groups[0].training_plan_arn: the training plan belongs to account 210987654321, the stack to "
+         "compute_groups[0].training_plan_arn: the training plan belongs to account 210987654321, the cluster to "
          "123456789012"),
         ({"controller_instance_type": "ml.m5.4xlarge"}, "controller_instance_type: give the EC2 name 'm5.4xlarge'; "
          "HyperPod's 'ml.' prefix is added for you"),
@@ -790,8 +787,10 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
          "got 'Auto'"),
         ({"prometheus": "amp"}, "prometheus: must be 'managed' or 'none'; got 'amp'"),
         ({"grafana": "cloud"}, "grafana: must be 'self-hosted', 'managed' or 'none'; got 'cloud'"),
-        ({"grafana": "self-hosted"}, "grafana: 'self-hosted' needs prometheus='managed' as its data source; got "
-         "prometheus='none'"),
+        ({"grafana": "self-hosted"}, "grafana: 'self-hosted' needs prometheus: managed as its data source; set "
+         "grafana: none or prometheus: managed"),
+        ({"grafana": "managed"}, "grafana: 'managed' needs prometheus: managed as its data source; set "
+         "grafana: none or prometheus: managed"),
         ({"observability_mirror": "research-mirror/fmcluster"}, "observability_mirror: must be an S3 prefix like "
          "s3://bucket/fmcluster-mirror; got 'research-mirror/fmcluster'"),
     ],
@@ -800,7 +799,7 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         "trailing-dash", "negative-count", "too-many", "not-a-group", "capacity-block", "plan-without-arn",
         "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "ml-prefix", "bad-login-type",
         "no-security-group", "half-lustre", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
-        "prometheus", "grafana", "grafana-without-prometheus", "mirror",
+        "prometheus", "grafana", "grafana-without-prometheus", "managed-grafana-without-prometheus", "mirror",
     ],
 )  # fmt: skip
 def test_props_hyperpod_would_reject_raise_with_exact_messages(scope, props, message):

@@ -343,15 +343,15 @@ def library_stack() -> cdk.Stack:
 @pytest.mark.parametrize(
     ("props", "message"),
     [
-        ({"cluster_name": "Bad_Name"}, "cluster_name must be 2-24 lowercase letters"),
+        ({"cluster_name": "Bad_Name"}, "cluster_name: must be 2-24 characters of lowercase letters"),
         (
             {"image": {"cuda": "12.8"}},
-            "image must be an fmcluster.config.models.Image (e.g. Image(cuda='12.8', ...)); got",
+            "image: must be an fmcluster.config.models.Image (e.g. Image(cuda='12.8', ...)); got",
         ),
-        ({"max_image_count": 0}, "max_image_count must be a whole number from 1 to 1000; got 0"),
+        ({"max_image_count": 0}, "max_image_count: must be a whole number from 1 to 1000; got 0"),
         (
             {"build_timeout": cdk.Duration.minutes(55)},
-            "build_timeout must be a Duration of 10 to 50 minutes (CloudFormation waits at most an hour for the "
+            "build_timeout: must be a Duration of 10 to 50 minutes (CloudFormation waits at most an hour for the "
             "image); got 55 minutes",
         ),
     ],

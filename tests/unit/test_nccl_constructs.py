@@ -27,7 +27,9 @@ from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint_file
 
 from fmcluster.constructs.buckets import ProjectBuckets
-from fmcluster.constructs.nccl import LAMBDA_RUNTIME, NcclTuning, NcclValidation, parameter_name
+from fmcluster.constructs.functions import LAMBDA_RUNTIME
+from fmcluster.constructs.nccl_tuning import NcclTuning, parameter_name
+from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.nccl import baseline_spec, nccl_environment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -391,13 +393,13 @@ def test_lambda_assets_hold_only_the_handler(lib):
 BAD_TUNING = [
     (
         {"cluster_name": "LLM"},
-        "NcclTuning: cluster_name: must be 2-24 lowercase letters, digits or '-', starting with a letter and ending "
-        "with a letter or digit; got 'LLM'",
+        "NcclTuning: cluster_name: must be 2-24 characters of lowercase letters, digits and '-', starting with a "
+        "letter and ending with a letter or digit; got 'LLM'",
     ),
     ({"groups": []}, "NcclTuning: groups: give at least one (group name, instance type) pair"),
     (
         {"groups": [("gpu", "p5.48xlarge"), ("gpu", "p4d.24xlarge")]},
-        "NcclTuning: groups[1]: group name 'gpu' repeats groups[0]",
+        "NcclTuning: groups[1]: 'gpu' is already the name of groups[0]; group names must be unique",
     ),
     (
         {"groups": [("GPU", "p5.48xlarge")]},
@@ -406,9 +408,9 @@ BAD_TUNING = [
     ),
     (
         {"groups": [("gpu", "p5.96xlarge")]},
-        "NcclTuning: groups[0]: unknown instance type 'p5.96xlarge'; known: p4d.24xlarge, p4de.24xlarge, "
-        "p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6-b200.48xlarge, p6-b300.48xlarge, p6e-gb200.36xlarge, "
-        "trn1.32xlarge, trn2.48xlarge, g5.48xlarge, g5.12xlarge",
+        "NcclTuning: groups[0]: unknown instance type 'p5.96xlarge'; did you mean 'p5.48xlarge'? known: p4d.24xlarge, "
+        "p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6-b200.48xlarge, p6-b300.48xlarge, "
+        "p6e-gb200.36xlarge, trn1.32xlarge, trn2.48xlarge, g5.48xlarge, g5.12xlarge",
     ),
     ({"groups": ["gpu"]}, "NcclTuning: groups[0]: must be a (group name, instance type) pair; got 'gpu'"),
     (
@@ -467,8 +469,8 @@ def test_every_tuning_problem_is_reported_at_once(scope):
     [
         ({"groups": []}, "NcclValidation: groups: give at least one (group name, instance type) pair"),
         ({"line_rate_fraction": 1.5}, "NcclValidation: line_rate_fraction: must be above 0 and at most 1; got 1.5"),
-        ({"cluster_name": "a"}, "NcclValidation: cluster_name: must be 2-24 lowercase letters, digits or '-', "
-         "starting with a letter and ending with a letter or digit; got 'a'"),
+        ({"cluster_name": "a"}, "NcclValidation: cluster_name: must be 2-24 characters of lowercase letters, digits "
+         "and '-', starting with a letter and ending with a letter or digit; got 'a'"),
     ],
 )  # fmt: skip
 def test_bad_validation_props_are_rejected_before_anything_is_built(scope, props, message):

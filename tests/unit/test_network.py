@@ -126,11 +126,11 @@ def test_unresolved_tokens_are_not_validated():
     [
         (
             {"availability_zone_id": "us-east-1a"},
-            "TrainingNetwork: availability_zone_id must be an AZ ID like use1-az6; got 'us-east-1a'",
+            "TrainingNetwork: availability_zone_id: must be an AZ ID like use1-az6; got 'us-east-1a'",
         ),
         (
             {"availability_zone_id": "use1-az1", "secondary_availability_zone_id": "b"},
-            "TrainingNetwork: secondary_availability_zone_id must be an AZ ID like use1-az6; got 'b'",
+            "TrainingNetwork: secondary_availability_zone_id: must be an AZ ID like use1-az6; got 'b'",
         ),
         (
             {"availability_zone_id": "use1-az1", "vpc_cidr": "10.0.0.0/8"},

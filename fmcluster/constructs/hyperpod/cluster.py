@@ -1,17 +1,12 @@
-"""HyperPodSlurmCluster: a SageMaker HyperPod cluster with API-driven Slurm, its lifecycle scripts and its role."""
+"""HyperPodSlurmCluster: a SageMaker HyperPod cluster with API-driven Slurm: controller, login node, partitions."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from collections.abc import Mapping, Sequence
-from importlib import resources
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
@@ -20,26 +15,41 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 from pydantic import ValidationError
 
-from fmcluster.config.errors import problems_from_validation_error
-from fmcluster.config.models import (
+from fmcluster.config.checks import (
+    HYPERPOD_CLUSTER_NAME_PATTERN,
     S3_URI_PATTERN,
-    TRAINING_PLAN_ARN_PATTERN,
-    ComputeGroup,
-    Observability,
-    Orchestrator,
+    SSM_PATH_PATTERN,
+    grafana_without_source,
+    is_token,
+    lustre_dns_name_problem,
+    lustre_mount_name_problem,
+    repeated_group_name,
+    repeated_names,
+    training_plan_elsewhere,
 )
-from fmcluster.config.regions import REGIONS
+from fmcluster.config.errors import problems_from_validation_error
+from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
 from fmcluster.constructs.buckets import INCOMPLETE_UPLOAD_EXPIRATION, ProjectBuckets, quiet_auto_delete_provider
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions, acknowledge_findings
-from fmcluster.constructs.functions import quiet_redundant_depends_on
+from fmcluster.constructs.compliance import acknowledge_findings
+from fmcluster.constructs.hyperpod.lifecycle import (
+    CONTROLLER_GROUP,
+    LIFECYCLE_DATA,
+    LIFECYCLE_ENV,
+    LIFECYCLE_PREFIX,
+    LIFECYCLE_SCRIPTS,
+    ON_CREATE,
+    REPLACED_SCRIPTS_EXPIRATION,
+    acknowledge_deployment_findings,
+    lifecycle_bucket_name,
+    lifecycle_settings,
+    package_data,
+    package_text,
+)
+from fmcluster.constructs.hyperpod.role import execution_role
 from fmcluster.constructs.lustre import LustreStorage
-from fmcluster.constructs.nag import nag_form
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
-from fmcluster.constructs.props import check_props
-from fmcluster.node_scripts import DASHBOARDS, NCCL_TESTS, dashboard_files
+from fmcluster.constructs.props import prop_problems
 
-CONTROLLER_GROUP = "controller"
-"""Instance group (and Slurm node type Controller) of the one slurmctld node."""
 LOGIN_GROUP = "login"
 """Instance group (and Slurm node type Login) of the login node, when there is one."""
 LOGIN_NODES = 1
@@ -52,66 +62,9 @@ DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
 EFA_INTERFACE_TYPE = "efa-only"
 """EFA devices without an ENA part take no IP address, so a node uses one address of the subnet, not one per card
 (EC2's current multi-card guidance; `efa` would give every EFA device an IP address too)."""
-LIFECYCLE_PREFIX = "fmcluster-lifecycle"
-REPLACED_SCRIPTS_EXPIRATION = cdk.Duration.days(30)
-"""Lifecycle scripts replaced or removed by a deploy stay in the bucket as old versions for this long."""
-"""Key prefix of the lifecycle scripts in the lifecycle bucket; `SourceS3Uri` points here."""
-ON_CREATE = "on_create.sh"
-"""Entry script, run as `OnInitComplete` (HyperPod's Extended mode): after HyperPod has installed and
-configured its own software, Slurm from the API-driven configuration included. `OnCreate` (Customer Managed
-mode) would leave setting up Slurm to the scripts, as the older provisioning_parameters.json model did."""
-LIFECYCLE_ENV = "fmcluster.env"
-"""The cluster's settings for the lifecycle scripts, written next to them (KEY=value lines)."""
-LIFECYCLE_SCRIPTS: Mapping[str, str] = {
-    ON_CREATE: "node/hyperpod/on_create.sh",
-    "enroot-pyxis.sh": "node/hyperpod/enroot-pyxis.sh",
-    "import-image.sh": "node/hyperpod/import-image.sh",
-    "ssm.sh": "node/hyperpod/ssm.sh",
-    "lib.sh": "node/lib.sh",
-    "nvme-raid.sh": "node/nvme-raid.sh",
-    "nccl-env.sh": "node/nccl-env.sh",
-    "observability.sh": "node/observability.sh",
-}
-"""Object name under the lifecycle prefix -> package file of fmcluster: flat, so `lib.sh` sits next to the scripts."""
-LIFECYCLE_DATA: Mapping[str, str] = {
-    NCCL_TESTS: f"node/{NCCL_TESTS}",
-    **{f"{DASHBOARDS}/{name}": f"{DASHBOARDS}/{name}" for name in dashboard_files()},
-}
-"""Files the lifecycle installs besides the scripts: the nccl-tests job and the dashboards folder observability.sh
-reads (object name under the lifecycle prefix -> package file)."""
-SAGEMAKER_BUCKET_PREFIX = "sagemaker-"
-"""HyperPod's managed instance policy reaches only such buckets (SageMaker API reference, ClusterLifeCycleConfig)."""
-MAX_BUCKET_NAME = 63
-ACCOUNT_ID_LENGTH = 12
-MAX_REGION_LENGTH = max(len(region) for region in REGIONS)
-CLUSTER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-"""HyperPod cluster names (the CloudFormation resource schema of AWS::SageMaker::Cluster)."""
-DNS_NAME_PATTERN = re.compile(r"^(fs|fc)i?-[0-9a-f]{8,}\..{4,253}$")
-MOUNT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,8}$")
-"""FSx for Lustre DNS and mount names as HyperPod's ClusterFsxLustreConfig accepts them."""
-SSM_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
 SLURM_CONFIG_STRATEGIES = ("Managed", "Overwrite", "Merge")
 MAX_SECURITY_GROUPS = 5
 HYPERPOD_CAPACITIES = ("on-demand", "training-plan")
-VPC_DESCRIBE_ACTIONS = (
-    "ec2:DescribeDhcpOptions",
-    "ec2:DescribeNetworkInterfaces",
-    "ec2:DescribeSecurityGroups",
-    "ec2:DescribeSubnets",
-    "ec2:DescribeVpcs",
-)
-"""Read-only calls HyperPod makes in VPC mode; EC2 offers no resource-level permission for them."""
-NETWORK_INTERFACE_ACTIONS = (
-    "ec2:CreateNetworkInterfacePermission",
-    "ec2:CreateTags",
-    "ec2:DeleteNetworkInterface",
-    "ec2:DeleteNetworkInterfacePermission",
-    "ec2:DetachNetworkInterface",
-)
-"""What HyperPod does to the nodes' interfaces in the compute subnet (AWS's HyperPod IAM prerequisites list these,
-with ec2:CreateNetworkInterface and the Describe calls, for clusters in your own VPC)."""
-ECR_PULL_ACTIONS = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
-MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 
 
 class HyperPodSlurmCluster(Construct):
@@ -252,7 +205,7 @@ class HyperPodSlurmCluster(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         stack = cdk.Stack.of(scope)
-        groups = validate_props(
+        groups = _validated(
             cluster_name=cluster_name,
             security_groups=security_groups,
             compute_groups=compute_groups,
@@ -353,8 +306,8 @@ class HyperPodSlurmCluster(Construct):
             destination_bucket=self.lifecycle_bucket,
             destination_key_prefix=LIFECYCLE_PREFIX,
             sources=[
-                *(s3deploy.Source.data(name, _package_text(path)) for name, path in LIFECYCLE_SCRIPTS.items()),
-                *(s3deploy.Source.data(name, _package_data(path)) for name, path in LIFECYCLE_DATA.items()),
+                *(s3deploy.Source.data(name, package_text(path)) for name, path in LIFECYCLE_SCRIPTS.items()),
+                *(s3deploy.Source.data(name, package_data(path)) for name, path in LIFECYCLE_DATA.items()),
                 s3deploy.Source.data(
                     LIFECYCLE_ENV,
                     lifecycle_settings(
@@ -374,13 +327,14 @@ class HyperPodSlurmCluster(Construct):
             retain_on_delete=False,
         )
         """Copies the scripts into the bucket on every deploy (and removes scripts no longer shipped)."""
-        _acknowledge_deployment_findings(self.lifecycle_deployment, self.lifecycle_bucket)
+        acknowledge_deployment_findings(self.lifecycle_deployment, self.lifecycle_bucket)
 
         self.node_log_group = logs.LogGroup(
             self, "NodeLogs", retention=logs.RetentionDays.ONE_YEAR, removal_policy=removal_policy
         )
         """For agents that ship node logs such as /var/log/fmcluster/*.log; the nodes may write to it."""
-        self.role = self._execution_role(
+        self.role = execution_role(
+            self,
             subnet=subnet,
             security_groups=security_groups,
             buckets=buckets,
@@ -495,161 +449,8 @@ class HyperPodSlurmCluster(Construct):
             ),
         )
 
-    def _execution_role(
-        self,
-        *,
-        subnet: ec2.ISubnet,
-        security_groups: Sequence[ec2.ISecurityGroup],
-        buckets: ProjectBuckets | None,
-        key: kms.IKey | None,
-        image_repositories: Sequence[ecr.IRepository] | None,
-    ) -> iam.Role:
-        stack = cdk.Stack.of(self)
-        role = iam.Role(
-            self,
-            "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description=f"SageMaker HyperPod cluster {self.cluster_name}: its nodes and its VPC interfaces",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(MANAGED_INSTANCE_POLICY)],
-        )
-        wildcards: list[tuple[str, str]] = []
 
-        def allow(actions: Sequence[str], resources: Sequence[str], reason: str | None = None, **condition) -> None:
-            role.add_to_principal_policy(
-                iam.PolicyStatement(actions=list(actions), resources=list(resources), conditions=condition or None)
-            )
-            if reason is not None:
-                wildcards.extend((r, reason) for r in resources if "*" in json.dumps(stack.resolve(r)))
-
-        # VPC mode (HyperPod IAM prerequisites): interfaces in the compute subnet, in the cluster's groups.
-        interfaces = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
-        allow(
-            VPC_DESCRIBE_ACTIONS,
-            ["*"],
-            "EC2 Describe calls support no resource-level permissions; HyperPod reads the VPC, subnet, security "
-            "groups and DHCP options to place the nodes' interfaces",
-        )
-        allow(
-            ["ec2:CreateNetworkInterface"],
-            [
-                interfaces,
-                stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id),
-                *(
-                    stack.format_arn(service="ec2", resource="security-group", resource_name=group.security_group_id)
-                    for group in security_groups
-                ),
-            ],
-            "HyperPod creates each node's interfaces itself, so their ids are unknown in advance; creation is "
-            "limited to this account and region, the compute subnet and the cluster's security groups",
-        )
-        allow(
-            NETWORK_INTERFACE_ACTIONS,
-            [interfaces],
-            "HyperPod tags, shares with its service account, detaches and deletes the interfaces it created for "
-            "the nodes; their ids are known only at run time, so the statement names this account's and region's "
-            "interfaces",
-        )
-        allow(
-            ["ec2:DetachNetworkInterface"],
-            [stack.format_arn(service="ec2", resource="instance", resource_name="*", account="*")],
-            "HyperPod's instances live in a SageMaker-owned account; detaching an interface from one is "
-            "authorized on that instance, whose account and id are HyperPod's",
-        )
-
-        # The lifecycle scripts (the managed policy reaches sagemaker-* buckets too; this names the one prefix).
-        allow(
-            ["s3:GetObject"],
-            [self.lifecycle_bucket.arn_for_objects(f"{LIFECYCLE_PREFIX}/*")],
-            "Nodes download every lifecycle script under the one prefix of their own lifecycle bucket",
-        )
-        allow(
-            ["s3:ListBucket"],
-            [self.lifecycle_bucket.bucket_arn],
-            StringLike={"s3:prefix": [f"{LIFECYCLE_PREFIX}/*", LIFECYCLE_PREFIX]},
-        )
-
-        if buckets is not None:
-            project = (
-                (buckets.data_bucket, ("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload",
-                                       "s3:ListMultipartUploadParts")),
-                (buckets.checkpoints_bucket, ("s3:GetObject", "s3:PutObject", "s3:DeleteObject",
-                                              "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts")),
-            )  # fmt: skip
-            for bucket, object_actions in project:
-                allow(
-                    object_actions,
-                    [bucket.arn_for_objects("*")],
-                    "Jobs read datasets and write checkpoints under keys they choose at run time, anywhere in "
-                    "the project's data and checkpoint buckets (checkpoints may also be pruned; the bucket keeps "
-                    "old versions)",
-                )
-                allow(["s3:ListBucket", "s3:GetBucketLocation", "s3:ListBucketMultipartUploads"], [bucket.bucket_arn])
-            allow(
-                ["kms:Decrypt", "kms:GenerateDataKey"],
-                [buckets.key.key_arn],
-                StringEquals={"kms:ViaService": f"s3.{stack.region}.{stack.url_suffix}"},
-            )
-
-        # This cluster's SSM parameters: the NCCL environment of each group and the training image's URI.
-        prefixes = dict.fromkeys([self.parameter_prefix, self.nccl_parameter_prefix])
-        allow(
-            ["ssm:GetParameter"],
-            [
-                stack.format_arn(service="ssm", resource="parameter", resource_name=f"{p.lstrip('/')}/*")
-                for p in prefixes
-            ],
-            "Nodes read only this cluster's own SSM parameters (the NCCL environment of each group, the training "
-            "image URI), whose names end in group names",
-        )
-
-        # Pulling training images from ECR.
-        allow(
-            ["ecr:GetAuthorizationToken"],
-            ["*"],
-            "ecr:GetAuthorizationToken supports no resource-level permissions; the token it returns only "
-            "reaches what the role's ECR statements allow",
-        )
-        if image_repositories:
-            allow(ECR_PULL_ACTIONS, [repository.repository_arn for repository in image_repositories])
-        else:
-            allow(
-                ECR_PULL_ACTIONS,
-                [stack.format_arn(service="ecr", resource="repository", resource_name="*")],
-                "No image repository was named, so nodes may pull (never push) from this account's repositories "
-                "in this region; pass image_repositories to narrow it",
-            )
-
-        # Logs and metrics of the nodes.
-        self.node_log_group.grant_write(role)
-        allow(
-            ["cloudwatch:PutMetricData"],
-            ["*"],
-            "cloudwatch:PutMetricData supports no resource-level permissions; the condition keeps the nodes to "
-            "their own namespace",
-            StringEquals={"cloudwatch:namespace": self.metrics_namespace},
-        )
-
-        if key is not None:
-            allow(["kms:DescribeKey", "kms:Decrypt", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncryptFrom",
-                   "kms:ReEncryptTo"], [key.key_arn])  # fmt: skip
-            allow(["kms:CreateGrant"], [key.key_arn], Bool={"kms:GrantIsForAWSResource": "true"})
-
-        cdk.Validations.of(role).acknowledge(
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{MANAGED_INSTANCE_POLICY}]",
-                reason="The HyperPod instance policy AWS requires on every cluster execution role: its agents' "
-                "CloudWatch logs and metrics under /aws/sagemaker/Clusters, SSM sessions to nodes, and reading "
-                "sagemaker-* lifecycle buckets; AWS keeps it in step with the HyperPod agents",
-            ),
-            *(
-                cdk.Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{nag_form(role, resource)}]", reason=reason)
-                for resource, reason in dict(wildcards).items()
-            ),
-        )
-        return role
-
-
-def validate_props(
+def _validated(
     *,
     cluster_name: str,
     security_groups: Sequence[ec2.ISecurityGroup],
@@ -670,7 +471,7 @@ def validate_props(
 ) -> tuple[ComputeGroup, ...]:
     """The compute groups as models; or ValueError naming every problem, one line each."""
     problems: list[str] = []
-    if not _token(cluster_name) and not CLUSTER_NAME_PATTERN.match(cluster_name):
+    if not is_token(cluster_name) and not HYPERPOD_CLUSTER_NAME_PATTERN.match(cluster_name):
         problems.append(
             "cluster_name: must be 1-63 letters, digits and '-', starting and ending with a letter or digit "
             f"(HyperPod's rule); got {cluster_name!r}"
@@ -680,29 +481,21 @@ def validate_props(
             f"security_groups: HyperPod takes 1-{MAX_SECURITY_GROUPS} security groups (give the EFA group); "
             f"got {len(security_groups)}"
         )
-    try:
-        check_props(
-            Orchestrator,
-            "",
-            type="hyperpod-slurm",
-            controller_instance_type=controller_instance_type,
-            login_instance_type=login_instance_type,
-        )
-    except ValueError as error:
-        problems.extend(line.removeprefix(": ") for line in str(error).splitlines())
-    try:
-        check_props(Observability, "", prometheus=prometheus, grafana=grafana)
-    except ValueError as error:
-        problems.extend(line.removeprefix(": ") for line in str(error).splitlines())
-    if grafana == "self-hosted" and prometheus == "none":
-        problems.append("grafana: 'self-hosted' needs prometheus='managed' as its data source; got prometheus='none'")
+    problems += prop_problems(
+        Orchestrator,
+        type="hyperpod-slurm",
+        controller_instance_type=controller_instance_type,
+        login_instance_type=login_instance_type,
+    )
+    problems += prop_problems(Observability, prometheus=prometheus, grafana=grafana)
+    if problem := grafana_without_source(grafana, prometheus):
+        problems.append(f"grafana: {problem}")
     mirror = observability_mirror
-    if mirror is not None and not _token(mirror) and not S3_URI_PATTERN.match(mirror):
+    if mirror is not None and not is_token(mirror) and not S3_URI_PATTERN.match(mirror):
         problems.append(f"observability_mirror: must be an S3 prefix like s3://bucket/fmcluster-mirror; got {mirror!r}")
-    groups: list[ComputeGroup] = []
+    groups: list[tuple[int, ComputeGroup]] = []
     if not compute_groups:
         problems.append("compute_groups: needs at least one compute group (each becomes a Slurm partition); got none")
-    first: dict[str, int] = {}
     for index, given in enumerate(compute_groups):
         where = f"compute_groups[{index}]"
         try:
@@ -714,45 +507,32 @@ def validate_props(
         except (TypeError, ValueError):
             problems.append(f"{where}: must be a ComputeGroup or a mapping of its keys; got {given!r}")
             continue
-        if group.name in first:
-            problems.append(
-                f"{where}.name: {group.name!r} is already the name of compute_groups[{first[group.name]}]; "
-                "HyperPod instance group names must be unique"
-            )
-        first.setdefault(group.name, index)
         if group.capacity not in HYPERPOD_CAPACITIES:
             problems.append(
                 f"{where}.capacity: {group.capacity!r} is for AWS PCS (EC2 reservations go through launch "
                 "templates); HyperPod reserves capacity with capacity: training-plan and a training_plan_arn"
             )
-        match = TRAINING_PLAN_ARN_PATTERN.match(group.training_plan_arn or "")
-        if match and not _token(region) and match["region"] != region:
-            problems.append(
-                f"{where}.training_plan_arn: the training plan is in {match['region']}, the stack in {region}; "
-                "a plan serves only its own region"
-            )
-        if match and not _token(account) and match["account"] != account:
-            problems.append(
-                f"{where}.training_plan_arn: the training plan belongs to account {match['account']}, the stack "
-                f"to {account}"
-            )
-        groups.append(group)
+        for message in training_plan_elsewhere(group.training_plan_arn, region, account):
+            problems.append(f"{where}.training_plan_arn: {message}")
+        groups.append((index, group))
+    for index, name, first in repeated_names((index, group.name) for index, group in groups):
+        problems.append(f"compute_groups[{index}].name: {repeated_group_name(name, f'compute_groups[{first}]')}")
     if has_file_system and (lustre_dns_name is not None or lustre_mount_name is not None):
         problems.append("file_system: give either file_system or lustre_dns_name with lustre_mount_name, not both")
     elif (lustre_dns_name is None) != (lustre_mount_name is None):
         problems.append(
             "lustre_dns_name and lustre_mount_name go together: give both to mount a file system, or neither"
         )
-    for prop, value, pattern, right in (
-        ("lustre_dns_name", lustre_dns_name, DNS_NAME_PATTERN,
-         "an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"),
-        ("lustre_mount_name", lustre_mount_name, MOUNT_NAME_PATTERN,
-         "an FSx mount name of 1-8 letters, digits, '_' or '-'"),
-        ("nccl_parameter_prefix", nccl_parameter_prefix, SSM_PATH_PATTERN, "an SSM path like /fmcluster/llm"),
-    ):  # fmt: skip
-        if value is not None and not _token(value) and not pattern.match(value):
-            problems.append(f"{prop}: must be {right}; got {value!r}")
-    if not _token(controller_volume_gib) and not 1 <= controller_volume_gib <= 16384:
+    for prop, problem in (
+        ("lustre_dns_name", lustre_dns_name_problem(lustre_dns_name)),
+        ("lustre_mount_name", lustre_mount_name_problem(lustre_mount_name)),
+    ):
+        if problem:
+            problems.append(f"{prop}: {problem}")
+    prefix = nccl_parameter_prefix
+    if prefix is not None and not is_token(prefix) and not SSM_PATH_PATTERN.match(prefix):
+        problems.append(f"nccl_parameter_prefix: must be an SSM path like /fmcluster/llm; got {prefix!r}")
+    if not is_token(controller_volume_gib) and not 1 <= controller_volume_gib <= 16384:
         problems.append(f"controller_volume_gib: must be 1-16384 GiB; got {controller_volume_gib}")
     if slurm_config_strategy is not None and slurm_config_strategy not in SLURM_CONFIG_STRATEGIES:
         problems.append(
@@ -760,111 +540,4 @@ def validate_props(
         )
     if problems:
         raise ValueError("\n".join(f"HyperPodSlurmCluster: {problem}" for problem in problems))
-    return tuple(groups)
-
-
-def lifecycle_bucket_name(cluster_name: str, account: str, region: str) -> str:
-    """`sagemaker-<cluster>-<account>-<region>` (lowercase), shortened with a hash to fit S3's 63 characters.
-
-    `account` and `region` may be tokens; the room left for the cluster name then assumes the longest region. A
-    cluster name that is itself a token is used as it is (it must then be lowercase and short enough).
-    """
-    if _token(cluster_name):
-        return f"{SAGEMAKER_BUCKET_PREFIX}{cluster_name}-{account}-{region}"
-    region_length = MAX_REGION_LENGTH if _token(region) else len(region)
-    room = MAX_BUCKET_NAME - len(SAGEMAKER_BUCKET_PREFIX) - ACCOUNT_ID_LENGTH - region_length - 2
-    name = cluster_name.lower()
-    if len(name) > room:
-        digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:8]
-        name = f"{name[: room - len(digest) - 1].rstrip('-')}-{digest}"
-    return f"{SAGEMAKER_BUCKET_PREFIX}{name}-{account}-{region}"
-
-
-def lifecycle_settings(
-    *,
-    cluster_name: str,
-    region: str,
-    nccl_parameter_prefix: str,
-    image_parameter_name: str,
-    mount_path: str,
-    prometheus: str = "none",
-    grafana: str = "none",
-    endpoint_parameter_name: str = "",
-    mirror: str = "",
-) -> str:
-    """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens).
-
-    `prometheus`, `grafana`, `endpoint_parameter_name` and `mirror` are what on_create.sh's observability step needs
-    (it runs only when `prometheus` is "managed"; an empty mirror means the public release sites).
-    """
-    settings = {
-        "FMCLUSTER_CLUSTER": cluster_name,
-        "FMCLUSTER_REGION": region,
-        "FMCLUSTER_NCCL_PREFIX": nccl_parameter_prefix,
-        "FMCLUSTER_IMAGE_PARAMETER": image_parameter_name,
-        "FMCLUSTER_CONTROLLER_GROUP": CONTROLLER_GROUP,
-        "FMCLUSTER_FSX_MOUNT": mount_path,
-        "FMCLUSTER_PROMETHEUS": prometheus,
-        "FMCLUSTER_GRAFANA": grafana,
-        "FMCLUSTER_ENDPOINT_PARAMETER": endpoint_parameter_name,
-        "FMCLUSTER_MIRROR": mirror,
-    }
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
-
-
-def _package_text(path: str) -> str:
-    return resources.files("fmcluster").joinpath(path).read_text(encoding="ascii")
-
-
-def _package_data(path: str) -> str:
-    """A data file of the package (dashboards may hold any UTF-8 text; scripts are ASCII)."""
-    return resources.files("fmcluster").joinpath(path).read_text(encoding="utf-8")
-
-
-def _acknowledge_deployment_findings(deployment: s3deploy.BucketDeployment, bucket: s3.IBucket) -> None:
-    """cdk-nag findings of CDK's BucketDeployment function (one per stack), each with its reason."""
-    function = deployment.handler_role.node.scope
-    stack = cdk.Stack.of(deployment)
-    policy = deployment.handler_role.node.try_find_child("DefaultPolicy")
-    statements = stack.resolve(policy.document.to_json())["Statement"] if isinstance(policy, iam.Policy) else []
-    ours = stack.resolve(bucket.arn_for_objects("*"))
-    acknowledgments = [
-        cdk.Acknowledgment(
-            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-            reason="CDK's BucketDeployment function writes only its own CloudWatch logs with this policy",
-        ),
-        cdk.Acknowledgment(
-            id="AwsSolutions-L1",
-            reason="The BucketDeployment function's runtime is chosen and updated by aws-cdk-lib, not by this project",
-        ),
-        *(
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM5[Action::{action}]",
-                reason="CDK's bucket grants to the BucketDeployment function: read the staged assets, copy them "
-                "into the destination prefix and prune what is no longer shipped",
-            )
-            for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:DeleteObject*", "s3:Abort*")
-        ),
-    ]
-    for statement in statements:
-        listed = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-        for resource in listed:
-            if "*" not in str(resource):
-                continue
-            reason = (
-                "The function replaces the lifecycle scripts, whose object keys follow the package's files"
-                if resource == ours
-                else "The function reads the staged script assets, named by content hash, from the CDK assets bucket"
-            )
-            acknowledgments.append(
-                cdk.Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{nag_form(function, resource)}]", reason=reason)
-            )
-    cdk.Validations.of(function).acknowledge(*acknowledgments)
-    quiet_redundant_depends_on(function)
-    acknowledge_deploy_time_functions(
-        function, "copies the lifecycle scripts into their bucket (S3 only)", resource_type="AWS::Lambda::Function"
-    )
-
-
-def _token(value: object) -> bool:
-    return isinstance(value, str | int | float) and cdk.Token.is_unresolved(value)
+    return tuple(group for _, group in groups)

@@ -1,0 +1,140 @@
+"""Every rule the cluster file and the constructs share, written once.
+
+The pydantic models (`fmcluster.config.models`), the cross-section rules (`fmcluster.config.rules`) and the
+constructs (`fmcluster.constructs`) call these functions, so `fmcluster validate` and a library user who builds a
+construct by hand get the same rule and the same words. Each check returns the message of a problem, or None when
+the value is fine; the caller adds where the value came from (`compute[0].reservation_id: ...` in a cluster file,
+`EfaLaunchTemplate: reservation_id: ...` for a construct).
+
+One pattern per kind of name, each with the public source it follows:
+
+>>> bool(CLUSTER_NAME_PATTERN.match("llm-pretrain")), bool(HYPERPOD_CLUSTER_NAME_PATTERN.match("LLM-1"))
+(True, True)
+>>> lustre_mount_name_problem("abcdefghi")
+"must be an FSx mount name of 1-8 letters, digits, '_' or '-'; got 'abcdefghi'"
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Iterator
+
+import aws_cdk as cdk
+
+from fmcluster import catalog
+
+CLUSTER_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
+"""fmcluster's own cluster names (the file's `name`): short and lowercase, because they go into S3 bucket names,
+SSM paths and HyperPod's `sagemaker-<name>-<account>-<region>` lifecycle bucket."""
+GROUP_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+"""Compute group names: Slurm partition names and HyperPod instance group names (a trailing '-' is checked apart)."""
+HYPERPOD_CLUSTER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+"""SageMaker cluster names (botocore `sagemaker` ClusterName: 1-63 characters, `[a-zA-Z0-9](-*[a-zA-Z0-9])*`)."""
+RESERVATION_ID_PATTERN = re.compile(r"^cr-[0-9a-f]{17}$")
+TRAINING_PLAN_ARN_PATTERN = re.compile(
+    r"^arn:aws[a-z-]*:sagemaker:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):training-plan/[A-Za-z0-9-]{1,63}$"
+)
+AMI_ID_PATTERN = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
+S3_URI_PATTERN = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>/[^\s]*)?$")
+LUSTRE_DNS_NAME_PATTERN = re.compile(r"^(fs|fc)i?-[0-9a-f]{8,}\..{4,253}$")
+"""FSx for Lustre DNS names (botocore `fsx` DNSName, the same as `sagemaker` ClusterDnsName)."""
+LUSTRE_MOUNT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,8}$")
+"""FSx for Lustre mount names (botocore `fsx` LustreFileSystemMountName: 1-8 of `[A-Za-z0-9_-]`; `sagemaker`
+ClusterMountName is the same)."""
+SSM_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
+"""A fully qualified SSM parameter name or path prefix (SSM user guide, parameter hierarchies)."""
+RESERVATION_CAPACITIES = ("capacity-block", "odcr")
+
+
+def is_token(value: object) -> bool:
+    """True when `value` is an unresolved CDK token: known only at deploy time, so no rule can judge it yet."""
+    return isinstance(value, str | int | float) and not isinstance(value, bool) and cdk.Token.is_unresolved(value)
+
+
+def unknown_instance_type(value: str) -> str | None:
+    """An instance type fmcluster has no row for in `fmcluster.catalog`, with the closest known name."""
+    if value in catalog.CATALOG:
+        return None
+    close = difflib.get_close_matches(value, list(catalog.CATALOG), n=1, cutoff=0.7)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown instance type {value!r}; {hint}known: {', '.join(catalog.CATALOG)}"
+
+
+def no_efa(instance_type: str, turn_off: str) -> str | None:
+    """EFA asked for on a type without it; `turn_off` says how, in the caller's words (`efa: false`, `efa=False`)."""
+    row = catalog.CATALOG.get(instance_type)
+    if row is None or row.supports_efa:
+        return None
+    with_efa = ", ".join(name for name, r in catalog.CATALOG.items() if r.supports_efa)
+    return f"{instance_type} has no EFA; {turn_off} or use an EFA type ({with_efa})"
+
+
+def reservation_problem(capacity: str | None, reservation_id: str | None) -> str | None:
+    """A capacity reservation id where the capacity takes none, missing where it needs one, or malformed.
+
+    `capacity` None means it is itself invalid: then only the id's form is judged.
+    """
+    needs_one = capacity in RESERVATION_CAPACITIES
+    if reservation_id is None:
+        return f"required when capacity is {capacity!r}" if needs_one else None
+    if capacity is not None and not needs_one:
+        return f"only for capacity 'capacity-block' or 'odcr'; this group's capacity is {capacity!r}"
+    if not is_token(reservation_id) and not RESERVATION_ID_PATTERN.match(reservation_id):
+        return (
+            "must be a capacity reservation id like cr-0123456789abcdef0 ('cr-' and 17 hex digits); "
+            f"got {reservation_id!r}"
+        )
+    return None
+
+
+def repeated_names(names: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str, int]]:
+    """(index, name, index of its first use) for every name already used, in order."""
+    first: dict[str, int] = {}
+    for index, name in names:
+        if name in first:
+            yield index, name, first[name]
+        first.setdefault(name, index)
+
+
+def repeated_group_name(name: str, first: str) -> str:
+    """A compute group named like an earlier one (`first` says where that one is)."""
+    return f"{name!r} is already the name of {first}; group names must be unique"
+
+
+def training_plan_elsewhere(arn: str | None, region: str | None, account: str | None) -> Iterator[str]:
+    """A training plan in another region or account than the cluster's (a plan serves only its own)."""
+    match = TRAINING_PLAN_ARN_PATTERN.match(arn or "")
+    if match and region and not is_token(region) and match["region"] != region:
+        yield (f"the training plan is in {match['region']}, the cluster in {region}; a plan serves only its own region")
+    if match and account and not is_token(account) and match["account"] != account:
+        yield f"the training plan belongs to account {match['account']}, the cluster to {account}"
+
+
+def grafana_without_source(grafana: str, prometheus: str) -> str | None:
+    """Grafana with no Prometheus to read from (an unknown `grafana` value is its own problem)."""
+    if grafana in ("self-hosted", "managed") and prometheus == "none":
+        return f"{grafana!r} needs prometheus: managed as its data source; set grafana: none or prometheus: managed"
+    return None
+
+
+def lustre_dns_name_problem(value: str | None) -> str | None:
+    if value is None or is_token(value) or LUSTRE_DNS_NAME_PATTERN.match(value):
+        return None
+    return f"must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got {value!r}"
+
+
+def lustre_mount_name_problem(value: str | None) -> str | None:
+    if value is None or is_token(value) or LUSTRE_MOUNT_NAME_PATTERN.match(value):
+        return None
+    return f"must be an FSx mount name of 1-8 letters, digits, '_' or '-'; got {value!r}"
+
+
+def cluster_name_problem(value: object) -> str | None:
+    """fmcluster's rule for a cluster name (the file's `name`)."""
+    if isinstance(value, str) and (is_token(value) or CLUSTER_NAME_PATTERN.match(value)):
+        return None
+    return (
+        "must be 2-24 characters of lowercase letters, digits and '-', starting with a letter and ending with a "
+        f"letter or digit; got {value!r}"
+    )

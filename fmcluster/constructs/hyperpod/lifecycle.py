@@ -1,0 +1,157 @@
+"""The lifecycle of a HyperPod cluster's nodes: the scripts, the bucket they live in, and the settings they read."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from importlib import resources
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+
+from fmcluster.config.checks import is_token
+from fmcluster.config.regions import REGIONS
+from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
+from fmcluster.constructs.functions import quiet_redundant_depends_on
+from fmcluster.constructs.nag import nag_form
+from fmcluster.node_scripts import DASHBOARDS, NCCL_TESTS, dashboard_files
+
+CONTROLLER_GROUP = "controller"
+"""Instance group (and Slurm node type Controller) of the one slurmctld node."""
+LIFECYCLE_PREFIX = "fmcluster-lifecycle"
+"""Key prefix of the lifecycle scripts in the lifecycle bucket; `SourceS3Uri` points here."""
+REPLACED_SCRIPTS_EXPIRATION = cdk.Duration.days(30)
+"""Lifecycle scripts replaced or removed by a deploy stay in the bucket as old versions for this long."""
+ON_CREATE = "on_create.sh"
+"""Entry script, run as `OnInitComplete` (HyperPod's Extended mode): after HyperPod has installed and
+configured its own software, Slurm from the API-driven configuration included. `OnCreate` (Customer Managed
+mode) would leave setting up Slurm to the scripts, as the older provisioning_parameters.json model did."""
+LIFECYCLE_ENV = "fmcluster.env"
+"""The cluster's settings for the lifecycle scripts, written next to them (KEY=value lines)."""
+LIFECYCLE_SCRIPTS: Mapping[str, str] = {
+    ON_CREATE: "node/hyperpod/on_create.sh",
+    "enroot-pyxis.sh": "node/hyperpod/enroot-pyxis.sh",
+    "import-image.sh": "node/hyperpod/import-image.sh",
+    "ssm.sh": "node/hyperpod/ssm.sh",
+    "lib.sh": "node/lib.sh",
+    "nvme-raid.sh": "node/nvme-raid.sh",
+    "nccl-env.sh": "node/nccl-env.sh",
+    "observability.sh": "node/observability.sh",
+}
+"""Object name under the lifecycle prefix -> package file of fmcluster: flat, so `lib.sh` sits next to the scripts."""
+LIFECYCLE_DATA: Mapping[str, str] = {
+    NCCL_TESTS: f"node/{NCCL_TESTS}",
+    **{f"{DASHBOARDS}/{name}": f"{DASHBOARDS}/{name}" for name in dashboard_files()},
+}
+"""Files the lifecycle installs besides the scripts: the nccl-tests job and the dashboards folder observability.sh
+reads (object name under the lifecycle prefix -> package file)."""
+SAGEMAKER_BUCKET_PREFIX = "sagemaker-"
+"""HyperPod's managed instance policy reaches only such buckets (SageMaker API reference, ClusterLifeCycleConfig)."""
+MAX_BUCKET_NAME = 63
+ACCOUNT_ID_LENGTH = 12
+MAX_REGION_LENGTH = max(len(region) for region in REGIONS)
+
+
+def lifecycle_bucket_name(cluster_name: str, account: str, region: str) -> str:
+    """`sagemaker-<cluster>-<account>-<region>` (lowercase), shortened with a hash to fit S3's 63 characters.
+
+    `account` and `region` may be tokens; the room left for the cluster name then assumes the longest region. A
+    cluster name that is itself a token is used as it is (it must then be lowercase and short enough).
+    """
+    if is_token(cluster_name):
+        return f"{SAGEMAKER_BUCKET_PREFIX}{cluster_name}-{account}-{region}"
+    region_length = MAX_REGION_LENGTH if is_token(region) else len(region)
+    room = MAX_BUCKET_NAME - len(SAGEMAKER_BUCKET_PREFIX) - ACCOUNT_ID_LENGTH - region_length - 2
+    name = cluster_name.lower()
+    if len(name) > room:
+        digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:8]
+        name = f"{name[: room - len(digest) - 1].rstrip('-')}-{digest}"
+    return f"{SAGEMAKER_BUCKET_PREFIX}{name}-{account}-{region}"
+
+
+def lifecycle_settings(
+    *,
+    cluster_name: str,
+    region: str,
+    nccl_parameter_prefix: str,
+    image_parameter_name: str,
+    mount_path: str,
+    prometheus: str = "none",
+    grafana: str = "none",
+    endpoint_parameter_name: str = "",
+    mirror: str = "",
+) -> str:
+    """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens).
+
+    `prometheus`, `grafana`, `endpoint_parameter_name` and `mirror` are what on_create.sh's observability step needs
+    (it runs only when `prometheus` is "managed"; an empty mirror means the public release sites).
+    """
+    settings = {
+        "FMCLUSTER_CLUSTER": cluster_name,
+        "FMCLUSTER_REGION": region,
+        "FMCLUSTER_NCCL_PREFIX": nccl_parameter_prefix,
+        "FMCLUSTER_IMAGE_PARAMETER": image_parameter_name,
+        "FMCLUSTER_CONTROLLER_GROUP": CONTROLLER_GROUP,
+        "FMCLUSTER_FSX_MOUNT": mount_path,
+        "FMCLUSTER_PROMETHEUS": prometheus,
+        "FMCLUSTER_GRAFANA": grafana,
+        "FMCLUSTER_ENDPOINT_PARAMETER": endpoint_parameter_name,
+        "FMCLUSTER_MIRROR": mirror,
+    }
+    return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def package_text(path: str) -> str:
+    return resources.files("fmcluster").joinpath(path).read_text(encoding="ascii")
+
+
+def package_data(path: str) -> str:
+    """A data file of the package (dashboards may hold any UTF-8 text; scripts are ASCII)."""
+    return resources.files("fmcluster").joinpath(path).read_text(encoding="utf-8")
+
+
+def acknowledge_deployment_findings(deployment: s3deploy.BucketDeployment, bucket: s3.IBucket) -> None:
+    """cdk-nag findings of CDK's BucketDeployment function (one per stack), each with its reason."""
+    function = deployment.handler_role.node.scope
+    stack = cdk.Stack.of(deployment)
+    policy = deployment.handler_role.node.try_find_child("DefaultPolicy")
+    statements = stack.resolve(policy.document.to_json())["Statement"] if isinstance(policy, iam.Policy) else []
+    ours = stack.resolve(bucket.arn_for_objects("*"))
+    acknowledgments = [
+        cdk.Acknowledgment(
+            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            reason="CDK's BucketDeployment function writes only its own CloudWatch logs with this policy",
+        ),
+        cdk.Acknowledgment(
+            id="AwsSolutions-L1",
+            reason="The BucketDeployment function's runtime is chosen and updated by aws-cdk-lib, not by this project",
+        ),
+        *(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Action::{action}]",
+                reason="CDK's bucket grants to the BucketDeployment function: read the staged assets, copy them "
+                "into the destination prefix and prune what is no longer shipped",
+            )
+            for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:DeleteObject*", "s3:Abort*")
+        ),
+    ]
+    for statement in statements:
+        listed = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        for resource in listed:
+            if "*" not in str(resource):
+                continue
+            reason = (
+                "The function replaces the lifecycle scripts, whose object keys follow the package's files"
+                if resource == ours
+                else "The function reads the staged script assets, named by content hash, from the CDK assets bucket"
+            )
+            acknowledgments.append(
+                cdk.Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{nag_form(function, resource)}]", reason=reason)
+            )
+    cdk.Validations.of(function).acknowledge(*acknowledgments)
+    quiet_redundant_depends_on(function)
+    acknowledge_deploy_time_functions(
+        function, "copies the lifecycle scripts into their bucket (S3 only)", resource_type="AWS::Lambda::Function"
+    )

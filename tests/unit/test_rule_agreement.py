@@ -1,0 +1,220 @@
+"""The cluster file and the constructs agree on every rule they share (`fmcluster.config.checks`).
+
+Each row is one bad value, run through `fmcluster validate`'s path (`parse` of a minimal cluster file) and through
+every construct that takes the same value; the message after each side's own location prefix must be the same
+text. A rule copied into a construct and then edited on one side only fails here.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import aws_cdk as cdk
+import pytest
+
+from fmcluster.config import ConfigError, parse
+from fmcluster.constructs import (
+    EfaLaunchTemplate,
+    HyperPodSlurmCluster,
+    NcclTuning,
+    TrainingImage,
+    TrainingNetwork,
+)
+from fmcluster.node_scripts import bootstrap_user_data
+
+SOURCE = "cluster.yaml"
+ACCOUNT = "123456789012"
+RESERVATION = "cr-0123456789abcdef0"
+PLAN_ARN = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/llm-pretrain"
+OTHER_ACCOUNT_ARN = "arn:aws:sagemaker:us-east-1:210987654321:training-plan/llm-pretrain"
+DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
+BASE: dict = {
+    "name": "llm",
+    "region": "us-east-1",
+    "account": ACCOUNT,
+    "availability_zone_id": "use1-az6",
+    "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
+}
+GPU = {"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}
+
+
+def config_message(data: dict, path: str) -> str:
+    """The message `fmcluster validate` prints for `path` of this cluster file."""
+    with pytest.raises(ConfigError) as caught:
+        parse(data, source=SOURCE)
+    prefix = f"{SOURCE}: {path}: "
+    found = [line.removeprefix(prefix) for line in caught.value.lines() if line.startswith(prefix)]
+    assert len(found) == 1, caught.value.lines()
+    return found[0]
+
+
+def construct_message(build: Callable[[cdk.Stack], object], prefix: str) -> str:
+    """The message a construct raises for the prop at `prefix` ("Construct: prop"), built in a fresh stack."""
+    stack = cdk.Stack(cdk.App(), "Agreement", env=cdk.Environment(account=ACCOUNT, region="us-east-1"))
+    with pytest.raises(ValueError) as caught:
+        build(stack)
+    found = [line.removeprefix(f"{prefix}: ") for line in str(caught.value).splitlines() if line.startswith(prefix)]
+    assert len(found) == 1, str(caught.value)
+    return found[0]
+
+
+def file_with(**changes: object) -> dict:
+    data = copy.deepcopy(BASE)
+    data.update(copy.deepcopy(changes))
+    return data
+
+
+def hyperpod(**props: object) -> Callable[[cdk.Stack], object]:
+    def build(stack: cdk.Stack) -> object:
+        network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
+        required = {
+            "cluster_name": "llm",
+            "subnet": network.compute_subnet,
+            "security_groups": [network.efa_security_group],
+            "compute_groups": [GPU],
+        }
+        return HyperPodSlurmCluster(stack, "Cluster", **{**required, **props})
+
+    return build
+
+
+def launch_template(**props: object) -> Callable[[cdk.Stack], object]:
+    def build(stack: cdk.Stack) -> object:
+        network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
+        required = {
+            "instance_type": "p5.48xlarge",
+            "security_groups": [network.efa_security_group],
+            "subnet": network.compute_subnet,
+        }
+        return EfaLaunchTemplate(stack, "Template", **{**required, **props})
+
+    return build
+
+
+def nccl_tuning(**props: object) -> Callable[[cdk.Stack], object]:
+    required = {"cluster_name": "llm", "groups": [("gpu", "p5.48xlarge")]}
+    return lambda stack: NcclTuning(stack, "Nccl", **{**required, **props})
+
+
+UNKNOWN = "p5.48xl"
+ON_PLAN = {"capacity": "training-plan", "training_plan_arn": PLAN_ARN}
+
+# (id, cluster file, its path, [(construct builder, "Construct: prop")...])
+CASES = [
+    (
+        "unknown-instance-type",
+        file_with(compute=[{**GPU, "instance_type": UNKNOWN}]),
+        "compute[0].instance_type",
+        [
+            (launch_template(instance_type=UNKNOWN), "EfaLaunchTemplate: instance_type"),
+            (hyperpod(compute_groups=[{**GPU, "instance_type": UNKNOWN}]),
+             "HyperPodSlurmCluster: compute_groups[0].instance_type"),
+            (nccl_tuning(groups=[("gpu", UNKNOWN)]), "NcclTuning: groups[0]"),
+        ],
+    ),
+    (
+        "reservation-missing",
+        file_with(orchestrator={"type": "pcs"}, compute=[{**GPU, "capacity": "odcr"}]),
+        "compute[0].reservation_id",
+        [(launch_template(capacity="odcr"), "EfaLaunchTemplate: reservation_id")],
+    ),
+    (
+        "reservation-on-demand",
+        file_with(orchestrator={"type": "pcs"}, compute=[{**GPU, "reservation_id": RESERVATION}]),
+        "compute[0].reservation_id",
+        [(launch_template(reservation_id=RESERVATION), "EfaLaunchTemplate: reservation_id")],
+    ),
+    (
+        "reservation-malformed",
+        file_with(orchestrator={"type": "pcs"}, compute=[{**GPU, "capacity": "odcr", "reservation_id": "cr-1"}]),
+        "compute[0].reservation_id",
+        [(launch_template(capacity="odcr", reservation_id="cr-1"), "EfaLaunchTemplate: reservation_id")],
+    ),
+    (
+        "group-names-unique",
+        file_with(compute=[GPU, {**GPU, "instance_type": "p4d.24xlarge"}]),
+        "compute[1].name",
+        [
+            (hyperpod(compute_groups=[GPU, {**GPU, "instance_type": "p4d.24xlarge"}]),
+             "HyperPodSlurmCluster: compute_groups[1].name"),
+            (nccl_tuning(groups=[("gpu", "p5.48xlarge"), ("gpu", "p4d.24xlarge")]), "NcclTuning: groups[1]"),
+        ],
+    ),
+    (
+        "training-plan-region",
+        file_with(compute=[{**GPU, **ON_PLAN}]),
+        "compute[0].training_plan_arn",
+        [(hyperpod(compute_groups=[{**GPU, **ON_PLAN}]), "HyperPodSlurmCluster: compute_groups[0].training_plan_arn")],
+    ),
+    (
+        "training-plan-account",
+        file_with(compute=[{**GPU, **ON_PLAN, "training_plan_arn": OTHER_ACCOUNT_ARN}]),
+        "compute[0].training_plan_arn",
+        [
+            (hyperpod(compute_groups=[{**GPU, **ON_PLAN, "training_plan_arn": OTHER_ACCOUNT_ARN}]),
+             "HyperPodSlurmCluster: compute_groups[0].training_plan_arn"),
+        ],
+    ),
+    (
+        "grafana-needs-prometheus",
+        file_with(observability={"prometheus": "none", "grafana": "managed"}),
+        "observability.grafana",
+        [
+            (hyperpod(prometheus="none", grafana="managed"), "HyperPodSlurmCluster: grafana"),
+        ],
+    ),
+    (
+        "cluster-name",
+        file_with(name="LLM"),
+        "name",
+        [
+            (lambda stack: TrainingImage(stack, "Image", cluster_name="LLM"), "TrainingImage: cluster_name"),
+            (nccl_tuning(cluster_name="LLM"), "NcclTuning: cluster_name"),
+        ],
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("file", "path", "constructs"), [case[1:] for case in CASES], ids=[c[0] for c in CASES])
+def test_config_and_constructs_say_the_same(file, path, constructs):
+    """A message that names another entry says `compute[i]` in the file and the construct's own prop name."""
+    expected = config_message(file, path)
+    for build, prefix in constructs:
+        entries = prefix.split(": ")[1].split("[")[0]
+        assert construct_message(build, prefix) == expected.replace("compute[", f"{entries}[")
+
+
+@pytest.mark.parametrize(
+    ("build", "prefix"),
+    [
+        (hyperpod(lustre_dns_name=DNS, lustre_mount_name="abcdefghi"), "HyperPodSlurmCluster: lustre_mount_name"),
+        (lambda stack: bootstrap_user_data(lustre_dns_name=DNS, lustre_mount_name="abcdefghi"),
+         "bootstrap_user_data: lustre_mount_name"),
+    ],
+    ids=["hyperpod", "node-bootstrap"],
+)  # fmt: skip
+def test_lustre_mount_name_is_the_fsx_api_rule(build, prefix):
+    """botocore `fsx` LustreFileSystemMountName (and `sagemaker` ClusterMountName): 1-8 of [A-Za-z0-9_-].
+
+    The node bootstrap once allowed 1-16 characters; HyperPod's copy had the API's 8.
+    """
+    expected = "must be an FSx mount name of 1-8 letters, digits, '_' or '-'; got 'abcdefghi'"
+    assert construct_message(build, prefix) == expected
+
+
+@pytest.mark.parametrize(
+    ("build", "prefix"),
+    [
+        (hyperpod(lustre_dns_name="nfs.example.com", lustre_mount_name="abc"), "HyperPodSlurmCluster: lustre_dns_name"),
+        (lambda stack: bootstrap_user_data(lustre_dns_name="nfs.example.com", lustre_mount_name="abc"),
+         "bootstrap_user_data: lustre_dns_name"),
+    ],
+    ids=["hyperpod", "node-bootstrap"],
+)  # fmt: skip
+def test_lustre_dns_name_is_the_fsx_api_rule(build, prefix):
+    """botocore `fsx` DNSName (and `sagemaker` ClusterDnsName): `(fs|fc)i?-<hex>.<domain>`."""
+    assert construct_message(build, prefix) == (
+        "must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'nfs.example.com'"
+    )
+
