@@ -1,5 +1,6 @@
 # fmcluster: `make synth` synthesizes a cluster file (default the quickstart) and prints its plan;
-# `make test` runs every quality gate. Both install what they need first, once.
+# `make test` runs every quality gate. Both install what they need first, once; only `make test` installs the test
+# tools (Prometheus), so `make synth` works without apt or root.
 CONFIG ?= examples/quickstart.yaml
 VENV := .venv
 CHECKOV_VENV := .checkov
@@ -10,9 +11,9 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 PYTEST_ARGS ?=
 
-.PHONY: setup synth plan validate test lint deploy clean
+.PHONY: setup synth plan validate validate-live diagnose test lint deploy clean
 
-setup: $(STAMP)/python $(STAMP)/node $(STAMP)/prometheus
+setup: $(STAMP)/python $(STAMP)/node
 
 $(STAMP)/python: pyproject.toml
 	@mkdir -p $(STAMP)
@@ -25,13 +26,17 @@ $(STAMP)/node: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# A real Prometheus (Debian's package) checks the observability rules and dashboards; the package's own service
-# is disabled so nothing listens on :9090 behind your back.
-$(STAMP)/prometheus:
+# Test tools from Debian (bookworm): a real Prometheus and promtool check the observability rules and dashboards
+# (`promtool test rules` runs the alert unit tests), and a real node_exporter runs against a fake EFA sysfs tree.
+# Installed only when missing; the packages' own services are disabled so nothing listens behind your back. The
+# upstream versions are pinned; Debian's stable updates of them (+deb12uN, +bN) are accepted, since the archive keeps
+# only the newest.
+TEST_DEBS := 'prometheus=2.42.0+ds-5*' 'prometheus-node-exporter=1.5.0-1*'
+$(STAMP)/test-tools:
 	@mkdir -p $(STAMP)
-	command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }
-	systemctl disable --now prometheus >/dev/null 2>&1 || true
+	command -v prometheus >/dev/null && command -v promtool >/dev/null && command -v prometheus-node-exporter >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEST_DEBS); }
+	systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 	@touch $@
 
 # checkov (a test-only scanner) pins boto3, packaging and more that clash with the dev extra: it gets its own
@@ -49,10 +54,17 @@ synth: setup
 plan validate: setup
 	fmcluster $@ $(CONFIG)
 
+# Read-only calls to the account with your credentials (AWS_PROFILE, ...); see the README's IAM policy.
+validate-live: setup
+	fmcluster validate $(CONFIG) --live
+
+diagnose: setup
+	fmcluster diagnose $(CONFIG)
+
 lint: setup
 	ruff check .
 
-test: lint $(STAMP)/checkov
+test: lint $(STAMP)/test-tools $(STAMP)/checkov
 	pytest $(PYTEST_ARGS)
 
 deploy: setup

@@ -26,11 +26,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.add_argument(
             "file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})"
         )
+        if name == "validate":
+            command.add_argument(
+                "--live", action="store_true", help="also check the AWS account with read-only calls (credentials)"
+            )
+    diagnose = commands.add_parser("diagnose", help="say why a deployed cluster or one of its nodes failed")
+    diagnose.add_argument("file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})")
+    diagnose.add_argument("--collect", metavar="DIR", help="also write what was read (secrets redacted) to DIR")
     args = parser.parse_args(argv)
 
     config = load_or_report(args.file)
     if config is None:
         return EXIT_INVALID
+    if args.command == "diagnose":
+        return run_diagnose(args.file, config, args.collect)
+    if args.command == "validate" and args.live:
+        return validate_live(args.file, config)
     if args.command == "validate":
         print(f"{args.file}: valid: {len(config.compute)} compute group(s), {config.total_nodes} node(s)")
     else:
@@ -49,6 +60,44 @@ def load_or_report(path: str) -> ClusterConfig | None:
     for warning in advice.warnings(config):
         print(warning.render(path), file=sys.stderr)
     return config
+
+
+def validate_live(path: str, config: ClusterConfig) -> int:
+    """Run the live preflight: problems to stderr (exit 2 on any error), or one line without credentials."""
+    from fmcluster import live  # boto3 loads only for --live
+
+    progress = Console(stderr=True)
+    try:
+        problems = live.preflight(
+            config, live.Aws(config.region), console=progress if progress.is_terminal else None
+        )
+    except live.NoCredentials as error:
+        print(f"{path}: --live: {error}", file=sys.stderr)
+        return EXIT_INVALID
+    for problem in problems:
+        print(problem.render(path), file=sys.stderr)
+    errors = [problem for problem in problems if live.is_error(problem)]
+    if errors:
+        return EXIT_INVALID
+    print(f"{path}: valid, and the account in {config.region} is ready for it ({len(problems)} note(s) or warning(s))")
+    return 0
+
+
+def run_diagnose(path: str, config: ClusterConfig, collect_dir: str | None) -> int:
+    """Print the diagnosis; exit 0 healthy, 1 problems found, 2 could not diagnose."""
+    from fmcluster import live  # boto3 loads only for live commands
+    from fmcluster.live.diagnose import collect
+
+    progress = Console(stderr=True)
+    try:
+        diagnosis = live.diagnose(config, live.Aws(config.region), console=progress if progress.is_terminal else None)
+    except live.NoCredentials as error:
+        print(f"{path}: diagnose: {error}", file=sys.stderr)
+        return EXIT_INVALID
+    print(diagnosis.report())
+    if collect_dir:
+        print(f"collected: {collect(diagnosis, collect_dir, config.name)}", file=sys.stderr)
+    return diagnosis.exit_code
 
 
 def print_plan(config: ClusterConfig, console: Console) -> None:

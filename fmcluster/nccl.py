@@ -10,7 +10,8 @@ NCCL, the aws-ofi-nccl plugin and the EFA installer:
 * nothing the plugin already sets for itself on that instance type at that version (`plugin_defaults()`):
   setting one overrides a choice the plugin makes per platform;
 * no obsolete variable (`obsolete_variables()` names each one and why);
-* the floors below which P5-class instances (p5*, p6*) do not work well, enforced with a ValueError;
+* the floors of P5-class instances (p5*, p6*): below a stated requirement a ValueError (`floor_problems`), between
+  the requirement and the recommendation a warning (`floor_warnings`);
 * the user's own variables (the cluster file's `nccl.env`) laid over all of that, winning every conflict.
 
 `obsolete_variables()` checks any environment (the user's, or an existing job's) and returns one warning per
@@ -19,7 +20,8 @@ variable to remove, with the reason.
 Sources (see `../shared/FACTS.md`, "NCCL over EFA"):
   [doc]  aws/aws-ofi-nccl doc/efa-env-var.md (the EFA cheatsheet: presets by plugin version, obsolete variables)
   [src]  aws/aws-ofi-nccl src/platform-aws.cpp (`platform_data_map`: per-platform env; `configure_nvls_option`,
-         `configure_tuner`, FI_EFA_FORK_SAFE, OFI_NCCL_SKIP_NICS_WITHOUT_ACCEL on p6e-gb200)
+         `configure_tuner`, FI_EFA_FORK_SAFE, OFI_NCCL_SKIP_NICS_WITHOUT_ACCEL_AT_SAME_PCI_LEVEL on p6e-gb200;
+         include/nccl_ofi_param.h names the parameter SKIP_NICS_WITHOUT_ACCEL_AT_SAME_PCI_LEVEL)
   [rel]  aws/aws-ofi-nccl RELEASENOTES.md: v1.16.0 "NCCL_BUFFSIZE, NCCL_P2P_NET_CHUNKSIZE,
          NCCL_NVLSTREE_MAX_CHUNKSIZE, NCCL_NVLS_CHUNKSIZE, NCCL_NET_FORCE_FLUSH may be set by the plugin" and
          "enable collective algorithm tuner by default"; v1.16.1 SKIP_NICS_WITHOUT_ACCEL
@@ -119,24 +121,29 @@ P5_CLASS_FAMILIES = ("p5", "p6")
 class Floor:
     prop: str
     minimum: Version
+    """The stated requirement: below it, fail."""
+    recommended: Version
+    """The stated recommendation: between `minimum` and this, warn."""
     why: str
 
 
 P5_FLOORS = (
     Floor(
         "nccl_version",
+        (2, 18, 0),
         (2, 18, 5),
-        "NCCL before 2.18.5 hits an NVLS bug with EFA on NVLink Switch platforms; aws-ofi-nccl doc/efa-env-var.md",
+        "below 2.18.5 the plugin disables NVLS on NVLink Switch platforms; aws-ofi-nccl doc/efa-env-var.md",
     ),
-    Floor("ofi_nccl_version", (1, 7, 3), "the least aws-ofi-nccl doc/efa-env-var.md recommends for p5.48xlarge"),
+    Floor("ofi_nccl_version", (1, 7, 2), (1, 7, 3), "aws-ofi-nccl doc/efa-env-var.md, p5.48xlarge"),
     Floor(
         "efa_installer_version",
+        (1, 29, 0),
         (1, 29, 0),
         "older EFA installers make NCCL >= 2.19 raise libfabric errors; aws-ofi-nccl doc/efa-env-var.md",
     ),
 )
-"""aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge": cuda>=12.0, nccl>=2.18.5, aws-ofi-nccl>=1.7.3, efa-installer>=1.29.0.
-CUDA >= 12 is the image's business (not an input here)."""
+"""aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge": "nccl>=2.18.0 (recommend at least 2.18.5)", "aws-ofi-nccl>=1.7.2
+(recommend at least 1.7.3)", efa-installer>=1.29.0. CUDA >= 12 is the image's business (not an input here)."""
 
 
 def is_p5_class(instance: catalog.InstanceType) -> bool:
@@ -204,7 +211,9 @@ PLUGIN_DEFAULTS: tuple[PluginDefault, ...] = (
     # [src] static topology files for P4d/P4de (long before 1.6; 1.6.0 is a safe lower bound).
     PluginDefault("NCCL_TOPO_FILE", "(the plugin's p4d topology)", (1, 6, 0), _types(*_P4D), "P4d, P4de"),
     # [rel] v1.16.1 added the parameter; [src] turns it on for p6e-gb200 (the version it did so from is unconfirmed).
-    PluginDefault("OFI_NCCL_SKIP_NICS_WITHOUT_ACCEL", "1", (1, 16, 1), _types("p6e-gb200.36xlarge"), "P6e-GB200"),
+    PluginDefault(
+        "OFI_NCCL_SKIP_NICS_WITHOUT_ACCEL_AT_SAME_PCI_LEVEL", "1", (1, 16, 1), _types("p6e-gb200.36xlarge"), "P6e-GB200"
+    ),
 )
 
 
@@ -245,25 +254,38 @@ def _required(instance: catalog.InstanceType, versions: Versions) -> dict[str, s
     return env
 
 
-def floor_problems(instance_type: str, versions: Versions) -> list[str]:
-    """One line per version below the P5-class floor of `instance_type` (none for other types)."""
-    instance = _instance(instance_type)
-    if not is_p5_class(instance):
+def _floor_versions(instance_type: str, versions: Versions) -> list[tuple[Floor, str, Version]]:
+    if not is_p5_class(_instance(instance_type)):
         return []
     given = {
         "nccl_version": (versions.nccl, versions.nccl_v),
         "ofi_nccl_version": (versions.ofi_nccl, versions.ofi_nccl_v),
         "efa_installer_version": (versions.efa_installer, versions.efa_installer_v),
     }
-    problems = []
-    for floor in P5_FLOORS:
-        text, version = given[floor.prop]
-        if version < floor.minimum:
-            problems.append(
-                f"{floor.prop}: P5-class instances (p5*, p6*) need {_show(floor.minimum)} or later; got {text!r} "
-                f"({floor.why})"
-            )
-    return problems
+    return [(floor, *given[floor.prop]) for floor in P5_FLOORS]
+
+
+def floor_problems(instance_type: str, versions: Versions) -> list[str]:
+    """One line per version below the P5-class requirement of `instance_type` (none for other types)."""
+    return [
+        f"{floor.prop}: P5-class instances (p5*, p6*) need {_show(floor.minimum)} or later; got {text!r} ({floor.why})"
+        for floor, text, version in _floor_versions(instance_type, versions)
+        if version < floor.minimum
+    ]
+
+
+def floor_warnings(instance_type: str, versions: Versions) -> list[str]:
+    """One line per version that meets the P5-class requirement but not the recommendation.
+
+    >>> floor_warnings("p5.48xlarge", Versions(nccl="2.18.3", ofi_nccl="1.7.3", efa_installer="1.29.0"))[0][:65]
+    'nccl_version: aws-ofi-nccl recommends 2.18.5 or later on P5-class'
+    """
+    return [
+        f"{floor.prop}: aws-ofi-nccl recommends {_show(floor.recommended)} or later on P5-class instances (p5*, p6*); "
+        f"got {text!r} ({floor.why})"
+        for floor, text, version in _floor_versions(instance_type, versions)
+        if floor.minimum <= version < floor.recommended
+    ]
 
 
 def nccl_environment(
@@ -285,7 +307,7 @@ def nccl_environment(
     {'NCCL_SOCKET_IFNAME': '^docker,lo,veth', 'NCCL_DEBUG': 'WARN'}
 
     Raises ValueError naming every problem: an unknown instance type (with the known ones), a malformed version,
-    a version below the P5-class floors on p5*/p6* (NCCL 2.18.5, aws-ofi-nccl 1.7.3, EFA installer 1.29.0), a
+    a version below the P5-class requirements on p5*/p6* (NCCL 2.18.0, aws-ofi-nccl 1.7.2, EFA installer 1.29.0), a
     user variable the nodes would refuse (names must match ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$, values one line).
     """
     instance = _instance(instance_type)
@@ -437,9 +459,10 @@ MIN_BASELINE_MESSAGE_BYTES = 1024**3
 
 
 def baseline_spec(instance_type: str) -> dict[str, object]:
-    """What the nccl-results Lambda needs to judge runs on `instance_type`: line rate and published figures."""
+    """What the nccl-results Lambda needs to judge runs on `instance_type`: GPUs, line rate and published figures."""
     instance = _instance(instance_type)
     return {
+        "gpus": instance.accelerator_count,
         "efa_gbps": instance.efa_gbps,
         "published": [
             {"nodes": p.nodes, "message_bytes": p.message_bytes, "bus_gbs": p.bus_gbs, "source": p.source}

@@ -15,38 +15,56 @@
 #   --endpoint-parameter   an SSM parameter holding that endpoint (ClusterObservability writes one). When it does not
 #                          exist yet (the observability stack deploys after the cluster's), everything is installed, the
 #                          agent waits, and a timer re-reads the parameter every 5 minutes.
-#   --head-node            also run the Slurm exporter (this node has sinfo/squeue: HyperPod controller, PCS login node)
+#   --head-node            also run the Slurm exporter (this node has sinfo/squeue: HyperPod controller, PCS login node;
+#                          found on PATH, else under /opt/aws/pcs/scheduler/slurm-*/bin (PCS) or /opt/slurm/bin)
 #   --grafana              also run Grafana (self-hosted) on 127.0.0.1:3000 with the workspace as data source (SigV4)
 #                          and fmcluster's dashboards; reach it with an SSM port forward. Admin password in
 #                          /etc/fmcluster/grafana/admin-password.
 #   --mirror               take every binary and image from this S3 prefix instead of the public internet (what
 #                          `network.egress: none` needs). Layout: <prefix>/<component>/<version>/<file>, the file names
-#                          of each upstream release with its checksum file (see ARTIFACTS below); the dcgm-exporter image
-#                          as `docker save` output dcgm-exporter/<tag>/dcgm-exporter.tar with a SHA256SUMS file.
+#                          of each upstream release with its checksum file (the versions and names pinned below), e.g.
+#                          node_exporter/1.10.2/node_exporter-1.10.2.linux-amd64.tar.gz and .../sha256sums.txt,
+#                          slurm_exporter/1.7.0/prometheus-slurm-exporter_linux_amd64.tar.gz and
+#                          .../prometheus-slurm-exporter_1.7.0_checksums.txt; the dcgm-exporter image as `docker save`
+#                          output dcgm-exporter/<tag>/dcgm-exporter.tar with a SHA256SUMS file.
 #   --config-dir           fmcluster's dashboards directory (agent.yml, *.json); default: ../dashboards next to this
 #                          script, as in the fmcluster package.
 #
 # Every download is checked against the release's SHA-256 checksums. Pinned versions: NODE_EXPORTER_VERSION,
-# PROMETHEUS_VERSION, SLURM_EXPORTER_VERSION, GRAFANA_VERSION, DCGM_EXPORTER_IMAGE below. Running the script again
-# changes nothing that is already in place and restarts only services whose unit or configuration changed.
+# PROMETHEUS_VERSION, SLURM_EXPORTER_VERSION, GRAFANA_VERSION, DCGM_EXPORTER_IMAGE below (each with the release
+# asset names it downloads and where those names come from). Running the script again changes nothing that is
+# already in place and restarts only services whose unit or configuration changed. The exporters are optional: one
+# that cannot be installed or started is logged as a warning and left out of the agent's targets; only the agent
+# itself (and Grafana, when asked for) stops the script.
 # Log: /var/log/fmcluster/observability.log
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-NODE_EXPORTER_VERSION=1.9.1
+# node_exporter 1.10 is the first release whose infiniband collector reads EFA devices (procfs v0.16.1: a port
+# without counters/ no longer fails the device); 1.10.2 pins procfs v0.19.0. Assets (promu tarball and checksum,
+# .promu.yml at the tag): node_exporter-<version>.linux-<arch>.tar.gz and sha256sums.txt.
+NODE_EXPORTER_VERSION=1.10.2
 PROMETHEUS_VERSION=3.5.0
-SLURM_EXPORTER_VERSION=1.5.1
+# rivosinc/prometheus-slurm-exporter publishes binaries from v1.6.4; .goreleaser.yaml at v1.7.0 names the archive
+# {{ .ProjectName }}_{{ .Os }}_{{ .Arch }} (no version) and goreleaser's default checksum file
+# {{ .ProjectName }}_{{ .Version }}_checksums.txt; the binary sits at the archive's top level.
+SLURM_EXPORTER_VERSION=1.7.0
 GRAFANA_VERSION=11.6.0
+# The image tag the dcgm-exporter README at tag 4.3.1-4.4.0 runs (nvcr.io/nvidia/k8s/dcgm-exporter:<tag>).
 DCGM_EXPORTER_TAG=4.3.1-4.4.0-ubuntu22.04
 DCGM_EXPORTER_IMAGE="nvcr.io/nvidia/k8s/dcgm-exporter:$DCGM_EXPORTER_TAG"
+# DCGM_EXP_XID_ERRORS_COUNT counts each XID a GPU reported within this window (dcgm-exporter's default, 5 minutes)
+XID_COUNT_WINDOW_MS=300000
 INSTALL_ROOT="$ROOT/opt/fmcluster/observability"
 ETC="$ROOT/etc/fmcluster"
 TARGETS_DIR="$ETC/prometheus/targets"
 TEXTFILE_DIR="$ROOT/var/lib/fmcluster/node-exporter-textfile"
 SETTINGS="$ETC/observability.env"
-JOB_MAP_DIR=/run/fmcluster/dcgm-job-map
+# dcgm-exporter's --hpc-job-mapping-dir: one file per GPU index holding the Slurm job ids running on it, written by
+# the Slurm prolog/epilog (see fmcluster/node/); dcgm-exporter turns them into the `hpc_job` label.
+JOB_MAP_DIR=/run/fmcluster/dcgm-job-mapping
 EFA_VENDOR=0x1d0f
 GRAFANA_USER=fmcluster-grafana
 
@@ -153,11 +171,20 @@ EOF
   fi
 }
 
+# skip_exporter JOB WHY: leave JOB out of the agent's targets and say why (an optional exporter never stops the agent).
+skip_exporter() {
+  log WARN "$2"
+  write_targets "$1" ""
+}
+
 setup_node_exporter() {
   local dir
-  dir="$(install_release node_exporter "$NODE_EXPORTER_VERSION" \
+  if ! dir="$(install_release node_exporter "$NODE_EXPORTER_VERSION" \
     "https://github.com/prometheus/node_exporter/releases/download/v$NODE_EXPORTER_VERSION" \
-    "node_exporter-$NODE_EXPORTER_VERSION.linux-$ARCH.tar.gz" sha256sums.txt 1)"
+    "node_exporter-$NODE_EXPORTER_VERSION.linux-$ARCH.tar.gz" sha256sums.txt 1)"; then
+    skip_exporter node "node_exporter is not run: its release could not be installed (see above)"
+    return 0
+  fi
   mkdir -p "$TEXTFILE_DIR"
   install_unit fmcluster-node-exporter.service <<EOF
 [Unit]
@@ -215,13 +242,21 @@ load_dcgm_image() {
   if [[ -n "$MIRROR" ]]; then
     log INFO "loading $DCGM_EXPORTER_IMAGE from $MIRROR"
     tmp="$(mktemp -d "$ROOT/var/tmp/fmcluster-dcgm.XXXXXX")"
-    fetch dcgm-exporter "$DCGM_EXPORTER_TAG" "" dcgm-exporter.tar "$tmp/dcgm-exporter.tar"
-    fetch dcgm-exporter "$DCGM_EXPORTER_TAG" "" SHA256SUMS "$tmp/SHA256SUMS"
+    if ! fetch dcgm-exporter "$DCGM_EXPORTER_TAG" "" dcgm-exporter.tar "$tmp/dcgm-exporter.tar" ||
+      ! fetch dcgm-exporter "$DCGM_EXPORTER_TAG" "" SHA256SUMS "$tmp/SHA256SUMS"; then
+      rm -rf "$tmp"
+      log ERROR "not loading $DCGM_EXPORTER_IMAGE: it could not be downloaded from $MIRROR"
+      return 1
+    fi
     if ! verify "$tmp/dcgm-exporter.tar" "$tmp/SHA256SUMS"; then
       rm -rf "$tmp"
-      die "not loading $DCGM_EXPORTER_IMAGE: the mirror's image does not match its SHA256SUMS"
+      log ERROR "not loading $DCGM_EXPORTER_IMAGE: the mirror's image does not match its SHA256SUMS"
+      return 1
     fi
-    docker load -i "$tmp/dcgm-exporter.tar"
+    if ! docker load -i "$tmp/dcgm-exporter.tar"; then
+      rm -rf "$tmp"
+      return 1
+    fi
     rm -rf "$tmp"
   else
     log INFO "pulling $DCGM_EXPORTER_IMAGE"
@@ -229,20 +264,37 @@ load_dcgm_image() {
   fi
 }
 
+# dcgm_command: how this node runs dcgm-exporter: in the pinned image when docker is there (HyperPod's AMI), else a
+# dcgm-exporter binary already on the node (the PCS sample AMIs have no docker, and NVIDIA publishes no binary
+# release, so an AMI that wants GPU metrics there brings its own). Prints the ExecStart command; status 1 when neither.
+dcgm_command() {
+  local docker binary args
+  args="-f /etc/fmcluster/dcgm-counters.csv -a :9400 --hpc-job-mapping-dir $JOB_MAP_DIR"
+  args+=" --xid-count-window-size $XID_COUNT_WINDOW_MS"
+  if docker="$(command -v docker)"; then
+    load_dcgm_image || return 1
+    printf '%s \\\n  %s \\\n  %s \\\n  %s\n' \
+      "$docker run --rm --name fmcluster-dcgm-exporter --gpus all --cap-add SYS_ADMIN --network host" \
+      "-v /etc/fmcluster/dcgm-counters.csv:/etc/fmcluster/dcgm-counters.csv:ro" \
+      "-v $JOB_MAP_DIR:$JOB_MAP_DIR:ro $DCGM_EXPORTER_IMAGE" "$args"
+  elif binary="$(command -v dcgm-exporter)"; then
+    printf '%s %s\n' "$binary" "$args"
+  else
+    return 1
+  fi
+}
+
 setup_dcgm_exporter() {
-  local docker counters_changed
+  local command counters_changed stop=""
   if ! has_gpus; then
     write_targets dcgm ""
     return 0
   fi
-  if ! docker="$(command -v docker)"; then
-    log WARN "GPUs but no docker on this node: dcgm-exporter (a container image) is not run; GPU metrics are missing"
-    write_targets dcgm ""
-    return 0
-  fi
-  load_dcgm_image
+  mkdir -p "$ROOT$JOB_MAP_DIR"
   # DCGM fields to export: dcgm-exporter's defaults that the dashboards and alerts read, plus the profiling (DCP)
-  # fields for tensor-core activity and NVLink throughput.
+  # fields for tensor-core activity and NVLink throughput. XID alerts read DCGM_EXP_XID_ERRORS_COUNT (how often each
+  # XID was reported within the window, label `xid`); DCGM_FI_DEV_XID_ERRORS is only the last XID, kept until the
+  # exporter restarts, so a repeat cannot be seen in it.
   write_file "$ETC/dcgm-counters.csv" 0644 <<'EOF'
 # DCGM FIELD, Prometheus metric type, help message (written by fmcluster observability.sh)
 DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).
@@ -253,6 +305,7 @@ DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).
 DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).
 DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz).
 DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
+DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window (see xid-count-window-size param).
 DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, counter, Total number of NVLink bandwidth counters for all lanes.
 DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS, counter, Number of remapped rows for uncorrectable errors
 DCGM_FI_DEV_ROW_REMAP_FAILURE, gauge, Whether remapping of rows has failed
@@ -264,20 +317,24 @@ DCGM_FI_PROF_NVLINK_RX_BYTES, gauge, The rate of data received over NVLink, not 
 DCGM_FI_DRIVER_VERSION, label, Driver Version
 EOF
   counters_changed=$FMC_CHANGED
+  if ! command="$(dcgm_command)"; then
+    skip_exporter dcgm "GPUs, but dcgm-exporter is not run: no docker with $DCGM_EXPORTER_IMAGE (not there, or it could not be loaded) and no dcgm-exporter binary; GPU metrics are missing"
+    return 0
+  fi
+  if [[ "$command" == *" run --rm --name fmcluster-dcgm-exporter "* ]]; then
+    # systemd stops the docker client; the container is stopped (and a leftover one removed) by name
+    stop="ExecStartPre=-${command%% *} rm -f fmcluster-dcgm-exporter
+ExecStop=${command%% *} stop fmcluster-dcgm-exporter"
+  fi
   install_unit fmcluster-dcgm-exporter.service <<EOF
 [Unit]
 Description=fmcluster: NVIDIA dcgm-exporter (GPU metrics, hpc_job label from $JOB_MAP_DIR)
 After=docker.service network-online.target
-Requires=docker.service
 
 [Service]
 ExecStartPre=/bin/mkdir -p $JOB_MAP_DIR
-ExecStartPre=-$docker rm -f fmcluster-dcgm-exporter
-ExecStart=$docker run --rm --name fmcluster-dcgm-exporter --gpus all --cap-add SYS_ADMIN --network host \\
-  -v /etc/fmcluster/dcgm-counters.csv:/etc/dcgm-exporter/fmcluster-counters.csv:ro \\
-  -v $JOB_MAP_DIR:$JOB_MAP_DIR:ro $DCGM_EXPORTER_IMAGE \\
-  -f /etc/dcgm-exporter/fmcluster-counters.csv -a :9400 --hpc-job-mapping-dir $JOB_MAP_DIR
-ExecStop=$docker stop fmcluster-dcgm-exporter
+ExecStart=$command
+$stop
 Restart=always
 RestartSec=10
 
@@ -288,28 +345,47 @@ EOF
   write_targets dcgm 9400
 }
 
+# slurm_bin: the directory holding sinfo: PATH first (HyperPod), then PCS's install location
+# /opt/aws/pcs/scheduler/slurm-<version>/bin (the newest; PCS puts it on PATH for login shells only), then /opt/slurm/bin.
+slurm_bin() {
+  local sinfo candidate
+  if sinfo="$(command -v sinfo)"; then
+    dirname "$sinfo"
+    return 0
+  fi
+  for candidate in $(printf '%s\n' "$ROOT"/opt/aws/pcs/scheduler/slurm-*/bin | sort -rV) "$ROOT/opt/slurm/bin"; do
+    if [[ -x "$candidate/sinfo" ]]; then
+      printf '%s\n' "${candidate#"$ROOT"}"
+      return 0
+    fi
+  done
+  return 1
+}
+
 setup_slurm_exporter() {
-  local dir sinfo
+  local dir bin
   if ((!HEAD_NODE)); then
     write_targets slurm ""
     return 0
   fi
-  if ! sinfo="$(command -v sinfo)"; then
-    log WARN "--head-node but no sinfo on PATH: the Slurm exporter is not run"
-    write_targets slurm ""
+  if ! bin="$(slurm_bin)"; then
+    skip_exporter slurm "--head-node but no sinfo on PATH, in /opt/aws/pcs/scheduler/slurm-*/bin or in /opt/slurm/bin: the Slurm exporter is not run"
     return 0
   fi
-  dir="$(install_release slurm_exporter "$SLURM_EXPORTER_VERSION" \
+  if ! dir="$(install_release slurm_exporter "$SLURM_EXPORTER_VERSION" \
     "https://github.com/rivosinc/prometheus-slurm-exporter/releases/download/v$SLURM_EXPORTER_VERSION" \
-    "prometheus-slurm-exporter_${SLURM_EXPORTER_VERSION}_linux_$ARCH.tar.gz" \
-    "prometheus-slurm-exporter_${SLURM_EXPORTER_VERSION}_checksums.txt" 0)"
+    "prometheus-slurm-exporter_linux_$ARCH.tar.gz" \
+    "prometheus-slurm-exporter_${SLURM_EXPORTER_VERSION}_checksums.txt" 0)"; then
+    skip_exporter slurm "the Slurm exporter is not run: its release could not be installed (see above)"
+    return 0
+  fi
   install_unit fmcluster-slurm-exporter.service <<EOF
 [Unit]
 Description=fmcluster: Slurm exporter (rivosinc/prometheus-slurm-exporter, sinfo/squeue CLI fallback)
 After=network-online.target
 
 [Service]
-Environment=PATH=$(dirname "$sinfo"):/usr/local/bin:/usr/bin:/bin
+Environment=PATH=$bin:/usr/local/bin:/usr/bin:/bin
 ExecStart=${dir#"$ROOT"}/prometheus-slurm-exporter -web.listen-address=:9092 -slurm.cli-fallback
 Restart=always
 RestartSec=15

@@ -6,10 +6,9 @@ every test starts from an empty account. moto enforces no IAM and delivers no S3
 handler with the S3 event S3 would send, and the role's permissions and the bucket subscription are asserted on the
 synthesized template (tests/unit/test_nccl_constructs.py).
 
-The parser is tested on its own over fixture logs in tests/lambdas/fixtures/, written in the output formats of
-nccl-tests 2.13 (the AWS samples' published 2x p5 and 2x p4de tables), 2.16 and 2.20 (with the version and
-"Collective test" lines), for 2, 4 and 16 nodes, with `srun -l` and Open MPI tags and NCCL_DEBUG lines mixed in,
-and over broken variants: truncated, garbled, #wrong > 0, empty, without a result header.
+The parser (nccl_log.py) is tested on its own in test_nccl_log.py, over real public logs (fixtures/real/) and
+synthetic ones (fixtures/); here the handler's judgement: which tables are published, which are held to a baseline
+(multi-node all_reduce with one rank per GPU), and which are rejected, with what reason.
 
 The sbatch script runs under bash with stub `srun`, `aws` and `nvidia-smi` commands first on PATH: shellcheck clean,
 and the log it uploads, to the key it uploads to, is one this handler accepts.
@@ -17,6 +16,7 @@ and the log it uploads, to the key it uploads to, is one this handler accepts.
 
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import json
 import os
@@ -31,11 +31,11 @@ import pytest
 from moto import mock_aws
 
 from fmcluster.nccl import LINE_RATE_FRACTION, MIN_BASELINE_MESSAGE_BYTES, PUBLISHED_MARGIN, baseline_spec
+from tests.lambdas.test_nccl_log import fixture
 
 REPO = Path(__file__).resolve().parents[2]
 HANDLER = REPO / "fmcluster" / "lambdas" / "nccl_results" / "handler.py"
 SBATCH = REPO / "fmcluster" / "node" / "nccl-tests.sbatch"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
 GIB = 1024**3
 BUCKET = "llm-pretrain-checkpoints"
@@ -44,6 +44,7 @@ TYPES = ("p4de.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "g
 
 
 def load_handler():
+    sys.path.insert(0, str(HANDLER.parent))  # the Lambda's task root: handler.py imports nccl_log from it
     spec = importlib.util.spec_from_file_location("fmcluster_test_nccl_results_handler", HANDLER)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -52,10 +53,6 @@ def load_handler():
 
 
 handler = load_handler()
-
-
-def fixture(name: str) -> str:
-    return (FIXTURES / name).read_text()
 
 
 def environment(**overrides: str) -> dict[str, str]:
@@ -73,144 +70,17 @@ def environment(**overrides: str) -> dict[str, str]:
 SETTINGS = handler.Settings.from_environment(environment())
 
 
-# --- the parser over real-format output ---------------------------------------------------------------------------
-GOOD = {
-    # name: (rows, largest message, its bus bandwidth, avg bus bandwidth, hosts, ranks, nccl-tests version, validated)
-    "all_reduce_p5_2n_nccl-tests-2.13.log": (32, 16 * GIB, 487.26, 124.324, 2, 16, None, True),
-    "all_reduce_p4de_2n_mpirun.log": (29, 2 * GIB, 78.33, 18.5269, 2, 16, None, True),
-    "all_reduce_p5en_4n_nccl-tests-2.20.log": (32, 16 * GIB, 392.88, 139.476, 4, 32, "2.20.0", True),
-    "all_reduce_p5en_4n_degraded.log": (32, 16 * GIB, 143.64, 56.6482, 4, 32, "2.20.0", True),
-    "all_reduce_p5_16n_nccl-tests-2.16.log": (32, 16 * GIB, 358.76, 117.693, 16, 128, "2.16.9", True),
-    "all_reduce_p6-b200_2n_no-validation.log": (32, 16 * GIB, 628.96, 218.98, 2, 16, "2.20.0", False),
-}
-
-
-@pytest.mark.parametrize("name", GOOD)
-def test_real_format_logs_parse(name):
-    rows, largest, busbw, average, hosts, ranks, version, validated = GOOD[name]
-    result = handler.parse_all_reduce(fixture(name))
-    assert len(result.rows) == rows
-    assert [row.size for row in result.rows] == [8 * 2**i for i in range(rows)]  # 8 B doubling, in order
-    assert result.largest_size == largest
-    assert result.largest_bus_bandwidth == busbw
-    assert result.avg_bus_bandwidth == average
-    assert (len(result.hosts), result.ranks, result.nccl_tests_version, result.validated) == (
-        hosts,
-        ranks,
-        version,
-        validated,
-    )
-    assert all(row.type == "float" and row.redop == "sum" and row.root == -1 for row in result.rows)
-    assert result.out_of_bounds in (0, None)
-
-
-def test_a_row_is_read_column_by_column():
-    """The 2x p5 table as published: 17179869184 B, out-of-place 66132 us 259.78 487.09, in-place 66109 ... 487.26."""
-    last = handler.parse_all_reduce(fixture("all_reduce_p5_2n_nccl-tests-2.13.log")).rows[-1]
-    assert (last.size, last.count, last.type, last.redop, last.root) == (17179869184, 4294967296, "float", "sum", -1)
-    assert last.out_of_place == handler.Measurement(time_us=66132.0, algbw=259.78, busbw=487.09, wrong=0)
-    assert last.in_place == handler.Measurement(time_us=66109.0, algbw=259.87, busbw=487.26, wrong=0)
-    assert last.busbw == 487.26
-
-
-def test_size_classes_take_the_best_bus_bandwidth_inside_each():
-    result = handler.parse_all_reduce(fixture("all_reduce_p5_2n_nccl-tests-2.13.log"))
-    assert result.size_classes() == {
-        "8B-64KiB": 1.18,
-        "64KiB-16MiB": 105.53,
-        "16MiB-1GiB": 440.96,
-        "1GiB-and-up": 487.26,
-    }
-    small = handler.parse_all_reduce(fixture("all_reduce_p4de_2n_mpirun.log"))
-    assert set(small.size_classes()) == {"8B-64KiB", "64KiB-16MiB", "16MiB-1GiB", "1GiB-and-up"}
-
-
-BROKEN = {
-    "broken_empty.log": "empty output: the log has no text",
-    "broken_truncated.log": "truncated: no '# Avg bus bandwidth' line after the last row (size 1073741824 B); the "
-    "job was cut off or the log is incomplete",
-    "broken_garbled.log": "line 65: garbled result row '67108864      16777216     float     sum      -1    601.5  "
-    "1#1.57  209.19      0    604': 10 fields where the header has 13",
-    "broken_wrong.log": "data corruption: #wrong > 0 (268435456 B in-place: 3); the results are not valid",
-    "broken_no_header.log": "no all_reduce_perf result header ('# size count type redop root time algbw busbw "
-    "#wrong ...') found; is this nccl-tests output?",
-}
-
-
-@pytest.mark.parametrize("name", BROKEN)
-def test_broken_logs_are_rejected_with_the_reason(name):
-    with pytest.raises(handler.ParseError) as error:
-        handler.parse_all_reduce(fixture(name))
-    assert str(error.value) == BROKEN[name]
-
-
+# --- the logs (the parser itself: test_nccl_log.py) ----------------------------------------------------------------
 P5_LOG = fixture("all_reduce_p5_2n_nccl-tests-2.13.log")
-ROW_1G = (
-    "0:   1073741824     268435456     float     sum      -1   4607.6  233.04  436.94      0   4565.6  235.18  440.96"
-    "      0"
-)
-
-
-@pytest.mark.parametrize(
-    ("replacement", "message"),
-    [
-        (
-            ROW_1G.replace("233.04", "abc"),
-            "could not convert string to float: 'abc'",
-        ),
-        (ROW_1G.replace("436.94", "-436.94"), "busbw '-436.94' is not a finite, non-negative number"),
-        (ROW_1G.replace("436.94", "nan"), "busbw 'nan' is not a finite, non-negative number"),
-        (ROW_1G.replace("  float", "  fl@at"), "type 'fl@at' or redop 'sum' is not a name"),
-        (ROW_1G.replace("      0   4565.6", "    0.5   4565.6"), "#wrong '0.5' is not a count"),
-        (ROW_1G + "  1", "14 fields where the header has 13"),
-        ("0: Segmentation fault (core dumped)", "4 fields where the header has 13"),
-    ],
-)
-def test_garbled_rows_are_rejected(replacement, message):
-    assert ROW_1G in P5_LOG
-    with pytest.raises(handler.ParseError) as error:
-        handler.parse_all_reduce(P5_LOG.replace(ROW_1G, replacement))
-    assert str(error.value).startswith("line 57: garbled result row ")
-    assert str(error.value).endswith(message)
-
-
-def test_a_header_of_another_layout_is_rejected():
-    old = P5_LOG.replace("busbw #wrong     time   algbw   busbw #wrong", "busbw  error     time   algbw   busbw  error")
-    with pytest.raises(handler.ParseError, match=r"line 28: unsupported table header .*nccl-tests 2.13 or later"):
-        handler.parse_all_reduce(old)
-
-
-def test_a_second_table_or_a_summary_before_any_table_is_rejected():
-    header = next(line for line in P5_LOG.splitlines() if "#wrong" in line)
-    with pytest.raises(handler.ParseError, match="a second result table header"):
-        handler.parse_all_reduce(P5_LOG.replace(ROW_1G, ROW_1G + "\n" + header))
-    with pytest.raises(handler.ParseError, match="no all_reduce_perf result header"):
-        handler.parse_all_reduce("# Avg bus bandwidth    : 52.9753\n")
-
-
-def test_out_of_bounds_values_reject_the_run():
-    text = P5_LOG.replace("# Out of bounds values : 0 OK", "# Out of bounds values : 12 FAILED")
-    with pytest.raises(handler.ParseError, match="12 out-of-bounds values reported"):
-        handler.parse_all_reduce(text)
-
-
-def test_the_timestamp_column_and_cputime_are_understood():
-    lines = fixture("all_reduce_p5en_4n_nccl-tests-2.20.log").splitlines()
-    out = []
-    for line in lines:
-        body = line[3:]
-        if "#wrong" in body and "size" in body:
-            line = line.replace(" time ", " cputime ").rstrip() + "  timestamp"
-        elif body.strip() and body.strip()[0].isdigit():
-            line = line + "  2026-11-29 17:02:11"
-        out.append(line)
-    result = handler.parse_all_reduce("\n".join(out))
-    assert len(result.rows) == 32 and result.largest_bus_bandwidth == 392.88
-
-
-def test_crlf_line_ends_and_missing_labels_are_fine():
-    text = P5_LOG.replace("\n0: ", "\n").removeprefix("0: ").replace("\n", "\r\n")
-    assert handler.parse_all_reduce(text).largest_bus_bandwidth == 487.26
+REAL_ALLTOALL = fixture("real/nccl-tests-287_alltoall_1gpu_2.x.log")
+LARGEST = {
+    # name: (largest message's bus bandwidth, avg bus bandwidth), as the fixture prints them
+    "all_reduce_p5_2n_nccl-tests-2.13.log": (487.26, 124.324),
+    "all_reduce_p4de_2n_mpirun.log": (78.33, 18.5269),
+    "all_reduce_p5en_4n_nccl-tests-2.20.log": (392.88, 139.476),
+    "all_reduce_p5en_4n_degraded.log": (143.64, 56.6482),
+    "all_reduce_p6-b200_2n_no-validation.log": (628.96, 218.98),
+}
 
 
 # --- the baseline -------------------------------------------------------------------------------------------------
@@ -318,10 +188,11 @@ def test_a_result_publishes_its_metrics_and_its_verdict(aws, capsys, name, key, 
     assert handler.handler(upload(s3, key, fixture(name))) == {"accepted": 1, "rejected": 0}
     instance_type, nodes = key.split("/")[1], key.split("/")[2][:-1]
     dims = {"Cluster": CLUSTER, "InstanceType": instance_type, "Nodes": nodes}
-    _, _, busbw, average, *_ = GOOD[name]
+    busbw, average = LARGEST[name]
     assert metric(cloudwatch, "LargestMessageBusBandwidth", **dims) == [busbw]
     assert metric(cloudwatch, "AvgBusBandwidth", **dims) == [average]
-    for size_class, best in handler.parse_all_reduce(fixture(name)).size_classes().items():
+    (run,) = handler.nccl_log.parse(fixture(name))
+    for size_class, best in run.size_classes().items():
         assert metric(cloudwatch, "BusBandwidth", **dims, SizeClass=size_class) == [best]
     assert metric(cloudwatch, "BelowBaseline", **dims) == [below]
     assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType=instance_type) == [below]
@@ -372,11 +243,41 @@ REJECTIONS = [
         P5_LOG,
         "the key says 4 nodes but the log's ranks ran on 2 hosts (ip-10-1-44-123, ip-10-1-45-17)",
     ),
-    ("nccl-tests/p5.48xlarge/2n/2.log", fixture("broken_truncated.log"), BROKEN["broken_truncated.log"]),
-    ("nccl-tests/p5en.48xlarge/4n/3.log", fixture("broken_garbled.log"), BROKEN["broken_garbled.log"]),
-    ("nccl-tests/p5.48xlarge/2n/4.log", fixture("broken_wrong.log"), BROKEN["broken_wrong.log"]),
-    ("nccl-tests/p5.48xlarge/2n/5.log", "", BROKEN["broken_empty.log"]),
-    ("nccl-tests/p5.48xlarge/2n/6.log", fixture("broken_no_header.log"), BROKEN["broken_no_header.log"]),
+    (
+        "nccl-tests/p5.48xlarge/2n/2.log",
+        fixture("broken_truncated.log"),
+        "truncated: no '# Avg bus bandwidth' line after the last row (size 1073741824 B); the job was cut off or the "
+        "log is incomplete",
+    ),
+    (
+        "nccl-tests/p5en.48xlarge/4n/3.log",
+        fixture("broken_garbled.log"),
+        "line 65: garbled result row '67108864      16777216     float     sum      -1    601.5  1#1.57  209.19      "
+        "0    604': 10 fields where the header has 13",
+    ),
+    (
+        "nccl-tests/p5.48xlarge/2n/4.log",
+        fixture("broken_wrong.log"),
+        "data corruption: #wrong > 0 (268435456 B in-place: 3); the results are not valid",
+    ),
+    ("nccl-tests/p5.48xlarge/2n/5.log", "", "empty output: the log has no text"),
+    (
+        "nccl-tests/p5.48xlarge/2n/6.log",
+        fixture("broken_no_header.log"),
+        "nccl-tests failed and the log holds no result table header: ip-10-1-44-123: Test NCCL failure common.cu:961 "
+        "'unhandled system error (run with NCCL_DEBUG=INFO for details) / ' (line 8)",
+    ),
+    (
+        # 16 ranks on 2 p4de.24xlarge (8 GPUs each) fit; on 2 g5.12xlarge (4 GPUs each) they cannot
+        "nccl-tests/g5.12xlarge/2n/8.log",
+        P5_LOG,
+        "16 ranks on 2 nodes, but 2x g5.12xlarge (4 GPUs each) run 8 ranks, one per GPU",
+    ),
+    (
+        "nccl-tests/p5.48xlarge/2n/9.log",
+        P5_LOG.replace("# Avg bus bandwidth    : 124.324 ", "# Avg bus bandwidth    : 124.324 FAILED"),
+        "nccl-tests' own check failed: 'Avg bus bandwidth ... FAILED' (below 90% of its -a figure)",
+    ),
     (
         "nccl-tests/p5.48xlarge/2n/7.log",
         b"\x1f\x8b\x08\x00binary",
@@ -416,8 +317,91 @@ def test_an_oversized_log_is_rejected_without_reading_it(aws, capsys, monkeypatc
     handler.handler(upload(s3, "nccl-tests/p5.48xlarge/2n/8.log", P5_LOG))
     (entry,) = logged(capsys)
     assert entry["reason"] == (
-        f"the log is {len(P5_LOG.encode())} bytes, over the 4096-byte limit; is this an all_reduce_perf log?"
+        f"the log is {len(P5_LOG.encode())} bytes, over the 4096-byte limit; is this an nccl-tests log?"
     )
+
+
+def test_a_single_node_run_is_published_but_never_judged(aws, capsys):
+    """A one-node run measures NVLink: judged against the EFA line rate it would raise (or clear) a false alarm."""
+    s3, cloudwatch = aws
+    one_node = "\n".join(line for line in P5_LOG.splitlines() if "ip-10-1-45-17" not in line)
+    # ranks 0-7 on one host: 8 ranks for the 8 GPUs of one p5.48xlarge
+    assert handler.handler(upload(s3, "nccl-tests/p5.48xlarge/2n/20.log", P5_LOG))["accepted"] == 1
+    assert handler.handler(upload(s3, "nccl-tests/p5.48xlarge/1n/21.log", one_node)) == {"accepted": 1, "rejected": 0}
+    single = {"Cluster": CLUSTER, "InstanceType": "p5.48xlarge", "Nodes": "1"}
+    assert metric(cloudwatch, "LargestMessageBusBandwidth", **single) == [487.26]
+    assert metric(cloudwatch, "BelowBaseline", **single) == []
+    # the alarm's series holds the two-node verdict only
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType="p5.48xlarge") == [0.0]
+    entry = logged(capsys)[-1]
+    assert entry["baseline_basis"] == (
+        "not judged: a single-node run measures NVLink, not EFA; fmcluster has no NVLink baseline"
+    )
+
+
+def as_alltoall(log: str) -> str:
+    """The 2x p5 table relabelled as an alltoall run: redop none, a per-rank count (src/alltoall.cu: size = count x
+    ranks x type size), and the line nccl-tests 2.14+ prints before it."""
+    out = ["0: # Collective test starting: alltoall_perf"]
+    for line in log.splitlines():
+        fields = line.split()
+        if line.startswith("0: ") and len(fields) == 14 and fields[1].isdigit():
+            fields[2], fields[4] = str(int(fields[2]) // 16), "none"
+            line = "0: " + "  ".join(fields[1:])
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_another_collective_is_published_with_its_name_and_never_judged(aws, capsys):
+    s3, cloudwatch = aws
+    key = "nccl-tests/p5.48xlarge/1n/22.log"
+    assert handler.handler(upload(s3, key, REAL_ALLTOALL)) == {"accepted": 0, "rejected": 1}
+    # nccl-tests issue 287's run: 1 rank on a host with one GPU, so on a p5.48xlarge (8 GPUs) it is rejected
+    assert (
+        logged(capsys)[-1]["reason"] == "1 ranks on 1 nodes, but 1x p5.48xlarge (8 GPUs each) run 8 ranks, one per GPU"
+    )
+    alltoall = as_alltoall(P5_LOG)
+    assert handler.handler(upload(s3, "nccl-tests/p5.48xlarge/2n/23.log", alltoall)) == {"accepted": 1, "rejected": 0}
+    dims = {"Cluster": CLUSTER, "InstanceType": "p5.48xlarge", "Nodes": "2", "Collective": "alltoall"}
+    assert metric(cloudwatch, "LargestMessageBusBandwidth", **dims) == [487.26]
+    assert metric(cloudwatch, "BelowBaseline", **dims) == []
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType="p5.48xlarge") == []
+    entry = logged(capsys)[-1]
+    assert (entry["collective"], entry["identified_by"]) == ("alltoall", "'# Collective test starting' line")
+    assert (
+        entry["baseline_basis"]
+        == "not judged: alltoall is measured, not judged: the baselines are all_reduce bus bandwidths"
+    )
+
+
+def test_a_log_without_rank_lines_is_published_but_not_judged(aws, capsys):
+    """AWS's EKS example (awsome-distributed-training README): its ranks per node cannot be checked."""
+    s3, cloudwatch = aws
+    text = fixture("real/awsome-distributed-training_all_reduce_p5_eks_mpirun-tags.log")
+    assert handler.handler(upload(s3, "nccl-tests/p5.48xlarge/2n/30.log", text)) == {"accepted": 1, "rejected": 0}
+    dims = {"Cluster": CLUSTER, "InstanceType": "p5.48xlarge", "Nodes": "2"}
+    assert metric(cloudwatch, "LargestMessageBusBandwidth", **dims) == [437.89]
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType="p5.48xlarge") == []
+    assert logged(capsys)[-1]["baseline_basis"] == (
+        "not judged: the log lists no '# Rank' lines, so its ranks per node cannot be checked"
+    )
+
+
+def test_every_table_of_a_log_is_judged_on_its_own(aws, capsys):
+    s3, cloudwatch = aws
+    truncated = fixture("broken_truncated.log")
+    assert handler.handler(upload(s3, "nccl-tests/p5.48xlarge/2n/24.log", P5_LOG + truncated)) == {
+        "accepted": 1,
+        "rejected": 1,
+    }
+    good, bad = logged(capsys)
+    assert (good["table"], good["message"], bad["table"], bad["message"]) == (
+        1,
+        "published nccl-tests result",
+        2,
+        "rejected nccl-tests upload",
+    )
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType="p5.48xlarge") == [0.0]
 
 
 def test_several_records_are_judged_one_by_one(aws):
@@ -433,6 +417,10 @@ def test_url_encoded_keys_are_decoded(aws):
     assert handler.handler(s3_event("nccl-tests/p5.48xlarge/2n/run%3D3.log"))["rejected"] == 1  # '=' not a job id
     s3.put_object(Bucket=BUCKET, Key="nccl-tests/p5.48xlarge/2n/run_3.log", Body=P5_LOG.encode())
     assert handler.handler(s3_event("nccl-tests/p5.48xlarge/2n/run%5F3.log")) == {"accepted": 1, "rejected": 0}
+
+
+def test_docstring_examples_hold():
+    assert doctest.testmod(handler).failed == 0
 
 
 # --- the sbatch script --------------------------------------------------------------------------------------------

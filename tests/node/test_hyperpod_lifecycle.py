@@ -626,10 +626,12 @@ def test_a_failing_observability_sh_is_a_warning_that_never_fails_the_lifecycle(
     assert "step observability: failed; this node runs without metrics until observability.sh succeeds" in log
     assert log.rstrip().endswith("fmcluster lifecycle finished")
     downloads = [call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
-    assert len(downloads) == 2 and downloads[0] == downloads[1]  # retried, then given up
+    # each retried, then given up: node_exporter (optional, skipped), then the Prometheus agent (which stops it)
+    assert len(downloads) == 4 and downloads[0] == downloads[1] and downloads[2] == downloads[3]
     assert downloads[0][3:6] == ["--only-show-errors", "--region", REGION]
     assert downloads[0][6].startswith(f"{MIRROR}/node_exporter/")
-    reason = f"not installing node_exporter 1.9.1: it could not be downloaded from {MIRROR}"
+    assert downloads[2][6].startswith(f"{MIRROR}/prometheus/")
+    reason = f"not installing prometheus 3.5.0: it could not be downloaded from {MIRROR}"
     assert reason in node.script_log("lifecycle")  # observability.sh's own reason, in lifecycle.log too
     assert "step enroot: done" in node.script_log("lifecycle")
 

@@ -5,15 +5,16 @@ job names of its agent template (agent.yml). What is recorded rather than live: 
 127.0.0.1 serves the samples in tests/observability/fixtures/ (text exposition format, written to match what each
 exporter prints on a p5.48xlarge HyperPod node with a running 13-node job):
 
-* dcgm-exporter.prom   NVIDIA dcgm-exporter 4.4.0 with fmcluster's counters CSV: 8 H100 GPUs of ip-10-1-33-17 in Slurm
-                       job 4187; GPU 5 reported XID 94 (contained ECC error), GPU 2 XID 13 (an application fault).
-* node-exporter.prom   node_exporter 1.9.1: 32 EFA devices (infiniband collector: state, rate), ENA interface,
+* dcgm-exporter.prom   NVIDIA dcgm-exporter 4.3.1-4.4.0 with fmcluster's counters CSV: 8 H100 GPUs of ip-10-1-33-17 in
+                       Slurm job 4187; GPU 5 reported XID 94 (contained ECC error) once, GPU 2 XID 13 (an application
+                       fault) twice within the XID window (DCGM_EXP_XID_ERRORS_COUNT).
+* node-exporter.prom   node_exporter 1.10.2: 32 EFA devices (infiniband collector: state, rate), ENA interface,
                        /fsx over Lustre 95% full, ethtool allowance counters, and the textfile metrics observability.sh
-                       writes
-                       (node_amazonefa_* from hw_counters, where rdmap113s0 has dropped receives and retransmit
+                       writes (node_amazonefa_* from hw_counters, where rdmap113s0 has dropped receives and retransmit
                        timeouts; fmcluster_lustre_client_* from llite stats).
-* slurm-exporter.prom  rivosinc/prometheus-slurm-exporter (CLI fallback): 16 nodes, 13 alloc, 1 idle, 1 drain,
-                       1 down*; jobs running, pending, completed and failed.
+* slurm-exporter.prom  rivosinc/prometheus-slurm-exporter 1.7.0 (CLI fallback: `sinfo -o %T` state names): 16 nodes,
+                       13 allocated, 1 idle, 1 drained, 1 down*; jobs running, pending, completed and failed.
+Where each file's series, labels and values come from: fixtures/README.md.
 
 The server replays each recording on every scrape, advancing every counter by 1% of its recorded value per scrape, so
 rate() and increase() have something to measure (a counter recorded at 0, such as a healthy device's rx_drops, stays 0).

@@ -90,17 +90,22 @@ class Release:
 
 
 RELEASES = {
+    # asset names: node_exporter's .promu.yml at v1.10.2 with promu's tarball and checksum naming
+    # (<name>-<version>.<os>-<arch>.tar.gz, sha256sums.txt); rivosinc/prometheus-slurm-exporter's .goreleaser.yaml at
+    # v1.7.0 (archive name_template '{{ .ProjectName }}_{{ .Os }}_{{ .Arch }}', goreleaser's default checksum name
+    # '{{ .ProjectName }}_{{ .Version }}_checksums.txt', binary at the top of the archive)
     "node_exporter": Release(
-        "node_exporter", "1.9.1", "github.com/prometheus/node_exporter/releases/download/v1.9.1",
-        "node_exporter-1.9.1.linux-amd64.tar.gz", "sha256sums.txt", "node_exporter", "node_exporter-1.9.1.linux-amd64",
+        "node_exporter", "1.10.2", "github.com/prometheus/node_exporter/releases/download/v1.10.2",
+        "node_exporter-1.10.2.linux-amd64.tar.gz", "sha256sums.txt", "node_exporter",
+        "node_exporter-1.10.2.linux-amd64",
     ),
     "prometheus": Release(
         "prometheus", "3.5.0", "github.com/prometheus/prometheus/releases/download/v3.5.0",
         "prometheus-3.5.0.linux-amd64.tar.gz", "sha256sums.txt", "prometheus", "prometheus-3.5.0.linux-amd64",
     ),
     "slurm_exporter": Release(
-        "slurm_exporter", "1.5.1", "github.com/rivosinc/prometheus-slurm-exporter/releases/download/v1.5.1",
-        "prometheus-slurm-exporter_1.5.1_linux_amd64.tar.gz", "prometheus-slurm-exporter_1.5.1_checksums.txt",
+        "slurm_exporter", "1.7.0", "github.com/rivosinc/prometheus-slurm-exporter/releases/download/v1.7.0",
+        "prometheus-slurm-exporter_linux_amd64.tar.gz", "prometheus-slurm-exporter_1.7.0_checksums.txt",
         "prometheus-slurm-exporter", None,
     ),
     "grafana": Release(
@@ -204,7 +209,8 @@ def test_compute_node_installs_node_exporter_and_the_agent_pointed_at_the_worksp
                     (RELEASES[c].archive, RELEASES[c].sums)]  # fmt: skip
     assert (installed(node, "node_exporter") / "node_exporter").exists()
     unit = node.unit("fmcluster-node-exporter.service")
-    assert "ExecStart=/opt/fmcluster/observability/node_exporter-1.9.1/node_exporter --web.listen-address=:9100" in unit
+    binary = "/opt/fmcluster/observability/node_exporter-1.10.2/node_exporter"
+    assert f"ExecStart={binary} --web.listen-address=:9100" in unit
     assert "--collector.infiniband --collector.ethtool" in unit
     assert "_allowance_exceeded$$" in unit  # systemd turns $$ into $
     assert "--collector.textfile.directory=/var/lib/fmcluster/node-exporter-textfile" in unit
@@ -275,15 +281,27 @@ def test_downloads_are_retried(node):
     assert "attempt 2 of 5 failed: curl" in node.script_log()
 
 
-def test_a_checksum_mismatch_stops_before_anything_is_installed(node):
+def test_a_checksum_mismatch_installs_nothing_and_the_agent_still_runs(node):
+    node.publish("prometheus")
     node.publish("node_exporter", corrupt=True)
     result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
-    assert result.returncode == 1
-    assert "checksum mismatch for node_exporter-1.9.1.linux-amd64.tar.gz: expected " in result.stderr
-    assert "not installing node_exporter 1.9.1: its download does not match the release's checksums" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "checksum mismatch for node_exporter-1.10.2.linux-amd64.tar.gz: expected " in result.stderr
+    assert "not installing node_exporter 1.10.2: its download does not match the release's checksums" in result.stderr
+    assert "node_exporter is not run: its release could not be installed" in node.script_log()
     assert not installed(node, "node_exporter").exists()
-    assert list(node.path("/opt/fmcluster/observability").iterdir()) == []  # the download is gone too
-    assert node.calls("systemctl") == []
+    assert [p.name for p in node.path("/opt/fmcluster/observability").iterdir()] == ["prometheus-3.5.0"]
+    assert json.loads(node.path("/etc/fmcluster/prometheus/targets/node.json").read_text()) == []
+    assert not node.path("/etc/systemd/system/fmcluster-node-exporter.service").exists()
+    assert ["systemctl", "restart", "fmcluster-prometheus-agent.service"] in node.calls("systemctl")
+
+
+def test_without_the_agent_the_script_fails(node):
+    node.publish("node_exporter")
+    node.publish("prometheus", corrupt=True)
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
+    assert result.returncode == 1
+    assert "not installing prometheus 3.5.0: its download does not match the release's checksums" in result.stderr
 
 
 # -- GPU nodes ------------------------------------------------------------------------------------------------
@@ -299,9 +317,18 @@ def test_gpu_node_runs_dcgm_exporter_from_the_pinned_image(node):
     assert ["docker", "pull", image] in node.calls("docker")
     unit = node.unit("fmcluster-dcgm-exporter.service")
     assert "--gpus all --cap-add SYS_ADMIN --network host" in unit
-    assert f"{image} \\\n  -f /etc/dcgm-exporter/fmcluster-counters.csv -a :9400 --hpc-job-mapping-dir" in unit
+    # dcgm-exporter's flags at 4.3.1-4.4.0 (pkg/cmd/app.go): -f collectors, -a address, --hpc-job-mapping-dir,
+    # --xid-count-window-size (ms)
+    assert (
+        f"-v /run/fmcluster/dcgm-job-mapping:/run/fmcluster/dcgm-job-mapping:ro {image} \\\n"
+        "  -f /etc/fmcluster/dcgm-counters.csv -a :9400 --hpc-job-mapping-dir /run/fmcluster/dcgm-job-mapping"
+        " --xid-count-window-size 300000\n"
+    ) in unit
+    assert "ExecStartPre=/bin/mkdir -p /run/fmcluster/dcgm-job-mapping" in unit
+    assert f"ExecStop={node.bin}/docker stop fmcluster-dcgm-exporter\n" in unit
+    assert node.path("/run/fmcluster/dcgm-job-mapping").is_dir()
     counters = node.path("/etc/fmcluster/dcgm-counters.csv").read_text()
-    for field in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_PROF_NVLINK_TX_BYTES"):
+    for field in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_EXP_XID_ERRORS_COUNT", "DCGM_FI_PROF_NVLINK_TX_BYTES"):
         assert f"\n{field}," in counters
     targets = json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text())
     assert targets == [{"targets": ["127.0.0.1:9400"], "labels": {"instance": "ip-10-1-33-17"}}]
@@ -310,21 +337,55 @@ def test_gpu_node_runs_dcgm_exporter_from_the_pinned_image(node):
 def test_every_dcgm_field_the_dashboards_use_is_exported():
     """The counters CSV the script writes lists every DCGM field the dashboards, rules and recordings use."""
     script = SCRIPT.read_text()
-    exported = set(re.findall(r"^(DCGM_FI_\w+),", script, re.M))
+    exported = set(re.findall(r"^(DCGM_(?:FI|EXP)_\w+),", script, re.M))
     used = set()
     for path in [*DASHBOARDS.glob("*.json"), *DASHBOARDS.glob("rules/*.yml"), FIXTURES / "dcgm-exporter.prom"]:
-        used |= set(re.findall(r"DCGM_FI_(?:DEV|PROF)_\w+", path.read_text()))
+        used |= set(re.findall(r"DCGM_(?:FI_DEV|FI_PROF|EXP)_\w+", path.read_text()))
     assert used <= exported, used - exported
 
 
-def test_gpu_node_without_docker_skips_dcgm_exporter_and_says_so(node):
+def test_gpu_node_without_docker_or_a_binary_skips_dcgm_exporter_and_says_so(node):
+    """The PCS sample AMIs carry no docker (FACTS.md, PCS sample AMIs)."""
     node.publish("node_exporter", "prometheus")
     node.set("gpus", GPUS)
     (node.bin / "docker").unlink()
     result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
-    assert "GPUs but no docker on this node" in node.script_log()
+    assert "GPUs, but dcgm-exporter is not run: no docker with nvcr.io/nvidia/k8s/dcgm-exporter" in node.script_log()
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text()) == []
+    assert ["systemctl", "restart", "fmcluster-prometheus-agent.service"] in node.calls("systemctl")
+
+
+def test_gpu_node_without_docker_runs_a_dcgm_exporter_binary_the_ami_brings(node):
+    node.publish("node_exporter", "prometheus")
+    node.set("gpus", GPUS)
+    (node.bin / "docker").unlink()
+    node.add_stub("dcgm-exporter")
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
+    assert result.returncode == 0, result.stderr
+    unit = node.unit("fmcluster-dcgm-exporter.service")
+    assert (
+        f"ExecStart={node.bin}/dcgm-exporter -f /etc/fmcluster/dcgm-counters.csv -a :9400 "
+        "--hpc-job-mapping-dir /run/fmcluster/dcgm-job-mapping --xid-count-window-size 300000\n"
+    ) in unit
+    assert "ExecStop" not in unit
+    assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text())[0]["targets"] == [
+        "127.0.0.1:9400"
+    ]
+
+
+def test_an_image_that_cannot_be_pulled_leaves_gpu_metrics_out_not_the_agent(node):
+    node.publish("node_exporter", "prometheus")
+    node.set("gpus", GPUS)
+    node.add_stub("docker", 'case "$1" in image | pull) exit 1 ;; esac')
+    result = node.run(
+        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS),
+        env={"FMCLUSTER_RETRY_ATTEMPTS": "2"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "GPUs, but dcgm-exporter is not run" in node.script_log()
+    assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text()) == []
+    assert ["systemctl", "restart", "fmcluster-prometheus-agent.service"] in node.calls("systemctl")
 
 
 # -- head node ------------------------------------------------------------------------------------------------
@@ -344,7 +405,7 @@ def test_head_node_runs_the_slurm_exporter_and_grafana_with_the_workspace(node):
 
     slurm = node.unit("fmcluster-slurm-exporter.service")
     assert f"Environment=PATH={slurm_bin}:/usr/local/bin:/usr/bin:/bin" in slurm
-    assert "slurm_exporter-1.5.1/prometheus-slurm-exporter -web.listen-address=:9092 -slurm.cli-fallback" in slurm
+    assert "slurm_exporter-1.7.0/prometheus-slurm-exporter -web.listen-address=:9092 -slurm.cli-fallback" in slurm
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/slurm.json").read_text())[0]["targets"] == [
         "127.0.0.1:9092"
     ]
@@ -368,8 +429,37 @@ def test_head_node_without_slurm_commands_skips_the_exporter(node):
     node.publish("node_exporter", "prometheus")
     result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--head-node", "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
-    assert "--head-node but no sinfo on PATH" in node.script_log()
+    assert "--head-node but no sinfo on PATH, in /opt/aws/pcs/scheduler/slurm-*/bin" in node.script_log()
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/slurm.json").read_text()) == []
+
+
+def test_pcs_login_node_finds_slurm_under_opt_aws_pcs(node):
+    """PCS installs Slurm under /opt/aws/pcs/scheduler/slurm-<version>/ and puts it on PATH for login shells only."""
+    node.publish("node_exporter", "prometheus", "slurm_exporter")
+    for version in ("24.11", "25.05"):
+        sinfo = node.path(f"/opt/aws/pcs/scheduler/slurm-{version}/bin/sinfo")
+        sinfo.parent.mkdir(parents=True)
+        sinfo.write_text("#!/bin/sh\nexit 0\n")
+        sinfo.chmod(0o755)
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--head-node", "--config-dir", str(DASHBOARDS))
+    assert result.returncode == 0, result.stderr
+    slurm = node.unit("fmcluster-slurm-exporter.service")
+    assert "Environment=PATH=/opt/aws/pcs/scheduler/slurm-25.05/bin:/usr/local/bin:/usr/bin:/bin" in slurm
+
+
+def test_a_slurm_exporter_release_that_cannot_be_downloaded_leaves_the_head_node_monitored(node):
+    """The failure of issue 13: a pinned release without binaries ended the script before the agent and Grafana."""
+    node.publish("node_exporter", "prometheus", "grafana")
+    node.add_stub("sinfo")
+    result = node.run(
+        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--head-node", "--grafana", "--config-dir", str(DASHBOARDS),
+        env={"FMCLUSTER_RETRY_ATTEMPTS": "2"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "not installing slurm_exporter 1.7.0: it could not be downloaded" in result.stderr
+    assert json.loads(node.path("/etc/fmcluster/prometheus/targets/slurm.json").read_text()) == []
+    restarted = [call[2] for call in node.calls("systemctl") if call[1] == "restart"]
+    assert "fmcluster-grafana.service" in restarted and "fmcluster-prometheus-agent.service" in restarted
 
 
 # -- egress: none ---------------------------------------------------------------------------------------------
@@ -392,7 +482,8 @@ def test_with_a_mirror_nothing_comes_from_the_internet(node):
     assert ["docker", "pull"] not in [call[:2] for call in node.calls("docker")]
     assert any(call[:3] == ["docker", "load", "-i"] for call in node.calls("docker"))
     sources = [call[-2] for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
-    assert f"{MIRROR}/node_exporter/1.9.1/node_exporter-1.9.1.linux-amd64.tar.gz" in sources
+    assert f"{MIRROR}/node_exporter/1.10.2/node_exporter-1.10.2.linux-amd64.tar.gz" in sources
+    assert f"{MIRROR}/slurm_exporter/1.7.0/prometheus-slurm-exporter_linux_amd64.tar.gz" in sources
     assert f"{MIRROR}/grafana/11.6.0/grafana-11.6.0.linux-amd64.tar.gz.sha256" in sources
     assert f"{MIRROR}/dcgm-exporter/4.3.1-4.4.0-ubuntu22.04/dcgm-exporter.tar" in sources
     assert all(source.startswith(MIRROR + "/") for source in sources)
@@ -537,6 +628,7 @@ def test_a_mirrored_image_that_does_not_match_its_checksum_is_not_loaded(node):
     result = node.run(
         *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", MIRROR, "--config-dir", str(DASHBOARDS)
     )
-    assert result.returncode == 1
+    assert result.returncode == 0, result.stderr
     assert "not loading nvcr.io/nvidia/k8s/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04" in result.stderr
     assert [call[1] for call in node.calls("docker")] == ["image"]  # looked, never loaded
+    assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text()) == []

@@ -27,15 +27,18 @@ LABEL_VALUES = re.compile(r"^label_values\((?P<match>.+),\s*(?P<label>\w+)\)$")
 FIRING = {
     "GpuXidFatal": {"gpu": "5", "instance": NODE},
     "GpuXidError": {"gpu": "2", "instance": NODE},
-    "TargetDown": {"job": "node", "instance": DOWN_NODE},
+    "ExporterDown": {"job": "node", "instance": DOWN_NODE},
     "SlurmNodesDown": {"state": "down*"},
-    "SlurmNodesDrained": {"state": "drain"},
+    "SlurmNodesDrained": {"state": "drained"},
     "EfaErrorsRising": {"device": "rdmap113s0", "instance": NODE},
     "FsxNearlyFull": {"mountpoint": "/fsx"},
 }
 """Alerts the recordings trigger, with the labels of the one series each must fire for."""
-QUIET = {"EfaPortNotActive", "FsxFull"}
-"""Alerts the recordings must not trigger (every EFA port ACTIVE; /fsx is 95%, not 97%, full)."""
+QUIET = {"EfaPortNotActive", "FsxFull", "NodeNotReporting"}
+"""Alerts the recordings must not trigger (every EFA port ACTIVE; /fsx is 95%, not 97%, full; a node whose series stop
+needs hours of history: alerts_test.yml shows it). The down node here is a target this Prometheus scrapes and finds
+dead, as a live node's agent finds a dead exporter."""
+ALERT_TESTS = Path(__file__).resolve().parent / "rules" / "alerts_test.yml"
 RULE_SETTLE_SECONDS = 15.0
 
 
@@ -78,6 +81,18 @@ def test_promtool_accepts_the_rule_files():
     result = promtool("check", "rules", *map(str, RULE_FILES))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("SUCCESS") == len(RULE_FILES)
+
+
+def test_alert_rules_pass_their_unit_tests():
+    """tests/observability/rules/alerts_test.yml: every alert, with series shaped as the exporters really send them."""
+    result = promtool("test", "rules", ALERT_TESTS.name, cwd=ALERT_TESTS.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_every_alert_has_a_unit_test():
+    tested = set(re.findall(r"^\s+- alertname: (\w+)$", ALERT_TESTS.read_text(), re.M))
+    assert tested == {rule["alert"] for rule in rules() if "alert" in rule}
 
 
 def test_promtool_accepts_the_agent_configuration_rendered_as_on_a_node(tmp_path):
@@ -207,8 +222,10 @@ def test_the_shipped_alerts_wait_for_their_for_duration(prometheus):
             if key.startswith("fmcluster-alerts/")
         }
 
-    states = eventually(read, lambda found: all(found[name] == "pending" for name in FIRING))
-    assert {name: states[name] for name in FIRING} == dict.fromkeys(FIRING, "pending")
+    # an XID is an event, not a flaky scrape: those alerts have `for: 0s` and fire at once
+    expected = {name: "firing" if name.startswith("GpuXid") else "pending" for name in FIRING}
+    states = eventually(read, lambda found: all(found[name] == expected[name] for name in FIRING))
+    assert {name: states[name] for name in FIRING} == expected
     assert {name: states[name] for name in QUIET} == dict.fromkeys(QUIET, "inactive")
 
 
@@ -216,6 +233,8 @@ def test_alerts_api_lists_the_active_alerts_with_annotations(prometheus):
     alerts = prometheus.get("/api/v1/alerts")["data"]["alerts"]
     firing = [alert for alert in alerts if alert["state"] == "firing"]
     fatal = [alert for alert in firing if alert["labels"]["alertname"] == "GpuXidFatal"]
-    assert len(fatal) == 1
-    assert fatal[0]["annotations"]["summary"] == f"XID 94 on GPU 5 of {NODE}"
-    assert "reset or a replacement" in fatal[0]["annotations"]["description"]
+    assert len(fatal) == 2  # the shipped rule and its immediate copy
+    for alert in fatal:
+        assert alert["annotations"]["summary"] == f"XID 94 on GPU 5 of {NODE}"
+        assert "reported XID 94 (up to 1 times within 5 minutes)" in alert["annotations"]["description"]
+        assert "reset or a replacement" in alert["annotations"]["description"]

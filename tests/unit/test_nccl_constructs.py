@@ -379,14 +379,17 @@ def test_one_alarm_per_instance_type_and_one_for_rejections_notify_the_topic(lib
     assert (dict(split.validation.alarms), split.validation.rejected_alarm) == ({}, None)
 
 
-def test_lambda_assets_hold_only_the_handler(lib):
-    for function in (lib.tuning.function, lib.validation.function):
+def test_lambda_assets_hold_only_their_code(lib):
+    for function, files in (
+        (lib.tuning.function, ["handler.py"]),
+        (lib.validation.function, ["handler.py", "nccl_log.py"]),
+    ):
         code = lib.templates["lib"]["Resources"][lib.logical_id("lib", function.node.default_child)]["Properties"][
             "Code"
         ]
         asset_hash = code["S3Key"].split(".")[0]
         folder = lib.outdir / f"asset.{asset_hash}"
-        assert sorted(p.name for p in folder.iterdir()) == ["handler.py"]
+        assert sorted(p.name for p in folder.iterdir()) == files
 
 
 # --- prop errors --------------------------------------------------------------------------------------------------
@@ -414,9 +417,10 @@ BAD_TUNING = [
     ),
     ({"groups": ["gpu"]}, "NcclTuning: groups[0]: must be a (group name, instance type) pair; got 'gpu'"),
     (
-        {"nccl_version": "2.18.3", "groups": [("gpu", "p5.48xlarge"), ("old", "p4d.24xlarge")]},
-        "NcclTuning: groups[0] (gpu, p5.48xlarge): nccl_version: P5-class instances (p5*, p6*) need 2.18.5 or later; "
-        "got '2.18.3' (NCCL before 2.18.5 hits an NVLS bug with EFA on NVLink Switch platforms; aws-ofi-nccl "
+        # aws-ofi-nccl doc/efa-env-var.md, p5.48xlarge: nccl>=2.18.0 is required (2.18.5 only recommended)
+        {"nccl_version": "2.17.1", "groups": [("gpu", "p5.48xlarge"), ("old", "p4d.24xlarge")]},
+        "NcclTuning: groups[0] (gpu, p5.48xlarge): nccl_version: P5-class instances (p5*, p6*) need 2.18.0 or later; "
+        "got '2.17.1' (below 2.18.5 the plugin disables NVLS on NVLink Switch platforms; aws-ofi-nccl "
         "doc/efa-env-var.md)",
     ),
     (

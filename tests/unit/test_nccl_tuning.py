@@ -89,15 +89,29 @@ def test_the_floors_do_not_apply_below_p5():
 
 
 @pytest.mark.parametrize("instance_type", P5_CLASS)
-def test_p5_class_floors_at_the_floor_pass(instance_type):
-    assert env(instance_type, nccl_version="2.18.5-1", ofi="v1.7.3-aws", efa="1.29.0") == SOCKETS
+def test_p5_class_floors_at_the_requirement_pass_with_a_warning(instance_type):
+    # aws-ofi-nccl doc/efa-env-var.md, p5.48xlarge: "nccl>=2.18.0 (recommend at least 2.18.5)",
+    # "aws-ofi-nccl>=1.7.2 (recommend at least 1.7.3)", efa-installer>=1.29.0
+    assert env(instance_type, nccl_version="2.18.0-1", ofi="v1.7.2-aws", efa="1.29.0") == SOCKETS
+    assert nccl.floor_warnings(instance_type, Versions(nccl="2.18.0-1", ofi_nccl="v1.7.2-aws")) == [
+        "nccl_version: aws-ofi-nccl recommends 2.18.5 or later on P5-class instances (p5*, p6*); got '2.18.0-1' "
+        "(below 2.18.5 the plugin disables NVLS on NVLink Switch platforms; aws-ofi-nccl doc/efa-env-var.md)",
+        "ofi_nccl_version: aws-ofi-nccl recommends 1.7.3 or later on P5-class instances (p5*, p6*); got 'v1.7.2-aws' "
+        "(aws-ofi-nccl doc/efa-env-var.md, p5.48xlarge)",
+    ]
+    assert nccl.floor_warnings(instance_type, Versions(nccl="2.18.5", ofi_nccl="1.7.3", efa_installer="1.29")) == []
+
+
+def test_the_floor_warnings_do_not_apply_below_p5():
+    for instance_type in OTHERS:
+        assert nccl.floor_warnings(instance_type, Versions(nccl="2.18.0", ofi_nccl="1.7.2")) == []
 
 
 FLOOR_MESSAGES = {
-    "nccl": "nccl_version: P5-class instances (p5*, p6*) need 2.18.5 or later; got '2.18.3' (NCCL before 2.18.5 "
-    "hits an NVLS bug with EFA on NVLink Switch platforms; aws-ofi-nccl doc/efa-env-var.md)",
-    "ofi": "ofi_nccl_version: P5-class instances (p5*, p6*) need 1.7.3 or later; got '1.7.2-aws' (the least "
-    "aws-ofi-nccl doc/efa-env-var.md recommends for p5.48xlarge)",
+    "nccl": "nccl_version: P5-class instances (p5*, p6*) need 2.18.0 or later; got '2.17.1' (below 2.18.5 the "
+    "plugin disables NVLS on NVLink Switch platforms; aws-ofi-nccl doc/efa-env-var.md)",
+    "ofi": "ofi_nccl_version: P5-class instances (p5*, p6*) need 1.7.2 or later; got '1.7.1-aws' (aws-ofi-nccl "
+    "doc/efa-env-var.md, p5.48xlarge)",
     "efa": "efa_installer_version: P5-class instances (p5*, p6*) need 1.29.0 or later; got '1.28' (older EFA "
     "installers make NCCL >= 2.19 raise libfabric errors; aws-ofi-nccl doc/efa-env-var.md)",
 }
@@ -107,10 +121,10 @@ FLOOR_MESSAGES = {
 @pytest.mark.parametrize(
     ("versions", "broken"),
     [
-        ({"nccl_version": "2.18.3"}, ["nccl"]),
-        ({"ofi": "1.7.2-aws"}, ["ofi"]),
+        ({"nccl_version": "2.17.1"}, ["nccl"]),
+        ({"ofi": "1.7.1-aws"}, ["ofi"]),
         ({"efa": "1.28"}, ["efa"]),
-        ({"nccl_version": "2.18.3", "ofi": "1.7.2-aws", "efa": "1.28"}, ["nccl", "ofi", "efa"]),
+        ({"nccl_version": "2.17.1", "ofi": "1.7.1-aws", "efa": "1.28"}, ["nccl", "ofi", "efa"]),
     ],
 )
 def test_p5_class_floors_are_enforced_with_every_problem_at_once(instance_type, versions, broken):
@@ -220,7 +234,11 @@ ALWAYS_GPU = {"FI_PROVIDER", "FI_EFA_FORK_SAFE", "NCCL_TUNER_PLUGIN"}
         ("p5en.48xlarge", "1.16.3", ALWAYS_GPU | TUNED | NVLS),
         ("p6-b200.48xlarge", "1.17.0", ALWAYS_GPU | TUNED | NVLS | {"NCCL_NETDEVS_POLICY"}),
         ("p6-b300.48xlarge", "1.21.1", ALWAYS_GPU | TUNED | NVLS),
-        ("p6e-gb200.36xlarge", "1.21.1", ALWAYS_GPU | TUNED | NVLS | {"OFI_NCCL_SKIP_NICS_WITHOUT_ACCEL"}),
+        (
+            "p6e-gb200.36xlarge",
+            "1.21.1",
+            ALWAYS_GPU | TUNED | NVLS | {"OFI_NCCL_SKIP_NICS_WITHOUT_ACCEL_AT_SAME_PCI_LEVEL"},
+        ),
         ("p5.48xlarge", "1.15.0", {"FI_PROVIDER", "FI_EFA_FORK_SAFE"}),
         ("p4d.24xlarge", "1.21.1", ALWAYS_GPU | TUNED | {"NCCL_TOPO_FILE"}),
         ("p4de.24xlarge", "1.5.0", {"FI_EFA_FORK_SAFE"}),
@@ -345,6 +363,7 @@ def test_output_holds_no_obsolete_or_plugin_set_variable_the_user_did_not_set(
 
 def test_baseline_spec_has_the_line_rate_and_the_published_figures():
     assert baseline_spec("p5.48xlarge") == {
+        "gpus": 8,
         "efa_gbps": 3200,
         "published": [
             {"nodes": 2, "message_bytes": 16 * 1024**3, "bus_gbs": 487.0, "source": nccl._AWS_SAMPLES},
@@ -352,9 +371,10 @@ def test_baseline_spec_has_the_line_rate_and_the_published_figures():
         ],
     }
     assert baseline_spec("p4de.24xlarge")["published"][0]["bus_gbs"] == 78.3
-    assert baseline_spec("p5en.48xlarge") == {"efa_gbps": 3200, "published": []}
-    assert baseline_spec("p6-b300.48xlarge") == {"efa_gbps": 6400, "published": []}
-    assert baseline_spec("g5.12xlarge") == {"efa_gbps": 0, "published": []}
+    # GPUs per instance: AWS's accelerated-computing instance specifications (8 H100/H200/B300; 4 A10G on g5.12xlarge)
+    assert baseline_spec("p5en.48xlarge") == {"gpus": 8, "efa_gbps": 3200, "published": []}
+    assert baseline_spec("p6-b300.48xlarge") == {"gpus": 8, "efa_gbps": 6400, "published": []}
+    assert baseline_spec("g5.12xlarge") == {"gpus": 4, "efa_gbps": 0, "published": []}
     with pytest.raises(ValueError, match=r"unknown instance type 'x\.large'"):
         baseline_spec("x.large")
 

@@ -1,27 +1,31 @@
-"""S3-event Lambda: judge an uploaded nccl-tests all_reduce_perf log and publish CloudWatch metrics.
+"""S3-event Lambda: judge an uploaded nccl-tests log and publish CloudWatch metrics.
 
 The sbatch script fmcluster/node/nccl-tests.sbatch uploads its output to
     s3://<bucket>/nccl-tests/<instance_type>/<nodes>n/<job>.log
-For each such object this function reads the log, parses it (`parse_all_reduce`, a pure function), and publishes to
-namespace fmcluster/nccl with dimensions Cluster, InstanceType, Nodes:
+For each such object this function reads the log, splits it into its result tables (`nccl_log.parse`, a pure
+function that also says which collective each table measured), and for every usable table publishes to namespace
+fmcluster/nccl with dimensions Cluster, InstanceType, Nodes (and Collective, for collectives other than all_reduce):
     BusBandwidth                the best bus bandwidth (GB/s) inside each message-size class (dimension SizeClass)
     LargestMessageBusBandwidth  the bus bandwidth at the largest message size (the better of out-of-place, in-place)
     AvgBusBandwidth             nccl-tests' own "Avg bus bandwidth" line
-    BaselineBusBandwidth        the threshold the largest message was held to
+    BaselineBusBandwidth        the threshold the largest message was held to (judged runs only)
     BelowBaseline               1 when the largest message fell below the baseline, else 0 (also published with
                                 dimensions Cluster, InstanceType only: the alarm's series, whatever the node count)
-and, for any upload it rejects, RejectedResults = 1 with dimension Cluster.
+and, for any upload or table it rejects, RejectedResults = 1 with dimension Cluster.
 
-The baseline per instance type comes from the BASELINES environment variable (built at synth time from
-fmcluster.nccl and the instance catalog): a published figure for the same node count at the largest published
-message size not above the run's largest message, held to PUBLISHED_MARGIN of it; where nothing is published,
-LINE_RATE_FRACTION of the EFA line rate in GB/s. Runs whose largest message is below MIN_BASELINE_BYTES are not
-judged (bus bandwidth is latency-bound there).
+Only multi-node all_reduce runs whose ranks match the instance type (one rank per GPU) are judged: the baselines are
+all_reduce figures over EFA. A single-node run measures NVLink and another collective has other bandwidths; both are
+published but never set or clear BelowBaseline. The baseline per instance type comes from the BASELINES environment
+variable (built at synth time from fmcluster.nccl and the instance catalog, with its GPU count): a published figure
+for the same node count at the largest published message size not above the run's largest message, held to
+PUBLISHED_MARGIN of it; where nothing is published, LINE_RATE_FRACTION of the EFA line rate in GB/s. Runs whose
+largest message is below MIN_BASELINE_BYTES are not judged (bus bandwidth is latency-bound there).
 
-Bad input (a key outside the layout, an unknown instance type, a log that is empty, truncated, garbled, has no
-header, reports #wrong > 0 or out-of-bounds values, or lists more or fewer hosts than the key's node count) is
-logged as a structured rejection and the function returns normally: S3 retries an asynchronous invocation that
-raises, and a bad log would only fail again.
+Bad input (a key outside the layout, an unknown instance type, a log that is empty or holds no table, a table that is
+truncated, garbled, failed, reports #wrong > 0, out-of-bounds values or FAILED, cannot be told apart from another
+collective, or ran on more or fewer hosts or ranks than the key's node count and the instance type's GPUs) is logged
+as a structured rejection with its reason and the function returns normally: S3 retries an asynchronous invocation
+that raises, and a bad log would only fail again.
 
 Environment: CLUSTER_NAME, BASELINES (JSON), LINE_RATE_FRACTION, PUBLISHED_MARGIN, MIN_BASELINE_BYTES,
 MAX_LOG_BYTES (optional; default 16 MiB).
@@ -30,7 +34,6 @@ MAX_LOG_BYTES (optional; default 16 MiB).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import time
@@ -39,7 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import nccl_log  # next to this file: the Lambda's task root (and tests) put this folder on sys.path
 from botocore.exceptions import ClientError
+from nccl_log import GIB, KIB, MIB, Run
 
 NAMESPACE = "fmcluster/nccl"
 KEY_PATTERN = re.compile(
@@ -47,14 +52,8 @@ KEY_PATTERN = re.compile(
     r"(?P<job>[A-Za-z0-9][A-Za-z0-9._-]{0,127})\.log$"
 )
 DEFAULT_MAX_LOG_BYTES = 16 * 1024 * 1024
-KIB, MIB, GIB = 1024, 1024**2, 1024**3
-SIZE_CLASSES = (
-    ("8B-64KiB", 0, 64 * KIB),
-    ("64KiB-16MiB", 64 * KIB, 16 * MIB),
-    ("16MiB-1GiB", 16 * MIB, GIB),
-    ("1GiB-and-up", GIB, math.inf),
-)
-"""(name, lower bound exclusive, upper bound inclusive): latency-bound, mid-size, bandwidth-bound, largest."""
+JUDGED_COLLECTIVE = "all_reduce"
+"""The published figures and the line-rate rule are all_reduce bus bandwidths; other collectives are only measured."""
 
 
 # --- structured logs ----------------------------------------------------------------------------------------------
@@ -63,234 +62,6 @@ def log(level: str, message: str, **fields: Any) -> None:
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": level, "message": message}
     entry.update(fields)
     print(json.dumps(entry, default=str, sort_keys=True), flush=True)
-
-
-# --- the parser ---------------------------------------------------------------------------------------------------
-class ParseError(ValueError):
-    """The text is not a complete, valid all_reduce_perf result."""
-
-
-@dataclass(frozen=True)
-class Measurement:
-    time_us: float
-    algbw: float
-    busbw: float
-    wrong: int | None
-    """Elements that failed validation; None when the run did not validate (-c 0 prints N/A)."""
-
-
-@dataclass(frozen=True)
-class Row:
-    size: int
-    count: int
-    type: str
-    redop: str
-    root: int
-    out_of_place: Measurement
-    in_place: Measurement
-
-    @property
-    def busbw(self) -> float:
-        """The better of the out-of-place and in-place bus bandwidth."""
-        return max(self.out_of_place.busbw, self.in_place.busbw)
-
-
-@dataclass(frozen=True)
-class Result:
-    rows: tuple[Row, ...]
-    avg_bus_bandwidth: float
-    out_of_bounds: int | None = None
-    hosts: tuple[str, ...] = ()
-    """Distinct host names of the ranks, in rank order, from the '# Using devices' block (empty when absent)."""
-    ranks: int = 0
-    nccl_tests_version: str | None = None
-    validated: bool = True
-    """False when the run skipped data validation (#wrong is N/A)."""
-
-    @property
-    def largest_size(self) -> int:
-        return max(row.size for row in self.rows)
-
-    @property
-    def largest_bus_bandwidth(self) -> float:
-        return max(row.busbw for row in self.rows if row.size == self.largest_size)
-
-    def size_classes(self) -> dict[str, float]:
-        """The best bus bandwidth inside each size class that has rows."""
-        found: dict[str, float] = {}
-        for name, low, high in SIZE_CLASSES:
-            values = [row.busbw for row in self.rows if low < row.size <= high or (low == 0 and row.size == 0)]
-            if values:
-                found[name] = max(values)
-        return found
-
-
-_PREFIX = re.compile(r"^(?:\s*\d+: |\[\d+,\d+\]<std(?:out|err)>:)")
-"""`srun -l` labels ("0: ") and Open MPI's --tag-output ("[1,0]<stdout>:")."""
-_NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b")
-_RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+")
-_VERSION = re.compile(r"^#\s*nccl-tests version (\S+)")
-_OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?\s*$")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
-HEADER = (
-    "size",
-    "count",
-    "type",
-    "redop",
-    "root",
-    "time",
-    "algbw",
-    "busbw",
-    "#wrong",
-    "time",
-    "algbw",
-    "busbw",
-    "#wrong",
-)
-
-
-def _header_tokens(comment: str) -> list[str]:
-    return comment.lstrip("#").split()
-
-
-def _is_header(tokens: list[str]) -> bool:
-    return tokens[:2] == ["size", "count"]
-
-
-def _check_header(tokens: list[str], number: int) -> bool:
-    """True when the table carries a trailing timestamp column; ParseError for any other layout."""
-    normalized = ["time" if token == "cputime" else token for token in tokens]
-    if normalized == list(HEADER):
-        return False
-    if normalized == [*HEADER, "timestamp"]:
-        return True
-    raise ParseError(
-        f"line {number}: unsupported table header {' '.join(tokens)!r}; expected the all_reduce_perf columns "
-        f"{' '.join(HEADER)} (nccl-tests 2.13 or later, without per-iteration timing)"
-    )
-
-
-def _float(token: str, what: str) -> float:
-    value = float(token)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{what} {token!r} is not a finite, non-negative number")
-    return value
-
-
-def _wrong(token: str) -> int | None:
-    if token == "N/A":
-        return None
-    value = float(token)
-    if not value.is_integer() or value < 0:
-        raise ValueError(f"#wrong {token!r} is not a count")
-    return int(value)
-
-
-def _measurement(tokens: list[str]) -> Measurement:
-    return Measurement(
-        time_us=_float(tokens[0], "time"),
-        algbw=_float(tokens[1], "algbw"),
-        busbw=_float(tokens[2], "busbw"),
-        wrong=_wrong(tokens[3]),
-    )
-
-
-def _row(tokens: list[str], timestamps: bool) -> Row:
-    expected = 15 if timestamps else 13
-    if len(tokens) != expected:
-        raise ValueError(f"{len(tokens)} fields where the header has {expected}")
-    size, count, root = int(tokens[0]), int(tokens[1]), int(tokens[4])
-    if size < 0 or count < 0:
-        raise ValueError("negative size or count")
-    if not _IDENT.match(tokens[2]) or not _IDENT.match(tokens[3]):
-        raise ValueError(f"type {tokens[2]!r} or redop {tokens[3]!r} is not a name")
-    return Row(size, count, tokens[2], tokens[3], root, _measurement(tokens[5:9]), _measurement(tokens[9:13]))
-
-
-def parse_all_reduce(text: str) -> Result:
-    """Parse the stdout of nccl-tests all_reduce_perf (2.13 or later; srun -l and mpirun tags are stripped).
-
-    Raises ParseError (a ValueError) for empty text, no result header, a garbled row, a log that ends before the
-    "# Avg bus bandwidth" line (truncated), any row with #wrong > 0, or out-of-bounds values reported.
-    """
-    if not isinstance(text, str) or not text.strip():
-        raise ParseError("empty output: the log has no text")
-    rows: list[Row] = []
-    hosts: list[str] = []
-    ranks: set[int] = set()
-    version = None
-    header_at = None
-    timestamps = False
-    out_of_bounds = None
-    average = None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = _PREFIX.sub("", raw.rstrip("\r"), count=1).strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            if average is not None:
-                continue  # the trailer after the summary ("#", "# Collective test concluded: ...")
-            if match := _VERSION.match(line):
-                version = match[1]
-            elif match := _RANK.match(line):
-                ranks.add(int(match[1]))
-                if match[2] not in hosts:
-                    hosts.append(match[2])
-            elif _is_header(tokens := _header_tokens(line)):
-                if header_at is not None:
-                    raise ParseError(f"line {number}: a second result table header (line {header_at} has one)")
-                timestamps = _check_header(tokens, number)
-                header_at = number
-            elif match := _OUT_OF_BOUNDS.match(line):
-                out_of_bounds = int(match[1])
-            elif match := _AVG.match(line):
-                if header_at is None:
-                    break  # reported below as a missing header
-                try:
-                    average = _float(match[1], "Avg bus bandwidth")
-                except ValueError as error:
-                    raise ParseError(f"line {number}: garbled summary {line!r}: {error}") from None
-            continue
-        if _NCCL_LOG.search(line) or header_at is None or average is not None:
-            continue  # NCCL_DEBUG output, and whatever precedes the table or follows its summary
-        try:
-            row = _row(line.split(), timestamps)
-        except ValueError as error:
-            raise ParseError(f"line {number}: garbled result row {line!r}: {error}") from None
-        rows.append(row)
-    if header_at is None:
-        raise ParseError(
-            "no all_reduce_perf result header ('# size count type redop root time algbw busbw #wrong ...') found; "
-            "is this nccl-tests output?"
-        )
-    if not rows:
-        raise ParseError(f"the result table (header at line {header_at}) has no rows: the run produced no results")
-    if average is None:
-        raise ParseError(
-            f"truncated: no '# Avg bus bandwidth' line after the last row (size {rows[-1].size} B); the job was cut "
-            "off or the log is incomplete"
-        )
-    wrong = [
-        f"{row.size} B {label}: {m.wrong}"
-        for row in rows
-        for label, m in (("out-of-place", row.out_of_place), ("in-place", row.in_place))
-        if m.wrong
-    ]
-    if wrong:
-        raise ParseError(f"data corruption: #wrong > 0 ({'; '.join(wrong)}); the results are not valid")
-    if out_of_bounds:
-        raise ParseError(f"data corruption: {out_of_bounds} out-of-bounds values reported; the results are not valid")
-    validated = all(m.wrong is not None for row in rows for m in (row.out_of_place, row.in_place))
-    return Result(
-        rows=tuple(rows),
-        avg_bus_bandwidth=average,
-        out_of_bounds=out_of_bounds,
-        hosts=tuple(hosts),
-        ranks=len(ranks),
-        nccl_tests_version=version,
-        validated=validated,
-    )
 
 
 # --- the baseline -------------------------------------------------------------------------------------------------
@@ -361,14 +132,20 @@ def baseline(
 
 # --- metrics ------------------------------------------------------------------------------------------------------
 def metric_data(
-    result: Result, *, cluster: str, instance_type: str, nodes: int, judged: Baseline | None
+    run: Run, *, cluster: str, instance_type: str, nodes: int, judged: Baseline | None
 ) -> list[dict[str, Any]]:
-    """The CloudWatch datapoints for one parsed run."""
+    """The CloudWatch datapoints for one usable table; collectives other than all_reduce carry a Collective dimension.
+
+    BelowBaseline is published only for a judged run, so an unjudged one (a single node, another collective, a short
+    run) never sets or clears the alarm.
+    """
     dimensions = [
         {"Name": "Cluster", "Value": cluster},
         {"Name": "InstanceType", "Value": instance_type},
         {"Name": "Nodes", "Value": str(nodes)},
     ]
+    if run.collective != JUDGED_COLLECTIVE:
+        dimensions.append({"Name": "Collective", "Value": str(run.collective)})
     rate = "Gigabytes/Second"
     data = [
         {
@@ -377,21 +154,21 @@ def metric_data(
             "Value": value,
             "Unit": rate,
         }
-        for name, value in result.size_classes().items()
+        for name, value in run.size_classes().items()
     ]
     data.append(
         {
             "MetricName": "LargestMessageBusBandwidth",
             "Dimensions": dimensions,
-            "Value": result.largest_bus_bandwidth,
+            "Value": run.largest_bus_bandwidth,
             "Unit": rate,
         }
     )
     data.append(
-        {"MetricName": "AvgBusBandwidth", "Dimensions": dimensions, "Value": result.avg_bus_bandwidth, "Unit": rate}
+        {"MetricName": "AvgBusBandwidth", "Dimensions": dimensions, "Value": run.avg_bus_bandwidth, "Unit": rate}
     )
     if judged is not None:
-        below = 1.0 if result.largest_bus_bandwidth < judged.threshold_gbs else 0.0
+        below = 1.0 if run.largest_bus_bandwidth < judged.threshold_gbs else 0.0
         data.append(
             {
                 "MetricName": "BaselineBusBandwidth",
@@ -403,6 +180,34 @@ def metric_data(
         data.append({"MetricName": "BelowBaseline", "Dimensions": dimensions, "Value": below, "Unit": "None"})
         data.append({"MetricName": "BelowBaseline", "Dimensions": dimensions[:2], "Value": below, "Unit": "None"})
     return data
+
+
+def placement_problem(run: Run, *, instance_type: str, nodes: int, gpus: int) -> str | None:
+    """Why the ranks of `run` do not match `nodes` x `instance_type` (one rank per GPU), or None.
+
+    >>> placement_problem(Run(hosts=["a", "b"], ranks=8), instance_type="p5.48xlarge", nodes=2, gpus=8)
+    '8 ranks on 2 nodes, but 2x p5.48xlarge (8 GPUs each) run 16 ranks, one per GPU'
+    """
+    if run.hosts and len(run.hosts) != nodes:
+        shown = ", ".join(run.hosts[:8]) + (", ..." if len(run.hosts) > 8 else "")
+        return f"the key says {nodes} nodes but the log's ranks ran on {len(run.hosts)} hosts ({shown})"
+    if run.ranks and gpus and run.ranks != nodes * gpus:
+        return (
+            f"{run.ranks} ranks on {nodes} nodes, but {nodes}x {instance_type} ({gpus} GPUs each) run "
+            f"{nodes * gpus} ranks, one per GPU"
+        )
+    return None
+
+
+def why_not_judged(run: Run, nodes: int) -> str | None:
+    """Why a usable run is not held to a baseline (None: judge it)."""
+    if run.collective != JUDGED_COLLECTIVE:
+        return f"{run.collective} is measured, not judged: the baselines are all_reduce bus bandwidths"
+    if nodes < 2:
+        return "a single-node run measures NVLink, not EFA; fmcluster has no NVLink baseline"
+    if not run.ranks:
+        return "the log lists no '# Rank' lines, so its ranks per node cannot be checked"
+    return None
 
 
 # --- the handler --------------------------------------------------------------------------------------------------
@@ -424,7 +229,7 @@ class Rejected(Exception):
 
 
 def handler(event: dict[str, Any], context: object = None) -> dict[str, Any]:
-    """Entry point: one S3 ObjectCreated notification (one or more records)."""
+    """Entry point: one S3 ObjectCreated notification (one or more records); counts tables accepted and rejected."""
     settings = Settings.from_environment()
     records = event.get("Records") if isinstance(event, dict) else None
     if not isinstance(records, list) or not records:
@@ -437,8 +242,8 @@ def handler(event: dict[str, Any], context: object = None) -> dict[str, Any]:
     accepted = rejected = 0
     for record in records:
         try:
-            _process(record, settings)
-            accepted += 1
+            good, bad = _process(record, settings)
+            accepted, rejected = accepted + good, rejected + bad
         except Rejected as rejection:
             _reject(settings, rejection)
             rejected += 1
@@ -460,7 +265,8 @@ def _reject(settings: Settings, rejection: Rejected, **fields: Any) -> None:
     )
 
 
-def _process(record: object, settings: Settings) -> None:
+def _process(record: object, settings: Settings) -> tuple[int, int]:
+    """Judge every table of one uploaded log: (tables published, tables rejected)."""
     try:
         bucket = record["s3"]["bucket"]["name"]  # type: ignore[index]
         raw_key = record["s3"]["object"]["key"]  # type: ignore[index]
@@ -483,37 +289,45 @@ def _process(record: object, settings: Settings) -> None:
         )
     text = _read(bucket, key, settings.max_log_bytes, where)
     try:
-        result = parse_all_reduce(text)
-    except ParseError as error:
+        runs = nccl_log.parse(text)
+    except nccl_log.ParseError as error:
         raise Rejected(str(error), **where) from None
-    if result.hosts and len(result.hosts) != nodes:
-        raise Rejected(
-            f"the key says {nodes} nodes but the log's ranks ran on {len(result.hosts)} hosts "
-            f"({', '.join(result.hosts[:8])}{', ...' if len(result.hosts) > 8 else ''})",
-            **where,
+    published = rejected = 0
+    for number, run in enumerate(runs, start=1):
+        table = {**where, "table": number, "collective": run.collective}
+        problem = run.problem or placement_problem(
+            run, instance_type=instance_type, nodes=nodes, gpus=int(spec.get("gpus", 0))
         )
-    judged = baseline(spec, instance_type, nodes, result.largest_size, settings)
-    data = metric_data(result, cluster=settings.cluster, instance_type=instance_type, nodes=nodes, judged=judged)
-    _cloudwatch().put_metric_data(Namespace=NAMESPACE, MetricData=data)
-    log(
-        "INFO",
-        "published nccl-tests result",
-        **where,
-        instance_type=instance_type,
-        nodes=nodes,
-        ranks=result.ranks,
-        rows=len(result.rows),
-        largest_message_bytes=result.largest_size,
-        largest_message_busbw=result.largest_bus_bandwidth,
-        avg_busbw=result.avg_bus_bandwidth,
-        validated=result.validated,
-        nccl_tests_version=result.nccl_tests_version,
-        baseline_gbs=judged.threshold_gbs if judged else None,
-        baseline_basis=judged.basis
-        if judged
-        else f"not judged: largest message below {_size(settings.min_baseline_bytes)} or no EFA",
-        below_baseline=bool(judged and result.largest_bus_bandwidth < judged.threshold_gbs),
-    )
+        if problem:
+            _reject(settings, Rejected(problem, **table))
+            rejected += 1
+            continue
+        unjudged = why_not_judged(run, nodes)
+        judged = None if unjudged else baseline(spec, instance_type, nodes, run.largest_size, settings)
+        data = metric_data(run, cluster=settings.cluster, instance_type=instance_type, nodes=nodes, judged=judged)
+        _cloudwatch().put_metric_data(Namespace=NAMESPACE, MetricData=data)
+        published += 1
+        log(
+            "INFO",
+            "published nccl-tests result",
+            **table,
+            identified_by=run.identified_by,
+            instance_type=instance_type,
+            nodes=nodes,
+            ranks=run.ranks,
+            rows=len(run.rows),
+            largest_message_bytes=run.largest_size,
+            largest_message_busbw=run.largest_bus_bandwidth,
+            avg_busbw=run.avg_bus_bandwidth,
+            validated=run.validated,
+            nccl_tests_version=run.nccl_tests_version,
+            baseline_gbs=judged.threshold_gbs if judged else None,
+            baseline_basis=judged.basis
+            if judged
+            else f"not judged: {unjudged or f'largest message below {_size(settings.min_baseline_bytes)} or no EFA'}",
+            below_baseline=bool(judged and run.largest_bus_bandwidth < judged.threshold_gbs),
+        )
+    return published, rejected
 
 
 def _read(bucket: str, key: str, max_bytes: int, where: dict[str, str]) -> str:
@@ -528,7 +342,7 @@ def _read(bucket: str, key: str, max_bytes: int, where: dict[str, str]) -> str:
     if length > max_bytes:
         response["Body"].close()
         raise Rejected(
-            f"the log is {length} bytes, over the {max_bytes}-byte limit; is this an all_reduce_perf log?", **where
+            f"the log is {length} bytes, over the {max_bytes}-byte limit; is this an nccl-tests log?", **where
         )
     body = response["Body"].read(max_bytes + 1)
     try:

@@ -1,0 +1,14 @@
+"""Read-only checks of a live AWS account, for `fmcluster validate --live` (and `fmcluster diagnose`).
+
+One module per family of checks (preflight: capacity, instances, quotas, images, data, bootstrap; diagnosis:
+stacks, hyperpod, with causes, findings and redact), on a small shared layer:
+`aws` (session, the IAM action of every call, denied and credential errors) and `runner` (concurrent checks with
+a progress display). Nothing here runs at synth time.
+"""
+
+from fmcluster.live.aws import ACTIONS, Aws, Denied, NoCredentials
+from fmcluster.live.diagnose import diagnose
+from fmcluster.live.preflight import preflight
+from fmcluster.live.runner import is_error
+
+__all__ = ["ACTIONS", "Aws", "Denied", "NoCredentials", "diagnose", "is_error", "preflight"]

@@ -1,0 +1,259 @@
+"""Reserved capacity: EC2 capacity blocks and On-Demand Capacity Reservations, and SageMaker training plans.
+
+Each reservation or plan named in the file is read once; the groups that use it are checked against it together
+(their counts add up). Sources: EC2 API reference (DescribeCapacityReservations, CapacityReservation: states,
+ReservationType, AvailableInstanceCount), EC2 user guide "Launch instances using Capacity Blocks" (same AZ, same
+platform, termination starts 30 minutes before the end), SageMaker API reference (DescribeTrainingPlan,
+ReservedCapacitySummary).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+
+from botocore.exceptions import ClientError
+
+from fmcluster.config import ClusterConfig, ComputeGroup, Problem
+from fmcluster.live.aws import Aws, error_code
+from fmcluster.live.runner import Check
+
+ENDING_SOON = timedelta(days=1)
+LINUX = "Linux/UNIX"
+NOT_FOUND_CODES = ("InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed")
+"""EC2 API reference, "Error codes for the Amazon EC2 API"."""
+
+Groups = list[tuple[int, ComputeGroup]]
+
+
+def reservation_checks(config: ClusterConfig, aws: Aws, now: datetime) -> list[Check]:
+    return [
+        Check(
+            f"capacity reservation {rid}",
+            f"compute[{groups[0][0]}].reservation_id",
+            lambda rid=rid, groups=groups: check_reservation(config, aws, rid, groups, now),
+        )
+        for rid, groups in _by(config.compute, "reservation_id").items()
+    ]
+
+
+def training_plan_checks(config: ClusterConfig, aws: Aws, now: datetime) -> list[Check]:
+    return [
+        Check(
+            f"training plan {arn.rsplit('/', 1)[-1]}",
+            f"compute[{groups[0][0]}].training_plan_arn",
+            lambda arn=arn, groups=groups: check_training_plan(config, aws, arn, groups, now),
+        )
+        for arn, groups in _by(config.compute, "training_plan_arn").items()
+    ]
+
+
+def check_reservation(config: ClusterConfig, aws: Aws, rid: str, groups: Groups, now: datetime) -> list[Problem]:
+    """Problems of reservation `rid` for `groups` (index, group), all of which name it."""
+    first, group = groups[0]
+    at = f"compute[{first}]"
+    try:
+        found = aws.call("ec2", "DescribeCapacityReservations", CapacityReservationIds=[rid])["CapacityReservations"]
+    except ClientError as error:
+        if error_code(error) not in NOT_FOUND_CODES:
+            raise
+        found = []
+    if not found:
+        return [
+            Problem(
+                f"{at}.reservation_id",
+                f"{rid} not found in {config.region} for this account "
+                "(aws ec2 describe-capacity-reservations lists yours)",
+            )
+        ]
+    reservation = found[0]
+    is_block = reservation.get("ReservationType") == "capacity-block"
+    kind = "capacity block" if is_block else "capacity reservation"
+    problems: list[Problem] = []
+    if is_block != (group.capacity == "capacity-block"):
+        wanted = "capacity-block" if is_block else "odcr"
+        what = "a capacity block" if is_block else "an On-Demand Capacity Reservation"
+        problems.append(Problem(f"{at}.capacity", f"{rid} is {what}; set capacity: {wanted}"))
+    problems += _state(f"{at}.reservation_id", f"{kind} {rid}", reservation, is_block, now)
+    held = reservation.get("InstanceType")
+    for index, member in groups:
+        if held and member.instance_type != held:
+            problems.append(
+                Problem(
+                    f"compute[{index}].instance_type",
+                    f"{rid} holds {held}, not {member.instance_type}; set instance_type: {held} or "
+                    f"use a reservation for {member.instance_type}",
+                )
+            )
+    az_id = reservation.get("AvailabilityZoneId")
+    if az_id and az_id != config.availability_zone_id:
+        problems.append(
+            Problem(
+                "availability_zone_id",
+                f"{kind} {rid} is in {az_id} ({reservation.get('AvailabilityZone', '?')}), not "
+                f"{config.availability_zone_id}; instances launch into it only from a subnet in its "
+                f"zone: set availability_zone_id: {az_id}",
+            )
+        )
+    needed = sum(member.count for _, member in groups)
+    available = reservation.get("AvailableInstanceCount", 0)
+    if needed > available:
+        who = _who(groups)
+        problems.append(
+            Problem(
+                f"{at}.count",
+                f"{who} {needed} instance(s), but {kind} {rid} has {available} of "
+                f"{reservation.get('TotalInstanceCount', 0)} available",
+            )
+        )
+    platform = reservation.get("InstancePlatform")
+    if platform and platform != LINUX:
+        problems.append(
+            Problem(
+                f"{at}.reservation_id",
+                f"{rid} is for {platform}; fmcluster's nodes run {LINUX}, and EC2 launches only "
+                "instances of the reservation's platform into it",
+            )
+        )
+    return problems
+
+
+def check_training_plan(config: ClusterConfig, aws: Aws, arn: str, groups: Groups, now: datetime) -> list[Problem]:
+    """Problems of the SageMaker training plan `arn` for `groups` (index, group), all of which name it."""
+    first, _ = groups[0]
+    at = f"compute[{first}].training_plan_arn"
+    name = arn.rsplit("/", 1)[-1]
+    try:
+        plan = aws.call("sagemaker", "DescribeTrainingPlan", TrainingPlanName=name)
+    except ClientError as error:
+        if error_code(error) != "ResourceNotFound":
+            raise
+        return [
+            Problem(
+                at, f"training plan {name} not found in {config.region} (aws sagemaker list-training-plans lists yours)"
+            )
+        ]
+    if plan.get("TrainingPlanArn", arn) != arn:
+        return [Problem(at, f"this account's training plan {name} is {plan['TrainingPlanArn']}, not {arn}")]
+    problems = _plan_state(at, f"training plan {name}", plan, now)
+    targets = plan.get("TargetResources", [])
+    if targets and "hyperpod-cluster" not in targets:
+        problems.append(
+            Problem(
+                at,
+                f"training plan {name} reserves capacity for {', '.join(targets)}, "
+                "not hyperpod-cluster; HyperPod cannot use it",
+            )
+        )
+    summaries = [s for s in plan.get("ReservedCapacitySummaries", []) if s.get("Status") in ("Active", "Scheduled")]
+    zones = sorted({s["AvailabilityZoneId"] for s in summaries if s.get("AvailabilityZoneId")})
+    if zones and config.availability_zone_id not in zones:
+        problems.append(
+            Problem(
+                "availability_zone_id",
+                f"training plan {name} reserves capacity in {', '.join(zones)}, not "
+                f"{config.availability_zone_id}; set availability_zone_id: {zones[0]}",
+            )
+        )
+    reserved: dict[str, int] = defaultdict(int)
+    for summary in summaries:
+        reserved[summary.get("InstanceType", "")] += summary.get("TotalInstanceCount", 0)
+    for instance_type, members in _by_type(groups).items():
+        ml_type = f"ml.{instance_type}"
+        index = members[0][0]
+        if ml_type not in reserved:
+            held = ", ".join(f"{t} x {n}" for t, n in sorted(reserved.items())) or "nothing active or scheduled"
+            problems.append(
+                Problem(f"compute[{index}].instance_type", f"training plan {name} reserves {held}, not {ml_type}")
+            )
+            continue
+        needed = sum(group.count for _, group in members)
+        if needed > reserved[ml_type]:
+            problems.append(
+                Problem(
+                    f"compute[{index}].count",
+                    f"{_who(members)} {needed} x {ml_type}, but training plan {name} reserves {reserved[ml_type]}",
+                )
+            )
+    return problems
+
+
+def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime) -> list[Problem]:
+    state = reservation.get("State", "")
+    start, end = reservation.get("StartDate"), reservation.get("EndDate")
+    window = _window(start, end, now)
+    if state == "scheduled":
+        return [Problem(at, f"warning: {what} is scheduled: {window}; nodes cannot launch before it starts")]
+    if state != "active":
+        return [Problem(at, f"{what} is {state}, not active or scheduled ({window})")]
+    problems = []
+    if is_block:
+        problems.append(Problem(at, f"note: {what} is active: {window}"))
+    if end is not None and end - now < ENDING_SOON:
+        problems.append(
+            Problem(
+                at,
+                f"warning: {what} ends {_when(end, now)}; EC2 begins terminating its instances "
+                "30 minutes before the end",
+            )
+        )
+    return problems
+
+
+def _plan_state(at: str, what: str, plan: dict, now: datetime) -> list[Problem]:
+    status = plan.get("Status", "")
+    window = _window(plan.get("StartTime"), plan.get("EndTime"), now)
+    if status == "Scheduled":
+        return [
+            Problem(at, f"warning: {what} is scheduled: {window}; HyperPod cannot create its nodes before it starts")
+        ]
+    if status != "Active":
+        reason = f": {plan['StatusMessage']}" if plan.get("StatusMessage") else ""
+        return [Problem(at, f"{what} is {status}{reason}, not Active or Scheduled ({window})")]
+    end = plan.get("EndTime")
+    if end is not None and end - now < ENDING_SOON:
+        return [Problem(at, f"warning: {what} ends {_when(end, now)}")]
+    return []
+
+
+def _window(start: datetime | None, end: datetime | None, now: datetime) -> str:
+    begins = f"starts {_when(start, now)}" if start and start > now else f"started {_stamp(start)}" if start else ""
+    ends = f"ends {_when(end, now)}" if end and end > now else f"ended {_stamp(end)}" if end else "no end date"
+    return ", ".join(part for part in (begins, ends) if part)
+
+
+def _when(moment: datetime, now: datetime) -> str:
+    """'2026-12-01 09:30 UTC (in 1 day 2 h)'."""
+    left = moment - now
+    hours = int(left.total_seconds() // 3600)
+    days, hours = divmod(hours, 24)
+    minutes = int(left.total_seconds() % 3600 // 60)
+    span = f"{days} day{'s' if days != 1 else ''} {hours} h" if days else f"{hours} h {minutes} min"
+    return f"{_stamp(moment)} (in {span})"
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _who(groups: Groups) -> str:
+    if len(groups) == 1:
+        return f"group {groups[0][1].name} needs"
+    return f"groups {', '.join(group.name for _, group in groups)} need"
+
+
+def _by(compute: Iterable[ComputeGroup], key: str) -> dict[str, Groups]:
+    found: dict[str, Groups] = defaultdict(list)
+    for index, group in enumerate(compute):
+        value = getattr(group, key)
+        if value:
+            found[value].append((index, group))
+    return dict(found)
+
+
+def _by_type(groups: Groups) -> dict[str, Groups]:
+    found: dict[str, Groups] = defaultdict(list)
+    for index, group in groups:
+        found[group.instance_type].append((index, group))
+    return dict(found)

@@ -1,0 +1,94 @@
+"""`fmcluster diagnose FILE`: read the deployed cluster the file describes and say what failed, why, and the fix.
+
+>>> # diagnose(load("cluster.yaml"), Aws("us-east-1")).exit_code -> 0 healthy, 1 problems, 2 could not diagnose
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console
+
+from fmcluster.config import ClusterConfig
+from fmcluster.live.aws import Aws
+from fmcluster.live.findings import Collected, Finding, report
+from fmcluster.live.hyperpod import hyperpod_checks
+from fmcluster.live.image import image_build_checks
+from fmcluster.live.pcs import pcs_checks
+from fmcluster.live.redact import redact
+from fmcluster.live.runner import Check, run_checks
+from fmcluster.live.stacks import stack_checks
+from fmcluster.live.validation import validation_checks
+
+HEALTHY, PROBLEMS, UNDIAGNOSED = 0, 1, 2
+NOT_DIAGNOSED = "not diagnosed: "
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    findings: list[Finding]
+    collected: Collected
+
+    @property
+    def exit_code(self) -> int:
+        if any(f.level == "problem" for f in self.findings):
+            return PROBLEMS
+        stacks = [f for f in self.findings if f.subject.startswith("stack ")]
+        unread = [f for f in stacks if f.message == "not deployed" or f.message.startswith(NOT_DIAGNOSED)]
+        return UNDIAGNOSED if len(unread) == len(stacks) else HEALTHY
+
+    def report(self) -> str:
+        stacks = [f for f in self.findings if f.subject.startswith("stack ")]
+        if all(f.message == "not deployed" for f in stacks):
+            return "nothing to diagnose: none of the file's stacks is deployed in this account and region"
+        return report(self.findings)
+
+
+def diagnose(
+    config: ClusterConfig,
+    aws: Aws,
+    *,
+    console: Console | None = None,
+    workers: int = 8,
+    now: datetime | None = None,
+) -> Diagnosis:
+    """Read-only diagnosis of what `config` deployed. Raises `NoCredentials` when no call can be made."""
+    identity = aws.call("sts", "GetCallerIdentity")
+    kept = Collected()
+    kept.keep("account", {"Account": identity["Account"], "Region": aws.region, "Cluster": config.name})
+    checks: list[Check] = [
+        *stack_checks(config, aws, kept),
+        *hyperpod_checks(config, aws, kept),
+        *pcs_checks(config, aws, kept),
+        *image_build_checks(config, aws, kept),
+        *validation_checks(config, aws, kept, now),
+    ]
+    findings = run_checks(checks, console=console, workers=workers, failed=_not_diagnosed)
+    return Diagnosis(findings, kept)
+
+
+def _not_diagnosed(check: Check, reason: str) -> Finding:
+    return Finding("warning", check.label, NOT_DIAGNOSED + reason)
+
+
+def collect(diagnosis: Diagnosis, directory: str | Path, name: str) -> Path:
+    """Write the report and everything read, secrets redacted, to DIR/fmcluster-diagnose-<name>-<time>.tar.gz."""
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    archive = target / f"fmcluster-diagnose-{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.tar.gz"
+    files = {"report.txt": diagnosis.report() + "\n"}
+    for key, data in diagnosis.collected.items.items():
+        files[f"{key}.json"] = json.dumps(redact(data), indent=2, default=str) + "\n"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path, text in sorted(files.items()):
+            payload = text.encode()
+            info = tarfile.TarInfo(f"{archive.name.removesuffix('.tar.gz')}/{path}")
+            info.size, info.mtime, info.mode = len(payload), int(time.time()), 0o600
+            tar.addfile(info, io.BytesIO(payload))
+    return archive

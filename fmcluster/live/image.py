@@ -1,0 +1,72 @@
+"""The training image's last CodeBuild build: its status and, when it failed, the failed phase and its log's tail.
+
+The project is found among the image stack's resources (its name is generated). Sources: CodeBuild API reference
+(ListBuildsForProject newest first with sortOrder DESCENDING; BatchGetBuilds buildStatus, phases, logs.groupName
+and streamName); CloudFormation ListStackResources.
+"""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from fmcluster.config import ClusterConfig
+from fmcluster.live.aws import Aws, error_code, error_message
+from fmcluster.live.findings import Collected, Finding, problem
+from fmcluster.live.runner import Check
+
+TAIL = 30
+BAD = ("FAILED", "FAULT", "TIMED_OUT", "STOPPED")
+
+
+def image_build_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check]:
+    return [Check("training image build", "image", lambda: check_image_build(config, aws, kept))]
+
+
+def stack_resources(aws: Aws, stack: str, resource_type: str) -> list[str]:
+    """Physical ids of the stack's resources of one type; [] when the stack does not exist."""
+    try:
+        rows = list(aws.pages("cloudformation", "ListStackResources", "StackResourceSummaries", StackName=stack))
+    except ClientError as error:
+        if error_code(error) == "ValidationError" and "does not exist" in error_message(error):
+            return []
+        raise
+    return [
+        row["PhysicalResourceId"]
+        for row in rows
+        if row.get("ResourceType") == resource_type and row.get("PhysicalResourceId")
+    ]
+
+
+def check_image_build(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Finding]:
+    subject = "training image build"
+    projects = stack_resources(aws, f"{config.name}-image", "AWS::CodeBuild::Project")
+    if not projects:
+        return [Finding("warning", subject, "no CodeBuild project (the image stack is not deployed)")]
+    ids = aws.call("codebuild", "ListBuildsForProject", projectName=projects[0], sortOrder="DESCENDING").get("ids")
+    if not ids:
+        return [Finding("warning", subject, f"project {projects[0]} has never built")]
+    build = aws.call("codebuild", "BatchGetBuilds", ids=ids[:1])["builds"][0]
+    kept.keep("image/build", build)
+    status = build.get("buildStatus", "")
+    if status == "SUCCEEDED":
+        return [Finding("ok", subject, f"SUCCEEDED ({build['id']})")]
+    if status not in BAD:
+        return [Finding("warning", subject, f"{status} ({build['id']}, phase {build.get('currentPhase', '?')})")]
+    failed = next((p for p in build.get("phases", []) if p.get("phaseStatus") in BAD), {})
+    why = "; ".join(c.get("message", "") for c in failed.get("contexts", []) if c.get("message"))
+    logs = build.get("logs", {})
+    lines: list[str] = []
+    if logs.get("groupName") and logs.get("streamName"):
+        events = aws.call(
+            "logs",
+            "GetLogEvents",
+            logGroupName=logs["groupName"],
+            logStreamName=logs["streamName"],
+            limit=TAIL,
+            startFromHead=False,
+        ).get("events", [])
+        lines = [event["message"].rstrip() for event in events]
+        kept.keep("image/build-log", lines)
+    where = f"log: {logs.get('groupName')} stream {logs.get('streamName')}" if logs.get("groupName") else "no log"
+    message = f"{status} in phase {failed.get('phaseType', '?')}: {why or 'no reason given'} ({build['id']}; {where})"
+    return [problem(subject, message, key="image", text=why, details=tuple(lines[-15:]))]

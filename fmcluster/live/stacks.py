@@ -1,0 +1,141 @@
+"""fmcluster's CloudFormation stacks: each one's status and, for a failed one, the event that started the failure.
+
+The root cause is the first resource that failed in the stack's last operation, in time order; the cascade that
+follows it ("Resource creation cancelled", and the stack's own "The following resource(s) failed ...") is skipped.
+Its logical id is mapped back to the cluster-file key and construct that made it (logical ids are stable; the
+test builds the mapping's expectations from the synthesized templates' snapshots).
+Sources: CloudFormation API reference (DescribeStacks StackStatus values, DescribeStackEvents, newest first).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from fmcluster.config import ClusterConfig
+from fmcluster.live.aws import Aws, error_code, error_message
+from fmcluster.live.findings import Collected, Finding, problem
+from fmcluster.live.runner import Check
+
+PARTS = ("network", "storage", "image", "cluster", "observability")
+HEALTHY = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE")
+STARTS = ("CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS", "DELETE_IN_PROGRESS", "IMPORT_IN_PROGRESS")
+CASCADE = re.compile(r"^Resource (creation|update|deletion) cancelled|^The following resource\(s\) failed", re.I)
+
+CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
+    # (logical id prefix, cluster-file key, what fmcluster built there); first match wins, specific first.
+    ("LustreRepository", "storage.lustre.repositories", "a data repository association (LustreStorage)"),
+    ("LustreSecurityGroup", "storage.lustre", "the file system's security group and Lustre port rules"),
+    ("Lustre", "storage.lustre", "FSx for Lustre (LustreStorage)"),
+    ("Buckets", "storage", "the project buckets and their KMS key (ProjectBuckets)"),
+    ("NodeDataAccess", "storage", "the nodes' policy for datasets and checkpoints"),
+    ("BucketNotifications", "storage", "the nccl-tests results trigger on the checkpoint bucket"),
+    ("NcclTests", "storage", "the nccl-tests results function and its alarms"),
+    ("NcclEnvironment", "nccl.env", "a compute group's NCCL environment in SSM"),
+    ("Nccl", "nccl.env", "the NCCL environment function"),
+    ("NetworkNat", "network.egress", "the NAT gateway and its Elastic IP"),
+    ("NetworkPublic", "network.egress", "the public subnet for the NAT gateway"),
+    ("NetworkInternetGateway", "network.egress", "the internet gateway"),
+    ("NetworkComputeSubnet", "availability_zone_id", "the compute subnet in availability_zone_id"),
+    ("NetworkEfaSecurityGroup", "network", "the EFA security group and its self rules"),
+    ("Network", "network", "the VPC, subnets, endpoints and flow logs (TrainingNetwork)"),
+    ("HyperPodCluster", "compute", "the SageMaker HyperPod cluster (HyperPodSlurmCluster)"),
+    ("HyperPodLifecycle", "orchestrator", "the lifecycle scripts and their bucket"),
+    ("HyperPod", "orchestrator", "the HyperPod execution role and node logs"),
+    ("SlurmSampleImage", "orchestrator.ami_id", "the PCS sample AMI lookup"),
+    ("SlurmCluster", "orchestrator", "the AWS PCS cluster (PcsSlurmCluster)"),
+    ("Slurmlogin", "orchestrator.login_instance_type", "the login node group"),
+    ("Slurmfmclusterhead", "observability", "the head node group"),
+    ("loginLaunchTemplate", "orchestrator.login_instance_type", "the login node launch template"),
+    ("Slurm", "orchestrator", "the PCS node role, profile and groups"),
+    ("TrainingImage", "image", "the training image: repository, CodeBuild project and build (TrainingImage)"),
+    ("Key", "image", "the image repository's KMS key"),
+    ("Observability", "observability", "Prometheus, Grafana, alarms and events (Observability)"),
+    ("CustomCDKBucketDeployment", "orchestrator", "the node-software upload (CDK BucketDeployment)"),
+    ("CustomS3AutoDeleteObjects", "storage.retain_on_delete", "emptying buckets on delete"),
+)
+
+
+def owner(config: ClusterConfig, logical_id: str) -> str:
+    """'LustreFileSystem4AFDAE78' -> 'storage.lustre: FSx for Lustre (LustreStorage)'."""
+    for index, group in enumerate(config.compute):
+        name = re.sub(r"[^A-Za-z0-9]", "", group.name)
+        if any(
+            logical_id.startswith(prefix)
+            for prefix in (
+                f"Slurm{name}NodeGroup",
+                f"Slurm{name}Queue",
+                f"{name}LaunchTemplate",
+                f"NcclEnvironment{name}",
+            )
+        ):
+            return f"compute[{index}] ({group.name}): its node group, queue, launch template or NCCL environment"
+        if logical_id.startswith(f"{name}PlacementGroup"):
+            return f"compute[{index}].placement_group ({group.name}): its cluster placement group"
+    for prefix, key, what in CONSTRUCTS:
+        if logical_id.startswith(prefix):
+            return f"{key}: {what}"
+    return "a resource fmcluster does not map to a key"
+
+
+def stack_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check]:
+    return [
+        Check(
+            f"stack {config.name}-{part}",
+            f"{config.name}-{part}",
+            lambda name=f"{config.name}-{part}": check_stack(config, aws, name, kept),
+        )
+        for part in PARTS
+    ]
+
+
+def check_stack(config: ClusterConfig, aws: Aws, name: str, kept: Collected) -> list[Finding]:
+    subject = f"stack {name}"
+    try:
+        stack = aws.call("cloudformation", "DescribeStacks", StackName=name)["Stacks"][0]
+    except ClientError as error:
+        if error_code(error) == "ValidationError" and "does not exist" in error_message(error):
+            return [Finding("warning", subject, "not deployed")]
+        raise
+    kept.keep(f"stacks/{name}", stack)
+    status = stack.get("StackStatus", "")
+    if status in HEALTHY:
+        return [Finding("ok", subject, status)]
+    if status.endswith("_IN_PROGRESS") and "ROLLBACK" not in status:
+        return [Finding("warning", subject, f"{status} (a deploy is running; diagnose again when it ends)")]
+    events = _last_operation(aws, name)
+    kept.keep(f"events/{name}", events)
+    first = root_cause(events, name)
+    if first is None:
+        reason = stack.get("StackStatusReason", "no failed resource event found")
+        return [problem(subject, f"{status}: {reason}")]
+    reason = first.get("ResourceStatusReason", "")
+    message = (
+        f"{status}; first failure: {first['LogicalResourceId']} ({first.get('ResourceType', '?')}) "
+        f"{first.get('ResourceStatus')}: {reason}"
+    )
+    return [problem(subject, message, key=owner(config, first["LogicalResourceId"]), text=reason)]
+
+
+def _last_operation(aws: Aws, name: str) -> list[dict[str, Any]]:
+    """The stack's events back to the start of its last operation, newest first (stops paging there)."""
+    events: list[dict[str, Any]] = []
+    for event in aws.pages("cloudformation", "DescribeStackEvents", "StackEvents", StackName=name):
+        events.append(event)
+        if event.get("LogicalResourceId") == name and event.get("ResourceStatus") in STARTS:
+            break
+    return events
+
+
+def root_cause(events: list[dict[str, Any]], stack_name: str) -> dict[str, Any] | None:
+    """The earliest failed resource event of the last operation that is not part of the cascade."""
+    for event in reversed(events):  # oldest first
+        if (
+            event.get("ResourceStatus", "").endswith("_FAILED")
+            and event.get("LogicalResourceId") != stack_name
+            and not CASCADE.search(event.get("ResourceStatusReason", ""))
+        ):
+            return event
+    return None

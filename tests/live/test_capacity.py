@@ -1,0 +1,180 @@
+"""Capacity blocks, ODCRs and training plans against stubbed EC2 and SageMaker responses (responses.py)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from fmcluster.live.capacity import check_reservation, check_training_plan
+from tests.live.conftest import PCS_BLOCK, config_of
+from tests.live.responses import NOW, PLAN_ARN, RESERVATION, capacity_reservation, training_plan
+
+ASK = {"CapacityReservationIds": [RESERVATION]}
+
+
+def reservation_messages(stubs, response=None, *, error=None, text=PCS_BLOCK, **changes):
+    config = config_of(text, **changes)
+    stub = stubs()
+    if error:
+        stub.error(
+            "ec2", "DescribeCapacityReservations", error, "The capacity reservation ID does not exist", params=ASK
+        )
+    else:
+        stub.ok("ec2", "DescribeCapacityReservations", response, ASK)
+    groups = [(i, g) for i, g in enumerate(config.compute) if g.reservation_id == RESERVATION]
+    return [p.render("cluster.yaml") for p in check_reservation(config, stub.aws(), RESERVATION, groups, NOW)]
+
+
+def test_an_active_block_that_fits_gets_only_its_window(stubs):
+    assert reservation_messages(stubs, capacity_reservation()) == [
+        "cluster.yaml: compute[0].reservation_id: note: capacity block cr-0123456789abcdef0 is active: started "
+        "2026-11-30 08:00 UTC, ends 2026-12-14 10:00 UTC (in 14 days 0 h)"
+    ]
+
+
+def test_a_reservation_in_another_zone_too_small_and_of_another_type_gets_all_three(stubs):
+    response = capacity_reservation(
+        instance_type="p5e.48xlarge", az_id="use1-az4", az="us-east-1d", total=8, available=8
+    )
+    assert reservation_messages(stubs, response)[1:] == [
+        "cluster.yaml: compute[0].instance_type: cr-0123456789abcdef0 holds p5e.48xlarge, not p5.48xlarge; set "
+        "instance_type: p5e.48xlarge or use a reservation for p5.48xlarge",
+        "cluster.yaml: availability_zone_id: capacity block cr-0123456789abcdef0 is in use1-az4 (us-east-1d), not "
+        "use1-az6; instances launch into it only from a subnet in its zone: set availability_zone_id: use1-az4",
+        "cluster.yaml: compute[0].count: group gpu needs 16 instance(s), but capacity block cr-0123456789abcdef0 "
+        "has 8 of 8 available",
+    ]
+
+
+def test_a_missing_reservation(stubs):
+    assert reservation_messages(stubs, error="InvalidCapacityReservationId.NotFound") == [
+        "cluster.yaml: compute[0].reservation_id: cr-0123456789abcdef0 not found in us-east-1 for this account "
+        "(aws ec2 describe-capacity-reservations lists yours)"
+    ]
+
+
+def test_a_scheduled_block_states_when_it_starts(stubs):
+    response = capacity_reservation(
+        state="scheduled", start=NOW + timedelta(days=1, hours=2), end=NOW + timedelta(days=15, hours=2)
+    )
+    assert reservation_messages(stubs, response) == [
+        "cluster.yaml: compute[0].reservation_id: warning: capacity block cr-0123456789abcdef0 is scheduled: starts "
+        "2026-12-01 12:00 UTC (in 1 day 2 h), ends 2026-12-15 12:00 UTC (in 15 days 2 h); nodes cannot launch "
+        "before it starts"
+    ]
+
+
+def test_a_block_ending_within_a_day_warns(stubs):
+    response = capacity_reservation(end=NOW + timedelta(hours=5, minutes=30))
+    assert reservation_messages(stubs, response)[1:] == [
+        "cluster.yaml: compute[0].reservation_id: warning: capacity block cr-0123456789abcdef0 ends 2026-11-30 "
+        "15:30 UTC (in 5 h 30 min); EC2 begins terminating its instances 30 minutes before the end"
+    ]
+
+
+def test_an_expired_block_is_an_error(stubs):
+    response = capacity_reservation(state="expired", start=NOW - timedelta(days=14), end=NOW - timedelta(hours=1))
+    assert reservation_messages(stubs, response) == [
+        "cluster.yaml: compute[0].reservation_id: capacity block cr-0123456789abcdef0 is expired, not active or "
+        "scheduled (started 2026-11-16 10:00 UTC, ended 2026-11-30 09:00 UTC)"
+    ]
+
+
+def test_an_odcr_named_as_a_capacity_block_and_for_windows(stubs):
+    response = capacity_reservation(block=False, platform="Windows")
+    assert reservation_messages(stubs, response) == [
+        "cluster.yaml: compute[0].capacity: cr-0123456789abcdef0 is an On-Demand Capacity Reservation; set "
+        "capacity: odcr",
+        "cluster.yaml: compute[0].reservation_id: cr-0123456789abcdef0 is for Windows; fmcluster's nodes run "
+        "Linux/UNIX, and EC2 launches only instances of the reservation's platform into it",
+    ]
+
+
+def test_groups_sharing_a_reservation_add_up(stubs):
+    two = PCS_BLOCK + (
+        "  - {name: gpu2, instance_type: p5.48xlarge, count: 4, capacity: capacity-block, "
+        "reservation_id: cr-0123456789abcdef0}\n"
+    )
+    two = two.replace("orchestrator: {type: pcs}\n", "") + "orchestrator: {type: pcs}\n"
+    lines = reservation_messages(stubs, capacity_reservation(total=16, available=16), text=two)
+    assert lines[1:] == [
+        "cluster.yaml: compute[0].count: groups gpu, gpu2 need 20 instance(s), but capacity block "
+        "cr-0123456789abcdef0 has 16 of 16 available"
+    ]
+
+
+PLAN = """\
+name: llm-plan
+region: us-west-2
+account: "123456789012"
+availability_zone_id: usw2-az2
+compute:
+  - name: gpu
+    instance_type: p5en.48xlarge
+    count: 8
+    capacity: training-plan
+    training_plan_arn: arn:aws:sagemaker:us-west-2:123456789012:training-plan/llm-pretrain-2026q4
+"""
+
+
+def plan_messages(stubs, response=None, *, error=None, text=PLAN):
+    config = config_of(text)
+    stub = stubs("us-west-2")
+    ask = {"TrainingPlanName": "llm-pretrain-2026q4"}
+    if error:
+        stub.error("sagemaker", "DescribeTrainingPlan", error, "Training plan not found", params=ask)
+    else:
+        stub.ok("sagemaker", "DescribeTrainingPlan", response, ask)
+    groups = [(i, g) for i, g in enumerate(config.compute) if g.training_plan_arn == PLAN_ARN]
+    return [p.render("cluster.yaml") for p in check_training_plan(config, stub.aws(), PLAN_ARN, groups, NOW)]
+
+
+def test_an_active_plan_that_covers_the_group(stubs):
+    assert plan_messages(stubs, training_plan()) == []
+
+
+def test_a_missing_plan(stubs):
+    assert plan_messages(stubs, error="ResourceNotFound") == [
+        "cluster.yaml: compute[0].training_plan_arn: training plan llm-pretrain-2026q4 not found in us-west-2 "
+        "(aws sagemaker list-training-plans lists yours)"
+    ]
+
+
+def test_a_scheduled_plan_states_when_it_starts(stubs):
+    response = training_plan(status="Scheduled", start=NOW + timedelta(hours=20), end=NOW + timedelta(days=14))
+    assert plan_messages(stubs, response) == [
+        "cluster.yaml: compute[0].training_plan_arn: warning: training plan llm-pretrain-2026q4 is scheduled: "
+        "starts 2026-12-01 06:00 UTC (in 20 h 0 min), ends 2026-12-14 10:00 UTC (in 14 days 0 h); HyperPod cannot "
+        "create its nodes before it starts"
+    ]
+
+
+def test_an_expired_plan_is_an_error(stubs):
+    response = training_plan(status="Expired", start=NOW - timedelta(days=15), end=NOW - timedelta(days=1))
+    assert plan_messages(stubs, response)[0] == (
+        "cluster.yaml: compute[0].training_plan_arn: training plan llm-pretrain-2026q4 is Expired, not Active or "
+        "Scheduled (started 2026-11-15 10:00 UTC, ended 2026-11-29 10:00 UTC)"
+    )
+
+
+def test_a_plan_of_another_type_zone_and_size(stubs):
+    response = training_plan(instance_type="ml.p5.48xlarge", az_id="usw2-az4", count=4)
+    assert plan_messages(stubs, response) == [
+        "cluster.yaml: availability_zone_id: training plan llm-pretrain-2026q4 reserves capacity in usw2-az4, not "
+        "usw2-az2; set availability_zone_id: usw2-az4",
+        "cluster.yaml: compute[0].instance_type: training plan llm-pretrain-2026q4 reserves ml.p5.48xlarge x 4, not "
+        "ml.p5en.48xlarge",
+    ]
+
+
+def test_a_plan_too_small_for_the_group(stubs):
+    assert plan_messages(stubs, training_plan(count=4)) == [
+        "cluster.yaml: compute[0].count: group gpu needs 8 x ml.p5en.48xlarge, but training plan llm-pretrain-2026q4 "
+        "reserves 4"
+    ]
+
+
+def test_a_plan_for_training_jobs_cannot_serve_hyperpod(stubs):
+    assert plan_messages(stubs, training_plan(targets=("training-job",))) == [
+        "cluster.yaml: compute[0].training_plan_arn: training plan llm-pretrain-2026q4 reserves capacity for "
+        "training-job, not hyperpod-cluster; HyperPod cannot use it"
+    ]

@@ -1,0 +1,439 @@
+"""`fmcluster diagnose`: stacks and their root cause, HyperPod nodes and lifecycle logs, the report, --collect."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import tarfile
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from fmcluster import cli, live
+from fmcluster.live.findings import Collected
+from fmcluster.live.hyperpod import check_cluster
+from fmcluster.live.stacks import CONSTRUCTS, check_stack, owner, root_cause
+from tests.live.conftest import QUICKSTART, config_of
+from tests.live.responses import (
+    BUILD_ID,
+    CLUSTER_ARN,
+    LIFECYCLE_FAILED,
+    LIFECYCLE_TAIL,
+    NOW,
+    alarms,
+    build,
+    cluster_nodes,
+    datapoints,
+    hyperpod_cluster,
+    identity,
+    log_events,
+    metrics,
+    rolled_back_storage,
+    stack,
+    stack_resources,
+)
+
+SNAPSHOTS = Path(__file__).resolve().parents[1] / "gates" / "__snapshots__" / "test_templates"
+
+
+def test_the_first_failure_is_the_root_cause_not_the_cascade():
+    events = rolled_back_storage()["StackEvents"]
+    first = root_cause(events, "quickstart-storage")
+    assert first["LogicalResourceId"] == "LustreFileSystem4AFDAE78"
+
+
+def test_every_synthesized_resource_maps_to_a_key():
+    """Logical ids come from the synthesized templates of every example (the snapshots), not from the mapping."""
+    unmapped = set()
+    for snapshot in SNAPSHOTS.glob("*.json"):
+        example = re.search(r"\[(.+)\]", snapshot.name)[1]
+        config = live_config(example)
+        for template in json.loads(snapshot.read_text()).values():
+            for logical_id in template["Resources"]:
+                if owner(config, logical_id).startswith("a resource fmcluster does not map"):
+                    unmapped.add(logical_id)
+    assert unmapped == set()
+    assert len(CONSTRUCTS) == len({prefix for prefix, _, _ in CONSTRUCTS})
+
+
+def live_config(example: str):
+    from fmcluster.config import load
+
+    return load(Path(__file__).resolve().parents[2] / "examples" / f"{example}.yaml")
+
+
+ROLLED_BACK = (
+    "problem  stack quickstart-storage: ROLLBACK_COMPLETE; first failure: LustreFileSystem4AFDAE78 "
+    '(AWS::FSx::FileSystem) CREATE_FAILED: Resource handler returned message: "The file system cannot be created '
+    "because the default security group in the subnet provided or the provided security groups do not permit Lustre "
+    "LNET network traffic on port 988 (Service: FSx, Status Code: 400, Request ID: 0949dbfc-5e0a-4f03-bf89-"
+    'd7e74540f8ec)" (RequestToken: 3c1d1f4e-8a33-4f7b-b7b4-6a3e0e0e2f10, HandlerErrorCode: InvalidRequest)\n'
+    "         from: storage.lustre: FSx for Lustre (LustreStorage)\n"
+    "         cause: FSx checked the file system's security groups before the Lustre port rules existed, or without "
+    "them\n"
+    "         fix: deploy the storage stack again (its rules are created first); with security groups of your own, "
+    "allow TCP 988 and 1018-1023 between the file system and the nodes\n"
+    "         source: github.com/aws/aws-parallelcluster/issues/6181"
+)
+
+
+def test_a_rolled_back_storage_stack(stubs):
+    stub = stubs()
+    stub.ok(
+        "cloudformation",
+        "DescribeStacks",
+        stack("quickstart-storage", "ROLLBACK_COMPLETE"),
+        {"StackName": "quickstart-storage"},
+    )
+    stub.ok("cloudformation", "DescribeStackEvents", rolled_back_storage(), {"StackName": "quickstart-storage"})
+    kept = Collected()
+    [finding] = check_stack(config_of(QUICKSTART), stub.aws(), "quickstart-storage", kept)
+    assert finding.render() == ROLLED_BACK
+    assert set(kept.items) == {"stacks/quickstart-storage", "events/quickstart-storage"}
+
+
+def test_healthy_missing_and_running_stacks(stubs):
+    stub = stubs()
+    ask = {"StackName": "quickstart-network"}
+    stub.ok("cloudformation", "DescribeStacks", stack("quickstart-network", "CREATE_COMPLETE"), ask)
+    stub.error(
+        "cloudformation",
+        "DescribeStacks",
+        "ValidationError",
+        "Stack with id quickstart-network does not exist",
+        params=ask,
+    )
+    stub.ok("cloudformation", "DescribeStacks", stack("quickstart-network", "UPDATE_IN_PROGRESS"), ask)
+    aws, config = stub.aws(), config_of(QUICKSTART)
+    rendered = [check_stack(config, aws, "quickstart-network", Collected())[0].render() for _ in range(3)]
+    assert rendered == [
+        "ok       stack quickstart-network: CREATE_COMPLETE",
+        "warning  stack quickstart-network: not deployed",
+        "warning  stack quickstart-network: UPDATE_IN_PROGRESS (a deploy is running; diagnose again when it ends)",
+    ]
+
+
+FAILED_NODE = (
+    "problem  HyperPod node i-0123456789abcdef0 (gpu): Failure: " + LIFECYCLE_FAILED + "; fmcluster lifecycle FAILED "
+    "at step nccl-env: see the lines of each step above (log: /var/log/fmcluster/lifecycle.log) (log: "
+    "/aws/sagemaker/Clusters/quickstart/a1b2c3d4e5f6 stream LifecycleConfig/gpu/i-0123456789abcdef0)\n"
+    "         from: compute[0]\n"
+    "         cause: a HyperPod lifecycle script exited with an error on a node\n"
+    "         fix: read the node's lifecycle log (below): its last line names the failed fmcluster step and "
+    "/var/log/fmcluster/lifecycle.log on the node; fix the cause, then deploy again\n"
+    "         source: github.com/awslabs/awsome-distributed-ai/issues/188\n"
+    + "\n".join(f"         | {line}" for line in LIFECYCLE_TAIL)
+)
+
+
+def queue_failed_hyperpod(stub, status: str = "Failed") -> None:
+    failure = LIFECYCLE_FAILED if status == "Failed" else ""
+    stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster(status, failure), {"ClusterName": "quickstart"})
+    stub.ok(
+        "sagemaker",
+        "ListClusterNodes",
+        cluster_nodes(
+            ("controller", "i-0aaaaaaaaaaaaaaa0", "Running", ""),
+            ("gpu", "i-0123456789abcdef0", "Failure", LIFECYCLE_FAILED),
+            ("gpu", "i-0bbbbbbbbbbbbbbb0", "Running", ""),
+        ),
+        {"ClusterName": "quickstart"},
+    )
+    stub.ok(
+        "logs",
+        "GetLogEvents",
+        log_events(LIFECYCLE_TAIL),
+        {
+            "logGroupName": "/aws/sagemaker/Clusters/quickstart/a1b2c3d4e5f6",
+            "logStreamName": "LifecycleConfig/gpu/i-0123456789abcdef0",
+            "limit": 40,
+            "startFromHead": False,
+        },
+    )
+
+
+def test_a_failed_hyperpod_node_with_its_lifecycle_log(stubs):
+    stub = stubs()
+    queue_failed_hyperpod(stub)
+    kept = Collected()
+    cluster, node = check_cluster(config_of(QUICKSTART), stub.aws(), kept)
+    assert cluster.level == "problem" and cluster.cause.name == "lifecycle-script-failed"
+    assert node.render() == FAILED_NODE
+    assert kept.items["hyperpod/lifecycle/gpu/i-0123456789abcdef0"] == LIFECYCLE_TAIL
+    assert CLUSTER_ARN.endswith("/a1b2c3d4e5f6")
+
+
+def test_a_node_that_failed_before_its_scripts_ran(stubs):
+    stub = stubs()
+    stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster("InService", ""), {"ClusterName": "quickstart"})
+    stub.ok(
+        "sagemaker",
+        "ListClusterNodes",
+        cluster_nodes(("gpu", "i-0123456789abcdef0", "Failure", "")),
+        {"ClusterName": "quickstart"},
+    )
+    stub.error("logs", "GetLogEvents", "ResourceNotFoundException", "The specified log stream does not exist.")
+    _, node = check_cluster(config_of(QUICKSTART), stub.aws(), Collected())
+    assert node.details == (
+        "(no lifecycle log: /aws/sagemaker/Clusters/quickstart/a1b2c3d4e5f6 "
+        "LifecycleConfig/gpu/i-0123456789abcdef0 does not exist; the node failed before its "
+        "scripts ran)",
+    )
+
+
+def queue_account(stub, scenario: str) -> None:
+    """Two accounts as a user meets them (checks run one at a time): "storage", the storage stack rolled back
+    on the first deploy (so no cluster); "node", a deployed cluster whose replacement gpu node failed its
+    lifecycle scripts."""
+    stub.ok("sts", "GetCallerIdentity", identity(), {})
+    statuses = {
+        "storage": {"network": "CREATE_COMPLETE", "storage": "ROLLBACK_COMPLETE", "image": "CREATE_COMPLETE"},
+        "node": {
+            "network": "CREATE_COMPLETE",
+            "storage": "CREATE_COMPLETE",
+            "image": "CREATE_COMPLETE",
+            "cluster": "CREATE_COMPLETE",
+            "observability": "UPDATE_COMPLETE",
+        },
+    }[scenario]
+    for part in ("network", "storage", "image", "cluster", "observability"):
+        name = f"quickstart-{part}"
+        if part not in statuses:
+            stub.no_stack("DescribeStacks", name)
+            continue
+        stub.ok("cloudformation", "DescribeStacks", stack(name, statuses[part]), {"StackName": name})
+        if statuses[part] == "ROLLBACK_COMPLETE":
+            stub.ok("cloudformation", "DescribeStackEvents", rolled_back_storage(), {"StackName": name})
+    if scenario == "storage":
+        stub.error(
+            "sagemaker",
+            "DescribeCluster",
+            "ResourceNotFound",
+            "Cluster quickstart not found",
+            params={"ClusterName": "quickstart"},
+        )
+    else:
+        queue_failed_hyperpod(stub, "InService")
+    queue_image_build(stub, "SUCCEEDED")
+    if scenario == "storage":
+        stub.ok("cloudwatch", "ListMetrics", {"Metrics": []}, NCCL_METRICS)
+        queue_alarm_stacks(stub, storage=[], observability=None)
+    else:
+        queue_nccl(stub, 480.2, 438.3)
+        firing = (
+            "quickstart-storage-NcclTestsBelowBaselinep548xlarge9C1C0161-1A2B3C",
+            "quickstart-observability-ObservabilityFsxFreeCapacityAlarm0589C9EA-4D5E",
+        )
+        queue_alarm_stacks(stub, storage=[firing[0]], observability=[firing[1]])
+        stub.ok(
+            "cloudwatch", "DescribeAlarms", alarms((firing[0], "OK"), (firing[1], "OK")), {"AlarmNames": list(firing)}
+        )
+
+
+NCCL_METRICS = {
+    "Namespace": "fmcluster/nccl",
+    "MetricName": "LargestMessageBusBandwidth",
+    "Dimensions": [{"Name": "Cluster", "Value": "quickstart"}],
+}
+NCCL_DIMENSIONS = [
+    {"Name": "Cluster", "Value": "quickstart"},
+    {"Name": "InstanceType", "Value": "p5.48xlarge"},
+    {"Name": "Nodes", "Value": "2"},
+]
+
+
+def queue_image_build(stub, status: str, name: str = "quickstart") -> None:
+    project = BUILD_ID.split(":")[0]
+    stub.ok(
+        "cloudformation",
+        "ListStackResources",
+        stack_resources(
+            f"{name}-image",
+            ("TrainingImageBuild8242BAF6", project, "AWS::CodeBuild::Project"),
+            ("TrainingImageRepositoryA4686A09", f"{name}-training", "AWS::ECR::Repository"),
+        ),
+        {"StackName": f"{name}-image"},
+    )
+    stub.ok(
+        "codebuild", "ListBuildsForProject", {"ids": [BUILD_ID]}, {"projectName": project, "sortOrder": "DESCENDING"}
+    )
+    stub.ok("codebuild", "BatchGetBuilds", build(status), {"ids": [BUILD_ID]})
+
+
+def queue_nccl(stub, largest: float, baseline: float) -> None:
+    stub.ok("cloudwatch", "ListMetrics", metrics("quickstart", "p5.48xlarge", "2"), NCCL_METRICS)
+    for metric, value in (("LargestMessageBusBandwidth", largest), ("BaselineBusBandwidth", baseline)):
+        stub.ok(
+            "cloudwatch",
+            "GetMetricStatistics",
+            datapoints((2000, value - 10), (30, value)),
+            {
+                "Namespace": "fmcluster/nccl",
+                "MetricName": metric,
+                "Dimensions": NCCL_DIMENSIONS,
+                "StartTime": NOW - timedelta(days=14),
+                "EndTime": NOW,
+                "Period": 900,
+                "Statistics": ["Maximum"],
+            },
+        )
+
+
+def queue_alarm_stacks(stub, *, storage: list[str] | None, observability: list[str] | None) -> None:
+    for part, names in (("storage", storage), ("observability", observability)):
+        name = f"quickstart-{part}"
+        if names is None:
+            stub.no_stack("ListStackResources", name)
+            continue
+        rows = [(f"Alarm{index}", alarm, "AWS::CloudWatch::Alarm") for index, alarm in enumerate(names)]
+        stub.ok("cloudformation", "ListStackResources", stack_resources(name, *rows), {"StackName": name})
+
+
+def test_a_rolled_back_first_deploy_leads_with_the_storage_cause_and_exits_1(stubs):
+    stub = stubs()
+    queue_account(stub, "storage")
+    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1, now=NOW)
+    assert diagnosis.exit_code == 1
+    lines = [line for line in diagnosis.report().splitlines() if not line.startswith(" ")]
+    assert [line.split(":")[0] for line in lines] == [
+        "problem  stack quickstart-storage",
+        "warning  stack quickstart-cluster",
+        "warning  stack quickstart-observability",
+        "warning  HyperPod cluster quickstart",
+        "warning  nccl-tests",
+        "ok       stack quickstart-network",
+        "ok       stack quickstart-image",
+        "ok       training image build",
+    ]
+
+
+def test_a_failed_hyperpod_node_in_a_running_cluster_exits_1(stubs):
+    stub = stubs()
+    queue_account(stub, "node")
+    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1, now=NOW)
+    assert diagnosis.exit_code == 1
+    assert diagnosis.report().startswith(FAILED_NODE + "\n")
+    assert diagnosis.report().splitlines()[-4:] == [
+        "ok       HyperPod cluster quickstart: InService; nodes controller 1/1, gpu 1/2",
+        f"ok       training image build: SUCCEEDED ({BUILD_ID})",
+        "ok       nccl-tests 2 x p5.48xlarge: 480.2 GB/s bus bandwidth at 2026-11-30 09:30 UTC (baseline 438.3 GB/s)",
+        "ok       alarms: none of 2 in ALARM",
+    ]
+
+
+def test_nothing_deployed_cannot_be_diagnosed(stubs):
+    stub = stubs()
+    stub.ok("sts", "GetCallerIdentity", identity(), {})
+    for part in ("network", "storage", "image", "cluster", "observability"):
+        stub.no_stack("DescribeStacks", f"quickstart-{part}")
+    stub.error(
+        "sagemaker",
+        "DescribeCluster",
+        "ResourceNotFound",
+        "Cluster quickstart not found",
+        params={"ClusterName": "quickstart"},
+    )
+    stub.no_stack("ListStackResources", "quickstart-image")
+    stub.ok("cloudwatch", "ListMetrics", {"Metrics": []}, NCCL_METRICS)
+    queue_alarm_stacks(stub, storage=None, observability=None)
+    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1, now=NOW)
+    assert diagnosis.exit_code == 2
+    assert diagnosis.report() == (
+        "nothing to diagnose: none of the file's stacks is deployed in this account and region"
+    )
+
+
+def test_cli_diagnose_prints_the_report_collects_it_redacted_and_exits_1(stubs, tmp_path, monkeypatch, capsys):
+    stub = stubs()
+    queue_account(stub, "storage")
+    monkeypatch.setattr(live, "Aws", lambda region: stub.aws())
+    monkeypatch.setattr(live, "diagnose", functools.partial(live.diagnose, workers=1, now=NOW))
+    path = tmp_path / "cluster.yaml"
+    path.write_text(QUICKSTART)
+    assert cli.main(["diagnose", str(path), "--collect", str(tmp_path / "out")]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith(ROLLED_BACK + "\n")
+    [archive] = (tmp_path / "out").glob("fmcluster-diagnose-quickstart-*.tar.gz")
+    assert err == f"collected: {archive}\n"
+    with tarfile.open(archive) as tar:
+        names = sorted(Path(member.name).relative_to(Path(member.name).parts[0]).as_posix() for member in tar)
+        report = tar.extractfile(next(m for m in tar if m.name.endswith("report.txt"))).read().decode()
+    assert names == [
+        "account.json",
+        "events/quickstart-storage.json",
+        "image/build.json",
+        "report.txt",
+        "stacks/quickstart-image.json",
+        "stacks/quickstart-network.json",
+        "stacks/quickstart-storage.json",
+    ]
+    assert report == out
+
+
+def test_cli_diagnose_without_credentials_exits_2(tmp_path, monkeypatch, capsys):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(QUICKSTART)
+    assert cli.main(["diagnose", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{path}: diagnose: no AWS credentials found (Unable to locate credentials); set AWS_PROFILE or run "
+        "`aws configure`"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (
+            {
+                "environmentVariables": [
+                    {"name": "HF_TOKEN", "value": "hf_abc", "type": "PLAINTEXT"},
+                    {"name": "CUDA", "value": "13.0", "type": "PLAINTEXT"},
+                ]
+            },
+            {
+                "environmentVariables": [
+                    {"name": "HF_TOKEN", "value": "<redacted>", "type": "PLAINTEXT"},
+                    {"name": "CUDA", "value": "13.0", "type": "PLAINTEXT"},
+                ]
+            },
+        ),
+        (
+            ["export AWS_SESSION_TOKEN=IQoJb3JpZ2lu WANDB_API_KEY='k-123' NCCL_DEBUG=WARN"],
+            ["export AWS_SESSION_TOKEN=<redacted> WANDB_API_KEY=<redacted> NCCL_DEBUG=WARN"],
+        ),
+        (
+            {"Credentials": {"AccessKeyId": "ASIAIOSFODNN7EXAMPLE"}, "Note": "key AKIAIOSFODNN7EXAMPLE leaked"},
+            {"Credentials": "<redacted>", "Note": "key <redacted> leaked"},
+        ),
+        (
+            {"NextToken": "abc", "ClientRequestToken": "Console-1"},
+            {"NextToken": "abc", "ClientRequestToken": "Console-1"},
+        ),
+    ],
+)
+def test_redaction(data, expected):
+    from fmcluster.live.redact import redact
+
+    assert redact(data) == expected
+
+
+def test_stacks_that_cannot_be_read_cannot_be_diagnosed(stubs):
+    stub = stubs()
+    stub.ok("sts", "GetCallerIdentity", identity(), {})
+    for part in ("network", "storage", "image", "cluster", "observability"):
+        stub.denied("cloudformation", "DescribeStacks", {"StackName": f"quickstart-{part}"})
+    stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster("InService", ""), {"ClusterName": "quickstart"})
+    stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(), {"ClusterName": "quickstart"})
+    stub.denied("cloudformation", "ListStackResources", {"StackName": "quickstart-image"})
+    stub.ok("cloudwatch", "ListMetrics", {"Metrics": []}, NCCL_METRICS)
+    stub.denied("cloudformation", "ListStackResources", {"StackName": "quickstart-storage"})
+    diagnosis = live.diagnose(config_of(QUICKSTART), stub.aws(), workers=1, now=NOW)
+    assert diagnosis.exit_code == 2
+    assert (
+        "warning  stack quickstart-network: not diagnosed: access denied to cloudformation:DescribeStacks (the "
+        "read-only policy in fmcluster's README grants it)" in diagnosis.report().splitlines()
+    )

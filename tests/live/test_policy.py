@@ -1,0 +1,34 @@
+"""The README's IAM policy allows exactly the actions the live checks' calls need (fmcluster.live.aws.ACTIONS)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from fmcluster.live.aws import ACTIONS, DIAGNOSE_ACTIONS, PREFLIGHT_ACTIONS
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def policy_actions(sid: str) -> set[str]:
+    for block in re.findall(r"```json\n(.*?)```", README.read_text(), flags=re.S):
+        policy = json.loads(block)
+        for statement in policy.get("Statement", []):
+            if statement.get("Sid") == sid:
+                assert statement["Effect"] == "Allow" and statement["Resource"] == "*"
+                return set(statement["Action"])
+    raise AssertionError(f"no policy statement {sid} in the README")
+
+
+def test_the_validate_live_policy_is_exactly_what_the_calls_need():
+    assert policy_actions("FmclusterValidateLive") == set(PREFLIGHT_ACTIONS.values())
+
+
+def test_the_diagnose_policy_is_exactly_what_the_calls_need():
+    assert policy_actions("FmclusterDiagnose") == set(DIAGNOSE_ACTIONS.values())
+
+
+def test_every_action_is_read_only():
+    verbs = {action.split(":", 1)[1] for action in ACTIONS.values()}
+    assert all(re.match(r"^(Describe|Get|List|BatchGet)", verb) for verb in verbs), verbs

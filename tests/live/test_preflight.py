@@ -1,0 +1,226 @@
+"""The whole preflight and `fmcluster validate --live`: all problems in one run, denied calls, no credentials."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fmcluster import cli, live
+from fmcluster.config import Problem
+from fmcluster.live.runner import Check, run_checks
+from tests.live.conftest import PCS_BLOCK, QUICKSTART, config_of
+from tests.live.responses import (
+    ACCOUNT,
+    NOW,
+    RESERVATION,
+    addresses,
+    bootstrap_stack,
+    capacity_reservation,
+    identity,
+    nat_gateways,
+    offerings,
+    quota,
+    quotas,
+    vpcs,
+)
+
+
+def queue_account(stub, reservation: dict | None, *, account: str = ACCOUNT, deny: bool = False) -> None:
+    """Every call the PCS capacity-block file makes, in call order per service (checks run one at a time);
+    with `deny`, the reservation and bootstrap calls are refused as EC2 and CloudFormation refuse them."""
+    stub.ok("sts", "GetCallerIdentity", identity(account), {})
+    ask = {"CapacityReservationIds": [RESERVATION]}
+    if deny:
+        message = "You are not authorized to perform this operation."
+        stub.error("ec2", "DescribeCapacityReservations", "UnauthorizedOperation", message, status=403, params=ask)
+    else:
+        stub.ok("ec2", "DescribeCapacityReservations", reservation, ask)
+    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-0A1B2C3D", 100800.0)
+    stub.ok("service-quotas", "ListServiceQuotas", quotas(fsx), {"ServiceCode": "fsx"})
+    stub.ok("ec2", "DescribeVpcs", vpcs(1), {})
+    vpc = quota("vpc", "VPCs per Region", "L-F678F1CE", 5.0)
+    stub.ok("service-quotas", "ListServiceQuotas", quotas(vpc), {"ServiceCode": "vpc"})
+    if deny:
+        stub.denied("cloudformation", "DescribeStacks", {"StackName": "CDKToolkit"})
+    else:
+        stub.ok("cloudformation", "DescribeStacks", bootstrap_stack(), {"StackName": "CDKToolkit"})
+
+
+WRONG_EVERYTHING = capacity_reservation(
+    instance_type="p5e.48xlarge", az_id="use1-az4", az="us-east-1d", total=8, available=8
+)
+THREE_PROBLEMS = [
+    "cluster.yaml: compute[0].reservation_id: note: capacity block cr-0123456789abcdef0 is active: started "
+    "2026-11-30 08:00 UTC, ends 2026-12-14 10:00 UTC (in 14 days 0 h)",
+    "cluster.yaml: compute[0].instance_type: cr-0123456789abcdef0 holds p5e.48xlarge, not p5.48xlarge; set "
+    "instance_type: p5e.48xlarge or use a reservation for p5.48xlarge",
+    "cluster.yaml: availability_zone_id: capacity block cr-0123456789abcdef0 is in use1-az4 (us-east-1d), not "
+    "use1-az6; instances launch into it only from a subnet in its zone: set availability_zone_id: use1-az4",
+    "cluster.yaml: compute[0].count: group gpu needs 16 instance(s), but capacity block cr-0123456789abcdef0 has 8 "
+    "of 8 available",
+]
+
+
+def test_a_reservation_in_another_zone_too_small_and_of_another_type_in_one_run(stubs):
+    stub = stubs()
+    queue_account(stub, WRONG_EVERYTHING)
+    problems = live.preflight(config_of(PCS_BLOCK), stub.aws(), now=NOW, workers=1)
+    assert [p.render("cluster.yaml") for p in problems] == THREE_PROBLEMS
+    assert sum(live.is_error(p) for p in problems) == 3
+
+
+def test_credentials_of_another_account(stubs):
+    stub = stubs()
+    queue_account(stub, capacity_reservation(), account="210987654321")
+    problems = live.preflight(config_of(PCS_BLOCK), stub.aws(), now=NOW, workers=1)
+    assert problems[0].render("cluster.yaml") == (
+        "cluster.yaml: account: the credentials are for account 210987654321, not 123456789012; use credentials of "
+        "123456789012 (AWS_PROFILE)"
+    )
+
+
+def test_a_denied_call_becomes_a_warning_naming_the_action_and_the_rest_still_runs(stubs):
+    stub = stubs()
+    queue_account(stub, None, deny=True)
+    problems = live.preflight(config_of(PCS_BLOCK), stub.aws(), now=NOW, workers=1)
+    assert [p.render("cluster.yaml") for p in problems] == [
+        "cluster.yaml: compute[0].reservation_id: warning: capacity reservation cr-0123456789abcdef0 not checked: "
+        "access denied to ec2:DescribeCapacityReservations (the read-only policy in fmcluster's README grants it)",
+        "cluster.yaml: region: warning: CDK bootstrap stack CDKToolkit not checked: access denied to "
+        "cloudformation:DescribeStacks (the read-only policy in fmcluster's README grants it)",
+    ]
+    assert not any(live.is_error(p) for p in problems)
+
+
+def test_expired_credentials_stop_the_run(stubs):
+    stub = stubs()
+    stub.error(
+        "sts",
+        "GetCallerIdentity",
+        "ExpiredToken",
+        "The security token included in the request is expired",
+        status=403,
+        params={},
+    )
+    with pytest.raises(live.NoCredentials, match=r"^AWS rejected the credentials: ExpiredToken: The security token"):
+        live.preflight(config_of(PCS_BLOCK), stub.aws(), now=NOW, workers=1)
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_cli_without_credentials_prints_one_line_and_exits_2(tmp_path, monkeypatch, capsys):
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    path = write(tmp_path, PCS_BLOCK)
+    assert cli.main(["validate", path, "--live"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        f"{path}: --live: no AWS credentials found (Unable to locate credentials); set AWS_PROFILE or run "
+        "`aws configure`"
+    ]
+
+
+def test_cli_reports_every_problem_and_exits_2(stubs, tmp_path, monkeypatch, capsys):
+    stub = stubs()
+    queue_account(stub, WRONG_EVERYTHING)
+    monkeypatch.setattr(live, "Aws", lambda region: stub.aws())
+    monkeypatch.setattr(live, "preflight", functools.partial(live.preflight, now=NOW, workers=1))
+    path = write(tmp_path, PCS_BLOCK)
+    assert cli.main(["validate", path, "--live"]) == 2
+    _out, err = capsys.readouterr()
+    assert err.splitlines() == [line.replace("cluster.yaml", path, 1) for line in THREE_PROBLEMS]
+
+
+def test_cli_ready_account_exits_0(stubs, tmp_path, monkeypatch, capsys):
+    stub = stubs()
+    queue_account(stub, capacity_reservation())
+    monkeypatch.setattr(live, "Aws", lambda region: stub.aws())
+    monkeypatch.setattr(live, "preflight", functools.partial(live.preflight, now=NOW, workers=1))
+    path = write(tmp_path, PCS_BLOCK)
+    assert cli.main(["validate", path, "--live"]) == 0
+    out, _ = capsys.readouterr()
+    assert out == f"{path}: valid, and the account in us-east-1 is ready for it (1 note(s) or warning(s))\n"
+
+
+def test_checks_run_concurrently_and_report_in_their_own_order():
+    started = threading.Barrier(3, timeout=5)  # three checks must be running at once to pass the barrier
+
+    def slow(name: str, delay: float):
+        def run():
+            started.wait()
+            time.sleep(delay)
+            return [Problem(name, "note: done")]
+
+        return run
+
+    checks = [Check("a", "a", slow("a", 0.2)), Check("b", "b", slow("b", 0.0)), Check("c", "c", slow("c", 0.1))]
+    assert [p.path for p in run_checks(checks, console=None, workers=3)] == ["a", "b", "c"]
+
+
+def test_a_ready_hyperpod_account_passes_every_check(stubs):
+    """The quickstart (HyperPod, NAT egress): offerings, HyperPod quotas, FSx, VPC, NAT and EIP headroom, bootstrap."""
+    stub = stubs()
+    stub.ok("sts", "GetCallerIdentity", identity(), {})
+    stub.ok(
+        "ec2",
+        "DescribeInstanceTypeOfferings",
+        offerings("use1-az6", "m5.4xlarge", "p5.48xlarge"),
+        {
+            "LocationType": "availability-zone-id",
+            "Filters": [
+                {"Name": "location", "Values": ["use1-az6"]},
+                {"Name": "instance-type", "Values": ["m5.4xlarge", "p5.48xlarge"]},
+            ],
+        },
+    )
+    sagemaker = quotas(
+        quota("sagemaker", "ml.m5.4xlarge for cluster usage", "L-0A1B2C01", 4.0),
+        quota("sagemaker", "ml.p5.48xlarge for cluster usage", "L-A9F29A4E", 4.0),
+        quota("sagemaker", "Total number of instances allowed across SageMaker HyperPod clusters", "L-0A1B2C02", 100.0),
+    )
+    stub.ok("service-quotas", "ListServiceQuotas", sagemaker, {"ServiceCode": "sagemaker"})
+    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-0A1B2C3D", 100800.0)
+    stub.ok("service-quotas", "ListServiceQuotas", quotas(fsx), {"ServiceCode": "fsx"})
+    stub.ok("ec2", "DescribeVpcs", vpcs(1), {})
+    vpc = quotas(
+        quota("vpc", "VPCs per Region", "L-F678F1CE", 5.0),
+        quota("vpc", "NAT gateways per Availability Zone", "L-FE5A380F", 5.0),
+    )
+    stub.ok("service-quotas", "ListServiceQuotas", vpc, {"ServiceCode": "vpc"})
+    stub.ok(
+        "ec2",
+        "DescribeNatGateways",
+        nat_gateways(),
+        {"Filter": [{"Name": "state", "Values": ["pending", "available"]}]},
+    )
+    stub.ok("ec2", "DescribeAddresses", addresses(1), {})
+    eips = quotas(quota("ec2", "EC2-VPC Elastic IPs", "L-0263D0A3", 5.0))
+    stub.ok("service-quotas", "ListServiceQuotas", eips, {"ServiceCode": "ec2"})
+    stub.ok("cloudformation", "DescribeStacks", bootstrap_stack(), {"StackName": "CDKToolkit"})
+    assert live.preflight(config_of(QUICKSTART), stub.aws(), now=NOW, workers=1) == []
+
+
+def test_the_progress_display_runs_on_a_terminal():
+    from io import StringIO
+
+    from rich.console import Console
+
+    screen = StringIO()
+    checks = [Check("one", "x", lambda: [Problem("x", "note: 1")])]
+    assert run_checks(checks, console=Console(file=screen, force_terminal=True, width=100)) == [Problem("x", "note: 1")]
+    assert "checked one" in screen.getvalue() or "checking the account" in screen.getvalue()
