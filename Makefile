@@ -3,6 +3,7 @@
 # tools (Prometheus), so `make synth` works without apt or root.
 CONFIG ?= examples/quickstart.yaml
 VENV := .venv
+CHECKOV_VENV := .checkov
 STAMP := .make
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
@@ -51,6 +52,14 @@ $(STAMP)/node-tools:
 	systemctl disable --now slurmctld slurmd munge >/dev/null 2>&1 || true
 	@touch $@
 
+# checkov (a test-only scanner) pins boto3, packaging and more that clash with the dev extra: it gets its own
+# virtual environment, from a pinned list, only on the test path.
+$(STAMP)/checkov: tests/gates/checkov-requirements.txt
+	@mkdir -p $(STAMP)
+	test -x $(CHECKOV_VENV)/bin/python || python3 -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/gates/checkov-requirements.txt
+	@touch $@
+
 synth: setup
 	cdk synth --quiet --no-notices -c config=$(CONFIG)
 	fmcluster plan $(CONFIG)
@@ -68,11 +77,11 @@ diagnose: setup
 lint: setup
 	ruff check .
 
-test: lint $(STAMP)/test-tools $(STAMP)/node-tools
+test: lint $(STAMP)/test-tools $(STAMP)/node-tools $(STAMP)/checkov
 	pytest $(PYTEST_ARGS)
 
 deploy: setup
 	cdk deploy --all --no-notices -c config=$(CONFIG)
 
 clean:
-	rm -rf cdk.out $(STAMP) .pytest_cache
+	rm -rf cdk.out $(STAMP) .pytest_cache $(CHECKOV_VENV)

@@ -664,6 +664,7 @@ class ClusterConfig(_Model):
     nccl: Nccl = Nccl()
     image: Image = Image()
     observability: Observability = Observability()
+    compliance: Literal["baseline", "control-tower"] = "baseline"
     tags: dict[Annotated[str, AfterValidator(_tag_key)], Annotated[str, AfterValidator(_tag_value)]] = {}
 
     @field_validator("name")

@@ -8,12 +8,15 @@ from typing import Literal
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.addressing import plan_subnets
 from fmcluster.config.checks import is_token
 from fmcluster.config.models import Network
 from fmcluster.config.regions import AZ_ID_PATTERN
+from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
+from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.constructs.props import prop_problems
 
 INTERFACE_ENDPOINTS: dict[str, str] = {
@@ -34,6 +37,9 @@ HyperPod's agents call, and Prometheus remote write. Names, not services, so imp
 PCS_ENDPOINT_SERVICE = "pcs"
 """`com.amazonaws.<region>.pcs`: without an internet path PCS nodes call RegisterComputeNodeGroupInstance through
 it, or they never join the cluster (AWS PCS user guide, "Access AWS PCS using an interface endpoint")."""
+
+AWS_CUSTOM_RESOURCE_FUNCTION = "AWS679f53fac002430cb0da5b7982bd2287"
+"""The id CDK gives, in each stack, to the singleton Lambda behind every `AwsCustomResource`."""
 
 
 class TrainingNetwork(Construct):
@@ -83,6 +89,7 @@ class TrainingNetwork(Construct):
         plan = plan_subnets(vpc_cidr)
         cfn_vpc = ec2.CfnVPC(self, "Vpc", cidr_block=vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True)
         self._name(cfn_vpc, "vpc")
+        self._close_default_security_group(cfn_vpc)
 
         private_routes = ec2.CfnRouteTable(self, "PrivateRoutes", vpc_id=cfn_vpc.ref)
         self._name(private_routes, "private")
@@ -264,6 +271,55 @@ class TrainingNetwork(Construct):
                 open=False,
                 private_dns_enabled=True,
             )
+
+    def _close_default_security_group(self, vpc: ec2.CfnVPC) -> None:
+        """Remove the rules AWS puts in every VPC's default security group (all traffic in from the group itself,
+        all traffic out), so an interface that lands in it by mistake can reach nothing.
+
+        CDK's `@aws-cdk/aws-ec2:restrictDefaultSecurityGroup` does this for the L2 `ec2.Vpc` only; this VPC is an L1
+        (subnets by AZ ID), so the same two EC2 calls run here through `AwsCustomResource`, once each. The rules are
+        the defaults of the VPC user guide ("Default security groups for your VPCs"); a rule already gone is fine.
+        """
+        stack = cdk.Stack.of(self)
+        group_id = vpc.attr_default_security_group
+        group_arn = stack.format_arn(service="ec2", resource="security-group", resource_name=group_id)
+        default_rules = {
+            "Ingress": (
+                "revokeSecurityGroupIngress",
+                {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id}]},
+            ),
+            "Egress": ("revokeSecurityGroupEgress", {"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}),
+        }
+        for direction, (action, permission) in default_rules.items():
+            call = cr.AwsSdkCall(
+                service="EC2",
+                action=action,
+                parameters={"GroupId": group_id, "IpPermissions": [permission]},
+                physical_resource_id=cr.PhysicalResourceId.of(f"{group_id}-{direction.lower()}"),
+                ignore_error_codes_matching="InvalidPermission.NotFound",
+            )
+            cr.AwsCustomResource(
+                self,
+                f"CloseDefaultSecurityGroup{direction}",
+                on_create=call,
+                on_update=call,
+                policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[group_arn]),
+                install_latest_aws_sdk=False,
+            )
+        function = stack.node.find_child(AWS_CUSTOM_RESOURCE_FUNCTION)
+        quiet_redundant_depends_on(function)
+        acknowledge_deploy_time_functions(
+            function,
+            "removes the default security group's rules (ec2:RevokeSecurityGroupIngress/Egress)",
+            resource_type="AWS::Lambda::Function",
+        )
+        cdk.Validations.of(function).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+                reason="CDK's AwsCustomResource function writes only its own CloudWatch logs with this policy; its EC2 "
+                "permissions are inline and name the default security group",
+            )
+        )
 
     def _name(self, resource: cdk.CfnResource, suffix: str) -> None:
         prefix = re.sub(r"[^A-Za-z0-9-]", "-", cdk.Stack.of(self).stack_name)

@@ -214,6 +214,7 @@ class PcsSlurmCluster(Construct):
                 code="pcs_ami",
                 timeout=cdk.Duration.seconds(60),
                 description="Finds the newest AWS PCS sample AMI for a Slurm version and CPU architecture",
+                calls="looks up the newest AWS PCS sample AMI (ec2:DescribeImages)",
             )
             handler.add_to_role_policy(iam.PolicyStatement(actions=["ec2:DescribeImages"], resources=["*"]))
             acknowledge_wildcards(

@@ -12,7 +12,8 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig, ComputeGroup
 from fmcluster.config.service_rules import pcs_head_group
-from fmcluster.constructs.efa import EfaLaunchTemplate
+from fmcluster.constructs.compliance import acknowledge_findings, encrypt_log_groups
+from fmcluster.constructs.efa import HOP_LIMIT_REASON, METADATA_HOP_LIMIT, EfaLaunchTemplate
 from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.constructs.observability import endpoint_parameter_name
 from fmcluster.constructs.pcs import PcsSlurmCluster
@@ -100,6 +101,7 @@ class PcsClusterStack(cdk.Stack):
                 capacity=group.capacity,
                 reservation_id=group.reservation_id,
                 placement_group=network.placement_groups.get(group.name),
+                detailed_monitoring=config.compliance == "control-tower",
                 user_data=bootstrap_user_data(
                     lustre_dns_name=lustre.dns_name,
                     lustre_mount_name=lustre.mount_name,
@@ -129,6 +131,7 @@ class PcsClusterStack(cdk.Stack):
             login = self._login_template(
                 head_type,
                 efa_group,
+                config.compliance == "control-tower",
                 bootstrap_user_data(
                     lustre_dns_name=lustre.dns_name,
                     lustre_mount_name=lustre.mount_name,
@@ -145,6 +148,7 @@ class PcsClusterStack(cdk.Stack):
                 ami_id=orchestrator.ami_id,
                 queue=False,
             )
+        encrypt_log_groups(self, storage.buckets.key)
 
     def _grant_node_access(self, config: ClusterConfig, storage: StorageStack) -> None:
         role = self.slurm.role
@@ -181,15 +185,17 @@ class PcsClusterStack(cdk.Stack):
         )
 
     def _login_template(
-        self, instance_type: str, group: ec2.ISecurityGroup, user_data: ec2.UserData
+        self, instance_type: str, group: ec2.ISecurityGroup, detailed_monitoring: bool, user_data: ec2.UserData
     ) -> ec2.LaunchTemplate:
-        """Login nodes: no EFA, the cluster's group, IMDSv2, an encrypted gp3 root volume, /fsx mounted."""
-        return ec2.LaunchTemplate(
+        """Login nodes: no EFA, the cluster's group, no public IP, IMDSv2, encrypted gp3 root volume, /fsx mounted."""
+        template = ec2.LaunchTemplate(
             self,
             "loginLaunchTemplate",
             security_group=group,
+            associate_public_ip_address=False,
+            detailed_monitoring=detailed_monitoring or None,
             require_imdsv2=True,
-            http_put_response_hop_limit=2,
+            http_put_response_hop_limit=METADATA_HOP_LIMIT,
             user_data=user_data,
             block_devices=[
                 ec2.BlockDevice(
@@ -200,6 +206,15 @@ class PcsClusterStack(cdk.Stack):
                 )
             ],
         )
+        acknowledge_findings(template, controls=["ec2_launch_template_token_hop_limit_check"], reason=HOP_LIMIT_REASON)
+        if not detailed_monitoring:
+            acknowledge_findings(
+                template,
+                controls=["ec2_launch_template_monitoring_enabled_check"],
+                reason="Detailed monitoring is billed per instance; the head node reports its metrics every 15 s "
+                "through its own exporters to Prometheus. `compliance: control-tower` turns it on",
+            )
+        return template
 
 
 def _mounts_over_efa(config: ClusterConfig, group: ComputeGroup) -> bool:

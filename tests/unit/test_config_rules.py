@@ -36,7 +36,7 @@ EFA_TYPES = ", ".join(name for name, row in catalog.CATALOG.items() if row.efa_c
 LUSTRE_EFA_CLIENTS = ", ".join(name for name, row in catalog.CATALOG.items() if row.lustre_efa_client)
 TOP_KEYS = (
     "name, region, account, availability_zone_id, secondary_availability_zone_id, network, orchestrator, "
-    "compute, storage, training, nccl, image, observability, tags"
+    "compute, storage, training, nccl, image, observability, compliance, tags"
 )
 GROUP_KEYS = (
     "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa"
@@ -255,6 +255,11 @@ INVALID = [
     _p({"network.vpc_cidr": "fd00::/16"}, ["network.vpc_cidr: " + CIDR_FORMAT + "'fd00::/16'"], "cidr-ipv6"),
     _p({"network.egress": "igw"}, ["network.egress: must be 'nat' or 'none'; got 'igw'"], "egress-enum"),
     _p({"network": []}, ["network: must be a mapping of keys; got a list"], "network-not-mapping"),
+    _p(
+        {"compliance": "soc2"},
+        ["compliance: must be 'baseline' or 'control-tower'; got 'soc2'"],
+        "compliance-enum",
+    ),
     # --- compute (the list) -----------------------------------------------------------------------------
     _p({"compute": DELETE}, ["compute: required"], "compute-missing"),
     _p({"compute": []}, ["compute: must have at least 1 entry; got 0"], "compute-empty"),
@@ -1218,6 +1223,7 @@ VALID = [
     pytest.param({"network.vpc_cidr": "172.16.0.0/16"}, id="cidr-172-16"),
     pytest.param({"network.vpc_cidr": "192.168.0.0/16"}, id="cidr-192-168"),
     pytest.param({"network.egress": "none"}, id="egress-none"),
+    pytest.param({"compliance": "control-tower"}, id="compliance-control-tower"),
     pytest.param({"network.vpc_cidr": "10.0.0.0/20", "compute[0].count": 1787}, id="nodes-fill-small-vpc"),
     pytest.param({"compute": [group(f"g{i}") for i in range(16)]}, id="compute-16-groups"),
     pytest.param({"compute[0].name": "a"}, id="group-name-1-char"),
@@ -1327,6 +1333,7 @@ def test_defaults_resolve_as_config_md_says() -> None:
     assert config.orchestrator.type == "hyperpod-slurm"
     assert config.orchestrator.controller_instance_type == "m5.4xlarge"
     assert config.orchestrator.login_instance_type is None
+    assert config.compliance == "baseline"
     gpu = config.compute[0]
     assert gpu.capacity == "on-demand"
     assert gpu.reservation_id is None

@@ -309,3 +309,14 @@ def test_with_prometheus_none_nodes_get_the_bundle_but_no_observability_argument
     assert set(scripts) == {"gpuL", "logi"}
     for text in scripts.values():
         assert BUNDLE.search(text) and "--observability" not in text
+
+
+def test_compliance_control_tower_turns_on_detailed_monitoring_without_an_acknowledgment(tmp_path):
+    # CT.EC2.PR.10 (ct-ec2-pr-10.guard in cdklabs.cdk-validator-cfnguard 0.0.62): LaunchTemplateData.Monitoring.Enabled
+    path = REPO / "examples" / "p5-capacity-block.yaml"
+    data = load(path).model_dump(by_alias=True, exclude_none=True)
+    data["compliance"] = "control-tower"
+    result = synthesize(path, tmp_path, parse(data))
+    assert (result.nag_findings, result.guard_findings) == ([], [])
+    templates = props(result.templates["llm-pretrain-cluster"], "AWS::EC2::LaunchTemplate")
+    assert [t["LaunchTemplateData"]["Monitoring"] for t in templates] == [{"Enabled": True}] * 2
