@@ -3,6 +3,7 @@
 # tools (Prometheus), so `make synth` works without apt or root.
 CONFIG ?= examples/quickstart.yaml
 VENV := .venv
+CHECKOV_VENV := .checkov
 STAMP := .make
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
@@ -38,6 +39,27 @@ $(STAMP)/test-tools:
 	systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 	@touch $@
 
+# Real tools for the node tests (tests/node): Debian's slurm-wlm 22.05 with munge (a one-node Slurm), lvm2 and
+# xfsprogs (instance-store disks on loop devices). On the test path only, installed only when missing (as root, as
+# on CI), pinned to the series the tests were measured with; their services are disabled like Prometheus's.
+NODE_TEST_TOOLS := 'slurmctld=22.05.*' 'slurmd=22.05.*' 'slurm-client=22.05.*' 'munge=0.5.*' 'lvm2=2.03.*' 'xfsprogs=6.*'
+$(STAMP)/node-tools:
+	@mkdir -p $(STAMP)
+	missing=; for tool in slurmctld slurmd sbatch munged pvcreate vgcreate mkfs.xfs; do \
+	  command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	test -z "$$missing" || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_TEST_TOOLS); }
+	systemctl disable --now slurmctld slurmd munge >/dev/null 2>&1 || true
+	@touch $@
+
+# checkov (a test-only scanner) pins boto3, packaging and more that clash with the dev extra: it gets its own
+# virtual environment, from a pinned list, only on the test path.
+$(STAMP)/checkov: tests/gates/checkov-requirements.txt
+	@mkdir -p $(STAMP)
+	test -x $(CHECKOV_VENV)/bin/python || python3 -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/gates/checkov-requirements.txt
+	@touch $@
+
 synth: setup
 	cdk synth --quiet --no-notices -c config=$(CONFIG)
 	fmcluster plan $(CONFIG) --assembly cdk.out
@@ -55,11 +77,11 @@ diagnose: setup
 lint: setup
 	ruff check .
 
-test: lint $(STAMP)/test-tools
+test: lint $(STAMP)/test-tools $(STAMP)/node-tools $(STAMP)/checkov
 	pytest $(PYTEST_ARGS)
 
 deploy: setup
 	cdk deploy --all --concurrency 8 --no-notices -c config=$(CONFIG)
 
 clean:
-	rm -rf cdk.out $(STAMP) .pytest_cache
+	rm -rf cdk.out $(STAMP) .pytest_cache $(CHECKOV_VENV)

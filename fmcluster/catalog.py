@@ -21,6 +21,7 @@ from typing import Literal
 InterfaceKind = Literal["interface", "efa-only"]
 
 EC2_EFA_DOC = "EC2 user guide, EFA-enabled instance types; DescribeInstanceTypes network cards"
+G5_EFA = "; EFA from g5.8xlarge up, none below (eksctl's table generated from DescribeInstanceTypes, EFASupported)"
 
 
 @dataclass(frozen=True)
@@ -139,17 +140,18 @@ _ROWS = (
         EC2_EFA_DOC + "; NVMe 4x1920 GB (unconfirmed); FSx EFA clients exclude trn2",
     ),
     InstanceType("g5.48xlarge", "NVIDIA A10G 24GB", 8, 1, _all(1), 100, 2, 3800, False, EC2_EFA_DOC),
+    InstanceType("g5.12xlarge", "NVIDIA A10G 24GB", 4, 1, _all(1), 40, 1, 3800, False, EC2_EFA_DOC + G5_EFA),
     InstanceType(
-        "g5.12xlarge",
+        "g5.4xlarge",
         "NVIDIA A10G 24GB",
-        4,
+        1,
         1,
         (),
-        40,
+        25,
         1,
-        3800,
+        600,
         False,
-        "EC2 accelerated-computing instance specifications (no EFA)",
+        "EC2 accelerated-computing instance specifications (up to 25 Gbps, 1x600 GB NVMe)" + G5_EFA,
     ),
 )
 

@@ -14,6 +14,8 @@ from rich.table import Table
 
 from fmcluster import advice, deploy_time, sizing
 from fmcluster.config import ClusterConfig, ConfigError, load
+from fmcluster.config.checks import possible_deep_health_checks
+from fmcluster.update_command import add_update_arguments, plan_update
 
 DEFAULT_FILE = "examples/quickstart.yaml"
 EXIT_INVALID = 2
@@ -33,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command.add_argument(
                 "--assembly", metavar="DIR", help="the file's cloud assembly (cdk.out) to time; default: synthesize it"
             )
+            add_update_arguments(command)
         if name == "validate":
             command.add_argument(
                 "--live", action="store_true", help="also check the AWS account with read-only calls (credentials)"
@@ -41,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     diagnose.add_argument("file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})")
     diagnose.add_argument("--collect", metavar="DIR", help="also write what was read (secrets redacted) to DIR")
     args = parser.parse_args(argv)
+    if args.command == "plan" and args.previous:
+        return plan_update(args.file, args.previous, allow_replacement=args.allow_replacement)
 
     config = load_or_report(args.file)
     if config is None:
@@ -190,7 +195,7 @@ def print_deep_health_checks(config: ClusterConfig, console: Console) -> None:
             cost = sum(weights.deep_health_checks[check] for check in checks)
             text = f"{' + '.join(checks)}, ~{cost:.0f} min more for every new node"
         else:
-            possible = ["InstanceStress"] + (["InstanceConnectivity"] if group.efa and group.count >= 2 else [])
+            possible = possible_deep_health_checks(group.instance.is_accelerated, group.efa, group.count)
             cost = sum(weights.deep_health_checks[check] for check in possible)
             text = f"none ({' + '.join(possible)} would add ~{cost:.0f} min to every new node)"
         console.print(f"deep health checks of {group.name}: {text}", soft_wrap=True)

@@ -60,6 +60,11 @@ BUNDLE_DIR = "/opt/fmcluster"
 BUNDLE_SCRIPTS: tuple[str, ...] = (
     *NODE_SCRIPTS,
     "observability.sh",
+    "lnet-efa.sh",
+    "enroot-pyxis.sh",
+    "slurm-hooks.sh",
+    "slurm/task-prolog.sh",
+    "slurm/gpu-job-map.sh",
     "image-watch.sh",
     "training-image.sh",
     "hyperpod/ssm.sh",

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster.config import ClusterConfig, load
+from tests.scanners import FAIL_SYNTH_ON_VALIDATION_ERRORS, guard_findings, guard_validator
 
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
@@ -30,6 +31,8 @@ class SynthesizedExample:
     path: Path
     outdir: Path
     nag_findings: list[str] = field(default_factory=list)
+    guard_findings: list[str] = field(default_factory=list)
+    """Control Tower proactive-control findings left after CDK's acknowledgments (tests/scanners.py)."""
     templates: dict[str, dict] = field(default_factory=dict)
     """Template of each stack, by stack name."""
 
@@ -44,8 +47,10 @@ def synthesize(path: Path, outdir: Path, config: ClusterConfig | None = None) ->
 
     from fmcluster.stacks import build
 
-    app = cdk.App(outdir=str(outdir), context=CDK_JSON_CONTEXT)
+    # The validation report is read below instead of failing synth on the first Control Tower finding.
+    app = cdk.App(outdir=str(outdir), context={**CDK_JSON_CONTEXT, FAIL_SYNTH_ON_VALIDATION_ERRORS: False})
     stacks = build(app, config or load(path))
+    cdk.Validations.of(app).add_plugins(guard_validator())
     report = AwsSolutionsChecks().validate_scope(app)
     findings = [
         f"{violation.rule_name} {resource.construct_path}: {violation.description}"
@@ -56,6 +61,7 @@ def synthesize(path: Path, outdir: Path, config: ClusterConfig | None = None) ->
     if findings:
         return result  # synth would fail on the same findings; the nag gate reports them
     app.synth()
+    result.guard_findings = guard_findings(outdir)
     for stack in stacks.all():
         result.templates[stack.stack_name] = json.loads(result.template_file(stack.stack_name).read_text())
     return result

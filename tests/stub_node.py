@@ -63,7 +63,9 @@ class StubNode:
             target.write_text(content)
 
     def add_stub(self, name: str, body: str = "exit 0") -> None:
+        """Put a stub `name` on PATH, replacing whatever was there (a link to a real tool is removed, never written)."""
         stub = self.bin / name
+        stub.unlink(missing_ok=True)
         stub.write_text(RECORD + body + "\n")
         stub.chmod(0o755)
 

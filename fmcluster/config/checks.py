@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 import aws_cdk as cdk
 
 from fmcluster import catalog
+from fmcluster.config.service_models import API_LABELS, instance_type_problem, shape_problem
 
 CLUSTER_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
 """fmcluster's own cluster names (the file's `name`): short and lowercase, because they go into S3 bucket names,
@@ -68,6 +69,40 @@ def no_efa(instance_type: str, turn_off: str) -> str | None:
         return None
     with_efa = ", ".join(name for name, r in catalog.CATALOG.items() if r.supports_efa)
     return f"{instance_type} has no EFA; {turn_off} or use an EFA type ({with_efa})"
+
+
+STRESS_CHECK = "InstanceStress"
+"""HyperPod's on-start GPU/accelerator stress check (DCGM diagnostics at level 4)."""
+CONNECTIVITY_CHECK = "InstanceConnectivity"
+"""HyperPod's on-start check of multi-node GPU communication over EFA: it needs at least 2 nodes with EFA (SageMaker
+developer guide, HyperPod Slurm "Deep health checks")."""
+
+
+def possible_deep_health_checks(accelerated: bool, efa: bool, count: int) -> list[str]:
+    """The on-start deep health checks a group can run: stress where accelerated, connectivity where EFA links at
+    least 2 nodes.
+
+    >>> possible_deep_health_checks(True, True, 1)
+    ['InstanceStress']
+    """
+    checks = [STRESS_CHECK] if accelerated else []
+    if efa and count >= 2:
+        checks.append(CONNECTIVITY_CHECK)
+    return checks
+
+
+def deep_health_checks_problem(checks: Iterable[str], count: int | None, efa: bool | None) -> str | None:
+    """InstanceConnectivity asked of a group that cannot run it (fewer than 2 nodes, or no EFA).
+
+    >>> deep_health_checks_problem(["InstanceConnectivity"], 1, True)[:45]
+    'InstanceConnectivity tests EFA between nodes:'
+    """
+    if CONNECTIVITY_CHECK in checks and ((count is not None and count < 2) or efa is False):
+        return (
+            f"{CONNECTIVITY_CHECK} tests EFA between nodes: it needs count of 2 or more and efa: true; got "
+            f"count {count}, efa {str(efa).lower()} (keep {STRESS_CHECK} alone)"
+        )
+    return None
 
 
 def reservation_problem(capacity: str | None, reservation_id: str | None) -> str | None:
@@ -138,3 +173,27 @@ def cluster_name_problem(value: object) -> str | None:
         "must be 2-24 characters of lowercase letters, digits and '-', starting with a letter and ending with a "
         f"letter or digit; got {value!r}"
     )
+
+
+def api_name_problem(service: str, shape: str, value: str) -> str | None:
+    """A name AWS PCS ('pcs') or SageMaker ('sagemaker') takes, judged by botocore's shape `shape` (tokens skipped).
+
+    >>> api_name_problem("pcs", "QueueName", "gp")
+    "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]+ (botocore pcs QueueName); got 'gp'"
+    """
+    if is_token(value):
+        return None
+    problem = shape_problem(service, shape, value)
+    return f"{API_LABELS[service]} {problem}" if problem else None
+
+
+def hyperpod_instance_type_problem(instance_type: str, region: str | None) -> str | None:
+    """An EC2 type (without `ml.`) HyperPod does not take (botocore sagemaker ClusterInstanceType) or, when `region`
+    is known, does not offer there (the regional list `cdk synth` checks as E3644)."""
+    if is_token(instance_type):
+        return None
+    if problem := api_name_problem("sagemaker", "ClusterInstanceType", f"ml.{instance_type}"):
+        return problem
+    if region is None or is_token(region):
+        return None
+    return instance_type_problem("hyperpod", region, f"ml.{instance_type}")

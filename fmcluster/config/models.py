@@ -32,6 +32,7 @@ from fmcluster.config.checks import (
     S3_URI_PATTERN,
     TRAINING_PLAN_ARN_PATTERN,
     cluster_name_problem,
+    deep_health_checks_problem,
     no_efa,
     reservation_problem,
     unknown_instance_type,
@@ -39,7 +40,14 @@ from fmcluster.config.checks import (
 from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
 
 MAX_NODES_PER_GROUP = 6758
-RESERVED_GROUP_NAMES = ("controller", "login")
+LOGIN_GROUP = "login"
+"""The node group (HyperPod instance group, PCS node group) of the login node."""
+HEAD_GROUP_NAME = "head"
+"""The PCS node group of the head node when there is no login node. A PCS ComputeNodeGroupName (botocore `pcs`
+2023-02-10: 3-25 characters, `(?!pcs_)^[A-Za-z][A-Za-z0-9-]+`, no underscore), reserved so no compute group takes it."""
+HEAD_NODE_INSTANCE_TYPE = "m5.xlarge"
+"""The PCS head node made when there is no login node but metrics need one: Slurm exporter and Grafana fit 4 vCPUs."""
+RESERVED_GROUP_NAMES = ("controller", LOGIN_GROUP, HEAD_GROUP_NAME)
 LUSTRE_EFA_CAPACITY_STEP_GIB = {1000: 4800, 500: 9600, 250: 19200, 125: 38400}
 """FSx for Lustre user guide, "Increasing storage capacity": EFA-enabled file systems grow in these steps."""
 
@@ -73,6 +81,25 @@ PCS_DEFAULT_SLURM_VERSION = "25.11"
 """The newest: its AWS PCS sample AMI (Amazon Linux 2023) carries an NVIDIA driver for Blackwell (P6)."""
 PCS_MAX_NODES = 2048
 """AWS PCS LARGE clusters manage at most 2,048 instances (PCS API reference, Cluster.size)."""
+PCS_SIZES = {"small": 32, "medium": 512, "large": PCS_MAX_NODES}
+"""AWS PCS cluster sizes and the instances each manages (PCS API reference, Cluster.size; botocore pcs Size)."""
+PCS_SIZE_HEADROOM = 2
+"""The default size manages this many times the file's nodes. Size is create-only (CloudFormation schema of
+AWS::PCS::Cluster): a cluster that outgrows it is replaced with every node group and queue, so the default leaves
+room to double before that happens."""
+
+
+def pcs_default_size(nodes: int) -> str:
+    """The smallest AWS PCS size that manages twice `nodes`, else the smallest that manages `nodes`.
+
+    >>> pcs_default_size(17), pcs_default_size(16), pcs_default_size(600), pcs_default_size(2000)
+    ('medium', 'small', 'large', 'large')
+    """
+    for wanted in (nodes * PCS_SIZE_HEADROOM, nodes):
+        for size, limit in PCS_SIZES.items():
+            if wanted <= limit:
+                return size
+    return "large"
 EC2_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 LUSTRE_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
@@ -207,12 +234,8 @@ class ComputeGroup(_Model):
     @field_validator("deep_health_checks")
     @classmethod
     def _deep_health_checks(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        count, efa = info.data.get("count"), info.data.get("efa")
-        if "InstanceConnectivity" in value and ((count is not None and count < 2) or efa is False):
-            raise fail(
-                "InstanceConnectivity tests EFA between nodes: it needs count of 2 or more and efa: true; got "
-                f"count {count}, efa {str(efa).lower()} (keep InstanceStress alone)"
-            )
+        if problem := deep_health_checks_problem(value, info.data.get("count"), info.data.get("efa")):
+            raise fail(problem)
         return value
 
     @property
@@ -228,6 +251,7 @@ class Orchestrator(_Model):
     login_instance_type: str | None = None
     slurm_version: str | None = Field(None, validate_default=True)
     ami_id: str | None = None
+    size: Literal["small", "medium", "large"] | None = None
 
     @field_validator("slurm_version", mode="before")
     @classmethod
@@ -252,6 +276,13 @@ class Orchestrator(_Model):
             raise fail("only for orchestrator.type: pcs (HyperPod nodes run SageMaker's HyperPod image)")
         if not AMI_ID_PATTERN.match(value):
             raise fail(f"must be an AMI id like ami-0123456789abcdef0; got {value!r}")
+        return value
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("type") == "hyperpod-slurm":
+            raise fail("only for orchestrator.type: pcs (HyperPod clusters have no size)")
         return value
 
     @field_validator("controller_instance_type", "login_instance_type")
@@ -654,6 +685,7 @@ class ClusterConfig(_Model):
     nccl: Nccl = Nccl()
     image: Image = Image()
     observability: Observability = Observability()
+    compliance: Literal["baseline", "control-tower"] = "baseline"
     tags: dict[Annotated[str, AfterValidator(_tag_key)], Annotated[str, AfterValidator(_tag_value)]] = {}
 
     @field_validator("name")
@@ -738,3 +770,28 @@ class ClusterConfig(_Model):
     @property
     def total_nodes(self) -> int:
         return sum(group.count for group in self.compute)
+
+    @property
+    def pcs_size(self) -> str:
+        """`orchestrator.size`, or the default for the compute nodes and the head node (PCS files only)."""
+        if self.orchestrator.size is not None:
+            return self.orchestrator.size
+        return pcs_default_size(pcs_nodes(self.orchestrator, self.observability, self.total_nodes))
+
+
+def pcs_nodes(orchestrator: Orchestrator, observability: Observability | None, compute_nodes: int) -> int:
+    """The instances an AWS PCS cluster manages: the compute nodes and, when there is one, the head (login) node."""
+    return compute_nodes + (1 if pcs_head_group(orchestrator, observability) else 0)
+
+
+def pcs_head_group(orchestrator: Orchestrator, observability: Observability | None) -> tuple[str, str, str] | None:
+    """(key path that asks for it, group name, instance type) of the PCS node group of the head node, or None.
+
+    The login node is the head node; without one, a small group of its own when metrics need a head node.
+    """
+    if orchestrator.login_instance_type:
+        return "orchestrator.login_instance_type", LOGIN_GROUP, orchestrator.login_instance_type
+    if observability is not None and observability.prometheus == "managed":
+        return "observability.prometheus", HEAD_GROUP_NAME, HEAD_NODE_INSTANCE_TYPE
+    return None
+

@@ -17,6 +17,7 @@ from fmcluster.addressing import plan_subnets
 from fmcluster.catalog import CATALOG, instance_architecture
 from fmcluster.config.checks import (
     S3_URI_PATTERN,
+    cluster_name_problem,
     grafana_without_source,
     repeated_group_name,
     repeated_names,
@@ -25,6 +26,7 @@ from fmcluster.config.checks import (
 from fmcluster.config.errors import Problem
 from fmcluster.config.models import (
     PCS_MAX_NODES,
+    PCS_SIZES,
     ClusterConfig,
     ComputeGroup,
     Lustre,
@@ -32,8 +34,10 @@ from fmcluster.config.models import (
     Observability,
     Orchestrator,
     Repository,
+    pcs_nodes,
 )
 from fmcluster.config.regions import REGIONS
+from fmcluster.config.service_rules import service_problems
 
 SectionModel = TypeVar("SectionModel", bound=BaseModel)
 
@@ -42,6 +46,7 @@ SectionModel = TypeVar("SectionModel", bound=BaseModel)
 class Sections:
     """The parts of a cluster file the rules read; None where that part is itself invalid."""
 
+    name: str | None
     region: str | None
     account: str | None
     network: Network | None
@@ -56,6 +61,7 @@ class Sections:
     @classmethod
     def of(cls, config: ClusterConfig) -> Sections:
         return cls(
+            name=config.name,
             region=config.region,
             account=config.account,
             network=config.network,
@@ -75,6 +81,7 @@ class Sections:
         storage = data.get("storage") if isinstance(data.get("storage"), dict) else {}
         lustre = storage.get("lustre") if isinstance(storage.get("lustre"), dict) else {}
         return cls(
+            name=data.get("name") if cluster_name_problem(data.get("name")) is None else None,
             region=data.get("region") if data.get("region") in REGIONS else None,
             account=account if isinstance(account, str) and account.isdigit() and len(account) == 12 else None,
             network=_valid(Network, data.get("network") or {}),
@@ -215,13 +222,21 @@ def repositories_do_not_overlap(config: Sections) -> Iterator[Problem]:
 def pcs_cluster_size(config: Sections) -> Iterator[Problem]:
     if config.orchestrator is None or config.orchestrator.type != "pcs" or None in config.compute:
         return
-    login = 1 if config.orchestrator.login_instance_type else 0
-    total = sum(group.count for _, group in config.groups()) + login
+    total = pcs_nodes(config.orchestrator, config.observability, sum(group.count for _, group in config.groups()))
+    size = config.orchestrator.size
     if total > PCS_MAX_NODES:
         yield Problem(
             "compute",
-            f"{total} nodes (with login) exceed the {PCS_MAX_NODES:,} instances an AWS PCS cluster manages (size "
-            "LARGE); split the cluster or use orchestrator.type: hyperpod-slurm",
+            f"{total} nodes (with the head node) exceed the {PCS_MAX_NODES:,} instances an AWS PCS cluster manages "
+            "(size large); split the cluster or use orchestrator.type: hyperpod-slurm",
+        )
+    elif size is not None and total > PCS_SIZES[size]:
+        yield Problem(
+            "orchestrator.size",
+            f"{size!r} manages {PCS_SIZES[size]} instances, fewer than these {total} nodes (with the head node); "
+            "the size of a running cluster cannot change (it replaces the cluster with every node group and queue): "
+            "to grow past it, deploy the file under a new name with a larger size, move the work, then delete the "
+            "old cluster",
         )
 
 
@@ -248,6 +263,13 @@ def grafana_has_a_source(config: Sections) -> Iterator[Problem]:
         yield Problem("observability.grafana", problem)
 
 
+def services_accept(config: Sections) -> Iterator[Problem]:
+    """AWS's own models: names and instance types against botocore's shapes, services and types per region."""
+    yield from service_problems(
+        config.name, config.region, config.orchestrator, list(config.groups()), config.observability
+    )
+
+
 def _nested(a: str, b: str) -> bool:
     a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
     return a.startswith(b) or b.startswith(a)
@@ -271,6 +293,7 @@ RULES: tuple[Rule, ...] = (
     grafana_has_a_source,
     pcs_cluster_size,
     one_architecture_per_image,
+    services_accept,
 )
 
 

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from fmcluster import catalog
 from fmcluster.config.checks import is_token, no_efa, reservation_problem, unknown_instance_type
+from fmcluster.constructs.compliance import acknowledge_findings
 
 CAPACITIES = ("on-demand", "capacity-block", "odcr")
 ROOT_VOLUME_GIB = (100, 16384)
@@ -22,6 +23,16 @@ INSTANCE_PROFILE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:instance
 DEVICE_NAME_PATTERN = re.compile(r"^/dev/(sd[a-z]\d*|xvd[a-z]+|nvme\d+n\d+)$")
 METADATA_HOP_LIMIT = 2
 """IMDSv2 responses survive one extra network hop, so containers on the node (Docker, enroot) reach IMDS."""
+HOP_LIMIT_REASON = (
+    "A hop limit of 2 lets containers that jobs run on Docker's default bridge network reach IMDSv2 for the node "
+    "role's credentials (datasets in S3, images in ECR); with 1 their AWS calls fail (EC2 user guide, instance "
+    "metadata options: 2 for containers). IMDSv2 tokens stay required"
+)
+CONTROL_TOWER_NITRO_LIST_LACKS = frozenset(
+    {"p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge", "p6e-gb200.36xlarge", "trn2.48xlarge"}
+)
+"""Catalog types missing from NITRO_INSTANCE_TYPES of CT.EC2.PR.15 as cdklabs.cdk-validator-cfnguard 0.0.62 ships it
+(rules/control-tower/cfn-guard/ec2/ct-ec2-pr-15.guard: its P types stop at p5 and p4de); all are Nitro instances."""
 
 
 @jsii.implements(cdk.ITaggable)
@@ -85,6 +96,9 @@ class EfaLaunchTemplate(Construct):
         root_device_name: the AMI's root device name, which the root volume mapping must match: "/dev/sda1"
             for Ubuntu-based AMIs such as the Deep Learning AMIs, "/dev/xvda" for Amazon Linux. Omitted:
             "/dev/sda1".
+        detailed_monitoring: CloudWatch detailed (1-minute) monitoring of the instances, billed per instance (what
+            Control Tower's CT.EC2.PR.10 asks for). Omitted: False (basic 5-minute monitoring; the nodes' own
+            exporters give finer metrics).
 
     Attributes:
         launch_template: the `ec2.CfnLaunchTemplate`.
@@ -113,6 +127,7 @@ class EfaLaunchTemplate(Construct):
         instance_profile_arn: str | None = None,
         key: kms.IKey | None = None,
         root_device_name: str = "/dev/sda1",
+        detailed_monitoring: bool = False,
     ) -> None:
         _validated(
             instance_type=instance_type,
@@ -177,8 +192,10 @@ class EfaLaunchTemplate(Construct):
             if placement_group is not None
             else None,
             user_data=cdk.Fn.base64(user_data.render()) if user_data is not None else None,
+            monitoring=Cfn.MonitoringProperty(enabled=True) if detailed_monitoring else None,
         )
         self.launch_template = Cfn(self, "Resource", launch_template_data=data)
+        self._acknowledge_controls(instance_type, detailed_monitoring)
         # Tags are rendered at synth time, so tags added to a scope above this one reach the instances too.
         self.launch_template.add_property_override(
             "LaunchTemplateData.TagSpecifications",
@@ -197,6 +214,31 @@ class EfaLaunchTemplate(Construct):
             self.launch_template.add_metadata("cfn-lint", {"config": {"ignore_checks": ["E3628"]}})
         self.launch_template_id: str = self.launch_template.ref
         self.latest_version: str = self.launch_template.attr_latest_version_number
+
+    def _acknowledge_controls(self, instance_type: str, detailed_monitoring: bool) -> None:
+        acknowledge_findings(self, controls=["ec2_launch_template_token_hop_limit_check"], reason=HOP_LIMIT_REASON)
+        if not detailed_monitoring:
+            acknowledge_findings(
+                self,
+                controls=["ec2_launch_template_monitoring_enabled_check"],
+                reason="Detailed monitoring is billed per instance; GPU nodes report their metrics every 15 s through "
+                "their own exporters to Prometheus. `compliance: control-tower` (detailed_monitoring=True) turns it on",
+            )
+        if len(self.interfaces) > 1:
+            acknowledge_findings(
+                self,
+                controls=["ec2_launch_template_public_ip_disabled_check"],
+                reason="The primary ENA interface sets AssociatePublicIpAddress false; the efa-only interfaces take no "
+                "IP address at all, and EC2 accepts AssociatePublicIpAddress only on the single interface at device "
+                "index 0 (EC2 API reference, InstanceNetworkInterfaceSpecification)",
+            )
+        if instance_type in CONTROL_TOWER_NITRO_LIST_LACKS:
+            acknowledge_findings(
+                self,
+                controls=["ec2_launch_template_nitro_instance_type_check"],
+                reason=f"{instance_type} is built on the AWS Nitro System (every EFA instance type is); the rule's "
+                "list of Nitro types in cdklabs.cdk-validator-cfnguard 0.0.62 predates it",
+            )
 
     @property
     def tags(self) -> cdk.TagManager:

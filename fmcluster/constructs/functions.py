@@ -11,6 +11,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
+from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
 from fmcluster.constructs.nag import nag_form
 
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -36,7 +37,14 @@ def quiet_redundant_depends_on(construct: IConstruct) -> None:
 
 
 def provider_with_handler(
-    scope: Construct, construct_id: str, provider_id: str, *, code: str, description: str, timeout: cdk.Duration
+    scope: Construct,
+    construct_id: str,
+    provider_id: str,
+    *,
+    code: str,
+    description: str,
+    timeout: cdk.Duration,
+    calls: str,
 ) -> tuple[lambda_.Function, cr.Provider]:
     """A custom-resource handler (`fmcluster/lambdas/<code>/handler.on_event`) behind the CDK Provider framework.
 
@@ -73,6 +81,10 @@ def provider_with_handler(
             id="AwsSolutions-L1",
             reason="The Provider framework's runtime is chosen and updated by aws-cdk-lib, not by this project",
         ),
+    )
+    acknowledge_deploy_time_functions(handler, calls)
+    acknowledge_deploy_time_functions(
+        provider, f"invokes the handler that {calls}", resource_type="AWS::Lambda::Function"
     )
     return handler, provider
 

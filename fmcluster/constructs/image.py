@@ -26,6 +26,7 @@ from constructs import Construct
 
 from fmcluster.config.checks import cluster_name_problem
 from fmcluster.config.models import Image
+from fmcluster.constructs.compliance import acknowledge_deploy_time_functions, acknowledge_findings, customer_key
 from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
 from fmcluster.constructs.nag import acknowledge_wildcards, nag_form
 from fmcluster.deploy_time import Weights
@@ -192,10 +193,9 @@ class TrainingImage(Construct):
         )
         """The SSM parameter `/fmcluster/<cluster>/image-build`: the running (or failed) build, for the nodes."""
         if key is None:
-            key = kms.Key(
+            key = customer_key(
                 self,
                 "Key",
-                enable_key_rotation=True,
                 removal_policy=removal_policy,
                 description=f"fmcluster {cluster_name}: training image repository and builds",
             )
@@ -332,12 +332,20 @@ class TrainingImage(Construct):
                 "wildcard is limited to that prefix and this build writes no reports",
             ),
         )
-        cdk.Validations.of(self.project).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-CB3",
-                reason="Privileged mode runs the Docker daemon that builds the training image (docker build and push); "
-                "the build runs only fmcluster's own buildspec and Dockerfile from its S3 asset",
-            )
+        privileged = (
+            "Privileged mode runs the Docker daemon that builds the training image (docker build and push); the build "
+            "runs only fmcluster's own buildspec and Dockerfile from its S3 asset"
+        )
+        cdk.Validations.of(self.project).acknowledge(cdk.Acknowledgment(id="AwsSolutions-CB3", reason=privileged))
+        acknowledge_findings(
+            self.project, controls=["codebuild_project_environment_privileged_check"], reason=privileged
+        )
+        acknowledge_findings(
+            role.node.find_child("DefaultPolicy"),
+            checkov=["CKV_AWS_107"],
+            reason="ecr:GetAuthorizationToken, ecr-public:GetAuthorizationToken and sts:GetServiceBearerToken issue "
+            "registry sign-in tokens, which docker login needs to push the image; they have no resource-level "
+            "permissions, and pushes reach this repository only",
         )
 
     def _provider(
@@ -482,6 +490,28 @@ class TrainingImage(Construct):
                 id="AwsSolutions-L1",
                 reason="The Provider framework's runtime is chosen and updated by aws-cdk-lib, not by this project",
             ),
+        )
+        acknowledge_deploy_time_functions(
+            on_event, "starts the image build (codebuild:StartBuild) and checks the repository (ecr:DescribeImages)"
+        )
+        acknowledge_deploy_time_functions(
+            is_complete, "polls the build (codebuild:BatchGetBuilds) and writes the image URI to SSM"
+        )
+        acknowledge_deploy_time_functions(
+            provider, "invokes the image handlers and waits for the build", resource_type="AWS::Lambda::Function"
+        )
+        acknowledge_findings(
+            state_machine,
+            controls=["step_functions_state_machine_logging_enabled_check"],
+            reason="The Provider framework's waiter only calls is_complete every 30 s; each call logs the build's "
+            "status to the is_complete function's (encrypted) log group, and Step Functions keeps the execution "
+            "history for 90 days",
+        )
+        acknowledge_findings(
+            state_machine,
+            controls=["step_functions_state_machine_tracing_enabled_check"],
+            reason="The Provider framework offers no tracing option for its waiter; a single-step polling loop gains "
+            "nothing from X-Ray, and every poll is logged by is_complete",
         )
 
 

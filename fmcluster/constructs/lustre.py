@@ -16,6 +16,7 @@ from constructs import Construct
 
 from fmcluster.config.models import Lustre, Repository
 from fmcluster.config.rules import Sections, repositories_do_not_overlap
+from fmcluster.constructs.compliance import acknowledge_findings, customer_key
 from fmcluster.constructs.props import check_props
 
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
@@ -124,10 +125,9 @@ class LustreStorage(Construct):
         self.efa = efa
 
         if kms_key is None:
-            kms_key = kms.Key(
+            kms_key = customer_key(
                 self,
                 "Key",
-                enable_key_rotation=True,
                 removal_policy=removal_policy,
                 description=f"fmcluster {cdk.Stack.of(self).stack_name}: FSx for Lustre file system",
             )
@@ -364,6 +364,13 @@ def _let_fsx_use_bucket_key(key: kms.IKey) -> None:
             },
         )
     )
+    if isinstance(key, kms.Key):
+        acknowledge_findings(
+            key,
+            checkov=["CKV_AWS_33"],
+            reason="The one statement with Principal '*' is limited by aws:PrincipalArn to FSx's S3 service-linked "
+            "roles of this account, by kms:CallerAccount and by kms:ViaService to S3 in this region",
+        )
 
 
 def _describe(port: ec2.Port, between: str) -> str:

@@ -20,6 +20,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.config.checks import GROUP_NAME_PATTERN, cluster_name_problem, repeated_group_name, unknown_instance_type
+from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
 from fmcluster.constructs.functions import (
     LAMBDA_RUNTIME,
     function_log_group,
@@ -216,6 +217,10 @@ class NcclTuning(Construct):
         )
         """The Provider framework in front of `function` (it answers CloudFormation, so a failure never hangs)."""
         quiet_redundant_depends_on(self.provider.node.find_child("framework-onEvent"))
+        acknowledge_deploy_time_functions(self.function, "writes this cluster's NCCL SSM parameters (ssm:PutParameter)")
+        acknowledge_deploy_time_functions(
+            self.provider, "invokes the NCCL parameter handler", resource_type="AWS::Lambda::Function"
+        )
         acknowledge_wildcards(
             framework_role,
             resources=[f"{self.function.function_arn}:*"],

@@ -8,12 +8,15 @@ from typing import Literal
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.addressing import plan_subnets
 from fmcluster.config.checks import is_token
 from fmcluster.config.models import Network
 from fmcluster.config.regions import AZ_ID_PATTERN
+from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
+from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.constructs.props import prop_problems
 
 INTERFACE_ENDPOINTS: dict[str, str] = {
@@ -31,6 +34,12 @@ INTERFACE_ENDPOINTS: dict[str, str] = {
 """Construct id -> `ec2.InterfaceVpcEndpointAwsService` attribute: what nodes reach without an internet path
 (egress: none): image pulls, SSM sessions, logs and metrics, role credentials, the SageMaker API that
 HyperPod's agents call, and Prometheus remote write. Names, not services, so importing makes no jsii call."""
+PCS_ENDPOINT_SERVICE = "pcs"
+"""`com.amazonaws.<region>.pcs`: without an internet path PCS nodes call RegisterComputeNodeGroupInstance through
+it, or they never join the cluster (AWS PCS user guide, "Access AWS PCS using an interface endpoint")."""
+
+AWS_CUSTOM_RESOURCE_FUNCTION = "AWS679f53fac002430cb0da5b7982bd2287"
+"""The id CDK gives, in each stack, to the singleton Lambda behind every `AwsCustomResource`."""
 
 
 class TrainingNetwork(Construct):
@@ -56,6 +65,8 @@ class TrainingNetwork(Construct):
         secondary_availability_zone_id: a second AZ ID for services that need two zones; default none.
         flow_log_retention: how long VPC flow logs are kept; default one year.
         removal_policy: what `cdk destroy` does to the flow-log group; default RETAIN.
+        pcs_endpoint: with `egress="none"`, also an interface endpoint for AWS PCS, which PCS nodes need to
+            register with their cluster; default False (HyperPod clusters do not call PCS).
     """
 
     def __init__(
@@ -69,6 +80,7 @@ class TrainingNetwork(Construct):
         secondary_availability_zone_id: str | None = None,
         flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+        pcs_endpoint: bool = False,
     ) -> None:
         _validated(vpc_cidr, egress, availability_zone_id, secondary_availability_zone_id)
         super().__init__(scope, construct_id)
@@ -77,6 +89,7 @@ class TrainingNetwork(Construct):
         plan = plan_subnets(vpc_cidr)
         cfn_vpc = ec2.CfnVPC(self, "Vpc", cidr_block=vpc_cidr, enable_dns_hostnames=True, enable_dns_support=True)
         self._name(cfn_vpc, "vpc")
+        self._close_default_security_group(cfn_vpc)
 
         private_routes = ec2.CfnRouteTable(self, "PrivateRoutes", vpc_id=cfn_vpc.ref)
         self._name(private_routes, "private")
@@ -174,7 +187,7 @@ class TrainingNetwork(Construct):
         )
         self.endpoint_security_group: ec2.SecurityGroup | None = None
         if egress == "none":
-            self._interface_endpoints(vpc_cidr)
+            self._interface_endpoints(vpc_cidr, pcs_endpoint)
 
         self.flow_log_group = logs.LogGroup(
             self, "FlowLogs", retention=flow_log_retention, removal_policy=removal_policy
@@ -235,7 +248,7 @@ class TrainingNetwork(Construct):
         self._name(self.nat_gateway, "nat")
         return subnet
 
-    def _interface_endpoints(self, vpc_cidr: str) -> None:
+    def _interface_endpoints(self, vpc_cidr: str, pcs_endpoint: bool) -> None:
         self.endpoint_security_group = ec2.SecurityGroup(
             self,
             "EndpointSecurityGroup",
@@ -244,17 +257,69 @@ class TrainingNetwork(Construct):
             description="VPC interface endpoints: HTTPS from inside the VPC only",
         )
         self.endpoint_security_group.add_ingress_rule(ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "HTTPS from the VPC")
-        for construct_id, service in INTERFACE_ENDPOINTS.items():
+        services = {key: getattr(ec2.InterfaceVpcEndpointAwsService, name) for key, name in INTERFACE_ENDPOINTS.items()}
+        if pcs_endpoint:
+            services["Pcs"] = ec2.InterfaceVpcEndpointAwsService(PCS_ENDPOINT_SERVICE)
+        for construct_id, service in services.items():
             ec2.InterfaceVpcEndpoint(
                 self,
                 f"{construct_id}Endpoint",
                 vpc=self.vpc,
-                service=getattr(ec2.InterfaceVpcEndpointAwsService, service),
+                service=service,
                 subnets=self.compute_subnets,
                 security_groups=[self.endpoint_security_group],
                 open=False,
                 private_dns_enabled=True,
             )
+
+    def _close_default_security_group(self, vpc: ec2.CfnVPC) -> None:
+        """Remove the rules AWS puts in every VPC's default security group (all traffic in from the group itself,
+        all traffic out), so an interface that lands in it by mistake can reach nothing.
+
+        CDK's `@aws-cdk/aws-ec2:restrictDefaultSecurityGroup` does this for the L2 `ec2.Vpc` only; this VPC is an L1
+        (subnets by AZ ID), so the same two EC2 calls run here through `AwsCustomResource`, once each. The rules are
+        the defaults of the VPC user guide ("Default security groups for your VPCs"); a rule already gone is fine.
+        """
+        stack = cdk.Stack.of(self)
+        group_id = vpc.attr_default_security_group
+        group_arn = stack.format_arn(service="ec2", resource="security-group", resource_name=group_id)
+        default_rules = {
+            "Ingress": (
+                "revokeSecurityGroupIngress",
+                {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id}]},
+            ),
+            "Egress": ("revokeSecurityGroupEgress", {"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}),
+        }
+        for direction, (action, permission) in default_rules.items():
+            call = cr.AwsSdkCall(
+                service="EC2",
+                action=action,
+                parameters={"GroupId": group_id, "IpPermissions": [permission]},
+                physical_resource_id=cr.PhysicalResourceId.of(f"{group_id}-{direction.lower()}"),
+                ignore_error_codes_matching="InvalidPermission.NotFound",
+            )
+            cr.AwsCustomResource(
+                self,
+                f"CloseDefaultSecurityGroup{direction}",
+                on_create=call,
+                on_update=call,
+                policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[group_arn]),
+                install_latest_aws_sdk=False,
+            )
+        function = stack.node.find_child(AWS_CUSTOM_RESOURCE_FUNCTION)
+        quiet_redundant_depends_on(function)
+        acknowledge_deploy_time_functions(
+            function,
+            "removes the default security group's rules (ec2:RevokeSecurityGroupIngress/Egress)",
+            resource_type="AWS::Lambda::Function",
+        )
+        cdk.Validations.of(function).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+                reason="CDK's AwsCustomResource function writes only its own CloudWatch logs with this policy; its EC2 "
+                "permissions are inline and name the default security group",
+            )
+        )
 
     def _name(self, resource: cdk.CfnResource, suffix: str) -> None:
         prefix = re.sub(r"[^A-Za-z0-9-]", "-", cdk.Stack.of(self).stack_name)

@@ -16,7 +16,6 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_grafana as grafana_
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_ssm as ssm
@@ -24,6 +23,7 @@ from constructs import Construct
 
 from fmcluster.config.checks import is_token
 from fmcluster.config.models import Observability, is_lustre_capacity
+from fmcluster.constructs.compliance import customer_key
 from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.props import prop_problems
 
@@ -138,10 +138,9 @@ class ClusterObservability(Construct):
         self.cluster_name = cluster_name
         stack = cdk.Stack.of(self)
 
-        self.key = kms.Key(
+        self.key = customer_key(
             self,
             "AlarmKey",
-            enable_key_rotation=True,
             removal_policy=removal_policy,
             description=f"fmcluster {cluster_name}: encrypts the alarm topic",
         )
@@ -325,6 +324,7 @@ class ClusterObservability(Construct):
             code="grafana_dashboards",
             timeout=cdk.Duration.minutes(2),
             description="Provisions fmcluster's dashboards and Prometheus data source in Amazon Managed Grafana",
+            calls="provisions dashboards through the Amazon Managed Grafana API and the workspace's HTTPS endpoint",
         )
         handler.add_to_role_policy(
             iam.PolicyStatement(

@@ -13,22 +13,31 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.catalog import instance_architecture
-from fmcluster.config.checks import AMI_ID_PATTERN
-from fmcluster.config.models import PCS_DEFAULT_SLURM_VERSION, PCS_MAX_NODES, PCS_SLURM_VERSIONS
+from fmcluster.config.checks import AMI_ID_PATTERN, api_name_problem
+from fmcluster.config.models import (
+    PCS_DEFAULT_SLURM_VERSION,
+    PCS_MAX_NODES,
+    PCS_SIZES,
+    PCS_SLURM_VERSIONS,
+    pcs_default_size,
+)
 from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.nag import acknowledge_wildcards
 
 PurchaseOption = Literal["ONDEMAND", "CAPACITY_BLOCK"]
-SIZES = (("SMALL", 32), ("MEDIUM", 512), ("LARGE", PCS_MAX_NODES))
-"""AWS PCS cluster sizes and the instances each manages (PCS API reference, Cluster.size)."""
 
 
 def cluster_size(nodes: int) -> str:
-    """The smallest AWS PCS size that manages `nodes` instances."""
-    for size, limit in SIZES:
-        if nodes <= limit:
-            return size
-    raise ValueError(f"PcsSlurmCluster: {nodes} nodes exceed the {PCS_MAX_NODES:,} an AWS PCS cluster manages")
+    """The default AWS PCS size for `nodes` instances: room to double (`pcs_default_size`), as the API spells it."""
+    if nodes > PCS_MAX_NODES:
+        raise ValueError(f"PcsSlurmCluster: {nodes} nodes exceed the {PCS_MAX_NODES:,} an AWS PCS cluster manages")
+    return pcs_default_size(nodes).upper()
+
+
+def _check_name(prop: str, shape: str, value: str) -> None:
+    """ValueError when `value` breaks botocore's PCS shape `shape` (tokens are skipped)."""
+    if problem := api_name_problem("pcs", shape, value):
+        raise ValueError(f"PcsSlurmCluster: {prop}: {problem}")
 
 
 class PcsSlurmCluster(Construct):
@@ -41,7 +50,8 @@ class PcsSlurmCluster(Construct):
 
     Nodes share one instance profile whose role sits under the path `/aws-pcs/` (AWS PCS accepts no other
     role), may register with this cluster only, and may be managed through SSM. Without an `ami_id`, a node
-    group runs the newest AWS PCS sample AMI (Amazon Linux 2023, NVIDIA driver, EFA) for the Slurm version
+    group runs the newest AWS PCS sample AMI (NVIDIA driver, EFA; Amazon Linux 2 up to Slurm 25.05, Amazon Linux
+    2023 from 25.11) for the Slurm version
     and the instance's architecture, looked up at deploy time by a custom resource and kept until the
     version changes; production clusters usually pin an image of their own.
 
@@ -60,8 +70,10 @@ class PcsSlurmCluster(Construct):
         subnet: where the controller's interface and every node live.
         security_groups: groups of the controller's interface; the nodes' groups come from their templates.
         slurm_version: a Slurm version AWS PCS supports. Omitted: 25.11.
-        expected_nodes: how many instances all node groups will hold; picks the size (SMALL up to 32, MEDIUM up
-            to 512, LARGE up to 2,048). Omitted: 32. The size cannot change without replacing the controller.
+        expected_nodes: how many instances all node groups will hold; picks the size when `size` is omitted: the
+            smallest that manages twice as many (SMALL 32, MEDIUM 512, LARGE 2,048). Omitted: 32.
+        size: "SMALL", "MEDIUM" or "LARGE". Size is create-only: changing it replaces the cluster with every node
+            group and queue, so pin it once the cluster runs. Omitted: from `expected_nodes`.
         scale_down_idle_seconds: for node groups with min < max; static groups never scale. Omitted: 600.
     """
 
@@ -75,6 +87,7 @@ class PcsSlurmCluster(Construct):
         security_groups: Sequence[ec2.ISecurityGroup],
         slurm_version: str = PCS_DEFAULT_SLURM_VERSION,
         expected_nodes: int = 32,
+        size: str | None = None,
         scale_down_idle_seconds: int = 600,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -82,8 +95,11 @@ class PcsSlurmCluster(Construct):
             raise ValueError(
                 f"PcsSlurmCluster: slurm_version must be one of {', '.join(PCS_SLURM_VERSIONS)}; got {slurm_version!r}"
             )
+        if size is not None and not cdk.Token.is_unresolved(size) and size.lower() not in PCS_SIZES:
+            raise ValueError(f"PcsSlurmCluster: size must be SMALL, MEDIUM or LARGE; got {size!r}")
         if not security_groups:
             raise ValueError("PcsSlurmCluster: security_groups needs at least one group (the EFA group)")
+        _check_name("cluster_name", "ClusterName", cluster_name)
         self.slurm_version = slurm_version
         self.subnet = subnet
         self.cluster = pcs.CfnCluster(
@@ -91,7 +107,7 @@ class PcsSlurmCluster(Construct):
             "Cluster",
             name=cluster_name,
             scheduler=pcs.CfnCluster.SchedulerProperty(type="SLURM", version=slurm_version),
-            size=cluster_size(expected_nodes),
+            size=size or cluster_size(expected_nodes),
             networking=pcs.CfnCluster.NetworkingProperty(
                 subnet_ids=[subnet.subnet_id], security_group_ids=[group.security_group_id for group in security_groups]
             ),
@@ -144,6 +160,8 @@ class PcsSlurmCluster(Construct):
             raise ValueError(f"PcsSlurmCluster: ami_id must look like ami-0123456789abcdef0; got {ami_id!r}")
         if name in self.node_groups:
             raise ValueError(f"PcsSlurmCluster: a node group named {name!r} exists already")
+        for shape in ("ComputeNodeGroupName", "QueueName") if queue else ("ComputeNodeGroupName",):
+            _check_name("name", shape, name)
         group = pcs.CfnComputeNodeGroup(
             self,
             f"{name}NodeGroup",
@@ -196,6 +214,7 @@ class PcsSlurmCluster(Construct):
                 code="pcs_ami",
                 timeout=cdk.Duration.seconds(60),
                 description="Finds the newest AWS PCS sample AMI for a Slurm version and CPU architecture",
+                calls="looks up the newest AWS PCS sample AMI (ec2:DescribeImages)",
             )
             handler.add_to_role_policy(iam.PolicyStatement(actions=["ec2:DescribeImages"], resources=["*"]))
             acknowledge_wildcards(

@@ -11,21 +11,28 @@
 #
 # Runs, in this order, each as its own process with its own log under /var/log/fmcluster/:
 #   1. nvme-raid.sh                                    /scratch on the instance-store NVMe disks
-#   2. mount-lustre.sh DNS MOUNT_NAME [DIR] [--efa]    only when --lustre-dns-name is given
-#   3. nccl-env.sh [SSM_PARAMETER_NAME]                /etc/profile.d/fmcluster-nccl.sh, /etc/fmcluster/nccl.env
-#   4. bundle                                          only with --bundle (in this process; log: bootstrap.log):
-#      the node bundle, a zip laid out as /opt/fmcluster is (node/*.sh with observability.sh, dashboards/,
-#      nccl-tests.sbatch), fetched with `aws s3 cp` (retried with backoff, in the region instance metadata names)
-#      and unpacked into /opt/fmcluster with unzip, or `python3 -m zipfile` where unzip is missing. Each file is
-#      replaced by a rename, so a script that is running (this one) keeps reading its old copy.
-#   5. image-watch.sh install REGION SSM_PARAMETER_NAME MOUNT_POINT   only with --image-parameter (and the bundle): a
+#   2. bundle                                          only with --bundle (in this process; log: bootstrap.log):
+#      the node bundle, a zip laid out as /opt/fmcluster is (node/*.sh with observability.sh, lnet-efa.sh and
+#      image-watch.sh, dashboards/, nccl-tests.sbatch), fetched with `aws s3 cp` (retried with backoff, in the region
+#      instance metadata names) and unpacked into /opt/fmcluster with unzip, or `python3 -m zipfile` where unzip is
+#      missing. Each file is replaced by a rename, so a script that is running (this one) keeps reading its old copy.
+#   3. mount-lustre.sh DNS MOUNT_NAME [DIR] [--efa]    only when --lustre-dns-name is given (LNet over EFA needs
+#      lnet-efa.sh from the bundle; without it, TCP)
+#   4. nccl-env.sh [SSM_PARAMETER_NAME]                /etc/fmcluster/nccl.env and where jobs and containers read it
+#   5. enroot-pyxis.sh (from the bundle): enroot and pyxis, installed when the image lacks them (the AWS PCS sample
+#      AMIs do), configured for EFA, caches on /scratch
+#   6. slurm-hooks.sh (from the bundle): on AWS PCS (configless Slurm) it only names the Slurm custom settings
+#   7. image-watch.sh install REGION SSM_PARAMETER_NAME MOUNT_POINT   only with --image-parameter (and the bundle): a
 #      timer that brings the training image to the file system when it is published (see image-watch.sh's header)
-#   6. observability.sh OBSERVABILITY_ARGUMENTS...    only with --observability, whose arguments are every one after
-#      it (see observability.sh's header); run from /opt/fmcluster/node, so it needs the bundle step, with Slurm's
-#      /opt/slurm/bin (where AWS PCS images keep sinfo and squeue) first on PATH for the Slurm exporter.
-# A step that fails does not stop the later ones (a node without scratch can still train from Lustre), except that
-# image-watch and observability are not run when the bundle could not be installed, and a failed observability is only
-# a warning (monitoring never keeps a node from serving jobs); the script exits 1 at the end, naming every other step that failed. Each step is idempotent, so running it again is safe.
+#   8. observability.sh OBSERVABILITY_ARGUMENTS...    only with --observability, whose arguments are every one after
+#      it (see observability.sh's header); run from /opt/fmcluster/node, so it needs the bundle step, with this
+#      image's Slurm bin/ (/opt/aws/pcs/scheduler/slurm-<version>/bin on PCS, on PATH for login shells only) first on
+#      PATH for the Slurm exporter.
+# A step that fails does not stop the later ones. What a node cannot train without fails it: nvme-raid, mount-lustre
+# (no /fsx), nccl-env, bundle, enroot; the script exits 1 at the end with one line naming those steps and the log.
+# slurm-hooks, image-watch (the image is not on the boot path: jobs pull it from ECR) and observability only warn, in
+# one line naming the step, what follows and its log. Steps that run from the bundle are skipped (and named) when it
+# could not be installed. Each step is idempotent.
 # Log: /var/log/fmcluster/bootstrap.log
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -81,7 +88,7 @@ install_bundle() {
 main() {
   local dns_name="" mount_name="" mount_point="/fsx" efa=0 parameter="" bundle="" observability=0 status step step_log
   local image_parameter=""
-  local -a failed=() lustre_args nccl_args=() observability_args=()
+  local -a failed=() failed_logs=() lustre_args nccl_args=() observability_args=()
   while (($#)); do
     case "$1" in
       --lustre-dns-name | --lustre-mount-name | --lustre-mount-point | --nccl-parameter | --bundle | --image-parameter)
@@ -122,6 +129,9 @@ main() {
   log INFO "bootstrap starts"
 
   local -a steps=(nvme-raid)
+  if [[ -n "$bundle" ]]; then
+    steps+=(bundle) # first: mount-lustre takes lnet-efa.sh from it
+  fi
   if [[ -n "$dns_name" ]]; then
     steps+=(mount-lustre)
     lustre_args=("$dns_name" "$mount_name" "$mount_point")
@@ -134,7 +144,7 @@ main() {
     nccl_args=("$parameter")
   fi
   if [[ -n "$bundle" ]]; then
-    steps+=(bundle)
+    steps+=(enroot slurm-hooks)
   fi
   if [[ -n "$bundle" && -n "$image_parameter" ]]; then
     steps+=(image-watch)
@@ -144,8 +154,9 @@ main() {
   fi
 
   for step in "${steps[@]}"; do
-    if [[ "$step" == observability || "$step" == image-watch ]] && [[ " ${failed[*]} " == *" bundle "* ]]; then
+    if [[ "$step" =~ ^(enroot|slurm-hooks|image-watch|observability)$ && " ${failed[*]} " == *" bundle "* ]]; then
       log ERROR "$step skipped: it runs from the node bundle, which could not be installed"
+      [[ "$step" == enroot ]] && failed+=(enroot)
       continue
     fi
     log INFO "running $step"
@@ -155,12 +166,14 @@ main() {
       mount-lustre) "$SCRIPT_DIR/mount-lustre.sh" "${lustre_args[@]}" || status=$? ;;
       nccl-env) "$SCRIPT_DIR/nccl-env.sh" ${nccl_args[@]+"${nccl_args[@]}"} || status=$? ;;
       bundle) install_bundle "$bundle" || status=$? ;;
+      enroot) "$BUNDLE_DIR/node/enroot-pyxis.sh" || status=$? ;;
+      slurm-hooks) "$BUNDLE_DIR/node/slurm-hooks.sh" || status=$? ;;
       image-watch)
         "$BUNDLE_DIR/node/image-watch.sh" install "$(imds meta-data/placement/region)" "$image_parameter" \
           "$mount_point" || status=$?
         ;;
       observability)
-        PATH="$ROOT/opt/slurm/bin:$PATH" "$BUNDLE_DIR/node/observability.sh" \
+        PATH="$ROOT$(slurm_prefix)/bin:$PATH" "$BUNDLE_DIR/node/observability.sh" \
           ${observability_args[@]+"${observability_args[@]}"} || status=$?
         ;;
     esac
@@ -172,16 +185,30 @@ main() {
     if [[ "$step" == bundle ]]; then
       step_log="$LOG_FILE" # the bundle step runs in this process
     fi
-    if [[ "$step" == observability ]]; then # monitoring never keeps a node from serving jobs
-      log WARN "observability failed with exit status $status (see $step_log); the node runs without metrics"
-      continue
-    fi
-    log ERROR "$step failed with exit status $status (see $step_log)"
+    case "$step" in # none of these keeps a node from serving jobs
+      observability)
+        log WARN "fmcluster bootstrap WARNING: step observability failed; the node runs without metrics" \
+          "(log: ${step_log#"$ROOT"})"
+        continue
+        ;;
+      slurm-hooks)
+        log WARN "fmcluster bootstrap WARNING: step slurm-hooks failed; jobs get the submitter's environment" \
+          "(log: ${step_log#"$ROOT"})"
+        continue
+        ;;
+      image-watch)
+        log WARN "fmcluster bootstrap WARNING: step image-watch failed; jobs pull the training image from ECR" \
+          "(log: ${step_log#"$ROOT"})"
+        continue
+        ;;
+    esac
+    log ERROR "$step failed with exit status $status (see ${step_log#"$ROOT"})"
     failed+=("$step")
+    failed_logs+=("${step_log#"$ROOT"}")
   done
 
   if ((${#failed[@]})); then
-    die "bootstrap finished with failures: ${failed[*]}"
+    die "fmcluster bootstrap FAILED at ${failed[*]} (logs: ${failed_logs[*]:-${LOG_FILE#"$ROOT"}})"
   fi
   log INFO "bootstrap finished"
 }

@@ -8,7 +8,8 @@
 #
 # Gives: log/die (timestamped lines to /var/log/fmcluster/<script>.log and stderr), an ERR trap that logs the
 # failing command, require_root, retry (exponential backoff for network calls), imds (IMDSv2), write_file
-# (atomic, reports whether the content changed), set_fstab_entry, install_unit (systemd).
+# (atomic, reports whether the content changed), set_fstab_entry, install_unit (systemd), slurm_prefix and
+# slurmd_units (where this image keeps Slurm).
 #
 # Environment (all optional; none is set on a real node):
 #   FMCLUSTER_ROOT            prefix for every file the scripts read or write (/etc, /var/log, /sys, /scratch, ...),
@@ -131,5 +132,67 @@ install_unit() {
     systemctl daemon-reload
     systemctl enable "$name"
     log INFO "installed and enabled $name"
+  fi
+}
+
+# slurm_prefixes: where this image keeps Slurm (bin/, include/, lib/slurm/), oldest first: /opt/slurm on HyperPod,
+# every /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (an AMI may hold several; PCS user guide, "Install SPANK
+# plugins"), else /usr. slurm_prefix: the last of them (on PCS the newest version).
+slurm_prefixes() {
+  local dir
+  local -a found
+  if [[ -x "$ROOT/opt/slurm/bin/sinfo" || -d "$ROOT/opt/slurm/etc" ]]; then
+    printf '/opt/slurm\n'
+    return 0
+  fi
+  mapfile -t found < <(compgen -G "$ROOT/opt/aws/pcs/scheduler/slurm-*" | sort -V)
+  if ((${#found[@]} == 0)); then
+    printf '/usr\n'
+  fi
+  for dir in ${found[@]+"${found[@]}"}; do
+    printf '%s\n' "${dir#"$ROOT"}"
+  done
+}
+
+slurm_prefix() {
+  local -a prefixes
+  mapfile -t prefixes < <(slurm_prefixes)
+  printf '%s\n' "${prefixes[-1]}"
+}
+
+# slurmd_units: the slurmd unit(s) this image installs, one per line: slurmd.service on HyperPod, another name on
+# PCS (unconfirmed which, so it is asked of systemd rather than assumed).
+slurmd_units() {
+  local line
+  while read -r line _; do
+    [[ "$line" == slurmd*.service ]] && printf '%s\n' "$line"
+  done < <(systemctl list-unit-files --no-legend --no-pager 'slurmd*.service' 2>/dev/null || true)
+}
+
+# os_release KEY: a value from /etc/os-release, unquoted.
+os_release() {
+  local line
+  if [[ -f "$ROOT/etc/os-release" ]]; then
+    while IFS= read -r line; do
+      if [[ "$line" == "$1="* ]]; then
+        line="${line#*=}"
+        line="${line#\"}"
+        printf '%s\n' "${line%\"}"
+        return 0
+      fi
+    done <"$ROOT/etc/os-release"
+  fi
+}
+
+# write_tunables: AWS's client tunables as module options.
+TUNABLES=/etc/modprobe.d/fmcluster-lustre.conf
+write_tunables() {
+  write_file "$ROOT$TUNABLES" 0644 <<'EOF'
+# Written by fmcluster mount-lustre.sh: AWS's FSx for Lustre client tunables (configure-efa-fsx-lustre-client).
+options ksocklnd credits=2560
+options ptlrpc ptlrpcd_per_cpt_max=32
+EOF
+  if ((FMC_CHANGED)); then
+    log INFO "wrote ${TUNABLES}: ksocklnd credits=2560, ptlrpc ptlrpcd_per_cpt_max=32"
   fi
 }

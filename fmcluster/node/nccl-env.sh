@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 #
-# nccl-env.sh: install the environment that makes NCCL use EFA well, for login shells and for services.
+# nccl-env.sh: install the environment that makes NCCL use EFA well, for every job, container, login shell and service.
 #
 # Usage: nccl-env.sh [SSM_PARAMETER_NAME]
 #
 # Writes the same variables to
 #   /etc/profile.d/fmcluster-nccl.sh   `export NAME='value'` lines, read by login shells (srun, sbatch, ssh)
-#   /etc/fmcluster/nccl.env            `NAME=value` lines, for systemd EnvironmentFile= and `docker run --env-file`
+#   /etc/fmcluster/nccl.env            `NAME=value` lines, for systemd EnvironmentFile= and `docker run --env-file`;
+#                                      Slurm's TaskProlog (slurm/task-prolog.sh) exports them into every job's tasks,
+#                                      batch scripts included (sbatch hands over the submitter's environment, not this)
+#   /etc/enroot/environ.d/50-fmcluster-nccl.env   the same lines for every enroot/pyxis container: enroot applies
+#                                      environ.d after the image's own environment (src/runtime.sh, v4.1.2)
 #
 # Defaults: only what the aws-ofi-nccl plugin does not already set for itself (its doc/efa-env-var.md, v1.21):
 #   NCCL_SOCKET_IFNAME=^docker,lo,veth   NCCL's own socket traffic (bootstrap) avoids container and loopback links
@@ -26,6 +30,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PROFILE_FILE=/etc/profile.d/fmcluster-nccl.sh
 ENV_FILE=/etc/fmcluster/nccl.env
+ENROOT_ENV_FILE=/etc/enroot/environ.d/50-fmcluster-nccl.env
 
 # parse_variables JSON: NAME=value lines, sorted by name; fails (with the reason on stderr) on anything else.
 parse_variables() {
@@ -100,6 +105,7 @@ main() {
   done
   write_file "$ROOT$PROFILE_FILE" 0644 <<<"$profile"
   write_file "$ROOT$ENV_FILE" 0644 <<<"$env_lines"
+  write_file "$ROOT$ENROOT_ENV_FILE" 0644 <<<"$env_lines"
   log INFO "NCCL environment from $origin: ${names[*]}"
 }
 

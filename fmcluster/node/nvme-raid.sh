@@ -15,6 +15,14 @@
 # installs runs it again at every boot: the stale fstab line is skipped (nofail, 5 s device timeout) and the
 # array is rebuilt, and the fstab and mdadm.conf entries replaced.
 #
+# HyperPod's DLAMI-based image assembles the disks itself before any lifecycle script runs: its dlami-nvme service
+# puts them into LVM (vg.01/lv_ephemeral) and mounts that at /opt/dlami/nvme (awsome-distributed-training
+# base-config/utils/install_enroot_pyxis.sh; mdadm on those disks fails "device busy"). When /opt/dlami/nvme is
+# mounted, or the disks are LVM physical volumes, this script leaves them alone: it waits for /opt/dlami/nvme (at most
+# FMCLUSTER_DLAMI_WAIT seconds, default 120 as AWS's script) and bind-mounts its directory scratch/ (mode 1777) at
+# /scratch, recorded in /etc/fstab (`bind,nofail`, after /opt/dlami/nvme). Disks in LVM but no /opt/dlami/nvme: it
+# fails, naming the volume group, and touches nothing.
+#
 # Does nothing and exits 0 when /scratch is already mounted, or when the instance has no instance-store NVMe.
 # Log: /var/log/fmcluster/nvme-raid.log
 set -euo pipefail
@@ -26,6 +34,7 @@ INSTANCE_STORE_MODEL="Amazon EC2 NVMe Instance Storage"
 MD_DEVICE=/dev/md/scratch
 MOUNT_POINT=/scratch
 LABEL=scratch
+DLAMI_MOUNT=/opt/dlami/nvme
 
 # instance_store_disks: the instance-store NVMe disks, one path per line, in natural order (nvme1n1 ... nvme10n1).
 instance_store_disks() {
@@ -86,9 +95,64 @@ record_array() {
   fi
 }
 
+# lvm_groups DISK...: the LVM volume groups any of DISK belongs to (pvs), one per line; nothing without LVM tools.
+lvm_groups() {
+  local pv vg disk
+  command -v pvs >/dev/null 2>&1 || return 0
+  while read -r pv vg; do
+    for disk in "$@"; do
+      [[ "$pv" == "$disk" && -n "$vg" ]] && printf '%s\n' "$vg"
+    done
+  done < <(pvs --noheadings -o pv_name,vg_name 2>/dev/null || true)
+}
+
+# use_dlami_volume: /scratch as a bind mount of /opt/dlami/nvme/scratch, once /opt/dlami/nvme is mounted.
+use_dlami_volume() {
+  local groups="$1" waited=0 limit="${FMCLUSTER_DLAMI_WAIT:-120}"
+  until mountpoint -q "$ROOT$DLAMI_MOUNT"; do
+    if ((waited >= limit)); then
+      die "the instance-store disks are in LVM (volume group ${groups:-unknown}, HyperPod's dlami-nvme) but" \
+        "$DLAMI_MOUNT is not mounted after ${limit}s; see 'systemctl status dlami-nvme'; the disks were not touched"
+    fi
+    sleep 5
+    waited=$((waited + 5))
+  done
+  mkdir -p "$ROOT$DLAMI_MOUNT/scratch" "$ROOT$MOUNT_POINT"
+  chmod 1777 "$ROOT$DLAMI_MOUNT/scratch"
+  set_fstab_entry "$MOUNT_POINT" \
+    "$DLAMI_MOUNT/scratch $MOUNT_POINT none bind,nofail,x-systemd.requires-mounts-for=$DLAMI_MOUNT 0 0"
+  mount --bind "$ROOT$DLAMI_MOUNT/scratch" "$ROOT$MOUNT_POINT"
+  log INFO "$MOUNT_POINT is $DLAMI_MOUNT/scratch, on the volume HyperPod's dlami-nvme assembled"
+  boot_unit
+}
+
+# boot_unit: fmcluster-scratch.service, which runs this script at every boot, before the image's slurmd unit(s) and
+# after dlami-nvme (where there is one): /scratch comes back after a reboot, and after a stop/start, which hands the
+# instance blank disks (a fresh DLAMI volume has no scratch/ directory for fstab's bind line).
+boot_unit() {
+  local before
+  local -a units
+  mapfile -t units < <(slurmd_units)
+  before="${units[*]:-slurmd.service}"
+  install_unit fmcluster-scratch.service <<EOF
+[Unit]
+Description=fmcluster: local NVMe instance store at $MOUNT_POINT (rebuilt when a stop/start erased it)
+After=local-fs.target dlami-nvme.service
+Before=${before}
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=$SCRIPT_DIR/nvme-raid.sh
+
+[Install]
+WantedBy=multi-user.target
+EOF
+}
+
 main() {
-  local device found fstype uuid
-  local -a disks
+  local device found fstype uuid groups
+  local -a disks listed
   require_root
   if mountpoint -q "$ROOT$MOUNT_POINT"; then
     log INFO "$MOUNT_POINT is already mounted; nothing to do"
@@ -102,6 +166,12 @@ main() {
     return 0
   fi
   log INFO "${#disks[@]} instance-store disk(s): ${disks[*]}"
+  mapfile -t listed < <(lvm_groups "${disks[@]}" | sort -u)
+  groups="${listed[*]}"
+  if [[ -n "$groups" ]] || mountpoint -q "$ROOT$DLAMI_MOUNT"; then
+    use_dlami_volume "$groups"
+    return 0
+  fi
 
   if ((${#disks[@]} == 1)); then
     device="${disks[0]}"
@@ -141,20 +211,7 @@ main() {
   chmod 1777 "$ROOT$MOUNT_POINT"
   log INFO "mounted $device at $MOUNT_POINT"
 
-  install_unit fmcluster-scratch.service <<EOF
-[Unit]
-Description=fmcluster: local NVMe instance store at $MOUNT_POINT (rebuilt when a stop/start erased it)
-After=local-fs.target
-Before=slurmd.service
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=$SCRIPT_DIR/nvme-raid.sh
-
-[Install]
-WantedBy=multi-user.target
-EOF
+  boot_unit
 }
 
 main "$@"

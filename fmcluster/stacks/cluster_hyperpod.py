@@ -6,6 +6,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
+from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
 from fmcluster.constructs.image import grant_image_pull
 from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
@@ -58,3 +59,4 @@ class HyperPodClusterStack(cdk.Stack):
         self.nccl = nccl_tuning(self, config)
         self.node_role = self.hyperpod.role
         """The role every node of the cluster runs with."""
+        encrypt_log_groups(self, storage.buckets.key)

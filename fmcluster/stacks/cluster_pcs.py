@@ -11,7 +11,9 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig, ComputeGroup
-from fmcluster.constructs.efa import EfaLaunchTemplate
+from fmcluster.config.service_rules import pcs_head_group
+from fmcluster.constructs.compliance import acknowledge_findings, encrypt_log_groups
+from fmcluster.constructs.efa import HOP_LIMIT_REASON, METADATA_HOP_LIMIT, EfaLaunchTemplate
 from fmcluster.constructs.image import grant_image_pull, parameter_name
 from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.constructs.observability import endpoint_parameter_name
@@ -22,8 +24,6 @@ from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
 LOGIN_ROOT_VOLUME_GIB = 200
-HEAD_NODE_INSTANCE_TYPE = "m5.xlarge"
-"""The head node made when there is no login node but metrics need one: Slurm exporter and Grafana fit 4 vCPUs."""
 ROOT_DEVICE = "/dev/xvda"
 """Root device of Amazon Linux 2023, which the AWS PCS sample AMIs (and most PCS images) are built on; a
 mismatch would attach a second volume and leave the root at the AMI's size."""
@@ -42,7 +42,7 @@ class PcsClusterStack(cdk.Stack):
     unpacks the node bundle (an S3 asset: the node scripts, observability.sh, the dashboards folder and
     nccl-tests.sbatch) into /opt/fmcluster and, with `observability.prometheus: managed`, runs observability.sh;
     the login node is the head node (Slurm exporter, and Grafana when `observability.grafana` is `self-hosted`);
-    without one, a small node group `fmcluster_head` of its own plays that part.
+    without one, a small node group `head` of its own plays that part.
     With `network.egress: none` observability.sh takes its downloads from the data bucket's fmcluster-mirror/ prefix.
     """
 
@@ -58,7 +58,7 @@ class PcsClusterStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         orchestrator = config.orchestrator
-        head_nodes = 1 if orchestrator.login_instance_type or config.observability.prometheus == "managed" else 0
+        head_group = pcs_head_group(orchestrator, config.observability)
         efa_group = network.network.efa_security_group
         subnet = network.network.compute_subnet
         self.slurm = PcsSlurmCluster(
@@ -68,7 +68,7 @@ class PcsClusterStack(cdk.Stack):
             subnet=subnet,
             security_groups=[efa_group],
             slurm_version=orchestrator.slurm_version,
-            expected_nodes=config.total_nodes + head_nodes,
+            size=config.pcs_size.upper(),
         )
         self._grant_node_access(config, storage)
         grant_image_pull(self.slurm.role, config.name)  # by name and tag: the nodes need not wait for the image
@@ -98,6 +98,7 @@ class PcsClusterStack(cdk.Stack):
                 capacity=group.capacity,
                 reservation_id=group.reservation_id,
                 placement_group=network.placement_groups.get(group.name),
+                detailed_monitoring=config.compliance == "control-tower",
                 user_data=bootstrap_user_data(
                     lustre_dns_name=lustre.dns_name,
                     lustre_mount_name=lustre.mount_name,
@@ -118,19 +119,17 @@ class PcsClusterStack(cdk.Stack):
                 purchase_option=PURCHASE_OPTIONS[group.capacity],
                 ami_id=orchestrator.ami_id,
             )
-        head_type, head_name = orchestrator.login_instance_type, "login"
-        if head_type is None and observability is not None:
-            # No login node, but metrics want a head node (Slurm exporter, self-hosted Grafana): a small one of its
-            # own, as a PCS node group so it gets the cluster's Slurm configuration. The underscore keeps the name
-            # apart from every compute group's (those allow none).
-            head_type, head_name = HEAD_NODE_INSTANCE_TYPE, "fmcluster_head"
-        if head_type is not None:
+        if head_group is not None:
+            # The login node, or without one (when metrics want a head node: Slurm exporter, self-hosted Grafana) a
+            # small node group of its own, so it gets the cluster's Slurm configuration.
+            _, head_name, head_type = head_group
             head = None
             if observability is not None:
                 head = replace(observability, head_node=True, grafana=config.observability.grafana == "self-hosted")
             login = self._login_template(
                 head_type,
                 efa_group,
+                config.compliance == "control-tower",
                 bootstrap_user_data(
                     lustre_dns_name=lustre.dns_name,
                     lustre_mount_name=lustre.mount_name,
@@ -148,6 +147,7 @@ class PcsClusterStack(cdk.Stack):
                 ami_id=orchestrator.ami_id,
                 queue=False,
             )
+        encrypt_log_groups(self, storage.buckets.key)
 
     def _grant_node_access(self, config: ClusterConfig, storage: StorageStack) -> None:
         role = self.slurm.role
@@ -184,15 +184,17 @@ class PcsClusterStack(cdk.Stack):
         )
 
     def _login_template(
-        self, instance_type: str, group: ec2.ISecurityGroup, user_data: ec2.UserData
+        self, instance_type: str, group: ec2.ISecurityGroup, detailed_monitoring: bool, user_data: ec2.UserData
     ) -> ec2.LaunchTemplate:
-        """Login nodes: no EFA, the cluster's group, IMDSv2, an encrypted gp3 root volume, /fsx mounted."""
-        return ec2.LaunchTemplate(
+        """Login nodes: no EFA, the cluster's group, no public IP, IMDSv2, encrypted gp3 root volume, /fsx mounted."""
+        template = ec2.LaunchTemplate(
             self,
             "loginLaunchTemplate",
             security_group=group,
+            associate_public_ip_address=False,
+            detailed_monitoring=detailed_monitoring or None,
             require_imdsv2=True,
-            http_put_response_hop_limit=2,
+            http_put_response_hop_limit=METADATA_HOP_LIMIT,
             user_data=user_data,
             block_devices=[
                 ec2.BlockDevice(
@@ -203,6 +205,15 @@ class PcsClusterStack(cdk.Stack):
                 )
             ],
         )
+        acknowledge_findings(template, controls=["ec2_launch_template_token_hop_limit_check"], reason=HOP_LIMIT_REASON)
+        if not detailed_monitoring:
+            acknowledge_findings(
+                template,
+                controls=["ec2_launch_template_monitoring_enabled_check"],
+                reason="Detailed monitoring is billed per instance; the head node reports its metrics every 15 s "
+                "through its own exporters to Prometheus. `compliance: control-tower` turns it on",
+            )
+        return template
 
 
 def _mounts_over_efa(config: ClusterConfig, group: ComputeGroup) -> bool:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
-from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
+from fmcluster.constructs.compliance import customer_key, encrypt_log_groups
 from fmcluster.constructs.image import TrainingImage
 
 
@@ -26,10 +26,9 @@ class ImageStack(cdk.Stack):
         kwargs.setdefault("termination_protection", retain)
         super().__init__(scope, construct_id, **kwargs)
         removal_policy = cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY
-        self.key = kms.Key(
+        self.key = customer_key(
             self,
             "Key",
-            enable_key_rotation=True,
             removal_policy=removal_policy,
             description=f"fmcluster {config.name}: training image repository and builds",
         )
@@ -42,3 +41,4 @@ class ImageStack(cdk.Stack):
             key=self.key,
             removal_policy=removal_policy,
         )
+        encrypt_log_groups(self, self.key)

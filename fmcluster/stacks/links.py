@@ -6,6 +6,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
+from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.lustre import DataRepositoryLinks
 from fmcluster.stacks.storage import StorageStack
 
@@ -28,3 +29,4 @@ class DataLinksStack(cdk.Stack):
             repositories=config.storage.lustre.repositories,
             data_bucket=storage.buckets.data_bucket,
         )
+        encrypt_log_groups(self, storage.buckets.key)  # none today; any a later construct here brings is encrypted

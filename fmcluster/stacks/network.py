@@ -7,6 +7,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
+from fmcluster.constructs.compliance import customer_key, encrypt_log_groups
 from fmcluster.constructs.network import TrainingNetwork
 
 
@@ -16,6 +17,7 @@ class NetworkStack(cdk.Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        removal_policy = cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY
         self.network = TrainingNetwork(
             self,
             "Network",
@@ -23,7 +25,8 @@ class NetworkStack(cdk.Stack):
             secondary_availability_zone_id=config.secondary_availability_zone_id,
             vpc_cidr=config.network.vpc_cidr,
             egress=config.network.egress,
-            removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
+            removal_policy=removal_policy,
+            pcs_endpoint=config.orchestrator.type == "pcs",
         )
         self.placement_groups: dict[str, ec2.PlacementGroup] = {}
         if config.orchestrator.type == "pcs":
@@ -32,3 +35,8 @@ class NetworkStack(cdk.Stack):
                     self.placement_groups[group.name] = ec2.PlacementGroup(
                         self, f"{group.name}PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER
                     )
+        self.logs_key = customer_key(
+            self, "LogsKey", removal_policy=removal_policy, description=f"fmcluster {config.name}: network logs"
+        )
+        """Encrypts the VPC flow logs (and any other log group of this stack)."""
+        encrypt_log_groups(self, self.logs_key)

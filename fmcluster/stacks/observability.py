@@ -9,6 +9,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
+from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.observability import ClusterObservability
 from fmcluster.stacks.storage import StorageStack
 
@@ -21,6 +22,9 @@ class ObservabilityStack(cdk.Stack):
     before it exists find the workspace's endpoint later through its SSM parameter (observability.sh refreshes every
     5 minutes). With `storage.retain_on_delete: true` (the default) the Prometheus workspace (the metrics history) and
     the alarm topic's key survive `cdk destroy`.
+
+    The storage stack's nccl-tests alarms are made here, next to the topic every alarm notifies (an alarm refers to
+    metric names only). Log groups are encrypted with the alarm topic's key.
     """
 
     def __init__(
@@ -50,3 +54,5 @@ class ObservabilityStack(cdk.Stack):
             node_roles=node_roles,
             removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
         )
+        storage.nccl_tests.add_alarms(Construct(self, "NcclTests"), self.observability.topic)
+        encrypt_log_groups(self, self.observability.key)

@@ -8,6 +8,7 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.buckets import ProjectBuckets
+from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.lustre import LustreStorage
 from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.constructs.network import TrainingNetwork
@@ -55,6 +56,8 @@ class StorageStack(cdk.Stack):
             removal_policy=removal_policy,
         )
         self.node_data_policy = self._node_data_policy()
+        """What cluster nodes may do with the project's data: read datasets, read and write checkpoints.
+        Attach it to node roles (`role.add_managed_policy(...)`) in the cluster stack."""
         self.nccl_tests = NcclValidation(
             self,
             "NcclTests",
@@ -63,9 +66,9 @@ class StorageStack(cdk.Stack):
             groups=[(group.name, group.instance_type) for group in config.compute],
             removal_policy=removal_policy,
         )
-        """nccl-tests results uploaded under nccl-tests/ in the checkpoints bucket become metrics and alarms."""
-        """What cluster nodes may do with the project's data: read datasets, read and write checkpoints.
-        Attach it to node roles (`role.add_managed_policy(...)`) in the cluster stack."""
+        """nccl-tests results uploaded under nccl-tests/ in the checkpoints bucket become metrics; the observability
+        stack adds the alarms (`add_alarms`), next to the alarm topic."""
+        encrypt_log_groups(self, self.buckets.key)
 
     def _node_data_policy(self) -> iam.ManagedPolicy:
         policy = iam.ManagedPolicy(

@@ -107,7 +107,8 @@ def test_baseline_prefers_a_published_figure_for_the_same_node_count(instance_ty
 
 def test_no_baseline_below_one_gib_or_without_efa():
     assert handler.baseline(baseline_spec("p5.48xlarge"), "p5.48xlarge", 2, 512 * 1024**2, SETTINGS) is None
-    assert handler.baseline(baseline_spec("g5.12xlarge"), "g5.12xlarge", 2, 16 * GIB, SETTINGS) is None
+    # g5.4xlarge: no EFA below g5.8xlarge (eksctl's DescribeInstanceTypes table)
+    assert handler.baseline(baseline_spec("g5.4xlarge"), "g5.4xlarge", 2, 16 * GIB, SETTINGS) is None
 
 
 # --- the handler against emulated S3 and CloudWatch ---------------------------------------------------------------
@@ -444,11 +445,16 @@ def test_sbatch_script_is_shellcheck_clean_ascii_and_strict():
 STUBS = {
     # srun: record its arguments and the NCCL environment it was given, then print the fixture (as rank 0 does)
     "srun": """{ printf '%s\\n' "$*"; env | grep -E '^(NCCL|FI|OFI_NCCL)_' | sort; } >"$STUB_DIR/srun.args"
+if [[ -n "${ENROOT_CONFIG_PATH:-}" ]]; then
+  credentials="$ENROOT_CONFIG_PATH/.credentials"
+  { echo "$ENROOT_CONFIG_PATH"; stat -c %a "$credentials"; cat "$credentials"; } >"$STUB_DIR/enroot-credentials"
+fi
 cat "$STUB_DIR/output.log"
 exit "${STUB_SRUN_STATUS:-0}"
 """,
     # aws: record its arguments and keep the uploaded file; fail the first STUB_AWS_FAILURES calls
     "aws": """printf '%s\\n' "$*" >>"$STUB_DIR/aws.args"
+if [[ "$1 $2" == "ecr get-login-password" ]]; then echo stub-ecr-password; exit 0; fi
 if [[ "$1" == ssm ]]; then
   if [[ -f "$STUB_DIR/image-uri" ]]; then cat "$STUB_DIR/image-uri"; exit 0; fi
   echo "An error occurred (ParameterNotFound)" >&2; exit 254
@@ -487,7 +493,9 @@ def sbatch(tmp_path):
         "FMCLUSTER_NCCL_ENV_FILE": str(env_file),
         "AWS_REGION": "us-east-1",
         "FMCLUSTER_RETRY_DELAY": "0",
+        "FMCLUSTER_SHARED_DIR": str(tmp_path / "fsx"),
     }
+    (tmp_path / "fsx").mkdir()
 
     def run(*args: str, **env: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -520,7 +528,8 @@ def test_sbatch_runs_all_reduce_in_the_image_and_uploads_what_the_handler_accept
     assert srun_env == ["NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=^docker,lo,veth"]
     key = "nccl-tests/p5.48xlarge/2n/4242.log"
     assert (sbatch.dir / "aws.args").read_text().splitlines() == [
-        f"s3 cp --only-show-errors --region us-east-1 {sbatch.dir}/nccl-tests-4242.log s3://{BUCKET}/{key}"
+        "ecr get-login-password --region us-east-1",
+        f"s3 cp --only-show-errors --region us-east-1 {sbatch.dir}/nccl-tests-4242.log s3://{BUCKET}/{key}",
     ]
     assert result.stdout == P5_LOG  # the job's own output keeps a copy
     # the key and the log are what the Lambda judges
@@ -601,7 +610,8 @@ def test_sbatch_uploads_the_log_of_a_failed_run_and_exits_with_its_status(sbatch
 def test_sbatch_retries_the_upload_then_gives_up(sbatch):
     (sbatch.dir / "aws.failures").write_text("2")
     assert sbatch(*ARGS).returncode == 0
-    assert len((sbatch.dir / "aws.args").read_text().splitlines()) == 3
+    uploads = [line for line in (sbatch.dir / "aws.args").read_text().splitlines() if line.startswith("s3 cp")]
+    assert len(uploads) == 3
     (sbatch.dir / "aws.failures").write_text("9")
     result = sbatch(*ARGS, FMCLUSTER_RETRY_ATTEMPTS="2")
     assert result.returncode == 1
@@ -635,3 +645,42 @@ def test_sbatch_refuses_to_test_without_the_nodes_nccl_environment(sbatch):
     assert result.returncode == 1
     assert "missing.env is missing: the node was not set up by fmcluster" in result.stderr
     assert not (sbatch.dir / "srun.args").exists()
+
+
+def test_sbatch_gives_enroot_ecr_credentials_on_the_shared_file_system_and_removes_them(sbatch):
+    """enroot reads registry credentials from $ENROOT_CONFIG_PATH/.credentials (netrc form); without them every node's
+    pull from the private ECR repository fails. The directory is on the shared file system so all nodes see it."""
+    result = sbatch(*ARGS)
+    assert result.returncode == 0, result.stderr
+    path, mode, credentials = (sbatch.dir / "enroot-credentials").read_text().splitlines()
+    assert path.startswith(f"{sbatch.dir}/fsx/.fmcluster-enroot-4242.") and mode == "600"
+    assert credentials == "machine 123456789012.dkr.ecr.us-east-1.amazonaws.com login AWS password stub-ecr-password"
+    assert not any((sbatch.dir / "fsx").iterdir())  # removed when the job ends
+
+
+def test_sbatch_uses_the_image_the_cluster_imported_on_the_shared_file_system(sbatch):
+    """HyperPod's controller imports the cluster's image into /fsx/enroot/images (import-image.sh): no node pulls."""
+    images = sbatch.dir / "fsx" / "enroot" / "images"
+    images.mkdir(parents=True)
+    (images / "llm-pretrain-training+2026-11-29.sqsh").write_text("squashfs")
+    (images / "training-image.sqsh").symlink_to("llm-pretrain-training+2026-11-29.sqsh")
+    (images / "training-image.uri").write_text(IMAGE + "\n")
+    (sbatch.dir / "image-uri").write_text(IMAGE + "\n")
+    result = sbatch("--bucket", BUCKET, "--cluster", CLUSTER, "--instance-type", "p5.48xlarge")
+    assert result.returncode == 0, result.stderr
+    assert f" --container-image={images}/training-image.sqsh " in (sbatch.dir / "srun.args").read_text()
+    assert not (sbatch.dir / "enroot-credentials").exists()  # nothing to pull
+    assert "ecr get-login-password" not in (sbatch.dir / "aws.args").read_text()
+
+
+def test_sbatch_pulls_the_published_image_when_the_imported_one_is_older(sbatch):
+    images = sbatch.dir / "fsx" / "enroot" / "images"
+    images.mkdir(parents=True)
+    (images / "training-image.sqsh").write_text("squashfs")
+    (images / "training-image.uri").write_text(IMAGE.replace("2026-11-29", "2026-10-01") + "\n")
+    (sbatch.dir / "image-uri").write_text(IMAGE + "\n")
+    result = sbatch("--bucket", BUCKET, "--cluster", CLUSTER, "--instance-type", "p5.48xlarge")
+    assert result.returncode == 0, result.stderr
+    assert "not the published" in result.stderr
+    assert f" --container-image={IMAGE.replace('.com/', '.com#')} " in (sbatch.dir / "srun.args").read_text()
+    assert (sbatch.dir / "enroot-credentials").exists()

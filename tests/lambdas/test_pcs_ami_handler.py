@@ -86,6 +86,20 @@ def test_malformed_events_raise_a_clear_error(bad, message):
     assert str(error.value) == message
 
 
-def test_filters_and_ordering():
-    assert image_name_filter("24.11", "arm64") == "aws-pcs-sample_ami-al2023-arm64-slurm-24.11*"
+@pytest.mark.parametrize(
+    ("version", "architecture", "expected"),
+    [
+        # PCS user guide, "Using sample AMIs" / sample AMI release notes (FACTS.md, Service truth): Amazon Linux 2
+        # images for Slurm 25.05 and earlier, Amazon Linux 2023 images from 25.11.
+        ("24.11", "arm64", "aws-pcs-sample_ami-amzn2-arm64-slurm-24.11*"),
+        ("25.05", "x86_64", "aws-pcs-sample_ami-amzn2-x86_64-slurm-25.05*"),
+        ("25.11", "x86_64", "aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*"),
+        ("26.05", "arm64", "aws-pcs-sample_ami-al2023-arm64-slurm-26.05*"),
+    ],
+)
+def test_the_filter_names_the_sample_ami_os_of_each_slurm_version(version, architecture, expected):
+    assert image_name_filter(version, architecture) == expected
+
+
+def test_newest_image_wins():
     assert newest_image(list(reversed(IMAGES)))["ImageId"] == "ami-0bbbbbbbbbbbbbbbb"

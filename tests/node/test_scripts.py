@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster import node_scripts
+from tests.node import ami
 from tests.stub_node import RECORD, StubNode, fail_first, stub_env
 
 NODE_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node"
@@ -47,7 +48,7 @@ DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 
 TOOLS = (
     "bash", "env", "cat", "date", "mkdir", "mktemp", "chmod", "mv", "rm", "basename", "dirname", "sort",
-    "readlink", "id", "uname", "tar", "gzip", "base64", "cp",
+    "readlink", "id", "uname", "tar", "gzip", "base64", "cp", "nproc",
 )  # fmt: skip
 """Real commands the scripts may use: they only read, or write inside FMCLUSTER_ROOT."""
 
@@ -125,7 +126,11 @@ class Node(StubNode):
 
 @pytest.fixture
 def node(tmp_path: Path) -> Node:
-    return Node(**stub_env(tmp_path, tools=TOOLS, stubs=STUBS, python=True))
+    """A PCS sample AMI (al2023) node, as a custom image on it with enroot, pyxis and the Lustre client would be;
+    tests/node/test_profiles.py runs the scripts on every profile as it is."""
+    built = Node(**stub_env(tmp_path, tools=TOOLS, stubs=STUBS, python=True))
+    ami.build(built, ami.load("pcs-sample-al2023"), installed=("enroot", "pyxis", "lustre_client"))
+    return built
 
 
 def store_disks(count: int) -> list[tuple[str, str]]:
@@ -217,7 +222,7 @@ def test_no_instance_store_means_exit_0_and_nothing_done(node):
     result = node.run("nvme-raid.sh")
     assert result.returncode == 0, result.stderr
     assert node.commands() == ["mountpoint", "lsblk"]
-    assert not node.path("/etc").exists() and not node.path("/scratch").exists()
+    assert not node.path("/etc/fstab").exists() and not node.path("/scratch").exists()
     assert "no NVMe instance-store disks" in node.script_log("nvme-raid")
 
 
@@ -237,7 +242,6 @@ def test_second_run_does_nothing(node):
 def test_after_a_stop_start_the_array_is_rebuilt_and_the_stale_fstab_line_replaced(node):
     """Instance store comes back blank after a stop/start; fstab still names the old file system."""
     node.disks(*store_disks(4))
-    node.path("/etc").mkdir(parents=True)
     node.path("/etc/fstab").write_text(
         "# /etc/fstab\nLABEL=cloudimg-rootfs / ext4 defaults 0 1\n"
         "UUID=old-uuid /scratch xfs defaults,noatime,nofail 0 0\n"
@@ -326,9 +330,7 @@ def test_lustre_already_mounted_does_nothing(node):
 
 
 def test_missing_lustre_client_is_installed_with_dnf_on_amazon_linux_2023(node):
-    node.set("no-lustre", "")
-    node.path("/etc").mkdir(parents=True)
-    node.path("/etc/os-release").write_text('NAME="Amazon Linux"\nID="amzn"\nVERSION_ID="2023"\n')
+    node.set("no-lustre", "")  # the node is the PCS sample AMI on al2023 (os-release from the profile)
     assert node.run("mount-lustre.sh", DNS, "abcdef12").returncode == 0
     assert node.calls("dnf") == [["dnf", "install", "-y", "lustre-client"]]
 
@@ -355,7 +357,11 @@ def test_lustre_efa_sets_up_lnet_over_efa_as_the_fsx_guide_describes(node):
     assert lnet[12:] == [["set", "discovery", "1"], ["udsp", "add", "--src", "efa", "--priority", "0"]]
     assert node.calls("modprobe")[-1] == ["modprobe", "lustre"]
     unit = node.path("/etc/systemd/system/fmcluster-lnet-efa.service").read_text()
-    assert f"ExecStart={NODE_DIR}/mount-lustre.sh --efa --lnet-only" in unit and "Before=remote-fs-pre.target" in unit
+    assert f"ExecStart={NODE_DIR}/lnet-efa.sh --boot" in unit and "Before=remote-fs-pre.target" in unit
+    assert node.path("/etc/modprobe.d/fmcluster-lustre.conf").read_text().splitlines()[1:] == [
+        "options ksocklnd credits=2560",  # AWS's configure-efa-fsx-lustre-client (FACTS.md, FSx EFA clients)
+        "options ptlrpc ptlrpcd_per_cpt_max=32",
+    ]
     assert node.path("/etc/fstab").read_text() == (
         f"{DNS}@tcp:/abcdef12 /fsx lustre "
         "defaults,_netdev,noatime,flock,x-systemd.requires=fmcluster-lnet-efa.service 0 0\n"
@@ -363,9 +369,9 @@ def test_lustre_efa_sets_up_lnet_over_efa_as_the_fsx_guide_describes(node):
     assert len(node.calls("mount")) == 1
 
 
-def test_lnet_only_mode_is_what_the_boot_unit_runs(node):
+def test_lnet_efa_boot_mode_is_what_the_boot_unit_runs(node):
     efa_devices(node, ["rdmap0s0", "rdmap1s0", "rdmap2s0", "rdmap3s0"])
-    result = node.run("mount-lustre.sh", "--efa", "--lnet-only", env={"FMCLUSTER_INSTANCE_TYPE": "p4d.24xlarge"})
+    result = node.run("lnet-efa.sh", "--boot", env={"FMCLUSTER_INSTANCE_TYPE": "p4d.24xlarge"})
     assert result.returncode == 0, result.stderr
     efa = [call[6] for call in node.calls("lnetctl") if call[1:5] == ["net", "add", "--net", "efa"]]
     assert efa == ["rdmap0s0", "rdmap2s0"]  # other multi-card types: 2 interfaces
@@ -385,7 +391,7 @@ def test_trn2_is_no_fsx_efa_client_and_keeps_tcp(node):
     node.set("instance-type", "trn2.48xlarge")
     assert node.run("mount-lustre.sh", DNS, "abcdef12", "--efa").returncode == 0
     assert node.calls("lnetctl") == []
-    assert "cannot be an FSx EFA client; using TCP" in node.script_log("mount-lustre")
+    assert "cannot be an FSx EFA client; using TCP" in node.script_log("lnet-efa")
     assert len(node.calls("mount")) == 1
 
 
@@ -524,7 +530,8 @@ def test_bootstrap_carries_on_after_a_failed_step_and_reports_it(node):
     assert result.returncode == 1
     assert len(node.calls("mount")) == 1  # Lustre still mounted
     assert node.path("/etc/fmcluster/nccl.env").exists()
-    assert "bootstrap finished with failures: nvme-raid" in node.script_log("bootstrap")
+    last = node.script_log("bootstrap").splitlines()[-1]  # one line: the step and its log
+    assert last.endswith("ERROR: fmcluster bootstrap FAILED at nvme-raid (logs: /var/log/fmcluster/nvme-raid.log)")
 
 
 def test_bootstrap_needs_both_lustre_names(node):
@@ -708,9 +715,12 @@ def test_bootstrap_hands_every_argument_after_observability_to_observability_sh(
                       *OBSERVABILITY_ARGS, env={"AWS_REGION": "us-west-2"})  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert observability_calls(node) == [[str(node.path("/opt/fmcluster/node/observability.sh")), *OBSERVABILITY_ARGS]]
-    assert (node.state / "observability-path").read_text() == f"{node.path('/opt/slurm/bin')}\n"  # sinfo, on PCS
+    # PCS keeps sinfo in /opt/aws/pcs/scheduler/slurm-<version>/bin (profile pcs-sample-al2023)
+    assert (node.state / "observability-path").read_text() == (
+        f"{node.path('/opt/aws/pcs/scheduler/slurm-25.11/bin')}\n"
+    )
     log = node.script_log("bootstrap")
-    assert log.index("nccl-env done") < log.index("bundle done") < log.index("observability done")
+    assert log.index("bundle done") < log.index("nccl-env done") < log.index("observability done")
 
 
 def test_without_the_bundle_observability_is_not_run_and_both_are_named(node):
@@ -720,9 +730,13 @@ def test_without_the_bundle_observability_is_not_run_and_both_are_named(node):
     assert result.returncode == 1
     assert len([call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]) == 2
     log = node.script_log("bootstrap")
-    assert f"bundle failed with exit status 1 (see {node.path('/var/log/fmcluster/bootstrap.log')})" in log
+    assert "bundle failed with exit status 1 (see /var/log/fmcluster/bootstrap.log)" in log
     assert "observability skipped: it runs from the node bundle, which could not be installed" in log
-    assert "bootstrap finished with failures: bundle" in log  # observability is advisory, never a failure
+    assert "enroot skipped: it runs from the node bundle, which could not be installed" in log
+    # observability is advisory, never a failure; enroot (container jobs) is
+    assert log.splitlines()[-1].endswith(
+        "ERROR: fmcluster bootstrap FAILED at bundle enroot (logs: /var/log/fmcluster/bootstrap.log)"
+    )
     assert node.path("/etc/fmcluster/nccl.env").exists()  # the other steps ran
     assert not [p for p in node.path("/opt/fmcluster").iterdir() if p.name.startswith(".bundle.")]
 
@@ -881,5 +895,8 @@ def test_a_failing_observability_sh_is_only_a_warning(node):
     result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI, "--observability", *OBSERVABILITY_ARGS)
     assert result.returncode == 0
     log = node.script_log("bootstrap")
-    assert "observability failed with exit status 3" in log and "the node runs without metrics" in log
+    assert (
+        "WARN: fmcluster bootstrap WARNING: step observability failed; the node runs without metrics "
+        "(log: /var/log/fmcluster/observability.log)"
+    ) in log
     assert log.rstrip().endswith("bootstrap finished")

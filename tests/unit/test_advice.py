@@ -10,7 +10,7 @@ BASE = {"name": "warn", "region": "us-east-1", "availability_zone_id": "use1-az6
 
 
 def config(**keys):
-    return parse({**BASE, "compute": [{"name": "p5", "instance_type": "p5.48xlarge", "count": 2}], **keys})
+    return parse({**BASE, "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}], **keys})
 
 
 def test_a_clean_file_gets_no_warning():
@@ -32,7 +32,7 @@ def test_obsolete_nccl_variables_are_named_with_the_reason():
 
 
 def test_arm64_groups_are_told_the_image_is_x86():
-    compute = [{"name": "gb", "instance_type": "p6e-gb200.36xlarge", "count": 1}]
+    compute = [{"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 1}]
     (warning,) = warnings(config(compute=compute))
     assert warning.path == "compute[0].instance_type"
     assert warning.message.startswith("warning: p6e-gb200.36xlarge is arm64 (Grace)")

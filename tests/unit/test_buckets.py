@@ -177,14 +177,20 @@ def test_checkpoints_are_versioned_and_old_versions_age_out(kept):
     ]
 
 
-def test_data_bucket_drops_incomplete_uploads_and_is_not_versioned(kept):
+def test_data_bucket_drops_incomplete_uploads_and_keeps_replaced_versions_30_days(kept):
+    # CT.S3.PR.11 (versioning) and CT.S3.PR.3 (versioning with a lifecycle policy), cdk-validator-cfnguard 0.0.62
     props = kept.props(kept.buckets.data_bucket)
-    assert "VersioningConfiguration" not in props
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
     assert props["LifecycleConfiguration"]["Rules"] == [
         {
             "Id": "abort-incomplete-multipart-uploads",
             "Status": "Enabled",
             "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7},
+        },
+        {
+            "Id": "expire-replaced-dataset-versions",
+            "Status": "Enabled",
+            "NoncurrentVersionExpiration": {"NoncurrentDays": 30},
         },
     ]
 

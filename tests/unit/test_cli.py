@@ -270,12 +270,13 @@ def test_plan_without_training_has_no_checkpoint_rows(
 def test_plan_groups_with_and_without_efa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(
         tmp_path,
-        HEAD
+        # us-west-2: where HyperPod offers ml.p6-b200.48xlarge (its regional instance-type list)
+        HEAD.replace("us-east-1", "us-west-2").replace("use1-az6", "usw2-az4")
         + """\
 compute:
   - {name: h100, instance_type: p5.48xlarge, count: 4, efa: false}
   - {name: b200, instance_type: p6-b200.48xlarge, count: 2}
-  - {name: a10g, instance_type: g5.12xlarge, count: 1}
+  - {name: a10g, instance_type: g5.4xlarge, count: 1}
 """,
     )
     code, out, _ = run(capsys, "plan", str(path))

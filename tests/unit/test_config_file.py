@@ -237,7 +237,8 @@ tags:
             "compute[0].instance_type: unknown instance type 'p5.48xlarg'; did you mean 'p5.48xlarge'? "
             "known: "
             + known
-            + "p6-b300.48xlarge, p6e-gb200.36xlarge, trn1.32xlarge, trn2.48xlarge, g5.48xlarge, g5.12xlarge",
+            + "p6-b300.48xlarge, p6e-gb200.36xlarge, trn1.32xlarge, trn2.48xlarge, g5.48xlarge, g5.12xlarge, "
+            + "g5.4xlarge",
             "compute[0].count: must be at least 0; got -1",
             "compute[0].capcity: unknown key; did you mean 'capacity'?",
             "storage.lustre.capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got 1000 (nearest: "

@@ -15,6 +15,8 @@ from pydantic import ValidationError
 
 from fmcluster import catalog
 from fmcluster.config import ClusterConfig, ConfigError, parse
+from fmcluster.config.regions import REGIONS, az_id_prefix
+from fmcluster.config.service_models import service_data
 
 SOURCE = "cluster.yaml"
 RES = "cr-0123456789abcdef0"
@@ -34,7 +36,7 @@ EFA_TYPES = ", ".join(name for name, row in catalog.CATALOG.items() if row.efa_c
 LUSTRE_EFA_CLIENTS = ", ".join(name for name, row in catalog.CATALOG.items() if row.lustre_efa_client)
 TOP_KEYS = (
     "name, region, account, availability_zone_id, secondary_availability_zone_id, network, orchestrator, "
-    "compute, storage, training, nccl, image, observability, tags"
+    "compute, storage, training, nccl, image, observability, compliance, tags"
 )
 GROUP_KEYS = (
     "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa, "
@@ -84,6 +86,8 @@ def rendered(expected: list[str]) -> list[str]:
 
 
 PCS = {"orchestrator.type": "pcs"}
+US_EAST_2 = {"region": "us-east-2", "availability_zone_id": "use2-az3"}
+US_WEST_2 = {"region": "us-west-2", "availability_zone_id": "usw2-az4"}
 CAPACITY_BLOCK = {**PCS, "compute[0].capacity": "capacity-block", "compute[0].reservation_id": RES}
 ODCR = {**PCS, "compute[0].capacity": "odcr", "compute[0].reservation_id": RES}
 TRAINING_PLAN = {"compute[0].capacity": "training-plan", "compute[0].training_plan_arn": ARN}
@@ -252,6 +256,11 @@ INVALID = [
     _p({"network.vpc_cidr": "fd00::/16"}, ["network.vpc_cidr: " + CIDR_FORMAT + "'fd00::/16'"], "cidr-ipv6"),
     _p({"network.egress": "igw"}, ["network.egress: must be 'nat' or 'none'; got 'igw'"], "egress-enum"),
     _p({"network": []}, ["network: must be a mapping of keys; got a list"], "network-not-mapping"),
+    _p(
+        {"compliance": "soc2"},
+        ["compliance: must be 'baseline' or 'control-tower'; got 'soc2'"],
+        "compliance-enum",
+    ),
     # --- compute (the list) -----------------------------------------------------------------------------
     _p({"compute": DELETE}, ["compute: required"], "compute-missing"),
     _p({"compute": []}, ["compute: must have at least 1 entry; got 0"], "compute-empty"),
@@ -294,6 +303,11 @@ INVALID = [
         {"compute[0].name": "login"},
         ["compute[0].name: 'login' is reserved for the cluster's own login nodes; choose another name"],
         "group-name-login-reserved",
+    ),
+    _p(
+        {"compute[0].name": "head"},
+        ["compute[0].name: 'head' is reserved for the cluster's own head nodes; choose another name"],
+        "group-name-head-reserved",
     ),
     _p(
         {"compute": [group("a"), group("b"), group("a")]},
@@ -413,8 +427,8 @@ INVALID = [
         {
             **PCS,
             "compute": [
-                group("a", capacity="capacity-block", reservation_id=RES),
-                group("b", "p5en.48xlarge", capacity="capacity-block", reservation_id=RES),
+                group("gpa", capacity="capacity-block", reservation_id=RES),
+                group("gpb", "p5en.48xlarge", capacity="capacity-block", reservation_id=RES),
             ],
         },
         [
@@ -427,8 +441,8 @@ INVALID = [
         {
             **PCS,
             "compute": [
-                group("a", capacity="odcr", reservation_id=RES),
-                group("b", "p4d.24xlarge", capacity="capacity-block", reservation_id=RES),
+                group("gpa", capacity="odcr", reservation_id=RES),
+                group("gpb", "p4d.24xlarge", capacity="capacity-block", reservation_id=RES),
             ],
         },
         [
@@ -584,8 +598,8 @@ INVALID = [
         "root-volume-too-large",
     ),
     _p(
-        {"compute[0].instance_type": "g5.12xlarge", "compute[0].efa": True},
-        [f"compute[0].efa: g5.12xlarge has no EFA; set efa: false or use an EFA type ({EFA_TYPES})"],
+        {"compute[0].instance_type": "g5.4xlarge", "compute[0].efa": True},
+        [f"compute[0].efa: g5.4xlarge has no EFA; set efa: false or use an EFA type ({EFA_TYPES})"],
         "efa-on-type-without-efa",
     ),
     _p({"compute[0].efa": "yes"}, ["compute[0].efa: must be true or false; got 'yes'"], "efa-not-bool"),
@@ -752,7 +766,8 @@ INVALID = [
         "efa-lustre-no-client-type",
     ),
     _p(
-        {**EFA_LUSTRE_1000, "compute[0].instance_type": "trn2.48xlarge"},
+        # HyperPod offers trn2 only in us-east-2 (cfn-lint's HyperPod instance-type list, FACTS.md Service truth)
+        {**EFA_LUSTRE_1000, "compute[0].instance_type": "trn2.48xlarge", **US_EAST_2},
         ["storage.lustre.efa: " + LUSTRE_NO_CLIENT],
         "efa-lustre-trn2-not-a-client",
     ),
@@ -1121,7 +1136,7 @@ INVALID = [
         {"orchestrator.kind": "pcs"},
         [
             "orchestrator.kind: unknown key; allowed here: type, controller_instance_type, login_instance_type, "
-            "slurm_version, ami_id"
+            "slurm_version, ami_id, size"
         ],
         "unknown-orchestrator",
     ),
@@ -1242,13 +1257,14 @@ VALID = [
     pytest.param({"region": "us-west-2", "availability_zone_id": "usw2-az4"}, id="region-us-west-2"),
     pytest.param({"region": "ap-northeast-1", "availability_zone_id": "apne1-az4"}, id="region-ap-northeast-1"),
     pytest.param({"region": "eu-central-1", "availability_zone_id": "euc1-az2"}, id="region-eu-central-1"),
-    pytest.param({"region": "us-gov-west-1", "availability_zone_id": "usgw1-az1"}, id="region-govcloud"),
+    pytest.param({**PCS, "region": "us-gov-west-1", "availability_zone_id": "usgw1-az1"}, id="region-govcloud-pcs"),
     pytest.param({"region": "ca-central-1", "availability_zone_id": "cac1-az1"}, id="region-ca-central-1"),
     pytest.param({"secondary_availability_zone_id": "use1-az4"}, id="secondary-az"),
     pytest.param({"network.vpc_cidr": "10.0.0.0/20"}, id="cidr-20"),
     pytest.param({"network.vpc_cidr": "172.16.0.0/16"}, id="cidr-172-16"),
     pytest.param({"network.vpc_cidr": "192.168.0.0/16"}, id="cidr-192-168"),
     pytest.param({"network.egress": "none"}, id="egress-none"),
+    pytest.param({"compliance": "control-tower"}, id="compliance-control-tower"),
     pytest.param({"network.vpc_cidr": "10.0.0.0/20", "compute[0].count": 1787}, id="nodes-fill-small-vpc"),
     pytest.param({"compute": [group(f"g{i}") for i in range(16)]}, id="compute-16-groups"),
     pytest.param({"compute[0].name": "a"}, id="group-name-1-char"),
@@ -1259,7 +1275,7 @@ VALID = [
     pytest.param({"compute[0].root_volume_gib": 100}, id="root-volume-100"),
     pytest.param({"compute[0].root_volume_gib": 16384}, id="root-volume-16384"),
     pytest.param({"compute[0].efa": False}, id="efa-off-on-efa-type"),
-    pytest.param({"compute[0].instance_type": "g5.12xlarge", "compute[0].efa": False}, id="efa-false-no-efa-type"),
+    pytest.param({"compute[0].instance_type": "g5.4xlarge", "compute[0].efa": False}, id="efa-false-no-efa-type"),
     pytest.param({"compute[0].placement_group": False}, id="placement-group-off"),
     pytest.param({"compute[0].deep_health_checks": ["InstanceStress", "InstanceConnectivity"]}, id="deep-health-both"),
     pytest.param({"compute[0].count": 1, "compute[0].deep_health_checks": ["InstanceStress"]}, id="deep-health-stress"),
@@ -1273,8 +1289,8 @@ VALID = [
         {
             **PCS,
             "compute": [
-                group("a", capacity="capacity-block", reservation_id=RES),
-                group("b", capacity="capacity-block", reservation_id=RES),
+                group("gpa", capacity="capacity-block", reservation_id=RES),
+                group("gpb", capacity="capacity-block", reservation_id=RES),
             ],
         },
         id="reservation-shared-by-one-type",
@@ -1283,14 +1299,14 @@ VALID = [
         {
             **PCS,
             "compute": [
-                group("a", capacity="capacity-block", reservation_id=RES),
-                group("b", "p5en.48xlarge", capacity="capacity-block", reservation_id=OTHER_RES),
+                group("gpa", capacity="capacity-block", reservation_id=RES),
+                group("gpb", "p5en.48xlarge", capacity="capacity-block", reservation_id=OTHER_RES),
             ],
         },
         id="two-reservations-two-types",
     ),
     pytest.param({**PCS, "orchestrator.login_instance_type": "m5.xlarge"}, id="pcs-with-login"),
-    pytest.param({"orchestrator.controller_instance_type": "c7i.8xlarge"}, id="controller-type"),
+    pytest.param({"orchestrator.controller_instance_type": "m7i.8xlarge"}, id="controller-type"),
     *[pytest.param({"storage.lustre.capacity_gib": gib}, id=f"capacity-{gib}") for gib in (1200, 2400, 4800, 9600)],
     *[pytest.param({"storage.lustre.throughput_per_tib": tier}, id=f"throughput-{tier}") for tier in (125, 500, 1000)],
     pytest.param({"storage.lustre.compression": "none"}, id="compression-none"),
@@ -1307,7 +1323,7 @@ VALID = [
         for tier, step in ((1000, 4800), (1000, 9600), (500, 9600), (250, 19200), (125, 38400), (250, 38400))
     ],
     pytest.param(
-        {**EFA_LUSTRE_1000, "compute": [group("cpu", "g5.12xlarge"), group("gpu")]},
+        {**EFA_LUSTRE_1000, "compute": [group("cpu", "g5.4xlarge"), group("gpu")]},
         id="efa-lustre-one-client-group-is-enough",
     ),
     *[
@@ -1361,6 +1377,7 @@ def test_defaults_resolve_as_config_md_says() -> None:
     assert config.orchestrator.type == "hyperpod-slurm"
     assert config.orchestrator.controller_instance_type == "m5.4xlarge"
     assert config.orchestrator.login_instance_type is None
+    assert config.compliance == "baseline"
     gpu = config.compute[0]
     assert gpu.capacity == "on-demand"
     assert gpu.reservation_id is None
@@ -1419,12 +1436,17 @@ def test_placement_group_default(changes: dict[str, object], expected: bool) -> 
 
 @pytest.mark.parametrize("instance_type", list(catalog.CATALOG))
 def test_efa_default_follows_the_catalog(instance_type: str) -> None:
-    config = valid({"compute[0].instance_type": instance_type})
+    # On PCS in a region whose EC2 offers the type (cfn-lint's regional EC2 list; HyperPod offers some nowhere)
+    lists = service_data()["ec2_instance_types"]
+    offered = [r for r in ("us-east-1", *sorted(REGIONS)) if instance_type in lists.get(r, ())]
+    region = offered[0] if offered else "us-east-1"  # a type the list knows nowhere is not judged
+    where = {"region": region, "availability_zone_id": f"{az_id_prefix(region)}-az1"}
+    config = valid({**PCS, **where, "compute[0].instance_type": instance_type})
     assert config.compute[0].efa is bool(catalog.CATALOG[instance_type].efa_cards)
 
 
 def test_efa_default_per_group() -> None:
-    config = valid({"compute": [group("gpu"), group("cpu", "g5.12xlarge")]})
+    config = valid({"compute": [group("gpu"), group("cpu", "g5.4xlarge")]})
     assert [g.efa for g in config.compute] == [True, False]
 
 
@@ -1531,8 +1553,8 @@ def test_a_required_key_left_empty_is_still_required() -> None:
                 "orchestrator.login_instance_type": "m5.xlarge",
             },
             [
-                "compute: 2049 nodes (with login) exceed the 2,048 instances an AWS PCS cluster manages (size "
-                "LARGE); split the cluster or use orchestrator.type: hyperpod-slurm"
+                "compute: 2049 nodes (with the head node) exceed the 2,048 instances an AWS PCS cluster manages "
+                "(size large); split the cluster or use orchestrator.type: hyperpod-slurm"
             ],
             id="pcs-too-many-nodes",
         ),
@@ -1692,6 +1714,7 @@ IMAGE_REFERENCE_RULE = (
         ),
         pytest.param(
             {
+                **US_WEST_2,  # where HyperPod offers both (its regional instance-type list)
                 "compute": [group("b200", "p6-b200.48xlarge"), group("b300", "p6-b300.48xlarge")],
                 "image.base_image": "nvcr.io/nvidia/cuda:12.6.3-devel-ubuntu24.04",
                 "image.cuda": "12.6",

@@ -201,7 +201,7 @@ def test_p6e_gb200_uses_the_odd_efa_only_cards(synthesized):
 
 def test_without_efa_only_the_ena_interface_is_set(synthesized):
     assert layout(synthesized.data("NoEfa")) == [(0, 0, "interface")]
-    assert layout(synthesized.data(catalog_id("g5.12xlarge"))) == [(0, 0, "interface")]
+    assert layout(synthesized.data(catalog_id("g5.4xlarge"))) == [(0, 0, "interface")]
 
 
 def test_every_interface_is_in_the_security_groups_and_subnet_and_dies_with_the_instance(synthesized):
@@ -382,8 +382,8 @@ BAD_PROPS = [
     ),
     (
         "efa-without-efa",
-        {"instance_type": "g5.12xlarge"},
-        f"efa: g5.12xlarge has no EFA; pass efa=False or use an EFA type ({EFA_TYPES})",
+        {"instance_type": "g5.4xlarge"},
+        f"efa: g5.4xlarge has no EFA; pass efa=False or use an EFA type ({EFA_TYPES})",
     ),
     (
         "reservation-format",

@@ -322,10 +322,10 @@ def test_training_plan_example_has_a_login_group_and_a_group_on_the_plan(plan, b
     assert plan.group("gpu")["TrainingPlanArn"] == PLAN_ARN
     assert PLAN_ARN.split(":")[3] == built.configs["plan"].region
     assert [g["InstanceGroupName"] for g in groups if "TrainingPlanArn" in g] == ["gpu"]  # compute groups only
-    dev = plan.group("dev")  # g5.12xlarge: accelerated, but no EFA
+    dev = plan.group("dev")  # g5.12xlarge: accelerated, one EFA card (EC2 docs; eksctl's DescribeInstanceTypes data)
     assert dev["SlurmConfig"] == {"NodeType": "Compute", "PartitionNames": ["dev"]}
-    assert "NetworkInterface" not in dev
-    assert dev["ThreadsPerCore"] == 1 and "OnStartDeepHealthChecks" not in dev
+    assert dev["NetworkInterface"] == {"InterfaceType": "efa-only"}
+    assert dev["ThreadsPerCore"] == 1 and "OnStartDeepHealthChecks" not in dev  # the file asks for none
     assert plan.group("gpu")["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]  # as in the file
     assert plan.construct.instance_group_names == ["controller", "login", "gpu", "dev"]
 
@@ -700,7 +700,8 @@ def test_acknowledgments_are_finding_level_with_reasons(built):
         "AwsSolutions-IAM5[Resource::arn:aws:ssm:us-east-1:<AWS::AccountId>:parameter/fmcluster/quickstart/*]",
         "AwsSolutions-IAM5[Resource::arn:aws:ecr:us-east-1:<AWS::AccountId>:repository/*]",
     }
-    assert set(acknowledged(built.app, "quickstart-cluster/HyperPod/LifecycleBucket")) == {"AwsSolutions-S1"}
+    bucket = acknowledged(built.app, "quickstart-cluster/HyperPod/LifecycleBucket")
+    assert {rule for rule in bucket if rule.startswith("AwsSolutions-")} == {"AwsSolutions-S1"}  # cfn-guard's beside
     assert "AwsSolutions-S1" not in acknowledged(built.app, "HyperPodLibrary/HyperPod/LifecycleBucket")  # it logs
     function = acknowledged(built.app, "quickstart-cluster/Custom::CDKBucketDeployment")
     assert set(function) == {
@@ -758,6 +759,10 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
          "(HyperPod and Slurm reject a trailing '-'); got 'gpu-'"),
         ({"compute_groups": [{**GPU, "count": -1}]}, "compute_groups[0].count: must be at least 0; got -1"),
         ({"compute_groups": [{**GPU, "count": 7000}]}, "compute_groups[0].count: must be at most 6758; got 7000"),
+        # the cluster file's rule (config/checks.py), word for word: connectivity needs 2 or more nodes with EFA
+        ({"compute_groups": [{**GPU, "count": 1, "deep_health_checks": ["InstanceConnectivity"]}]},
+         "compute_groups[0].deep_health_checks: InstanceConnectivity tests EFA between nodes: it needs count of 2 or "
+         "more and efa: true; got count 1, efa true (keep InstanceStress alone)"),
         ({"compute_groups": ["gpu"]}, "compute_groups[0]: must be a ComputeGroup or a mapping of its keys; "
          "got 'gpu'"),
         ({"compute_groups": [{**GPU, "capacity": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}]},
@@ -797,13 +802,23 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
          "grafana: none or prometheus: managed"),
         ({"observability_mirror": "research-mirror/fmcluster"}, "observability_mirror: must be an S3 prefix like "
          "s3://bucket/fmcluster-mirror; got 'research-mirror/fmcluster'"),
+        # botocore sagemaker ClusterInstanceType has no ml.r5.* (FACTS.md, Service truth)
+        ({"controller_instance_type": "r5.large"}, "controller_instance_type: SageMaker HyperPod takes one of the "
+         "209 values of botocore sagemaker ClusterInstanceType; got 'ml.r5.large'; did you mean ml.m5.large or "
+         "ml.c5.large or ml.r7i.large?"),
+        # the regional list cdk synth checks (E3644): no region offers ml.p5e.48xlarge
+        ({"compute_groups": [{"name": "gpu", "instance_type": "p5e.48xlarge", "count": 2}]},
+         "compute_groups[0].instance_type: SageMaker HyperPod does not offer ml.p5e.48xlarge in us-east-1 "
+         "(CloudFormation's regional list, which cdk synth checks as E3644); no region lists it"),
     ],
     ids=[
         "name-dash", "name-underscore", "no-groups", "duplicate-group", "uppercase-group", "reserved-group",
-        "trailing-dash", "negative-count", "too-many", "not-a-group", "capacity-block", "plan-without-arn",
+        "trailing-dash", "negative-count", "too-many", "connectivity-one-node", "not-a-group", "capacity-block",
+        "plan-without-arn",
         "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "ml-prefix", "bad-login-type",
         "no-security-group", "half-lustre", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
         "prometheus", "grafana", "grafana-without-prometheus", "managed-grafana-without-prometheus", "mirror",
+        "controller-not-a-hyperpod-type", "type-not-in-region",
     ],
 )  # fmt: skip
 def test_props_hyperpod_would_reject_raise_with_exact_messages(scope, props, message):

@@ -374,8 +374,9 @@ def test_one_alarm_per_instance_type_and_one_for_rejections_notify_the_topic(lib
         [topic],
     )
     assert set(lib.validation.alarms) == set(below)
-    for alarm in of_type(split.templates["cluster"], "AWS::CloudWatch::Alarm").values():
-        assert "AlarmActions" not in alarm["Properties"]
+    # without a topic there are no alarms (CT.CLOUDWATCH.PR.1: an alarm must have an action) until add_alarms
+    assert of_type(split.templates["cluster"], "AWS::CloudWatch::Alarm") == {}
+    assert (dict(split.validation.alarms), split.validation.rejected_alarm) == ({}, None)
 
 
 def test_lambda_assets_hold_only_their_code(lib):
@@ -412,7 +413,7 @@ BAD_TUNING = [
         {"groups": [("gpu", "p5.96xlarge")]},
         "NcclTuning: groups[0]: unknown instance type 'p5.96xlarge'; did you mean 'p5.48xlarge'? known: p4d.24xlarge, "
         "p4de.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6-b200.48xlarge, p6-b300.48xlarge, "
-        "p6e-gb200.36xlarge, trn1.32xlarge, trn2.48xlarge, g5.48xlarge, g5.12xlarge",
+        "p6e-gb200.36xlarge, trn1.32xlarge, trn2.48xlarge, g5.48xlarge, g5.12xlarge, g5.4xlarge",
     ),
     ({"groups": ["gpu"]}, "NcclTuning: groups[0]: must be a (group name, instance type) pair; got 'gpu'"),
     (

@@ -74,7 +74,7 @@ def test_current_versions_need_only_the_socket_interfaces_on_every_type(instance
         ("p4d.24xlarge", "1.7.0", {}),
         ("p4d.24xlarge", "v1.9.2-aws", {}),
         # no EFA, or no NVIDIA GPU: the plugin presets do not apply
-        ("g5.12xlarge", "1.5.0", {}),
+        ("g5.4xlarge", "1.5.0", {}),
         ("trn1.32xlarge", "1.5.0", {}),
         ("trn2.48xlarge", "1.6.0", {}),
     ],
@@ -243,7 +243,7 @@ ALWAYS_GPU = {"FI_PROVIDER", "FI_EFA_FORK_SAFE", "NCCL_TUNER_PLUGIN"}
         ("p4d.24xlarge", "1.21.1", ALWAYS_GPU | TUNED | {"NCCL_TOPO_FILE"}),
         ("p4de.24xlarge", "1.5.0", {"FI_EFA_FORK_SAFE"}),
         ("g5.48xlarge", "1.21.1", ALWAYS_GPU),
-        ("g5.12xlarge", "1.21.1", set()),  # no EFA: the plugin falls back to NCCL's sockets
+        ("g5.4xlarge", "1.21.1", set()),  # no EFA: the plugin falls back to NCCL's sockets
         ("trn1.32xlarge", "1.21.1", {"FI_PROVIDER"}),  # Neuron: no fork-safe flag, no CUDA tuner
     ],
 )
@@ -279,7 +279,7 @@ CURRENT = Versions()
          ["FI_EFA_ENABLE_SHM_TRANSFER", "FI_EFA_FORK_SAFE"]),
         ({"NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "2"}, CURRENT, "p5.48xlarge",
          ["NCCL_NSOCKS_PERTHREAD", "NCCL_SOCKET_NTHREADS"]),
-        ({"NCCL_SOCKET_NTHREADS": "4"}, CURRENT, "g5.12xlarge", []),  # no EFA: NCCL's sockets do the work
+        ({"NCCL_SOCKET_NTHREADS": "4"}, CURRENT, "g5.4xlarge", []),  # no EFA: NCCL's sockets do the work
         ({"NCCL_MIN_NCHANNELS": "32"}, CURRENT, None, ["NCCL_MIN_NCHANNELS"]),
         ({"NCCL_BUFFSIZE": "8388608"}, Versions(nccl="2.27.7", ofi_nccl="1.15.0"), "p5.48xlarge", ["NCCL_BUFFSIZE"]),
         ({"NCCL_NETDEVS_POLICY": "max:1", "NCCL_NET_FORCE_FLUSH": "0"}, CURRENT, "p5en.48xlarge",
@@ -371,10 +371,10 @@ def test_baseline_spec_has_the_line_rate_and_the_published_figures():
         ],
     }
     assert baseline_spec("p4de.24xlarge")["published"][0]["bus_gbs"] == 78.3
-    # GPUs per instance: AWS's accelerated-computing instance specifications (8 H100/H200/B300; 4 A10G on g5.12xlarge)
+    # GPUs per instance: AWS's accelerated-computing instance specifications (8 H100/H200/B300; 1 A10G on g5.4xlarge)
     assert baseline_spec("p5en.48xlarge") == {"gpus": 8, "efa_gbps": 3200, "published": []}
     assert baseline_spec("p6-b300.48xlarge") == {"gpus": 8, "efa_gbps": 6400, "published": []}
-    assert baseline_spec("g5.12xlarge") == {"gpus": 4, "efa_gbps": 0, "published": []}
+    assert baseline_spec("g5.4xlarge") == {"gpus": 1, "efa_gbps": 0, "published": []}  # no EFA below g5.8xlarge
     with pytest.raises(ValueError, match=r"unknown instance type 'x\.large'"):
         baseline_spec("x.large")
 

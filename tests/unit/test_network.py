@@ -48,9 +48,23 @@ def test_no_egress_means_no_internet_path_and_interface_endpoints(isolated):
     assert all("DestinationCidrBlock" not in r for r in resources(isolated, "AWS::EC2::Route"))
     endpoints = resources(isolated, "AWS::EC2::VPCEndpoint")
     interface = [e for e in endpoints if e.get("VpcEndpointType") == "Interface"]
-    assert len(interface) == len(INTERFACE_ENDPOINTS) == 10
+    assert len(interface) == len(INTERFACE_ENDPOINTS) + 1 == 11  # + AWS PCS: this example runs on PCS
     assert all(e["PrivateDnsEnabled"] is True for e in interface)
     assert len(endpoints) - len(interface) == 1  # the S3 gateway endpoint
+
+
+def test_pcs_nodes_without_internet_reach_pcs_through_its_endpoint(isolated):
+    # AWS PCS user guide, "Access AWS PCS using an interface endpoint": com.amazonaws.<region>.pcs, or nodes in a
+    # VPC without internet cannot call RegisterComputeNodeGroupInstance.
+    names = [e["ServiceName"] for e in resources(isolated, "AWS::EC2::VPCEndpoint")]
+    assert "com.amazonaws.us-west-2.pcs" in names
+
+
+def test_hyperpod_networks_have_no_pcs_endpoint():
+    stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(region="us-east-1"))
+    TrainingNetwork(stack, "N", availability_zone_id="use1-az6", egress="none")
+    names = [e["ServiceName"] for e in resources(Template.from_stack(stack).to_json(), "AWS::EC2::VPCEndpoint")]
+    assert len(names) == len(INTERFACE_ENDPOINTS) + 1 and not any(str(name).endswith(".pcs") for name in names)
 
 
 def test_secondary_az_gets_its_own_private_subnet(isolated):

@@ -41,7 +41,8 @@ def test_cluster_runs_slurm_25_11_sized_for_its_nodes(block):
     (cluster,) = props(block, "AWS::PCS::Cluster")
     assert cluster["Name"] == "llm-pretrain"
     assert cluster["Scheduler"] == {"Type": "SLURM", "Version": "25.11"}
-    assert cluster["Size"] == "SMALL"  # 16 GPU nodes + 1 login node
+    # 16 GPU nodes + 1 login node: SMALL manages 32 (PCS API reference, Cluster.size), not twice 17
+    assert cluster["Size"] == "MEDIUM"
 
 
 def test_capacity_block_group_is_static_and_purchased_as_a_capacity_block(block):
@@ -126,7 +127,10 @@ def test_user_data_mounts_lustre_over_efa_only_where_the_node_can(b300):
 
 
 @pytest.mark.parametrize(
-    ("nodes", "size"), [(1, "SMALL"), (32, "SMALL"), (33, "MEDIUM"), (512, "MEDIUM"), (513, "LARGE"), (2048, "LARGE")]
+    ("nodes", "size"),
+    # botocore pcs Size (SMALL, MEDIUM, LARGE) and the PCS API reference's limits 32 / 512 / 2,048 instances; the
+    # default leaves room to double, then settles for the smallest size that fits.
+    [(1, "SMALL"), (16, "SMALL"), (17, "MEDIUM"), (256, "MEDIUM"), (257, "LARGE"), (513, "LARGE"), (2048, "LARGE")],
 )
 def test_cluster_size_follows_the_node_count(nodes, size):
     assert cluster_size(nodes) == size
@@ -150,13 +154,32 @@ def test_library_users_get_clear_errors():
         )
     with pytest.raises(ValueError, match=r"^PcsSlurmCluster: security_groups needs at least one group"):
         PcsSlurmCluster(stack, "NoSg", cluster_name="x", subnet=vpc.isolated_subnets[0], security_groups=[])
+    with pytest.raises(ValueError) as short:
+        PcsSlurmCluster(
+            stack,
+            "Short",
+            cluster_name="x",
+            subnet=vpc.isolated_subnets[0],
+            security_groups=[ec2.SecurityGroup(stack, "Sg3", vpc=vpc)],
+        )
+    # botocore pcs 2023-02-10, ClusterName: 3-40 characters
+    assert str(short.value) == (
+        "PcsSlurmCluster: cluster_name: AWS PCS takes 3-40 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]+ "
+        "(botocore pcs ClusterName); got 'x'"
+    )
     cluster = PcsSlurmCluster(
         stack,
         "Ok",
-        cluster_name="x",
+        cluster_name="llm",
         subnet=vpc.isolated_subnets[0],
         security_groups=[ec2.SecurityGroup(stack, "Sg2", vpc=vpc)],
     )
+    with pytest.raises(ValueError) as underscore:
+        cluster.add_node_group(
+            "my_head", instance_type="m5.xlarge", count=1, launch_template_id="lt-1", launch_template_version="1"
+        )
+    # botocore pcs ComputeNodeGroupName: the pattern allows no underscore (the old head group was 'fmcluster_head')
+    assert str(underscore.value).startswith("PcsSlurmCluster: name: AWS PCS takes 3-25 characters matching")
     with pytest.raises(
         ValueError, match=r"^PcsSlurmCluster: ami_id must look like ami-0123456789abcdef0; got 'ubuntu'$"
     ):
@@ -248,8 +271,8 @@ def test_isolated_nodes_take_observability_downloads_from_the_data_bucket_mirror
 
 def test_without_login_node_a_small_head_node_group_of_its_own_serves_metrics(b300):
     groups = {g["Name"]: g for g in props(b300, "AWS::PCS::ComputeNodeGroup")}
-    assert set(groups) == {"b300", "dev", "fmcluster_head"}
-    head = groups["fmcluster_head"]
+    assert set(groups) == {"b300", "dev", "head"}
+    head = groups["head"]
     assert head["InstanceConfigs"] == [{"InstanceType": "m5.xlarge"}]
     assert head["ScalingConfiguration"] == {"MinInstanceCount": 1, "MaxInstanceCount": 1}
     assert sorted(q["Name"] for q in props(b300, "AWS::PCS::Queue")) == ["b300", "dev"]
@@ -287,3 +310,14 @@ def test_with_prometheus_none_nodes_get_the_bundle_but_no_observability_argument
     assert set(scripts) == {"gpuL", "logi"}
     for text in scripts.values():
         assert BUNDLE.search(text) and "--observability" not in text
+
+
+def test_compliance_control_tower_turns_on_detailed_monitoring_without_an_acknowledgment(tmp_path):
+    # CT.EC2.PR.10 (ct-ec2-pr-10.guard in cdklabs.cdk-validator-cfnguard 0.0.62): LaunchTemplateData.Monitoring.Enabled
+    path = REPO / "examples" / "p5-capacity-block.yaml"
+    data = load(path).model_dump(by_alias=True, exclude_none=True)
+    data["compliance"] = "control-tower"
+    result = synthesize(path, tmp_path, parse(data))
+    assert (result.nag_findings, result.guard_findings) == ([], [])
+    templates = props(result.templates["llm-pretrain-cluster"], "AWS::EC2::LaunchTemplate")
+    assert [t["LaunchTemplateData"]["Monitoring"] for t in templates] == [{"Enabled": True}] * 2

@@ -18,6 +18,7 @@ from fmcluster.constructs import (
     EfaLaunchTemplate,
     HyperPodSlurmCluster,
     NcclTuning,
+    PcsSlurmCluster,
     TrainingImage,
     TrainingNetwork,
 )
@@ -75,6 +76,15 @@ def hyperpod(**props: object) -> Callable[[cdk.Stack], object]:
             "compute_groups": [GPU],
         }
         return HyperPodSlurmCluster(stack, "Cluster", **{**required, **props})
+
+    return build
+
+
+def pcs(**props: object) -> Callable[[cdk.Stack], object]:
+    def build(stack: cdk.Stack) -> object:
+        network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
+        required = {"subnet": network.compute_subnet, "security_groups": [network.efa_security_group]}
+        return PcsSlurmCluster(stack, "Pcs", **{**required, **props})
 
     return build
 
@@ -172,6 +182,25 @@ CASES = [
             (lambda stack: TrainingImage(stack, "Image", cluster_name="LLM"), "TrainingImage: cluster_name"),
             (nccl_tuning(cluster_name="LLM"), "NcclTuning: cluster_name"),
         ],
+    ),
+    (   # botocore sagemaker ClusterInstanceType has no ml.r5.* types
+        "hyperpod-controller-type",
+        file_with(orchestrator={"controller_instance_type": "r5.large"}),
+        "orchestrator.controller_instance_type",
+        [(hyperpod(controller_instance_type="r5.large"), "HyperPodSlurmCluster: controller_instance_type")],
+    ),
+    (   # the regional list cdk synth checks (E3644): HyperPod offers ml.p6-b200.48xlarge in us-west-2 only
+        "hyperpod-type-not-in-region",
+        file_with(compute=[{**GPU, "instance_type": "p6-b200.48xlarge"}]),
+        "compute[0].instance_type",
+        [(hyperpod(compute_groups=[{**GPU, "instance_type": "p6-b200.48xlarge"}]),
+          "HyperPodSlurmCluster: compute_groups[0].instance_type")],
+    ),
+    (   # botocore pcs ClusterName: 3-40 characters
+        "pcs-cluster-name",
+        file_with(name="ab", orchestrator={"type": "pcs"}),
+        "name",
+        [(pcs(cluster_name="ab"), "PcsSlurmCluster: cluster_name")],
     ),
 ]  # fmt: skip
 

@@ -20,6 +20,7 @@ from fmcluster.config.checks import (
     S3_URI_PATTERN,
     SSM_PATH_PATTERN,
     grafana_without_source,
+    hyperpod_instance_type_problem,
     is_token,
     lustre_dns_name_problem,
     lustre_mount_name_problem,
@@ -29,7 +30,8 @@ from fmcluster.config.checks import (
 )
 from fmcluster.config.errors import problems_from_validation_error
 from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
-from fmcluster.constructs.buckets import ProjectBuckets
+from fmcluster.constructs.buckets import INCOMPLETE_UPLOAD_EXPIRATION, ProjectBuckets, quiet_auto_delete_provider
+from fmcluster.constructs.compliance import acknowledge_findings
 from fmcluster.constructs.hyperpod.lifecycle import (
     CONTROLLER_GROUP,
     LIFECYCLE_DATA,
@@ -37,6 +39,7 @@ from fmcluster.constructs.hyperpod.lifecycle import (
     LIFECYCLE_PREFIX,
     LIFECYCLE_SCRIPTS,
     ON_CREATE,
+    REPLACED_SCRIPTS_EXPIRATION,
     acknowledge_deployment_findings,
     lifecycle_bucket_name,
     lifecycle_settings,
@@ -247,17 +250,53 @@ class HyperPodSlurmCluster(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             server_access_logs_bucket=access_logs_bucket,
             server_access_logs_prefix=f"{LIFECYCLE_PREFIX}/" if access_logs_bucket is not None else None,
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
-        """Holds the lifecycle scripts (name starts with `sagemaker-`, S3-managed encryption, TLS only)."""
-        if access_logs_bucket is None:
-            cdk.Validations.of(self.lifecycle_bucket).acknowledge(
-                cdk.Acknowledgment(
-                    id="AwsSolutions-S1",
-                    reason="Holds only lifecycle scripts generated from the fmcluster package; the one writer is "
-                    "this stack's BucketDeployment (recorded by CloudTrail with the stack update), the one reader "
-                    "the cluster's execution role. Pass access_logs_bucket to log object access as well",
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-replaced-scripts",
+                    noncurrent_version_expiration=REPLACED_SCRIPTS_EXPIRATION,
+                    abort_incomplete_multipart_upload_after=INCOMPLETE_UPLOAD_EXPIRATION,
                 )
+            ],
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            auto_delete_objects=True,  # a versioned bucket keeps old versions that would block its deletion
+        )
+        """Holds the lifecycle scripts (name starts with `sagemaker-`, S3-managed encryption, TLS only); versioned, so
+        the scripts a node ran stay readable for 30 days after a deploy replaces them."""
+        quiet_auto_delete_provider(stack)
+        acknowledge_findings(
+            self.lifecycle_bucket,
+            checkov=["CKV_AWS_145"],
+            controls=["s3_bucket_default_encryption_kms_check"],
+            reason="Holds only the lifecycle scripts generated from the fmcluster package (no data, no secret); "
+            "S3-managed keys let HyperPod's managed instance policy read them without a key grant",
+        )
+        acknowledge_findings(
+            self.lifecycle_bucket,
+            controls=["s3_event_notifications_enabled_check"],
+            reason="Nothing consumes the lifecycle bucket's object events: HyperPod reads the scripts when a node "
+            "starts",
+        )
+        acknowledge_findings(
+            self.lifecycle_bucket,
+            controls=["s3_bucket_object_lock_enabled_check"],
+            reason="Every deploy replaces and prunes the scripts (BucketDeployment) and `cdk destroy` empties the "
+            "bucket; Object Lock would block both. Versioning keeps replaced scripts for 30 days",
+        )
+        if access_logs_bucket is None:
+            reason = (
+                "Holds only lifecycle scripts generated from the fmcluster package; the one writer is this stack's "
+                "BucketDeployment (recorded by CloudTrail with the stack update), the one reader the cluster's "
+                "execution role. Pass access_logs_bucket to log object access as well"
+            )
+            cdk.Validations.of(self.lifecycle_bucket).acknowledge(
+                cdk.Acknowledgment(id="AwsSolutions-S1", reason=reason)
+            )
+            acknowledge_findings(
+                self.lifecycle_bucket,
+                checkov=["CKV_AWS_18"],
+                controls=["s3_bucket_logging_enabled_check"],
+                reason=reason,
             )
         self.lifecycle_s3_uri = f"s3://{self.lifecycle_bucket.bucket_name}/{LIFECYCLE_PREFIX}/"
         """HyperPod's `SourceS3Uri`: where the nodes download the lifecycle scripts from."""
@@ -478,6 +517,16 @@ def _validated(
         groups.append((index, group))
     for index, name, first in repeated_names((index, group.name) for index, group in groups):
         problems.append(f"compute_groups[{index}].name: {repeated_group_name(name, f'compute_groups[{first}]')}")
+    typed = [("controller_instance_type", controller_instance_type), ("login_instance_type", login_instance_type)]
+    typed += [(f"compute_groups[{index}].instance_type", group.instance_type) for index, group in groups]
+    reported = {problem.split(":", 1)[0] for problem in problems}  # a type the Orchestrator model refused already
+    problems += [
+        f"{prop}: {message}"
+        for prop, instance_type in typed
+        if instance_type is not None
+        and prop not in reported
+        and (message := hyperpod_instance_type_problem(instance_type, region))
+    ]
     if has_file_system and (lustre_dns_name is not None or lustre_mount_name is not None):
         problems.append("file_system: give either file_system or lustre_dns_name with lustre_mount_name, not both")
     elif (lustre_dns_name is None) != (lustre_mount_name is None):
@@ -502,3 +551,4 @@ def _validated(
     if problems:
         raise ValueError("\n".join(f"HyperPodSlurmCluster: {problem}" for problem in problems))
     return tuple(group for _, group in groups)
+

@@ -13,6 +13,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 
 from fmcluster.config.checks import is_token
 from fmcluster.config.regions import REGIONS
+from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
 from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.constructs.nag import nag_form
 from fmcluster.node_scripts import DASHBOARDS, NCCL_TESTS, dashboard_files
@@ -21,6 +22,8 @@ CONTROLLER_GROUP = "controller"
 """Instance group (and Slurm node type Controller) of the one slurmctld node."""
 LIFECYCLE_PREFIX = "fmcluster-lifecycle"
 """Key prefix of the lifecycle scripts in the lifecycle bucket; `SourceS3Uri` points here."""
+REPLACED_SCRIPTS_EXPIRATION = cdk.Duration.days(30)
+"""Lifecycle scripts replaced or removed by a deploy stay in the bucket as old versions for this long."""
 ON_CREATE = "on_create.sh"
 """Entry script, run as `OnInitComplete` (HyperPod's Extended mode): after HyperPod has installed and
 configured its own software, Slurm from the API-driven configuration included. `OnCreate` (Customer Managed
@@ -29,7 +32,10 @@ LIFECYCLE_ENV = "fmcluster.env"
 """The cluster's settings for the lifecycle scripts, written next to them (KEY=value lines)."""
 LIFECYCLE_SCRIPTS: Mapping[str, str] = {
     ON_CREATE: "node/hyperpod/on_create.sh",
-    "enroot-pyxis.sh": "node/hyperpod/enroot-pyxis.sh",
+    "enroot-pyxis.sh": "node/enroot-pyxis.sh",
+    "slurm-hooks.sh": "node/slurm-hooks.sh",
+    "task-prolog.sh": "node/slurm/task-prolog.sh",
+    "gpu-job-map.sh": "node/slurm/gpu-job-map.sh",
     "import-image.sh": "node/hyperpod/import-image.sh",
     "ssm.sh": "node/hyperpod/ssm.sh",
     "lib.sh": "node/lib.sh",
@@ -151,3 +157,6 @@ def acknowledge_deployment_findings(deployment: s3deploy.BucketDeployment, bucke
             )
     cdk.Validations.of(function).acknowledge(*acknowledgments)
     quiet_redundant_depends_on(function)
+    acknowledge_deploy_time_functions(
+        function, "copies the lifecycle scripts into their bucket (S3 only)", resource_type="AWS::Lambda::Function"
+    )

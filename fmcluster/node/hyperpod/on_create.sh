@@ -12,7 +12,9 @@
 #   scratch  nvme-raid.sh: /scratch on the instance-store NVMe disks (nothing to do on types without them)
 #   nccl     nccl-env.sh <FMCLUSTER_NCCL_PREFIX>/<instance group>/nccl-env: the NCCL/libfabric environment of jobs
 #            (nccl-env.sh's defaults alone when the group has no such parameter)
-#   enroot   enroot-pyxis.sh: enroot and pyxis configured, caches on local disk
+#   enroot   enroot-pyxis.sh: enroot and pyxis (installed when the image lacks them), caches on local disk
+#   slurm-hooks  slurm-hooks.sh: TaskProlog (NCCL environment in every job) and Prolog/Epilog (GPU-to-job files for
+#            dcgm-exporter) in this node's slurm.conf
 #   image    import-image.sh, on the controller only: the training image, once, as a squashfs on the file system
 #   image-watch  image-watch.sh install, on the controller only: a timer that imports the image when it is published
 #            (usually after boot: the cluster does not wait for the image build) or changed, for jobs to find
@@ -20,15 +22,20 @@
 #            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER --config-dir /opt/fmcluster/dashboards
 #            [--mirror FMCLUSTER_MIRROR], with --head-node on the controller (the Slurm exporter, which finds sinfo in
 #            /opt/slurm/bin), and --grafana there too when FMCLUSTER_GRAFANA is `self-hosted`
-# A failed step does not stop the later ones (image needs enroot, and is skipped without it). Every step is
-# idempotent, so running the script again is safe.
+# A failed step does not stop the later ones (image and image-watch need enroot, and are skipped without it). Every
+# step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script exits
+# non-zero, so only a node that cannot run training fails it: settings, group, install, scratch, nccl and enroot fail
+# the node; slurm-hooks, image, image-watch and observability only warn (jobs still run: with the environment of the
+# submitter, pulling the image from ECR, without metrics), each in one WARNING line naming the step and the log.
 #
 # Settings: fmcluster.env beside this script (the HyperPodSlurmCluster construct deploys it with the scripts), lines
 # of FMCLUSTER_CLUSTER, FMCLUSTER_REGION, FMCLUSTER_NCCL_PREFIX, FMCLUSTER_IMAGE_PARAMETER,
 # FMCLUSTER_CONTROLLER_GROUP, FMCLUSTER_FSX_MOUNT (empty: no shared file system), FMCLUSTER_PROMETHEUS (`managed` or
 # `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`) and FMCLUSTER_MIRROR
 # (an S3 prefix for observability.sh's downloads; empty: the public release sites). The node's instance group is
-# the one whose instance has one of this node's IP addresses in HyperPod's /opt/ml/config/resource_config.json.
+# the one whose instance has one of this node's IP addresses in HyperPod's resource configuration:
+# $SAGEMAKER_RESOURCE_CONFIG_PATH, which HyperPod sets for lifecycle scripts, else /opt/ml/config/resource_config.json
+# (as AWS's reference on_create.sh).
 # lib.sh, observability.sh and nccl-tests.sbatch sit beside this script in the lifecycle bucket, and one directory up
 # in the fmcluster package; dashboards/ sits beside it too, and two directories up in the package.
 #
@@ -53,9 +60,10 @@ INSTALL_DIR=/opt/fmcluster/node
 DASHBOARDS_DIR=/opt/fmcluster/dashboards
 NCCL_TESTS=/opt/fmcluster/nccl-tests.sbatch
 SETTINGS_FILE="$HERE/fmcluster.env"
-RESOURCE_CONFIG=/opt/ml/config/resource_config.json
-SCRIPTS=(lib.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh import-image.sh observability.sh image-watch.sh
-  training-image.sh)
+RESOURCE_CONFIG="${SAGEMAKER_RESOURCE_CONFIG_PATH:-/opt/ml/config/resource_config.json}"
+SCRIPTS=(lib.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh slurm-hooks.sh import-image.sh observability.sh
+  image-watch.sh training-image.sh)
+SLURM_HOOKS=(task-prolog.sh gpu-job-map.sh)
 FMCLUSTER_CLUSTER=""
 FMCLUSTER_REGION=""
 FMCLUSTER_NCCL_PREFIX=""
@@ -127,7 +135,8 @@ read_settings() {
 instance_group() {
   local config="$ROOT$RESOURCE_CONFIG" addresses
   if [[ ! -f "$config" ]]; then
-    printf '%s is missing; is this a SageMaker HyperPod node?\n' "$RESOURCE_CONFIG" >&2
+    printf '%s is missing (SAGEMAKER_RESOURCE_CONFIG_PATH or the default); is this a SageMaker HyperPod node?\n' \
+      "$RESOURCE_CONFIG" >&2
     return 1
   fi
   addresses="$(hostname -I)"
@@ -185,6 +194,13 @@ install_scripts() {
     fi
     write_file "$ROOT$INSTALL_DIR/$name" "$mode" <"$source"
   done
+  for name in "${SLURM_HOOKS[@]}"; do
+    source="$HERE/$name"
+    if [[ ! -f "$source" ]]; then
+      source="$NODE_DIR/slurm/$name"
+    fi
+    write_file "$ROOT$INSTALL_DIR/slurm/$name" 0755 <"$source"
+  done
   log INFO "node scripts installed in $INSTALL_DIR"
   source="$HERE/dashboards"
   if [[ ! -d "$source" ]]; then
@@ -234,7 +250,7 @@ observability_step() {
     arguments+=(--mirror "$FMCLUSTER_MIRROR")
   fi
   # HyperPod keeps Slurm's commands in /opt/slurm/bin, which is not on the lifecycle scripts' PATH
-  PATH="$ROOT/opt/slurm/bin:$PATH" bash "$(script observability.sh)" "${arguments[@]}"
+  PATH="$ROOT$(slurm_prefix)/bin:$PATH" bash "$(script observability.sh)" "${arguments[@]}"
 }
 
 # in_step COMMAND...: COMMAND with log() writing to stderr only, which run_step adds to lifecycle.log (once).
@@ -269,6 +285,17 @@ run_step() {
   fi
 }
 
+# warn_only STEP CONSEQUENCE...: when STEP just failed, it only warns, in one line naming it, what follows and the log
+# (HyperPod would fail the whole cluster for it).
+warn_only() {
+  local step="$1"
+  shift
+  if ((${#FAILED[@]})) && [[ "${FAILED[-1]}" == "$step" ]]; then
+    unset 'FAILED[-1]'
+    log WARN "fmcluster lifecycle WARNING: step $step failed; $* (log: ${LOG_FILE#"$ROOT"})"
+  fi
+}
+
 main() {
   local group
   if (($#)); then
@@ -288,28 +315,28 @@ main() {
   run_step scratch bash "$(script nvme-raid.sh)"
   run_step nccl nccl_step "$group"
   run_step enroot bash "$(script enroot-pyxis.sh)"
+  run_step slurm-hooks bash "$(script slurm-hooks.sh)"
+  warn_only slurm-hooks "jobs get the submitter's environment, not this group's NCCL settings, and GPU metrics no" \
+    "job label"
   if [[ "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
     if [[ " ${FAILED[*]} " == *" enroot "* ]]; then
-      log ERROR "step image: skipped, since it needs enroot"
-      FAILED+=(image)
+      log WARN "steps image and image-watch: skipped, since they need enroot"
     elif [[ -z "$FMCLUSTER_FSX_MOUNT" ]]; then
       log INFO "step image: skipped, since the cluster has no shared file system to keep the image on"
     else
       run_step image bash "$(script import-image.sh)" "$FMCLUSTER_IMAGE_PARAMETER" "$FMCLUSTER_FSX_MOUNT"
+      warn_only image "jobs pull the training image from ECR instead of $FMCLUSTER_FSX_MOUNT/enroot/images"
       # the image built after boot, or rebuilt later, reaches the nodes through this timer (image-watch.sh's header)
       run_step image-watch bash "$(script image-watch.sh)" install "$FMCLUSTER_REGION" "$FMCLUSTER_IMAGE_PARAMETER" \
         "$FMCLUSTER_FSX_MOUNT"
+      warn_only image-watch "a training image published after now does not reach $FMCLUSTER_FSX_MOUNT/enroot/images;" \
+        "jobs pull it from ECR"
     fi
   fi
   if [[ "$FMCLUSTER_PROMETHEUS" == managed ]]; then
-    local failures=${#FAILED[@]}
     run_step observability observability_step "$group"
-    if ((${#FAILED[@]} > failures)); then
-      # Monitoring never keeps a node out of the cluster: HyperPod would fail the whole cluster for it.
-      unset 'FAILED[-1]'
-      log WARN "step observability: failed; this node runs without metrics until observability.sh succeeds" \
-        "(e.g. once the mirror is filled); see the lines above in $LOG_FILE"
-    fi
+    warn_only observability "this node runs without metrics until observability.sh succeeds (e.g. once the" \
+      "mirror is filled)"
   else
     log INFO "step observability: skipped, since observability.prometheus is none"
   fi

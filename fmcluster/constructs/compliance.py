@@ -1,0 +1,201 @@
+"""Enterprise guardrails: KMS key policies the Control Tower proactive controls expect, and finding-level
+acknowledgments for checkov and the Control Tower rules (run through cdklabs' CfnGuardValidator).
+
+Two scanners read fmcluster's templates in `make test`: checkov (which reads a resource's `Metadata.checkov.skip`)
+and the AWS Control Tower proactive controls as cfn-guard rules (CDK's validation plugin `cdk-validator-cfnguard`,
+whose findings CDK's `Validations.of(construct).acknowledge()` suppresses, as for cdk-nag). An acknowledgment here
+names one rule and the construct that causes it, with the reason.
+
+Example::
+
+    acknowledge_findings(function, reason="Handler for one CloudFormation custom resource; ...",
+                         checkov=["CKV_AWS_116"], controls=["lambda_inside_vpc_check"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct, IConstruct
+
+GUARD_PLUGIN = "cdk-validator-cfnguard"
+"""The name `CfnGuardValidator` reports under; CDK namespaces acknowledgment ids with it (`<plugin>::<rule>`)."""
+
+
+def acknowledge_findings(
+    scope: IConstruct,
+    *,
+    reason: str,
+    checkov: Iterable[str] = (),
+    controls: Iterable[str] = (),
+    resource_type: str | None = None,
+) -> None:
+    """Acknowledge the checkov checks and Control Tower rules (cfn-guard rule names) `scope` causes.
+
+    checkov reads skips from each CloudFormation resource's `Metadata.checkov.skip`: they go on `scope` when it is a
+    CfnResource, else on its default child, or, with `resource_type` (e.g. "AWS::Lambda::Function"), on every resource
+    of that type under `scope` (CDK-made children such as a Provider framework's functions). The Control Tower rules
+    are acknowledged on `scope` through CDK's validation API, which covers the constructs beneath it.
+    """
+    checks = list(checkov)
+    if checks:
+        resources = _resources(scope, resource_type)
+        if not resources:
+            raise ValueError(f"acknowledge_findings: no CloudFormation resource under {scope.node.path}")
+        for resource in resources:
+            skip_checkov(resource, checks, reason)
+    rules = list(controls)
+    if rules:
+        cdk.Validations.of(scope).acknowledge(
+            *(cdk.Acknowledgment(id=f"{GUARD_PLUGIN}::{rule}", reason=reason) for rule in rules)
+        )
+
+
+LAMBDA_IN_VPC = "lambda_inside_vpc_check"
+"""CT.LAMBDA.PR.3: a function must have a VpcConfig."""
+
+
+def acknowledge_deploy_time_functions(scope: IConstruct, what: str, *, resource_type: str | None = None) -> None:
+    """Acknowledge, with their reasons, the findings every deploy-time function of fmcluster has: a custom-resource
+    handler, a Provider framework's functions, or one of CDK's own singletons. `what` says what the function does and
+    which AWS APIs it calls, e.g. "writes this cluster's NCCL SSM parameters (ssm:PutParameter)"."""
+    acknowledge_findings(
+        scope,
+        resource_type=resource_type,
+        checkov=["CKV_AWS_117"],
+        controls=[LAMBDA_IN_VPC],
+        reason=f"Runs only while CloudFormation deploys: it {what}. It calls AWS APIs and reaches nothing inside the "
+        "VPC, so outside a VPC it needs no NAT gateway or interface endpoint",
+    )
+    acknowledge_findings(
+        scope,
+        resource_type=resource_type,
+        checkov=["CKV_AWS_116"],
+        reason="Invoked synchronously by CloudFormation (through the custom-resource framework); a dead-letter queue "
+        "applies to asynchronous invocations only, and a failure is reported to CloudFormation, which rolls back",
+    )
+    acknowledge_findings(
+        scope,
+        resource_type=resource_type,
+        checkov=["CKV_AWS_115"],
+        reason="Runs a few times per deploy; reserved concurrency would only take capacity from the account's "
+        "unreserved pool",
+    )
+    acknowledge_findings(
+        scope,
+        resource_type=resource_type,
+        checkov=["CKV_AWS_173", "CKV_AWS_45"],
+        reason="Its environment holds names and ARNs only, no secret (Lambda encrypts it at rest with an AWS key)",
+    )
+
+
+def skip_checkov(resource: cdk.CfnResource, checks: Iterable[str], comment: str) -> None:
+    """Add `checks` to the resource's `Metadata.checkov.skip` (keeping skips added before), each with `comment`."""
+    current = resource.get_metadata("checkov") or {}
+    skips = [dict(entry) for entry in current.get("skip", [])]
+    known = {entry["id"] for entry in skips}
+    skips += [{"id": check, "comment": comment} for check in checks if check not in known]
+    resource.add_metadata("checkov", {**current, "skip": skips})
+
+
+def _resources(scope: IConstruct, resource_type: str | None) -> list[cdk.CfnResource]:
+    if resource_type is not None:
+        return [
+            child
+            for child in scope.node.find_all()
+            if isinstance(child, cdk.CfnResource) and child.cfn_resource_type == resource_type
+        ]
+    if isinstance(scope, cdk.CfnResource):
+        return [scope]
+    child = scope.node.default_child
+    return [child] if isinstance(child, cdk.CfnResource) else []
+
+
+def limit_grants_to_aws_services(key: kms.IKey) -> None:
+    """Deny kms:CreateGrant on `key` unless the grant is for an AWS resource or made by an AWS service.
+
+    Control Tower's CT.KMS.PR.3 asks every key policy for exactly this statement (Deny, Principal *, Resource *,
+    BoolIfExists on kms:GrantIsForAWSResource and aws:PrincipalIsAWSService both false). The services that use
+    fmcluster's keys (EBS for launch-template volumes, FSx, SageMaker HyperPod volumes, ECR, CodeBuild) create their
+    grants for AWS resources, so nothing they do changes; a person or role can no longer hand the key to others by
+    grant. A key imported by ARN has no policy here and is left alone.
+    """
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="DenyGrantsExceptForAwsResources",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["kms:CreateGrant"],
+            resources=["*"],
+            conditions={"BoolIfExists": {"kms:GrantIsForAWSResource": "false", "aws:PrincipalIsAWSService": "false"}},
+        ),
+        allow_no_op=True,
+    )
+
+
+def let_logs_use(key: kms.IKey) -> None:
+    """Let CloudWatch Logs of this account and region encrypt log groups with `key` (and read them back).
+
+    The statement is the one the CloudWatch Logs user guide gives ("Encrypt log data in CloudWatch Logs using AWS
+    KMS", step 2): the regional logs service principal, with the `kms:EncryptionContext:aws:logs:arn` condition
+    limited to log groups of this account and region.
+    """
+    stack = cdk.Stack.of(key)
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="CloudWatchLogsOfThisAccount",
+            principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+            actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+            resources=["*"],
+            conditions={
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name="*",
+                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                }
+            },
+        ),
+        allow_no_op=True,
+    )
+
+
+def customer_key(
+    scope: Construct, construct_id: str, *, description: str, removal_policy: cdk.RemovalPolicy
+) -> kms.Key:
+    """A customer-managed key as fmcluster makes them: yearly rotation, grants only for AWS resources, usable by
+    CloudWatch Logs of this account and region (to encrypt log groups)."""
+    key = kms.Key(
+        scope, construct_id, enable_key_rotation=True, removal_policy=removal_policy, description=description
+    )
+    limit_grants_to_aws_services(key)
+    let_logs_use(key)
+    return key
+
+
+def encrypt_log_groups(scope: IConstruct, key: kms.IKey) -> None:
+    """Encrypt every log group under `scope` that has no key yet with `key`, and let CloudWatch Logs use it.
+
+    Call it once per stack, after its constructs are built: it also reaches the log groups CDK makes itself (with
+    `@aws-cdk/aws-lambda:useCdkManagedLogGroup`, one per function of a Provider framework or a CDK singleton). A key
+    of another stack is acknowledged for the Control Tower rule, which cannot follow a cross-stack reference.
+    """
+    let_logs_use(key)
+    elsewhere = cdk.Stack.of(key) is not cdk.Stack.of(scope)
+    for child in scope.node.find_all():
+        if isinstance(child, logs.CfnLogGroup) and child.kms_key_id is None:
+            child.kms_key_id = key.key_arn
+            if elsewhere:
+                acknowledge_findings(
+                    child,
+                    controls=["cloudwatch_log_group_encrypted_check"],
+                    reason=f"Encrypted with the KMS key of stack {cdk.Stack.of(key).stack_name}: KmsKeyId is a "
+                    "cross-stack reference, which the rule's template form does not follow (it accepts a literal ARN "
+                    "or a key in the same template); a Control Tower hook evaluates the resolved key ARN",
+                )

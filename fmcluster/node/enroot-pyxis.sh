@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+#
+# enroot-pyxis.sh: the enroot container runtime and the pyxis Slurm plugin, so `srun --container-image=...` runs
+# training containers that see the EFA devices, with enroot's caches on local disk, not the root volume.
+#
+# Usage: enroot-pyxis.sh
+#
+# 1. Installs what the image lacks (neither HyperPod's image nor the AWS PCS sample AMIs are assumed to ship them;
+#    AWS's own HyperPod lifecycle installs both, awsome-distributed-training base-config/utils/install_enroot_pyxis.sh):
+#    enroot ENROOT_VERSION from its GitHub release (the package names of enroot's doc/installation.md at that tag:
+#    .deb on Ubuntu, .el8 .rpm on Amazon Linux), and pyxis PYXIS_VERSION built from its source against this image's
+#    Slurm headers (the PCS user guide, "Install SPANK plugins": /opt/aws/pcs/scheduler/slurm-<version>/include),
+#    installed into that Slurm's plugin directory. CPPFLAGS goes in the environment, as AWS's install_enroot_pyxis.sh
+#    does: pyxis's Makefile appends it to its own flags, which a command-line CPPFLAGS would replace. Downloads are retried with backoff; FMCLUSTER_ENROOT_SOURCE may
+#    name another base URL holding the same file names (a mirror). A failure stops here, naming what to do.
+# 2. Writes /etc/enroot/enroot.conf with ENROOT_RESTRICT_DEV no (AWS's HyperPod enroot.conf: with `y` enroot's
+#    10-devices hook replaces /dev and /dev/infiniband/uverbs*, the EFA devices, vanish from containers), the runtime
+#    under /run/enroot and the caches under local disk: /scratch when mounted (nvme-raid.sh), else /opt/dlami/nvme
+#    (HyperPod's DLAMI volume), else /opt/sagemaker (HyperPod's extra EBS volume), else /tmp (with a warning).
+# 3. /run/enroot and /run/pyxis, mode 1777, now and at every boot (/etc/tmpfiles.d/fmcluster-enroot.conf): /run is a
+#    tmpfs, and without them container jobs of other users than root cannot start.
+# 4. Adds pyxis to the Slurm plugin stack unless a plugin-stack file loads it already: plugstack.conf.d/pyxis.conf
+#    in /opt/slurm/etc (HyperPod; plugstack.conf includes it) or /etc/aws/pcs/scheduler/slurm-<version> (PCS's
+#    default SPANK directory, "Configure SPANK plugins"), else /etc/slurm. srun and slurmstepd read the plugin stack
+#    at every job step, so no daemon is restarted.
+# Log: /var/log/fmcluster/enroot-pyxis.log
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+
+ENROOT_VERSION=4.1.2
+PYXIS_VERSION=0.24.0
+ENROOT_SOURCE="${FMCLUSTER_ENROOT_SOURCE:-https://github.com/NVIDIA/enroot/releases/download/v$ENROOT_VERSION}"
+PYXIS_SOURCE="${FMCLUSTER_PYXIS_SOURCE:-https://github.com/NVIDIA/pyxis/archive/refs/tags}"
+ENROOT_CONF=/etc/enroot/enroot.conf
+TMPFILES=/etc/tmpfiles.d/fmcluster-enroot.conf
+LOCAL_DISKS=(/scratch /opt/dlami/nvme /opt/sagemaker)
+PYXIS_PLUGIN=spank_pyxis.so
+ADVICE="give the nodes a path to github.com (or FMCLUSTER_ENROOT_SOURCE/FMCLUSTER_PYXIS_SOURCE), or use an image with"
+ADVICE+=" enroot and pyxis installed"
+
+os_id() {
+  local line
+  while IFS= read -r line; do
+    [[ "$line" == ID=* ]] && { line="${line#ID=}"; printf '%s\n' "${line//\"/}"; return 0; }
+  done <"$ROOT/etc/os-release"
+}
+
+install_enroot() {
+  local arch work status=0
+  work="$(mktemp -d)"
+  case "$(os_id)" in
+    ubuntu | debian)
+      arch="$(dpkg --print-architecture)"
+      retry curl -fsSL -o "$work/enroot.deb" "$ENROOT_SOURCE/enroot_${ENROOT_VERSION}-1_${arch}.deb" &&
+        retry curl -fsSL -o "$work/enroot+caps.deb" "$ENROOT_SOURCE/enroot+caps_${ENROOT_VERSION}-1_${arch}.deb" &&
+        retry env DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=120 \
+          squashfs-tools fuse-overlayfs squashfuse "$work/enroot.deb" "$work/enroot+caps.deb" || status=1
+      ;;
+    amzn | rhel | rocky | almalinux)
+      arch="$(uname -m)"
+      retry curl -fsSL -o "$work/enroot.rpm" "$ENROOT_SOURCE/enroot-${ENROOT_VERSION}-1.el8.${arch}.rpm" &&
+        retry curl -fsSL -o "$work/enroot+caps.rpm" "$ENROOT_SOURCE/enroot+caps-${ENROOT_VERSION}-1.el8.${arch}.rpm" &&
+        retry yum install -y squashfs-tools "$work/enroot.rpm" "$work/enroot+caps.rpm" || status=1
+      ;;
+    *) status=2 ;;
+  esac
+  rm -rf "$work"
+  ((status != 2)) || die "enroot is not installed and fmcluster installs it only on Ubuntu and Amazon Linux; use an" \
+    "image with enroot $ENROOT_VERSION"
+  ((status == 0)) || die "enroot $ENROOT_VERSION could not be installed from $ENROOT_SOURCE; $ADVICE"
+  log INFO "installed enroot $ENROOT_VERSION"
+}
+
+# install_pyxis PREFIX: pyxis built against the Slurm under PREFIX and installed into PREFIX/lib/slurm.
+install_pyxis() {
+  local prefix="$1" work status=0
+  [[ -f "$ROOT$prefix/include/slurm/spank.h" ]] ||
+    die "pyxis must be built against this node's Slurm, but $prefix/include/slurm/spank.h is missing; $ADVICE"
+  work="$(mktemp -d)"
+  if ! command -v make >/dev/null 2>&1 || ! command -v gcc >/dev/null 2>&1; then
+    case "$(os_id)" in
+      ubuntu | debian) retry env DEBIAN_FRONTEND=noninteractive apt-get install -y gcc make || status=1 ;;
+      *) retry yum install -y gcc make || status=1 ;;
+    esac
+  fi
+  ((status == 0)) &&
+    retry curl -fsSL -o "$work/pyxis.tar.gz" "$PYXIS_SOURCE/v$PYXIS_VERSION.tar.gz" &&
+    tar -xzf "$work/pyxis.tar.gz" -C "$work" &&
+    CPPFLAGS="-I$prefix/include" make -C "$work/pyxis-$PYXIS_VERSION" prefix="$prefix" install || status=1
+  rm -rf "$work"
+  ((status == 0)) || die "pyxis $PYXIS_VERSION could not be built against $prefix; $ADVICE"
+  log INFO "built pyxis $PYXIS_VERSION against $prefix"
+}
+
+# local_disk: the directory enroot keeps its caches under.
+local_disk() {
+  local disk
+  for disk in "${LOCAL_DISKS[@]}"; do
+    if mountpoint -q "$ROOT$disk"; then
+      printf '%s\n' "$disk"
+      return 0
+    fi
+  done
+  printf '/tmp\n'
+}
+
+configure_enroot() {
+  local base="$1" dir
+  for dir in cache data tmp; do
+    mkdir -p "$ROOT$base/enroot/$dir"
+    chmod 1777 "$ROOT$base/enroot/$dir"
+  done
+  # enroot expands $(id -u) and $(id -g) itself, for the user who runs it.
+  write_file "$ROOT$ENROOT_CONF" 0644 <<EOF
+# Written by fmcluster enroot-pyxis.sh; re-run it rather than editing this file.
+ENROOT_RUNTIME_PATH /run/enroot/user-\$(id -u)
+ENROOT_CACHE_PATH $base/enroot/cache/group-\$(id -g)
+ENROOT_DATA_PATH $base/enroot/data/user-\$(id -u)
+ENROOT_TEMP_PATH $base/enroot/tmp
+ENROOT_SQUASH_OPTIONS -noI -noD -noF -noX -no-duplicates
+ENROOT_MOUNT_HOME y
+ENROOT_RESTRICT_DEV no
+ENROOT_ROOTFS_WRITABLE y
+EOF
+  if ((FMC_CHANGED)); then
+    log INFO "wrote $ENROOT_CONF: caches and containers under $base/enroot, /dev shared with containers (EFA)"
+  fi
+  write_file "$ROOT$TMPFILES" 0644 <<'EOF'
+# Written by fmcluster enroot-pyxis.sh: enroot's runtime and pyxis's state live on /run, which every boot empties.
+d /run/enroot 1777 root root -
+d /run/pyxis 1777 root root -
+EOF
+  for dir in /run/enroot /run/pyxis; do
+    mkdir -p "$ROOT$dir"
+    chmod 1777 "$ROOT$dir"
+  done
+}
+
+# loads_pyxis FILE...: whether a plugin-stack line (not a comment) of any FILE loads pyxis.
+loads_pyxis() {
+  local file line
+  for file in "$@"; do
+    if [[ -f "$file" ]]; then
+      while IFS= read -r line || [[ -n "$line" ]]; do
+        if [[ "$line" != *([[:space:]])\#* && "$line" == *"$PYXIS_PLUGIN"* ]]; then
+          return 0
+        fi
+      done <"$file"
+    fi
+  done
+  return 1
+}
+
+# plugstack_dir PREFIX: the directory of this image's plugin-stack configuration.
+plugstack_dir() {
+  if [[ "$1" == /opt/slurm ]]; then
+    printf '/opt/slurm/etc\n'
+  elif [[ "$1" == /opt/aws/pcs/scheduler/slurm-* ]]; then
+    printf '/etc/aws/pcs/scheduler/%s\n' "${1##*/}"
+  else
+    printf '/etc/slurm\n'
+  fi
+}
+
+configure_pyxis() {
+  local prefix="$1" plugin="$1/lib/slurm/$PYXIS_PLUGIN" etc stack ours include line file
+  local -a lines=() foreign=()
+  etc="$(plugstack_dir "$prefix")"
+  stack="$ROOT$etc/plugstack.conf"
+  ours="$ROOT$etc/plugstack.conf.d/pyxis.conf"
+  shopt -s nullglob
+  for file in "$ROOT$etc"/plugstack.conf.d/*; do
+    if [[ "$file" != "$ours" ]]; then
+      foreign+=("$file")
+    fi
+  done
+  if loads_pyxis "$stack" ${foreign[@]+"${foreign[@]}"}; then
+    log INFO "the Slurm plugin stack in $etc loads pyxis already"
+    return 0
+  fi
+  write_file "$ours" 0644 <<<"required $plugin"
+  if [[ "$etc" == /etc/aws/pcs/* ]]; then
+    log INFO "pyxis ($plugin) is in PCS's SPANK directory $etc/plugstack.conf.d"
+    return 0
+  fi
+  # Configless Slurm expands no wildcard in an include (base-config/utils/slurm_fix_plugstackconf.sh): name the file.
+  include="include $etc/plugstack.conf.d/pyxis.conf"
+  if [[ -f "$stack" ]]; then
+    while IFS= read -r line || [[ -n "$line" ]]; do
+      if [[ "$line" == "$include" ]]; then
+        log INFO "pyxis ($plugin) is in the Slurm plugin stack"
+        return 0
+      fi
+      lines+=("$line")
+    done <"$stack"
+  fi
+  lines+=("$include")
+  write_file "$stack" 0644 < <(printf '%s\n' "${lines[@]}")
+  log INFO "pyxis ($plugin) added to the Slurm plugin stack in $etc"
+}
+
+main() {
+  local base prefix
+  local -a prefixes
+  if (($#)); then
+    printf 'usage: %s\n' "$0" >&2
+    exit 2
+  fi
+  require_root
+  shopt -s extglob
+  mapfile -t prefixes < <(slurm_prefixes)
+  if [[ "${prefixes[*]}" == /usr && ! -x "$ROOT/usr/bin/srun" ]]; then
+    die "no Slurm on this node (looked in /opt/slurm, /opt/aws/pcs/scheduler/slurm-*, /usr); pyxis needs it"
+  fi
+  if ! command -v enroot >/dev/null 2>&1; then
+    install_enroot
+  fi
+  for prefix in "${prefixes[@]}"; do # every Slurm version of the image, as the PCS user guide asks
+    if [[ ! -f "$ROOT$prefix/lib/slurm/$PYXIS_PLUGIN" ]]; then
+      install_pyxis "$prefix"
+    fi
+  done
+  base="$(local_disk)"
+  if [[ "$base" == /tmp ]]; then
+    log WARN "none of ${LOCAL_DISKS[*]} is mounted; enroot keeps its caches under /tmp"
+  fi
+  configure_enroot "$base"
+  for prefix in "${prefixes[@]}"; do
+    configure_pyxis "$prefix"
+  done
+}
+
+main "$@"

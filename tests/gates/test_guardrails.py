@@ -1,0 +1,131 @@
+"""The gaps the Control Tower proactive controls and checkov found, closed in every example's templates, and the two
+scanners shown to catch them (so their zero-findings gates can fail).
+
+Expected shapes come from the controls themselves (cdklabs.cdk-validator-cfnguard 0.0.62,
+rules/control-tower/cfn-guard/: CT.CLOUDWATCH.PR.1 and PR.3, CT.KMS.PR.3), the VPC user guide's default security
+group rules (all traffic in from the group itself, all traffic out to 0.0.0.0/0) and the CloudWatch Logs user guide's
+key policy for log encryption ("Encrypt log data in CloudWatch Logs using AWS KMS").
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import EXAMPLES
+from tests.scanners import FAIL_SYNTH_ON_VALIDATION_ERRORS, checkov_findings, guard_findings, guard_validator
+
+EXAMPLE_IDS = [path.stem for path in EXAMPLES]
+
+
+def _resources(templates: dict[str, dict], resource_type: str) -> dict[str, tuple[str, dict]]:
+    return {
+        f"{stack}/{logical_id}": (stack, resource)
+        for stack, template in templates.items()
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == resource_type
+    }
+
+
+@pytest.mark.parametrize("example", EXAMPLE_IDS)
+def test_every_log_group_is_encrypted_with_a_customer_key(synthesized, example):
+    templates = synthesized[example].templates
+    groups = _resources(templates, "AWS::Logs::LogGroup")
+    assert groups
+    assert [name for name, (_, group) in groups.items() if "KmsKeyId" not in group["Properties"]] == []
+
+
+@pytest.mark.parametrize("example", EXAMPLE_IDS)
+def test_every_key_lets_logs_use_it_only_for_this_accounts_log_groups(synthesized, example):
+    keys = _resources(synthesized[example].templates, "AWS::KMS::Key")
+    assert keys
+    for name, (_, key) in keys.items():
+        statements = {s.get("Sid"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+        logs = statements["CloudWatchLogsOfThisAccount"]
+        assert logs["Principal"]["Service"].startswith("logs."), name
+        assert list(logs["Condition"]) == ["ArnLike"], name
+        assert "kms:EncryptionContext:aws:logs:arn" in logs["Condition"]["ArnLike"], name
+        deny = statements["DenyGrantsExceptForAwsResources"]
+        assert (deny["Effect"], deny["Action"], deny["Principal"], deny["Resource"]) == (
+            "Deny",
+            "kms:CreateGrant",
+            {"AWS": "*"},
+            "*",
+        ), name
+        assert deny["Condition"] == {
+            "BoolIfExists": {"kms:GrantIsForAWSResource": "false", "aws:PrincipalIsAWSService": "false"}
+        }, name
+
+
+@pytest.mark.parametrize("example", EXAMPLE_IDS)
+def test_every_alarm_notifies_the_alarm_topic(synthesized, example):
+    templates = synthesized[example].templates
+    alarms = _resources(templates, "AWS::CloudWatch::Alarm")
+    assert alarms
+    for name, (stack, alarm) in alarms.items():
+        actions = alarm["Properties"].get("AlarmActions", [])
+        assert actions, name
+        resources = templates[stack]["Resources"]
+        topics = {logical_id for logical_id, r in resources.items() if r["Type"] == "AWS::SNS::Topic"}
+        assert all(action.get("Ref") in topics for action in actions), name
+        assert alarm["Properties"].get("ActionsEnabled", True) is True, name
+
+
+@pytest.mark.parametrize("example", EXAMPLE_IDS)
+def test_the_default_security_group_loses_both_default_rules(synthesized, example):
+    templates = synthesized[example].templates
+    network = next(template for name, template in templates.items() if name.endswith("-network"))
+    vpc = next(logical_id for logical_id, r in network["Resources"].items() if r["Type"] == "AWS::EC2::VPC")
+    default_group = {"Fn::GetAtt": [vpc, "DefaultSecurityGroup"]}
+
+    def call(resource: dict) -> dict:
+        separator, parts = resource["Properties"]["Create"]["Fn::Join"]
+        assert all(isinstance(part, str) or part == default_group for part in parts)
+        return json.loads(separator.join(part if isinstance(part, str) else "SG" for part in parts))
+
+    custom = [resource for _, resource in _resources({"network": network}, "Custom::AWS").values()]
+    calls = {c["action"]: c for c in map(call, custom)}
+    assert set(calls) == {"revokeSecurityGroupIngress", "revokeSecurityGroupEgress"}
+    assert calls["revokeSecurityGroupIngress"]["parameters"] == {
+        "GroupId": "SG",
+        "IpPermissions": [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": "SG"}]}],
+    }
+    assert calls["revokeSecurityGroupEgress"]["parameters"] == {
+        "GroupId": "SG",
+        "IpPermissions": [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],
+    }
+    assert all(c["service"] == "EC2" for c in calls.values())
+
+
+@pytest.fixture(scope="module")
+def careless(tmp_path_factory):
+    """A stack with an unencrypted log group and an alarm that notifies no one, synthesized as the gates do."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_cloudwatch as cloudwatch
+    from aws_cdk import aws_logs as logs
+
+    outdir = tmp_path_factory.mktemp("careless")
+    app = cdk.App(outdir=str(outdir), context={FAIL_SYNTH_ON_VALIDATION_ERRORS: False})
+    stack = cdk.Stack(app, "careless")
+    logs.LogGroup(stack, "Logs", retention=logs.RetentionDays.ONE_YEAR)
+    cloudwatch.Alarm(
+        stack,
+        "Alarm",
+        metric=cloudwatch.Metric(namespace="test", metric_name="m"),
+        threshold=1,
+        evaluation_periods=1,
+    )
+    cdk.Validations.of(app).add_plugins(guard_validator())
+    app.synth()
+    return outdir
+
+
+def test_control_tower_rules_catch_an_unencrypted_log_group_and_a_silent_alarm(careless):
+    rules = {finding.split()[0] for finding in guard_findings(careless)}
+    assert {"cloudwatch_log_group_encrypted_check", "cloudwatch_alarm_action_check"} <= rules
+
+
+def test_checkov_catches_an_unencrypted_log_group(careless):
+    failed, _ = checkov_findings([careless / "careless.template.json"])
+    assert any(finding.startswith("CKV_AWS_158 AWS::Logs::LogGroup.") for finding in failed)

@@ -1,0 +1,218 @@
+"""A real one-node Slurm (Debian's slurm-wlm 22.05 and munge) for testing fmcluster's Slurm pieces.
+
+`real_slurm(tmp_path, **slurm_conf)` starts munged, slurmctld and slurmd in the foreground of their own processes,
+without systemd, with every file under `tmp_path` and a slurm.conf holding the given extra settings (Prolog=...,
+TaskProlog=...), and stops them by PID afterwards. The node offers 4 GPUs as GRES backed by character devices that
+act as /dev/null, so Slurm hands jobs GPU indexes (SLURM_JOB_GPUS) as it does on a GPU node; no job touches a GPU.
+
+What needs root (munged --force, SlurmUser=root, SlurmdUser=root) skips the test with the reason when not root, as
+does a machine without slurm-wlm (`make test` installs it). Settings from FACTS.md (Toolchain, measured on this kind
+of machine): ProctrackType=proctrack/linuxproc and TaskPlugin=task/none, since there are no cgroups to manage here.
+
+Example::
+
+    def test_something(tmp_path):
+        with real_slurm(tmp_path, TaskProlog="/path/task-prolog.sh") as slurm:
+            job = slurm.run_batch("#!/bin/bash\\nenv\\n")
+            assert job.state == "COMPLETED"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+DAEMONS = ("munged", "slurmctld", "slurmd")
+GPUS = 4
+START_TIMEOUT = 30
+
+
+def skip_reason() -> str | None:
+    """Why the real Slurm cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the real one-node Slurm needs root (munged --force, SlurmUser=root); run the tests as root"
+    missing = [tool for tool in (*DAEMONS, "sbatch", "scontrol", "sacct", "munge") if not _which(tool)]
+    if missing:
+        return f"Debian's slurm-wlm and munge are not installed ({', '.join(missing)}); `make test` installs them"
+    return None
+
+
+def _which(tool: str) -> str | None:
+    return shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class Job:
+    job_id: str
+    state: str
+    output: str
+
+
+@dataclass
+class RealSlurm:
+    """A running one-node Slurm; `env` is what Slurm's commands need (SLURM_CONF)."""
+
+    directory: Path
+    node: str
+    env: dict[str, str]
+
+    def command(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [_which(args[0]) or args[0], *args[1:]], env=self.env, capture_output=True, text=True, timeout=60,
+            check=check,
+        )  # fmt: skip
+
+    def run_batch(self, script: str, *options: str, env: dict[str, str] | None = None, timeout: float = 60) -> Job:
+        """Submit `script` with sbatch, wait for the job to end, return its state and output."""
+        path = self.directory / f"job-{time.monotonic_ns()}.sh"
+        path.write_text(script)
+        output = self.directory / f"{path.stem}.out"
+        submitted = subprocess.run(
+            [_which("sbatch"), "--parsable", f"--output={output}", f"--chdir={self.directory}", *options, str(path)],
+            env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        job_id = submitted.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            shown = self.command("scontrol", "show", "job", job_id, "--oneliner", check=False).stdout
+            state = next((part.split("=", 1)[1] for part in shown.split() if part.startswith("JobState=")), "")
+            if state in {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}:
+                time.sleep(0.5)  # the epilog runs after the job's state is final
+                return Job(job_id, state, output.read_text() if output.exists() else "")
+            time.sleep(0.3)
+        raise AssertionError(f"job {job_id} did not end within {timeout}s:\n{self.logs()}")
+
+    def wait_for_epilog(self, predicate, timeout: float = 20) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.2)
+        return predicate()
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {name}.log ---\n{(self.directory / f'{name}.log').read_text(errors='replace')[-4000:]}"
+            for name in DAEMONS
+            if (self.directory / f"{name}.log").exists()
+        )
+
+
+def _slurm_conf(directory: Path, node: str, munge_socket: Path, extra: dict[str, str]) -> str:
+    settings = {
+        "ClusterName": "fmtest",
+        "SlurmctldHost": f"{node}(127.0.0.1)",
+        "SlurmUser": "root",
+        "SlurmdUser": "root",
+        "AuthType": "auth/munge",
+        "CredType": "cred/munge",
+        "AuthInfo": f"socket={munge_socket}",
+        "SlurmctldPort": str(_free_port()),
+        "SlurmdPort": str(_free_port()),
+        "StateSaveLocation": str(directory / "state"),
+        "SlurmdSpoolDir": str(directory / "spool"),
+        "SlurmctldPidFile": str(directory / "slurmctld.pid"),
+        "SlurmdPidFile": str(directory / "slurmd.pid"),
+        "SlurmctldLogFile": str(directory / "slurmctld.log"),
+        "SlurmdLogFile": str(directory / "slurmd.log"),
+        "SlurmdDebug": "debug",
+        "ProctrackType": "proctrack/linuxproc",
+        "TaskPlugin": "task/none",
+        "SchedulerType": "sched/builtin",
+        "SelectType": "select/cons_tres",
+        "SelectTypeParameters": "CR_Core",
+        "GresTypes": "gpu",
+        "ReturnToService": "2",
+        "MpiDefault": "none",
+        "JobCompType": "jobcomp/none",
+        "AccountingStorageType": "accounting_storage/none",
+        "PlugStackConfig": str(directory / "plugstack.conf"),
+        **extra,
+    }
+    lines = [f"{key}={value}" for key, value in settings.items()]
+    cpus = os.cpu_count() or 1
+    lines.append(f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 Gres=gpu:{GPUS} State=UNKNOWN")
+    lines.append(f"PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def _wait(predicate, what: str, directory: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    logs = RealSlurm(directory, "", {}).logs()
+    raise AssertionError(f"{what} did not happen within {START_TIMEOUT}s\n{logs}")
+
+
+@contextlib.contextmanager
+def real_slurm(tmp_path: Path, **extra: str) -> Iterator[RealSlurm]:
+    """Start munged, slurmctld and slurmd for one test; stop them by PID at the end, whatever happened."""
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    directory = tmp_path / "slurm"
+    for sub in ("state", "spool", "dev", "munge"):
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o755)
+    node = socket.gethostname().split(".")[0]
+    munge_dir = directory / "munge"
+    munge_dir.chmod(0o700)
+    key = munge_dir / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    munge_socket = munge_dir / "munge.socket"
+    for index in range(GPUS):  # Slurm wants character devices; these behave as /dev/null
+        os.mknod(directory / "dev" / f"gpu{index}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    (directory / "gres.conf").write_text(f"Name=gpu File={directory / 'dev'}/gpu[0-{GPUS - 1}]\n")
+    (directory / "plugstack.conf").write_text("")
+    conf = directory / "slurm.conf"
+    conf.write_text(_slurm_conf(directory, node, munge_socket, extra))
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_CONF": str(conf), "LANG": "C"}
+    processes: list[subprocess.Popen] = []
+    try:
+        munged = [
+            _which("munged"), "--foreground", "--force", f"--key-file={key}", f"--socket={munge_socket}",
+            f"--pid-file={munge_dir / 'munged.pid'}", f"--log-file={directory / 'munged.log'}",
+            f"--seed-file={munge_dir / 'munged.seed'}",
+        ]  # fmt: skip
+        processes.append(subprocess.Popen(munged, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+        _wait(munge_socket.exists, "munged's socket", directory)
+        for daemon in ("slurmctld", "slurmd"):
+            log = (directory / f"{daemon}.out").open("w")
+            processes.append(subprocess.Popen([_which(daemon), "-D", "-f", str(conf)], env=env, stdout=log,
+                                              stderr=subprocess.STDOUT))  # fmt: skip
+        slurm = RealSlurm(directory, node, env)
+
+        def node_ready() -> bool:
+            shown = slurm.command("scontrol", "show", "node", node, "--oneliner", check=False).stdout
+            return "State=IDLE" in shown
+
+        _wait(node_ready, f"node {node} IDLE", directory)
+        yield slurm
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in reversed(processes):
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)

@@ -1,0 +1,267 @@
+"""Every node script on every AMI profile it can meet (tests/node/profiles/*.json; a new profile is a new data file).
+
+The machine is built from the profile (tests/node/ami.py): os-release, kernel, Slurm's prefix, configuration
+directory and slurmd unit, what is installed, what is mounted, the DLAMI's LVM volume group. The stub commands of
+test_scripts.py stand in for what cannot run here (mdadm, lnetctl, modprobe, the network); test_real_tools.py runs
+the same scripts with the real tools that do run here.
+"""
+
+from __future__ import annotations
+
+import io
+import stat
+import tarfile
+
+import pytest
+
+from tests.node import ami
+from tests.node.test_scripts import DNS, NODE_DIR, STUBS, TOOLS, Node, efa_devices, store_disks
+from tests.stub_node import stub_env
+
+ENROOT_URL = "https://github.com/NVIDIA/enroot/releases/download/v4.1.2"
+"""enroot's doc/installation.md at v4.1.2 names its release packages (enroot_4.1.2-1_<arch>.deb,
+enroot-4.1.2-1.el8.<arch>.rpm, and the +caps ones)."""
+PYXIS_URL = "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.24.0.tar.gz"
+"""GitHub's source archive of the pyxis tag v0.24.0 (its top directory is pyxis-0.24.0)."""
+
+INSTALL_STUBS = {
+    # curl -fsSL -o FILE URL: the pyxis source archive (a real tar.gz), any other download an empty file; else IMDS
+    "curl": """args=("$@"); out="${args[-2]}"; url="${args[-1]}"
+if [[ "${args[-3]}" == -o ]]; then
+  [[ -f "$STUB_STATE/offline" ]] && exit 7
+  if [[ "$url" == *pyxis* ]]; then cp "$STUB_STATE/pyxis.tar.gz" "$out"; else : >"$out"; fi
+  exit 0
+fi
+"""
+    + STUBS["curl"],
+    "apt-get": "exit 0",
+    "yum": "exit 0",
+    "dpkg": "echo amd64",
+    "gcc": "exit 0",
+    # make -C DIR CPPFLAGS=... prefix=PREFIX install: what pyxis's Makefile installs, under FMCLUSTER_ROOT
+    "make": """echo "CPPFLAGS=${CPPFLAGS:-}" >"$STUB_STATE/make-env"
+for arg; do [[ "$arg" == prefix=* ]] && prefix="${arg#prefix=}"; done
+mkdir -p "$FMCLUSTER_ROOT$prefix/lib/slurm" && : >"$FMCLUSTER_ROOT$prefix/lib/slurm/spank_pyxis.so\"""",
+}
+
+
+def pyxis_archive() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        info = tarfile.TarInfo("pyxis-0.24.0/Makefile")
+        archive.addfile(info, io.BytesIO(b""))
+    return buffer.getvalue()
+
+
+@pytest.fixture(params=ami.PROFILES)
+def machine(request, tmp_path) -> tuple[Node, ami.Profile]:
+    profile = ami.load(request.param)
+    node = Node(**stub_env(tmp_path, tools=TOOLS, stubs={**STUBS, **INSTALL_STUBS}, python=True))
+    ami.build(node, profile)
+    node.set("pyxis.tar.gz", pyxis_archive())
+    return node, profile
+
+
+def pcs_machine(tmp_path, name: str) -> Node:
+    node = Node(**stub_env(tmp_path, tools=TOOLS, stubs={**STUBS, **INSTALL_STUBS}, python=True))
+    ami.build(node, ami.load(name))
+    return node
+
+
+# -- the profiles themselves -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ami.PROFILES)
+def test_every_profile_states_every_fact_with_a_source(name):
+    profile = ami.load(name)
+    for fact in ami.FACTS:
+        assert profile.sources[fact].strip(), f"{name}: {fact} has no source"
+    assert set(ami.PCS_PROFILES) == {"pcs-sample-al2023", "pcs-sample-amzn2"}
+    assert ami.HYPERPOD_PROFILES == ("hyperpod-dlami-ubuntu2204",)
+    readme = (ami.PROFILES_DIR / "README.md").read_text()
+    assert f"`{name}`" in readme
+
+
+# -- nvme-raid.sh ----------------------------------------------------------------------------------------------
+
+
+def test_nvme_raid_uses_what_the_image_made_of_the_disks(machine):
+    """DLAMI: the disks are in vg.01 and mounted at /opt/dlami/nvme: never mdadm (before the fix: `mdadm --create` on
+    busy disks, the lifecycle exits 1 and HyperPod fails the cluster). PCS: a RAID 0 of the raw disks."""
+    node, profile = machine
+    node.disks(*store_disks(4))
+    result = node.run("nvme-raid.sh")
+    assert result.returncode == 0, result.stderr
+    if profile.dlami:
+        assert node.calls("mdadm") == [] and node.calls("mkfs.xfs") == []
+        assert node.calls("mount") == [
+            ["mount", "--bind", str(node.path("/opt/dlami/nvme/scratch")), str(node.path("/scratch"))]
+        ]
+        assert "bind,nofail,x-systemd.requires-mounts-for=/opt/dlami/nvme" in node.path("/etc/fstab").read_text()
+        assert stat.S_IMODE(node.path("/opt/dlami/nvme/scratch").stat().st_mode) == 0o1777
+        unit = node.path("/etc/systemd/system/fmcluster-scratch.service").read_text()
+        assert "After=local-fs.target dlami-nvme.service\n" in unit  # a stop/start's fresh volume gets scratch/ too
+    else:
+        assert [call[1] for call in node.calls("mdadm")][:2] == ["--detail", "--create"]
+        unit = node.path("/etc/systemd/system/fmcluster-scratch.service").read_text()
+        assert f"Before={profile.slurm['slurmd_unit']}\n" in unit  # the image's own slurmd unit, asked of systemd
+
+
+# -- enroot-pyxis.sh -------------------------------------------------------------------------------------------
+
+
+def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(machine):
+    node, profile = machine
+    result = node.run("enroot-pyxis.sh")
+    assert result.returncode == 0, result.stderr
+    slurm = profile.slurm
+    ubuntu = profile["os_release"]["ID"] == "ubuntu"
+    installer = "apt-get" if ubuntu else "yum"
+    packages = [arg for call in node.calls(installer) for arg in call if arg.endswith((".deb", ".rpm"))]
+    assert [p.rsplit("/", 1)[-1] for p in packages] == (["enroot.deb", "enroot+caps.deb"] if ubuntu else
+                                                       ["enroot.rpm", "enroot+caps.rpm"])  # fmt: skip
+    downloads = [call[-1] for call in node.calls("curl")]
+    if ubuntu:
+        assert downloads[:2] == [
+            f"{ENROOT_URL}/enroot_4.1.2-1_amd64.deb",
+            f"{ENROOT_URL}/enroot+caps_4.1.2-1_amd64.deb",
+        ]
+    else:
+        assert downloads[:2] == [f"{ENROOT_URL}/enroot-4.1.2-1.el8.x86_64.rpm",
+                                 f"{ENROOT_URL}/enroot+caps-4.1.2-1.el8.x86_64.rpm"]  # fmt: skip
+    assert downloads[2] == PYXIS_URL
+    ((make,),) = [[call] for call in node.calls("make")]
+    assert f"prefix={slurm['prefix']}" in make  # built against this image's Slurm, into its plugin directory
+    # in the environment: pyxis's Makefile appends it to its own CPPFLAGS (a command-line one would replace them)
+    assert (node.state / "make-env").read_text() == f"CPPFLAGS=-I{slurm['include']}\n"
+
+    conf = node.path("/etc/enroot/enroot.conf").read_text()
+    assert "ENROOT_RESTRICT_DEV no\n" in conf and "ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)\n" in conf
+    base = "/opt/dlami/nvme" if profile.dlami else "/tmp"  # no /scratch yet in this test
+    assert f"ENROOT_CACHE_PATH {base}/enroot/cache/group-$(id -g)\n" in conf
+    assert node.path("/etc/tmpfiles.d/fmcluster-enroot.conf").read_text().splitlines()[1:] == [
+        "d /run/enroot 1777 root root -",
+        "d /run/pyxis 1777 root root -",
+    ]
+    for directory in ("/run/enroot", "/run/pyxis"):
+        assert stat.S_IMODE(node.path(directory).stat().st_mode) == 0o1777
+    plugin = f"required {slurm['plugin_dir']}/spank_pyxis.so\n"
+    assert node.path(f"{slurm['plugstack_dir']}/pyxis.conf").read_text() == plugin
+    stack = node.path(f"{slurm['etc']}/plugstack.conf")
+    if profile["orchestrator"] == "pcs":  # PCS reads its SPANK directory itself ("Configure SPANK plugins")
+        assert not stack.exists()
+    else:
+        assert stack.read_text() == f"include {slurm['plugstack_dir']}/pyxis.conf\n"
+
+
+def test_without_a_path_to_the_downloads_enroot_fails_fast_saying_what_to_do(machine):
+    node, _ = machine
+    node.set("offline", "")
+    result = node.run("enroot-pyxis.sh")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(
+        f"ERROR: enroot 4.1.2 could not be installed from {ENROOT_URL}; give the nodes a path to github.com (or "
+        "FMCLUSTER_ENROOT_SOURCE/FMCLUSTER_PYXIS_SOURCE), or use an image with enroot and pyxis installed"
+    )
+    assert not node.path("/etc/enroot/enroot.conf").exists()
+
+
+# -- nccl-env.sh -----------------------------------------------------------------------------------------------
+
+
+def test_the_nccl_environment_reaches_containers_through_enroots_environ_d(machine):
+    node, _ = machine
+    node.set("ssm-value", '{"NCCL_DEBUG": "WARN"}')
+    assert node.run("nccl-env.sh", "/fmcluster/x/gpu/nccl-env", env={"AWS_REGION": "us-east-1"}).returncode == 0
+    environ = node.path("/etc/enroot/environ.d/50-fmcluster-nccl.env").read_text()
+    assert environ == node.path("/etc/fmcluster/nccl.env").read_text()
+    assert environ.splitlines()[1:] == ["NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=^docker,lo,veth"]
+
+
+# -- slurm-hooks.sh --------------------------------------------------------------------------------------------
+
+
+def test_slurm_hooks_go_into_slurm_conf_on_hyperpod_and_are_named_for_pcs(machine):
+    node, profile = machine
+    node.set(f"active-{profile.slurm['slurmd_unit']}", "")
+    result = node.run("slurm-hooks.sh")
+    assert result.returncode == 0, result.stderr
+    if profile["orchestrator"] == "pcs":
+        assert "AWS PCS runs Slurm configless: set TaskProlog=" in result.stderr
+        assert not [call for call in node.calls("systemctl") if call[1] == "restart"]
+    else:
+        conf = node.path(f"{profile.slurm['etc']}/slurm.conf").read_text().splitlines()
+        assert conf[-3:] == [f"TaskProlog={NODE_DIR}/slurm/task-prolog.sh",
+                             f"Prolog={NODE_DIR}/slurm/gpu-job-map.sh",
+                             f"Epilog={NODE_DIR}/slurm/gpu-job-map.sh"]  # fmt: skip
+        assert ["systemctl", "restart", "slurmd.service"] in node.calls("systemctl")
+
+
+# -- mount-lustre.sh and lnet-efa.sh (PCS nodes; HyperPod mounts /fsx itself) ------------------------------------
+
+
+@pytest.mark.parametrize("name", ami.PCS_PROFILES)
+def test_lustre_goes_over_efa_where_the_image_is_an_fsx_efa_client_else_tcp(tmp_path, name):
+    node = pcs_machine(tmp_path, name)
+    efa_devices(node, [f"rdmap{n}s0" for n in range(8, 40)])
+    node.set("instance-type", "p5.48xlarge")
+    result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa")
+    assert result.returncode == 0, result.stderr
+    fstab = node.path("/etc/fstab").read_text()
+    assert len(node.calls("mount")) == 1  # /fsx mounts in every case
+    if ami.load(name)["lustre_efa_client"]:
+        assert "x-systemd.requires=fmcluster-lnet-efa.service" in fstab
+        assert any(call[1:4] == ["net", "add", "--net"] and call[4] == "efa" for call in node.calls("lnetctl"))
+    else:
+        assert "x-systemd.requires" not in fstab and node.calls("lnetctl") == []
+        assert "LNet over EFA is not possible here: Amazon Linux 2 is no FSx EFA client OS; using TCP" in (
+            node.script_log("lnet-efa")
+        )
+
+
+def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
+    node = pcs_machine(tmp_path, "pcs-sample-al2023")
+    efa_devices(node, ["rdmap0s0"])
+    # lnetctl fails to add the efa network (and shows none)
+    node.add_stub("lnetctl", '[[ "$1 $2" == "net show" || "$1 $2 ${4:-}" == "net add efa" ]] && exit 1\nexit 0')
+    result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa", env={"FMCLUSTER_INSTANCE_TYPE": "g5.48xlarge"})
+    assert result.returncode == 0, result.stderr
+    assert "LNet over EFA could not be set up (see the lines above); using TCP" in node.script_log("lnet-efa")
+    assert ["lnetctl", "net", "del", "--net", "efa"] in node.calls("lnetctl")
+    assert "x-systemd.requires" not in node.path("/etc/fstab").read_text() and len(node.calls("mount")) == 1
+
+
+def test_an_efa_driver_older_than_fsx_needs_means_tcp(tmp_path):
+    node = pcs_machine(tmp_path, "pcs-sample-al2023")
+    efa_devices(node, ["rdmap0s0"])
+    node.set("efa-driver", "2.10.0\n")
+    result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa", env={"FMCLUSTER_INSTANCE_TYPE": "g5.48xlarge"})
+    assert result.returncode == 0, result.stderr
+    assert "EFA driver 2.10.0 is older than 2.12.1; using TCP" in node.script_log("lnet-efa")
+    assert node.calls("lnetctl") == []
+
+
+def test_lustre_mount_failing_fails_the_node_in_one_line(tmp_path):
+    node = pcs_machine(tmp_path, "pcs-sample-al2023")
+    node.set("mount-failures", "99")
+    result = node.run("bootstrap.sh", "--lustre-dns-name", DNS, "--lustre-mount-name", "abcdef12",
+                      env={"FMCLUSTER_RETRY_ATTEMPTS": "2"})  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(
+        "ERROR: fmcluster bootstrap FAILED at mount-lustre (logs: /var/log/fmcluster/mount-lustre.log)"
+    )
+
+
+def test_pyxis_is_built_for_every_slurm_version_a_pcs_image_holds(tmp_path):
+    """The PCS user guide ("Install SPANK plugins"): with several Slurm versions in the AMI, build for each."""
+    node = pcs_machine(tmp_path, "pcs-sample-al2023")
+    node.set("pyxis.tar.gz", pyxis_archive())
+    node.path("/opt/aws/pcs/scheduler/slurm-25.05/include/slurm").mkdir(parents=True)
+    node.path("/opt/aws/pcs/scheduler/slurm-25.05/include/slurm/spank.h").write_text("")
+    result = node.run("enroot-pyxis.sh")
+    assert result.returncode == 0, result.stderr
+    built = [arg for call in node.calls("make") for arg in call if arg.startswith("prefix=")]
+    assert built == ["prefix=/opt/aws/pcs/scheduler/slurm-25.05", "prefix=/opt/aws/pcs/scheduler/slurm-25.11"]
+    for version in ("25.05", "25.11"):
+        conf = node.path(f"/etc/aws/pcs/scheduler/slurm-{version}/plugstack.conf.d/pyxis.conf")
+        assert conf.read_text() == f"required /opt/aws/pcs/scheduler/slurm-{version}/lib/slurm/spank_pyxis.so\n"
