@@ -65,7 +65,7 @@ def test_scaling_compute_keeps_stateful_resources(synthesized, example, tmp_path
     data["compute"] = [{**group, "count": group["count"] * 2 + 1} for group in data["compute"]]
     data["compute"].append({**data["compute"][0], "name": "extra", "count": 3})
     scaled = synthesize(path, tmp_path, parse(data))
-    assert scaled.nag_findings == []
+    assert scaled.nag == []
 
     before, after = stateful(synthesized[example].templates), stateful(scaled.templates)
     assert before, "the example has no stateful resources"

@@ -281,7 +281,7 @@ def test_with_prometheus_none_nodes_get_the_bundle_but_no_observability_argument
     data = load(path).model_dump(by_alias=True, exclude_none=True)
     data["observability"] = {**data.get("observability", {}), "prometheus": "none", "grafana": "none"}
     result = synthesize(path, tmp_path, parse(data))
-    assert result.nag_findings == []
+    assert result.nag == []
     scripts = user_data(result.templates["llm-pretrain-cluster"])
     assert set(scripts) == {"gpuL", "logi"}
     for text in scripts.values():
