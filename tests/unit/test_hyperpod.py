@@ -35,6 +35,7 @@ from fmcluster.constructs.hyperpod import (
     lifecycle_bucket_name,
 )
 from fmcluster.constructs.hyperpod.lifecycle import package_data, package_text
+from fmcluster.constructs.lustre import LustreMount, LustreStorage
 from fmcluster.constructs.network import TrainingNetwork
 from fmcluster.constructs.observability import endpoint_parameter_name
 from fmcluster.node_scripts import dashboard_files
@@ -124,8 +125,7 @@ def lib(tmp_path_factory) -> Library:
             ComputeGroup(name="trn", instance_type="trn1.32xlarge", count=0, efa=False),
         ],
         controller_instance_type="c5.4xlarge",
-        lustre_dns_name=DNS,
-        lustre_mount_name="abcdef12",
+        file_system=LustreMount(dns_name=DNS, mount_name="abcdef12"),
         buckets=buckets,
         nccl_parameter_prefix="/tuning/research",
         key=buckets.key,
@@ -704,12 +704,12 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         ({"login_instance_type": "big"}, "login_instance_type: must be an EC2 instance type like m5.4xlarge; "
          "got 'big'"),
         ({"security_groups": []}, "security_groups: HyperPod takes 1-5 security groups (give the EFA group); got 0"),
-        ({"lustre_dns_name": DNS}, "lustre_dns_name and lustre_mount_name go together: give both to mount a file "
-         "system, or neither"),
-        ({"lustre_dns_name": "nfs.example.com", "lustre_mount_name": "abcdef12"}, "lustre_dns_name: must be an FSx "
-         "DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'nfs.example.com'"),
-        ({"lustre_dns_name": DNS, "lustre_mount_name": "abcdefghi"}, "lustre_mount_name: must be an FSx mount name "
-         "of 1-8 letters, digits, '_' or '-'; got 'abcdefghi'"),
+        ({"file_system": DNS}, "file_system: must be a LustreStorage or a LustreMount (a dns_name and a mount_name); "
+         f"got {DNS!r}"),
+        ({"file_system": LustreMount("nfs.example.com", "abcdef12")}, "file_system.dns_name: must be an FSx DNS name "
+         "like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'nfs.example.com'"),
+        ({"file_system": LustreMount(DNS, "abcdefghi")}, "file_system.mount_name: must be an FSx mount name of 1-8 "
+         "letters, digits, '_' or '-'; got 'abcdefghi'"),
         ({"nccl_parameter_prefix": "fmcluster/llm"}, "nccl_parameter_prefix: must be an SSM path like "
          "/fmcluster/llm; got 'fmcluster/llm'"),
         ({"controller_volume_gib": 0}, "controller_volume_gib: must be 1-16384 GiB; got 0"),
@@ -728,7 +728,7 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         "name-dash", "name-underscore", "no-groups", "duplicate-group", "uppercase-group", "reserved-group",
         "trailing-dash", "negative-count", "too-many", "not-a-group", "capacity-block", "plan-without-arn",
         "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "ml-prefix", "bad-login-type",
-        "no-security-group", "half-lustre", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
+        "no-security-group", "not-a-file-system", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
         "prometheus", "grafana", "grafana-without-prometheus", "managed-grafana-without-prometheus", "mirror",
     ],
 )  # fmt: skip
@@ -755,16 +755,19 @@ def test_every_problem_is_reported_at_once(scope):
     ]
 
 
-def test_file_system_and_dns_name_are_exclusive(scope, synthesized):
+def test_a_file_system_created_elsewhere_is_mounted_by_its_attributes(scope):
+    """A LustreStorage and a LustreMount of the same attributes give the same instance storage."""
     stack, required = scope
-    storage = synthesized["quickstart"].built.storage
-    with pytest.raises(ValueError) as error:
-        HyperPodSlurmCluster(
-            stack, "Invalid", **required, file_system=storage.lustre, lustre_dns_name=DNS, lustre_mount_name="ab"
-        )
-    assert str(error.value) == (
-        "HyperPodSlurmCluster: file_system: give either file_system or lustre_dns_name with lustre_mount_name, not both"
-    )
+    network = stack.node.find_child("Network")
+    lustre = LustreStorage(stack, "Lustre", vpc=network.vpc, subnet=network.compute_subnet,
+                           client_security_groups=[network.efa_security_group])  # fmt: skip
+    configs = []
+    for name, file_system in (("Storage", lustre), ("Mount", LustreMount(lustre.dns_name, lustre.mount_name))):
+        cluster = HyperPodSlurmCluster(stack, name, **required, file_system=file_system)
+        (fsx,) = [c.fsx_lustre_config for c in cluster.cluster.instance_groups[0].instance_storage_configs
+                  if c.fsx_lustre_config is not None]  # fmt: skip
+        configs.append(stack.resolve(fsx))
+    assert configs[0] == configs[1] and configs[0]["mountPath"] == "/fsx"
 
 
 def test_tokens_are_left_for_deploy_time(scope):

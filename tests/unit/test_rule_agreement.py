@@ -17,6 +17,7 @@ from fmcluster.config import ConfigError, parse
 from fmcluster.constructs import (
     EfaLaunchTemplate,
     HyperPodSlurmCluster,
+    LustreMount,
     NcclTuning,
     TrainingImage,
     TrainingNetwork,
@@ -188,7 +189,7 @@ def test_config_and_constructs_say_the_same(file, path, constructs):
 @pytest.mark.parametrize(
     ("build", "prefix"),
     [
-        (hyperpod(lustre_dns_name=DNS, lustre_mount_name="abcdefghi"), "HyperPodSlurmCluster: lustre_mount_name"),
+        (hyperpod(file_system=LustreMount(DNS, "abcdefghi")), "HyperPodSlurmCluster: file_system.mount_name"),
         (lambda stack: bootstrap_user_data(lustre_dns_name=DNS, lustre_mount_name="abcdefghi"),
          "bootstrap_user_data: lustre_mount_name"),
     ],
@@ -206,7 +207,7 @@ def test_lustre_mount_name_is_the_fsx_api_rule(build, prefix):
 @pytest.mark.parametrize(
     ("build", "prefix"),
     [
-        (hyperpod(lustre_dns_name="nfs.example.com", lustre_mount_name="abc"), "HyperPodSlurmCluster: lustre_dns_name"),
+        (hyperpod(file_system=LustreMount("nfs.example.com", "abc")), "HyperPodSlurmCluster: file_system.dns_name"),
         (lambda stack: bootstrap_user_data(lustre_dns_name="nfs.example.com", lustre_mount_name="abc"),
          "bootstrap_user_data: lustre_dns_name"),
     ],
