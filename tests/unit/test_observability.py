@@ -1,7 +1,7 @@
-"""ClusterObservability and ObservabilityStack: every combination of the cluster file's `observability` keys
-(prometheus managed|none x grafana self-hosted|managed|none x alarm_email given|not), each synthesized into its own
-stack of one app (built once for the module), checked with Template assertions, cdk-nag and cfn-lint; and the
-quickstart's own observability stack from the session, watching the storage stack's file system."""
+"""ClusterObservability and ObservabilityStack: every valid combination of the cluster file's `observability` keys
+(prometheus managed|none x grafana self-hosted|managed|none x alarm_email given|not; Grafana needs Prometheus), each
+synthesized into its own stack of one app (built once for the module), checked with Template assertions, cdk-nag and
+cfn-lint; and the quickstart's own observability stack from the session, watching the storage stack's file system."""
 
 from __future__ import annotations
 
@@ -27,9 +27,13 @@ from tests.conftest import SynthesizedExample
 
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 FILE_SYSTEM = "fs-0123456789abcdef0"
-COMBINATIONS = list(
-    itertools.product(("managed", "none"), ("self-hosted", "managed", "none"), ("ops@example.com", None))
-)
+COMBINATIONS = [
+    (prometheus, grafana, email)
+    for prometheus, grafana, email in itertools.product(
+        ("managed", "none"), ("self-hosted", "managed", "none"), ("ops@example.com", None)
+    )
+    if prometheus == "managed" or grafana == "none"  # Grafana needs Prometheus (tests/unit/test_rule_agreement.py)
+]
 
 
 def combination_id(combination: tuple) -> str:
@@ -96,7 +100,7 @@ def test_each_combination_creates_what_its_options_ask_for(synthesized, combinat
     template.resource_count_is("AWS::APS::Workspace", 1 if managed_prometheus else 0)
     template.resource_count_is("AWS::APS::RuleGroupsNamespace", 2 if managed_prometheus else 0)
     template.resource_count_is("AWS::Grafana::Workspace", 1 if grafana == "managed" else 0)
-    template.resource_count_is("Custom::GrafanaDashboards", 1 if grafana == "managed" and managed_prometheus else 0)
+    template.resource_count_is("Custom::GrafanaDashboards", 1 if grafana == "managed" else 0)
     template.resource_count_is("AWS::SSM::Parameter", 1 if managed_prometheus else 0)
     subscriptions = resources(template, "AWS::SNS::Subscription")
     assert [(s["Protocol"], s["Endpoint"]) for s in subscriptions] == ([("email", email)] if email else [])
@@ -180,12 +184,6 @@ def test_managed_grafana_reads_the_workspace_and_gets_the_dashboards(synthesized
     }
 
 
-def test_managed_grafana_without_prometheus_reads_cloudwatch_only(synthesized):
-    template = synthesized.templates[combination_id(("none", "managed", None))]
-    (workspace,) = resources(template, "AWS::Grafana::Workspace")
-    assert workspace["DataSources"] == ["CLOUDWATCH"]
-
-
 def test_events_and_the_fsx_alarm(synthesized):
     template = synthesized.templates[combination_id(("none", "none", None))]
     patterns = [rule["EventPattern"] for rule in resources(template, "AWS::Events::Rule")]
@@ -243,6 +241,8 @@ def test_composed_stack_watches_the_storage_stacks_file_system_and_grants_the_no
     [
         ({"prometheus": "self-hosted"}, "ClusterObservability: prometheus: "),
         ({"grafana": "cloud"}, "ClusterObservability: grafana: "),
+        ({"prometheus": "none", "grafana": "self-hosted"}, "ClusterObservability: grafana: 'self-hosted' needs "
+         "prometheus: managed as its data source; set grafana: none or prometheus: managed"),
         (
             {"alarm_email": "ops"},
             "ClusterObservability: alarm_email: must be an email address like ops@example.com; got 'ops'",
@@ -251,7 +251,7 @@ def test_composed_stack_watches_the_storage_stacks_file_system_and_grants_the_no
         ({"file_system_id": FILE_SYSTEM, "lustre_capacity_gib": 1000},
          "ClusterObservability: lustre_capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got 1000"),
     ],
-    ids=["prometheus", "grafana", "email", "half-fsx", "capacity"],
+    ids=["prometheus", "grafana", "grafana-without-prometheus", "email", "half-fsx", "capacity"],
 )  # fmt: skip
 def test_library_users_get_clear_errors(props, message):
     stack = cdk.Stack(cdk.App(), "Lib")

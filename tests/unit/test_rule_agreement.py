@@ -15,6 +15,7 @@ import pytest
 
 from fmcluster.config import ConfigError, parse
 from fmcluster.constructs import (
+    ClusterObservability,
     EfaLaunchTemplate,
     HyperPodSlurmCluster,
     LustreMount,
@@ -163,6 +164,8 @@ CASES = [
         "observability.grafana",
         [
             (hyperpod(prometheus="none", grafana="managed"), "HyperPodSlurmCluster: grafana"),
+            (lambda stack: ClusterObservability(stack, "Observability", cluster_name="llm", prometheus="none",
+                                                grafana="managed"), "ClusterObservability: grafana"),
         ],
     ),
     (
