@@ -304,7 +304,7 @@ def test_with_prometheus_none_nodes_get_the_bundle_but_no_observability_argument
     data = load(path).model_dump(by_alias=True, exclude_none=True)
     data["observability"] = {**data.get("observability", {}), "prometheus": "none", "grafana": "none"}
     result = synthesize(path, tmp_path, parse(data))
-    assert result.nag_findings == []
+    assert result.nag == []
     scripts = user_data(result.templates["llm-pretrain-cluster"])
     assert set(scripts) == {"gpuL", "logi"}
     for text in scripts.values():
@@ -317,6 +317,6 @@ def test_compliance_control_tower_turns_on_detailed_monitoring_without_an_acknow
     data = load(path).model_dump(by_alias=True, exclude_none=True)
     data["compliance"] = "control-tower"
     result = synthesize(path, tmp_path, parse(data))
-    assert (result.nag_findings, result.guard_findings) == ([], [])
+    assert (result.nag, result.guard_findings) == ([], [])
     templates = props(result.templates["llm-pretrain-cluster"], "AWS::EC2::LaunchTemplate")
     assert [t["LaunchTemplateData"]["Monitoring"] for t in templates] == [{"Enabled": True}] * 2
