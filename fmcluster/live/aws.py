@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from functools import cache
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore import xform_name
 from botocore.config import Config
 from botocore.exceptions import (
@@ -147,15 +149,29 @@ class Aws:
             raise NoCredentials(f"AWS credentials could not be loaded: {error}") from None
 
     def pages(self, service: str, operation: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
-        """Every item under `key` across the pages of a paginated operation (following NextToken)."""
-        token_name = "NextToken"
+        """Every item under `key` across the pages of a paginated operation.
+
+        The token's name comes from botocore's paginator model: most APIs use NextToken, PCS, CodeBuild and
+        CloudWatch Logs use nextToken; reading one name for all would silently stop after the first page."""
+        input_token, output_token = page_tokens(service, operation)
         while True:
             page = self.call(service, operation, **params)
             yield from page.get(key, [])
-            token = page.get(token_name)
+            token = page.get(output_token)
             if not token:
                 return
-            params = {**params, token_name: token}
+            params = {**params, input_token: token}
+
+
+@cache
+def page_tokens(service: str, operation: str) -> tuple[str, str]:
+    """(request token, response token) of a paginated operation, from botocore's paginators-1 data.
+
+    >>> page_tokens("pcs", "ListComputeNodeGroups"), page_tokens("cloudformation", "DescribeStackEvents")
+    (('nextToken', 'nextToken'), ('NextToken', 'NextToken'))
+    """
+    config = botocore.session.get_session().get_paginator_model(service).get_paginator(operation)
+    return config["input_token"], config["output_token"]
 
 
 def error_code(error: ClientError) -> str:

@@ -39,7 +39,7 @@ def queue_account(stub, reservation: dict | None, *, account: str = ACCOUNT, den
         stub.error("ec2", "DescribeCapacityReservations", "UnauthorizedOperation", message, status=403, params=ask)
     else:
         stub.ok("ec2", "DescribeCapacityReservations", reservation, ask)
-    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-0A1B2C3D", 100800.0)
+    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-8F1B9C74", 100800.0)
     stub.ok("service-quotas", "ListServiceQuotas", quotas(fsx), {"ServiceCode": "fsx"})
     stub.ok("ec2", "DescribeVpcs", vpcs(1), {})
     vpc = quota("vpc", "VPCs per Region", "L-F678F1CE", 5.0)
@@ -191,10 +191,11 @@ def test_a_ready_hyperpod_account_passes_every_check(stubs):
     sagemaker = quotas(
         quota("sagemaker", "ml.m5.4xlarge for cluster usage", "L-0A1B2C01", 4.0),
         quota("sagemaker", "ml.p5.48xlarge for cluster usage", "L-A9F29A4E", 4.0),
-        quota("sagemaker", "Total number of instances allowed across SageMaker HyperPod clusters", "L-0A1B2C02", 100.0),
+        quota("sagemaker", "Total number of instances allowed across SageMaker HyperPod clusters", "L-3308CCC7", 100.0),
+        quota("sagemaker", "Maximum number instances allowed per SageMaker HyperPod cluster", "L-2CE978FC", 20.0),
     )
     stub.ok("service-quotas", "ListServiceQuotas", sagemaker, {"ServiceCode": "sagemaker"})
-    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-0A1B2C3D", 100800.0)
+    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-8F1B9C74", 100800.0)
     stub.ok("service-quotas", "ListServiceQuotas", quotas(fsx), {"ServiceCode": "fsx"})
     stub.ok("ec2", "DescribeVpcs", vpcs(1), {})
     vpc = quotas(
