@@ -22,9 +22,11 @@ from botocore import xform_name
 from botocore.config import Config
 from botocore.exceptions import (
     ClientError,
+    ConnectionError,
     CredentialRetrievalError,
     NoCredentialsError,
     PartialCredentialsError,
+    ProfileNotFound,
     SSOError,
     TokenRetrievalError,
 )
@@ -100,7 +102,8 @@ class Denied(Exception):
 
 
 class NoCredentials(Exception):
-    """No usable credentials: none found, incomplete, expired or rejected. The message is one line for the user."""
+    """No usable credentials (none found, an unknown profile, incomplete, expired or rejected), or AWS could not be
+    reached to check them. The message is one line for the user."""
 
 
 class Aws:
@@ -120,6 +123,14 @@ class Aws:
     def action(service: str, operation: str) -> str:
         return ACTIONS[(service, operation)]
 
+    def account(self) -> str:
+        """The caller's account id: the first call of a run, which stops it (`NoCredentials`) when AWS cannot be
+        reached at all, rather than letting every check fail alike."""
+        try:
+            return self.call("sts", "GetCallerIdentity")["Account"]
+        except ConnectionError as error:
+            raise NoCredentials(f"could not reach AWS STS in {self.region}: {error}") from None
+
     def client(self, service: str) -> Any:
         # boto3 sessions are not thread-safe; clients are. Create each client once, under a lock.
         with self._lock:
@@ -132,10 +143,11 @@ class Aws:
     def call(self, service: str, operation: str, **params: Any) -> dict[str, Any]:
         """One API call: the parsed response, or `Denied`/`NoCredentials`; other client errors pass through."""
         action = self.action(service, operation)
-        client = self.client(service)
-        method: Callable[..., dict[str, Any]] = getattr(client, xform_name(operation))
         try:
+            method: Callable[..., dict[str, Any]] = getattr(self.client(service), xform_name(operation))
             return method(**params)
+        except ProfileNotFound as error:
+            raise NoCredentials(f"{error}; check AWS_PROFILE (aws configure list-profiles)") from None
         except (NoCredentialsError, PartialCredentialsError) as error:
             raise NoCredentials(f"no AWS credentials found ({error}); set AWS_PROFILE or run `aws configure`") from None
         except ClientError as error:

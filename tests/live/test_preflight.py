@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
+import socket
 import threading
 import time
 from pathlib import Path
 
+import boto3
 import pytest
+from botocore.config import Config
 
 from fmcluster import cli, live
 from fmcluster.config import Problem
@@ -225,3 +228,35 @@ def test_the_progress_display_runs_on_a_terminal():
     checks = [Check("one", "x", lambda: [Problem("x", "note: 1")])]
     assert run_checks(checks, console=Console(file=screen, force_terminal=True, width=100)) == [Problem("x", "note: 1")]
     assert "checked one" in screen.getvalue() or "checking the account" in screen.getvalue()
+
+
+def test_cli_with_an_unknown_profile_prints_one_line_and_exits_2(tmp_path, monkeypatch, capsys):
+    # A mistyped AWS_PROFILE: botocore raises ProfileNotFound when the client is made, before any call.
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    path = write(tmp_path, PCS_BLOCK)
+    assert cli.main(["validate", path, "--live"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        f"{path}: --live: The config profile (no-such-profile) could not be found; check AWS_PROFILE "
+        "(aws configure list-profiles)"
+    ]
+
+
+def test_aws_out_of_reach_stops_the_run_with_one_reason():
+    # No network (or a dead proxy): botocore's EndpointConnectionError, a ConnectionError, on the first call.
+    # Emulated with a local port nothing listens on; nothing leaves the machine.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    sts = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
+        "sts", region_name="us-east-1", endpoint_url=endpoint, config=Config(retries={"max_attempts": 1})
+    )
+    aws = live.Aws("us-east-1", clients={"sts": sts})
+    with pytest.raises(live.NoCredentials) as stopped:
+        live.preflight(config_of(PCS_BLOCK), aws, now=NOW, workers=1)
+    assert (
+        str(stopped.value)
+        == f'could not reach AWS STS in us-east-1: Could not connect to the endpoint URL: "{endpoint}/"'
+    )
