@@ -20,7 +20,8 @@
 #   4. nccl-env.sh [SSM_PARAMETER_NAME]                /etc/fmcluster/nccl.env and where jobs and containers read it
 #   5. enroot-pyxis.sh (from the bundle): enroot and pyxis, installed when the image lacks them (the AWS PCS sample
 #      AMIs do), configured for EFA, caches on /scratch
-#   6. slurm-hooks.sh (from the bundle): on AWS PCS (configless Slurm) it only names the Slurm custom settings
+#   6. slurm-hooks.sh (from the bundle): on AWS PCS (configless Slurm; Prolog/Epilog come from the cluster's Slurm
+#      custom settings) it only warns that PCS takes no TaskProlog
 #   7. observability.sh OBSERVABILITY_ARGUMENTS...    only with --observability, whose arguments are every one after
 #      it (see observability.sh's header); run from /opt/fmcluster/node, so it needs the bundle step, with this
 #      image's Slurm bin/ (/opt/aws/pcs/scheduler/slurm-<version>/bin on PCS, on PATH for login shells only) first on
