@@ -156,6 +156,27 @@ class ClusterObservability(Construct):
         """Every alarm, alert and node-health event of the cluster arrives here."""
         for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
             self._let_publish_encrypted(iam.ServicePrincipal(service))
+        # The topic has a policy of its own (TLS only, Prometheus, EventBridge), which replaces SNS's default one, so
+        # CloudWatch alarms must be allowed by name: without this statement every alarm action fails with "... is not
+        # authorized to perform: SNS:Publish" (AWS Knowledge Center, "cloudwatch-receive-sns-for-alarm-trigger").
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsOfThisAccount",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="cloudwatch",
+                            resource="alarm",
+                            resource_name="*",
+                            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
+            )
+        )
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
 

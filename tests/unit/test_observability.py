@@ -122,7 +122,8 @@ def test_each_combination_creates_what_its_options_ask_for(synthesized, combinat
     for statement in key["KeyPolicy"]["Statement"]:
         services = statement["Principal"].get("Service", [])
         key_services |= {services} if isinstance(services, str) else set(services)
-    expected = {"cloudwatch.amazonaws.com", "events.amazonaws.com"}
+    # logs.<region>: the CloudWatch Logs user guide's key policy for encrypted log groups (every fmcluster key has it)
+    expected = {"cloudwatch.amazonaws.com", "events.amazonaws.com", "logs.us-east-1.amazonaws.com"}
     assert key_services == (expected | {"aps.amazonaws.com"} if managed_prometheus else expected)
 
     node_statements = [
@@ -219,7 +220,8 @@ def test_stateful_parts_are_retained_by_default(synthesized):
 
 def test_composed_stack_watches_the_storage_stacks_file_system_and_grants_the_node_role(synthesized):
     template = synthesized.templates["composed"]
-    (alarm,) = resources(template, "AWS::CloudWatch::Alarm")
+    # the stack also holds the nccl-tests alarms (AWS/FSx is the FSx namespace); the FSx one is checked here
+    (alarm,) = [a for a in resources(template, "AWS::CloudWatch::Alarm") if a.get("Namespace") == "AWS/FSx"]
     file_system = alarm["Dimensions"][0]["Value"]  # a reference to the storage stack's file system
     assert not isinstance(file_system, str) and "LustreFileSystem" in json.dumps(file_system)
     assert alarm["Threshold"] == pytest.approx(1200 * 1024**3 * 0.1)
