@@ -4,22 +4,42 @@ from __future__ import annotations
 
 from fmcluster import nccl, sizing
 from fmcluster.config import ClusterConfig, Problem
+from fmcluster.config.models import IMAGE_KEY_OF_NCCL_PROP
 
 
 def warnings(config: ClusterConfig) -> list[Problem]:
     """Every warning for `config`: checkpoint time, NCCL variables to drop, an image that cannot run."""
-    return [*sizing.checkpoint_warnings(config), *nccl_env_warnings(config), *image_architecture_warnings(config)]
+    return [
+        *sizing.checkpoint_warnings(config),
+        *nccl_env_warnings(config),
+        *image_floor_warnings(config),
+        *image_architecture_warnings(config),
+    ]
 
 
 def nccl_env_warnings(config: ClusterConfig) -> list[Problem]:
     """`nccl.env` variables that are obsolete or that aws-ofi-nccl sets better itself, per instance type."""
-    versions = nccl.Versions(config.image.nccl, config.image.aws_ofi_nccl, config.image.efa_installer)
+    versions = config.image.nccl_versions()
     seen: dict[str, str] = {}
     for group in config.compute:
         for line in nccl.obsolete_variables(config.nccl.env, versions, instance_type=group.instance_type):
             name, why = line.split(": ", 1)
             seen.setdefault(name, why)
     return [Problem(f"nccl.env.{name}", f"warning: {why}") for name, why in seen.items()]
+
+
+def image_floor_warnings(config: ClusterConfig) -> list[Problem]:
+    """Image versions that meet the P5-class requirement but not aws-ofi-nccl's recommendation (below it, the
+    file is refused: `Image.problems_for`)."""
+    p5_class = [group.instance_type for group in config.compute if nccl.is_p5_class(group.instance)]
+    if not p5_class:
+        return []
+    return [
+        Problem(f"image.{IMAGE_KEY_OF_NCCL_PROP[prop]}", f"warning: {message}")
+        for prop, message in (
+            line.split(": ", 1) for line in nccl.floor_warnings(p5_class[0], config.image.nccl_versions())
+        )
+    ]
 
 
 def image_architecture_warnings(config: ClusterConfig) -> list[Problem]:

@@ -17,7 +17,7 @@ NCCL, the aws-ofi-nccl plugin and the EFA installer:
 `obsolete_variables()` checks any environment (the user's, or an existing job's) and returns one warning per
 variable to remove, with the reason.
 
-Sources (see `../shared/FACTS.md`, "NCCL over EFA"):
+Sources (aws/aws-ofi-nccl at tag v1.21.1, the default plugin version, unless another version is named):
   [doc]  aws/aws-ofi-nccl doc/efa-env-var.md (the EFA cheatsheet: presets by plugin version, obsolete variables)
   [src]  aws/aws-ofi-nccl src/platform-aws.cpp (`platform_data_map`: per-platform env; `configure_nvls_option`,
          `configure_tuner`, FI_EFA_FORK_SAFE, OFI_NCCL_SKIP_NICS_WITHOUT_ACCEL_AT_SAME_PCI_LEVEL on p6e-gb200;
@@ -53,7 +53,7 @@ DEFAULT_OFI_NCCL_VERSION = "1.21.1"
 DEFAULT_EFA_INSTALLER_VERSION = "1.50.0"
 
 SOCKET_IFNAME = "^docker,lo,veth"
-"""NCCL's bootstrap and socket traffic: anything but docker, loopback and veth links (FACTS.md; the AWS samples)."""
+"""NCCL's bootstrap and socket traffic: anything but docker, loopback and veth links ([doc]; the AWS samples)."""
 
 ENV_KEY_PATTERN = re.compile(r"^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$")
 """Variable names the nodes accept from SSM (fmcluster/node/nccl-env.sh); the cluster file's `nccl.env` keys."""
@@ -205,8 +205,8 @@ PLUGIN_DEFAULTS: tuple[PluginDefault, ...] = (
     PluginDefault(
         "NCCL_NETDEVS_POLICY", "max:1", (1, 17, 0), _types("p5en.48xlarge", "p6-b200.48xlarge"), "P5en, P6-B200"
     ),
-    # [pr] #932 / [rel] v1.16.0: the plugin names itself as the tuner (libnccl-net-ofi.so) when unset. FACTS.md dates
-    # this 1.17; the merge dates put it in 1.16.0 (trusting the primary source).
+    # [pr] #932 / [rel] v1.16.0: the plugin names itself as the tuner (libnccl-net-ofi.so) when unset. Secondary
+    # summaries date this 1.17; the merge dates put it in 1.16.0 (trusting the primary source).
     PluginDefault("NCCL_TUNER_PLUGIN", "(the plugin itself)", (1, 16, 0), _efa_nvidia, "every EFA GPU instance"),
     # [src] static topology files for P4d/P4de (long before 1.6; 1.6.0 is a safe lower bound).
     PluginDefault("NCCL_TOPO_FILE", "(the plugin's p4d topology)", (1, 6, 0), _types(*_P4D), "P4d, P4de"),
@@ -423,7 +423,10 @@ def _why_obsolete(
             "(aws-ofi-nccl doc/efa-env-var.md)"
         )
     if name == "NCCL_SOCKET_IFNAME" and re.search(r"(^|[\^,=])rdmap", value):
-        return "EFA devices (rdmap*) are not IP interfaces; leave fmcluster's ^docker,lo,veth (FACTS.md, NCCL over EFA)"
+        return (
+            "EFA devices (rdmap*) are not IP interfaces; leave fmcluster's ^docker,lo,veth "
+            "(aws-ofi-nccl doc/efa-env-var.md)"
+        )
     return None
 
 
@@ -445,8 +448,9 @@ PUBLISHED_ALL_REDUCE: tuple[PublishedBusBandwidth, ...] = (
     PublishedBusBandwidth("p5.48xlarge", 2, 16 * 1024**3, 487.0, _AWS_SAMPLES),
     PublishedBusBandwidth("p5.48xlarge", 2, 2 * 1024**3, 443.0, _AWS_SAMPLES),
 )
-"""FACTS.md. Nothing is published for p5en or multi-node P6 (a third-party 684 GB/s for 2x p6-b200 is unconfirmed and
-not used). The figures were measured on 2 instances and are applied to 2-instance runs only."""
+"""From the AWS samples' README (each figure's `source`). Nothing is published for p5en or multi-node P6 (a
+third-party 684 GB/s for 2x p6-b200 is unconfirmed and not used). The figures were measured on 2 instances and are
+applied to 2-instance runs only."""
 
 PUBLISHED_MARGIN = 0.9
 """A run below 90% of a published figure is below baseline: the margin nccl-tests gives its own expected-bandwidth

@@ -52,8 +52,8 @@ def plan_update(new_file: str, old_file: str, *, allow_replacement: bool = False
         print(line)
     for reader in update_plan.stale_readers(changes, new):
         print(reader.line())
-    refused = [change for change in changes if change.protected]
-    if refused and not allow_replacement:
+    refused = [change for change in changes if change.fails or (change.protected and not allow_replacement)]
+    if refused:
         for change in refused:
             path, message = update_plan.refusal(change, old)
             print(f"{new_file}: {path}: {message}", file=sys.stderr)

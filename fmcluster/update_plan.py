@@ -41,6 +41,41 @@ PROTECTED_TYPES: Mapping[str, str] = {
     "AWS::SageMaker::Cluster": "the HyperPod cluster (with every node and running job)",
 }
 """Types whose replacement or deletion `fmcluster plan --previous` refuses without --allow-replacement."""
+NAME_PROPERTIES: Mapping[str, str] = {
+    "AWS::CloudWatch::Alarm": "AlarmName",
+    "AWS::CloudWatch::Dashboard": "DashboardName",
+    "AWS::CodeBuild::Project": "Name",
+    "AWS::EC2::LaunchTemplate": "LaunchTemplateName",
+    "AWS::EC2::SecurityGroup": "GroupName",
+    "AWS::ECR::Repository": "RepositoryName",
+    "AWS::Events::Rule": "Name",
+    "AWS::IAM::InstanceProfile": "InstanceProfileName",
+    "AWS::IAM::ManagedPolicy": "ManagedPolicyName",
+    "AWS::IAM::Role": "RoleName",
+    "AWS::KMS::Alias": "AliasName",
+    "AWS::Lambda::Function": "FunctionName",
+    "AWS::Logs::LogGroup": "LogGroupName",
+    "AWS::PCS::Cluster": "Name",
+    "AWS::PCS::ComputeNodeGroup": "Name",
+    "AWS::PCS::Queue": "Name",
+    "AWS::S3::Bucket": "BucketName",
+    "AWS::SNS::Topic": "TopicName",
+    "AWS::SSM::Parameter": "Name",
+    "AWS::SageMaker::Cluster": "ClusterName",
+    "AWS::StepFunctions::StateMachine": "StateMachineName",
+}
+"""The property that names a resource of each type itself (not one that refers to another resource). "You can't
+perform an update that causes a custom-named resource to be replaced. If you must replace the resource, specify a new
+name" (CloudFormation template reference, "CloudFormation resource custom naming"): the update fails ("cannot update a
+stack when a custom-named resource requires replacing") and rolls back, whatever the plan's override says."""
+GROW_ONLY: Mapping[str, Mapping[str, str]] = {
+    "AWS::FSx::FileSystem": {
+        "/properties/StorageCapacity": "FSx for Lustre cannot decrease a file system's storage capacity",
+    },
+}
+"""Settings an update can raise but never lower: FSx for Lustre guide, "Managing storage capacity" ("Increase only
+- You can only increase the amount of storage capacity"); UpdateFileSystem StorageCapacity: "must be greater than the
+current storage capacity"."""
 SYMBOLS = {"add": "+", "modify": "~", "replace": "!", "delete": "-"}
 WORDS = {"add": "add", "modify": "change", "replace": "REPLACE", "delete": "DELETE"}
 
@@ -56,6 +91,12 @@ class Change:
     properties: tuple[str, ...] = ()
     """Top-level properties whose value changes."""
     reason: str = ""
+    failure: str = ""
+    """Why CloudFormation would fail this change and roll the stack back (no override helps), or ''."""
+
+    @property
+    def fails(self) -> bool:
+        return bool(self.failure)
 
     @property
     def protected(self) -> bool:
@@ -123,8 +164,17 @@ def _resource_change(stack: str, logical_id: str, old: dict, new: dict) -> Chang
         return Change(stack, logical_id, kind, "replace", changed, "no schema for this type: may be replaced")
     moved = [_pointer_name(p) for p in pointers if value_at(before, p) != value_at(after, p)]
     if moved:
-        return Change(stack, logical_id, kind, "replace", changed, f"{', '.join(moved)} is create-only")
-    return Change(stack, logical_id, kind, "modify", changed)
+        name_key = NAME_PROPERTIES.get(kind)
+        kept = name_key is not None and name_key in before and before.get(name_key) == after.get(name_key)
+        failure = f"CloudFormation cannot replace a resource that keeps its custom {name_key}" if kept else ""
+        return Change(stack, logical_id, kind, "replace", changed, f"{', '.join(moved)} is create-only", failure)
+    failure = next((why for pointer, why in GROW_ONLY.get(kind, {}).items() if _shrinks(before, after, pointer)), "")
+    return Change(stack, logical_id, kind, "modify", changed, failure=failure)
+
+
+def _shrinks(before: Mapping, after: Mapping, pointer: str) -> bool:
+    old, new = value_at(before, pointer), value_at(after, pointer)
+    return isinstance(old, int) and isinstance(new, int) and new < old
 
 
 def _stack_changes(stack: str, old: dict, new: dict) -> list[Change]:
@@ -250,6 +300,15 @@ def refusal(change: Change, old: Mapping[str, dict]) -> tuple[str, str]:
             f"AWS PCS cannot change a cluster's size in place: this update would replace the cluster (size "
             f"{size}) with every node group, queue and running job. Set orchestrator.size: {size} to keep it (it must "
             "still hold every node), or deploy the file under a new name, move the work, then delete the old cluster",
+        )
+    if change.fails:
+        replaced = change.action == "replace"
+        detail = change.reason if replaced else ", ".join(change.properties)
+        what = f"{'replace' if replaced else 'change'} {change.resource_type} ({detail})"
+        return (
+            f"{change.stack}.{change.logical_id}",
+            f"this update would {what}, and {change.failure}: CloudFormation would fail the update and roll back; "
+            "keep the old value" + (" or give the resource a new name too" if replaced else ""),
         )
     verb = "replace" if change.action == "replace" else "delete"
     why = f" ({change.reason})" if change.reason else ""

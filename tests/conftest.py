@@ -2,69 +2,50 @@
 
 `cdk synth` pays a jsii round trip to node per construct call, so each example's app is built and
 synthesized a single time here and every gate (cfn-lint, cdk-nag, snapshots, unit assertions) reads it.
+Construct tests read these examples (their stacks are kept, to find a construct's resources) and build only the
+library-user variants they need, with the harness in tests/support.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aws_cdk as cdk
 import pytest
 
 from fmcluster.config import ClusterConfig, load
+from tests import support
 from tests.scanners import FAIL_SYNTH_ON_VALIDATION_ERRORS, guard_findings, guard_validator
+from tests.support import CDK_JSON_CONTEXT, REPO, Synthesized, app
 
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
-CDK_JSON_CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
-"""The feature flags `cdk synth` runs with, so the tested templates are the ones users deploy."""
 
 
 @dataclass
-class SynthesizedExample:
-    """One example file, built into a CDK app and synthesized."""
+class SynthesizedExample(Synthesized):
+    """One example file, built into a CDK app (its stacks by role in `built`) and synthesized."""
 
-    path: Path
-    outdir: Path
-    nag_findings: list[str] = field(default_factory=list)
+    path: Path | None = None
+    config: ClusterConfig | None = None
+    built: object = None
+    """The `fmcluster.stacks.ClusterStacks` of the example."""
     guard_findings: list[str] = field(default_factory=list)
     """Control Tower proactive-control findings left after CDK's acknowledgments (tests/scanners.py)."""
-    templates: dict[str, dict] = field(default_factory=dict)
-    """Template of each stack, by stack name."""
-
-    def template_file(self, stack_name: str) -> Path:
-        return self.outdir / f"{stack_name}.template.json"
 
 
 def synthesize(path: Path, outdir: Path, config: ClusterConfig | None = None) -> SynthesizedExample:
     """Build `config` (default: the file at `path`) into an app and synthesize it into `outdir`."""
-    import aws_cdk as cdk
-    from cdk_nag import AwsSolutionsChecks
-
     from fmcluster.stacks import build
 
+    config = config or load(path)
     # The validation report is read below instead of failing synth on the first Control Tower finding.
-    app = cdk.App(outdir=str(outdir), context={**CDK_JSON_CONTEXT, FAIL_SYNTH_ON_VALIDATION_ERRORS: False})
-    stacks = build(app, config or load(path))
-    cdk.Validations.of(app).add_plugins(guard_validator())
-    report = AwsSolutionsChecks().validate_scope(app)
-    findings = [
-        f"{violation.rule_name} {resource.construct_path}: {violation.description}"
-        for violation in report.violations
-        for resource in violation.violating_resources
-    ]
-    result = SynthesizedExample(path=path, outdir=outdir, nag_findings=findings)
-    if findings:
-        return result  # synth would fail on the same findings; the nag gate reports them
-    app.synth()
-    result.guard_findings = guard_findings(outdir)
-    for stack in stacks.all():
-        result.templates[stack.stack_name] = json.loads(result.template_file(stack.stack_name).read_text())
-    return result
+    cdk_app = app(outdir, {**CDK_JSON_CONTEXT, FAIL_SYNTH_ON_VALIDATION_ERRORS: False})
+    stacks = build(cdk_app, config)
+    cdk.Validations.of(cdk_app).add_plugins(guard_validator())
+    result = support.synthesize(cdk_app, stacks.all())
+    guard = guard_findings(outdir) if result.templates else []
+    return SynthesizedExample(**vars(result), path=path, config=config, built=stacks, guard_findings=guard)
 
 
 @pytest.fixture(scope="session")

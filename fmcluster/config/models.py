@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from fmcluster import catalog
+from fmcluster import catalog, nccl
 from fmcluster.config.checks import (
     AMI_ID_PATTERN,
     GROUP_NAME_PATTERN,
@@ -480,10 +480,15 @@ CONTAINER_IMAGE_PATTERN = re.compile(
 )
 """A container image reference: [registry/]path[:tag][@sha256:digest] (the Docker distribution reference grammar)."""
 
-P5_CLASS_FAMILIES = ("p5", "p6")
-"""Families with the P5 version floors (aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge")."""
-P5_FLOORS = {"cuda": (12, 0, 0), "nccl": (2, 18, 5), "aws_ofi_nccl": (1, 7, 3), "efa_installer": (1, 29, 0)}
-"""cuda>=12.0, nccl>=2.18.5, aws-ofi-nccl>=1.7.3, efa-installer>=1.29.0 (aws-ofi-nccl doc/efa-env-var.md)."""
+P5_MIN_CUDA = (12, 0, 0)
+"""cuda>=12.0 on P5-class instances (aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge"). The NCCL, plugin and EFA
+installer floors of that list live in `fmcluster.nccl` (`floor_problems`, `floor_warnings`)."""
+IMAGE_KEY_OF_NCCL_PROP = {
+    "nccl_version": "nccl",
+    "ofi_nccl_version": "aws_ofi_nccl",
+    "efa_installer_version": "efa_installer",
+}
+"""`fmcluster.nccl`'s version names -> this section's keys."""
 BLACKWELL_MIN_CUDA = (12, 8, 0)
 """Blackwell (p6*) needs CUDA 12.8 or later, the first toolkit for sm_100 (CUDA 12.8 release notes; issue 6)."""
 MIN_AWS_OFI_NCCL = (1, 6, 0)
@@ -609,20 +614,25 @@ class Image(_Model):
             )
         return value
 
+    def nccl_versions(self) -> nccl.Versions:
+        """The versions `fmcluster.nccl` judges (P5-class floors, plugin defaults, obsolete variables)."""
+        return nccl.Versions(self.nccl, self.aws_ofi_nccl, self.efa_installer)
+
     def problems_for(self, instance_types: Iterable[str]) -> dict[str, str]:
         """Key -> message for each version too old for `instance_types` (P5-class floors, Blackwell's CUDA)."""
         types = sorted(set(instance_types))
         problems: dict[str, str] = {}
-        p5_class = [name for name in types if name.startswith(P5_CLASS_FAMILIES)]
+        p5_class = [name for name in types if name.startswith(nccl.P5_CLASS_FAMILIES)]
+        if p5_class and version_tuple(self.cuda) < P5_MIN_CUDA:
+            problems["cuda"] = (
+                f"{self.cuda!r} is older than the {_show_version(P5_MIN_CUDA)} that P5-class instances "
+                f"({', '.join(p5_class)}) need; use {_show_version(P5_MIN_CUDA)} or later "
+                f'(default "{DEFAULT_CUDA_VERSION}")'
+            )
         if p5_class:
-            for key, floor in P5_FLOORS.items():
-                given = getattr(self, key)
-                if version_tuple(given) < floor:
-                    problems[key] = (
-                        f"{given!r} is older than the {_show_version(floor)} that P5-class instances "
-                        f"({', '.join(p5_class)}) need; use {_show_version(floor)} or later "
-                        f'(default "{getattr(Image(), key)}")'
-                    )
+            for line in nccl.floor_problems(p5_class[0], self.nccl_versions()):
+                prop, message = line.split(": ", 1)
+                problems[IMAGE_KEY_OF_NCCL_PROP[prop]] = message
         blackwell = [name for name in types if name.startswith("p6")]
         if blackwell and version_tuple(self.cuda) < BLACKWELL_MIN_CUDA:
             problems["cuda"] = (

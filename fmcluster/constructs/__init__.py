@@ -1,7 +1,8 @@
 """fmcluster's L3 constructs: each module is named after the construct it holds.
 
-- `network` TrainingNetwork, `efa` EfaLaunchTemplate (named after what it wires), `lustre` LustreStorage,
-  `buckets` ProjectBuckets, `image` TrainingImage, `observability` ClusterObservability, `pcs` PcsSlurmCluster;
+- `network` TrainingNetwork, `efa` EfaLaunchTemplate (named after what it wires), `lustre` LustreStorage (and
+  LustreMount, a file system created elsewhere), `buckets` ProjectBuckets, `image` TrainingImage, `observability`
+  ClusterObservability, `pcs` PcsSlurmCluster;
 - `nccl_tuning` NcclTuning and `nccl_validation` NcclValidation (deployed in different stacks; the pure NCCL rules
   they share are `fmcluster.nccl`);
 - `hyperpod/` HyperPodSlurmCluster (`cluster`), its execution role (`role`) and its lifecycle scripts (`lifecycle`).
@@ -14,7 +15,7 @@ from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.efa import EfaLaunchTemplate
 from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
 from fmcluster.constructs.image import TrainingImage
-from fmcluster.constructs.lustre import LustreStorage
+from fmcluster.constructs.lustre import LustreMount, LustreStorage
 from fmcluster.constructs.nccl_tuning import NcclTuning
 from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.constructs.network import TrainingNetwork
@@ -25,6 +26,7 @@ __all__ = [
     "ClusterObservability",
     "EfaLaunchTemplate",
     "HyperPodSlurmCluster",
+    "LustreMount",
     "LustreStorage",
     "NcclTuning",
     "NcclValidation",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -26,6 +27,29 @@ LUSTRE_VERSION = "2.15"
 FSX_S3_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-*"
 """The service-linked role FSx creates per file system to reach its linked S3 buckets (FSx for Lustre user
 guide, "Working with server-side encrypted Amazon S3 buckets")."""
+
+
+@runtime_checkable
+class LustreFileSystem(Protocol):
+    """What a client needs to mount an FSx for Lustre file system: a `LustreStorage`, or a `LustreMount` for one
+    created elsewhere."""
+
+    dns_name: str
+    mount_name: str
+
+
+@dataclass(frozen=True)
+class LustreMount:
+    """An FSx for Lustre file system created elsewhere, by the two attributes a client mounts it with (the
+    `DNSName` and `LustreConfiguration.MountName` of FSx's DescribeFileSystems). The consumer checks them.
+
+    Example::
+
+        LustreMount(dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", mount_name="abcdef12")
+    """
+
+    dns_name: str
+    mount_name: str
 
 
 class LustreStorage(Construct):

@@ -21,7 +21,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from fmcluster.config.checks import is_token
+from fmcluster.config.checks import grafana_without_source, is_token
 from fmcluster.config.models import Observability, is_lustre_capacity
 from fmcluster.constructs.compliance import customer_key
 from fmcluster.constructs.functions import provider_with_handler
@@ -85,8 +85,9 @@ class ClusterObservability(Construct):
     `endpoint_parameter_name(cluster_name)` that tells node scripts the workspace's Prometheus endpoint.
 
     `grafana="managed"`: an Amazon Managed Grafana workspace (IAM Identity Center sign-in, which must be enabled in
-    the account) with Prometheus and CloudWatch data sources; with a managed Prometheus, a custom resource provisions
-    the data source and fmcluster's dashboards through Grafana's HTTP API. `"self-hosted"` creates nothing here: the
+    the account) with Prometheus and CloudWatch data sources; a custom resource provisions the Prometheus data source
+    and fmcluster's dashboards through Grafana's HTTP API. Either Grafana needs `prometheus="managed"`, its data
+    source (the cluster file's rule). `"self-hosted"` creates nothing here: the
     head node runs Grafana (fmcluster/node/observability.sh --grafana). `"none"`: no Grafana.
 
     With a file system: CloudWatch widgets for FSx (read and write throughput against the provisioned throughput, free
@@ -155,6 +156,27 @@ class ClusterObservability(Construct):
         """Every alarm, alert and node-health event of the cluster arrives here."""
         for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
             self._let_publish_encrypted(iam.ServicePrincipal(service))
+        # The topic has a policy of its own (TLS only, Prometheus, EventBridge), which replaces SNS's default one, so
+        # CloudWatch alarms must be allowed by name: without this statement every alarm action fails with "... is not
+        # authorized to perform: SNS:Publish" (AWS Knowledge Center, "cloudwatch-receive-sns-for-alarm-trigger").
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsOfThisAccount",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="cloudwatch",
+                            resource="alarm",
+                            resource_name="*",
+                            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
+            )
+        )
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
 
@@ -294,10 +316,7 @@ class ClusterObservability(Construct):
                 "resource-level permission; the role reads metrics only",
             )
         )
-        sources = ["CLOUDWATCH"]
-        if self.workspace is not None:
-            self.grant_query(role)
-            sources.insert(0, "PROMETHEUS")
+        self.grant_query(role)
         self.grafana_role = role
         self.grafana_workspace = grafana_.CfnWorkspace(
             self,
@@ -308,11 +327,10 @@ class ClusterObservability(Construct):
             authentication_providers=["AWS_SSO"],
             permission_type="CUSTOMER_MANAGED",
             role_arn=role.role_arn,
-            data_sources=sources,
+            data_sources=["PROMETHEUS", "CLOUDWATCH"],
             grafana_version=MANAGED_GRAFANA_VERSION,
         )
-        if self.workspace is not None:
-            self._provision_dashboards(stack)
+        self._provision_dashboards(stack)
 
     def _provision_dashboards(self, stack: cdk.Stack) -> None:
         workspace = self.grafana_workspace
@@ -520,6 +538,8 @@ def _validated(
 ) -> None:
     """Nothing; or ValueError naming every problem with the props, in the cluster file's words."""
     problems = prop_problems(Observability, prometheus=prometheus, grafana=grafana, alarm_email=alarm_email)
+    if problem := grafana_without_source(grafana, prometheus):
+        problems.append(f"grafana: {problem}")
     if (file_system_id is None) != (capacity_gib is None):
         problems.append("file_system_id and lustre_capacity_gib go together: give both to watch a file system")
     if capacity_gib is not None and not is_token(capacity_gib) and not is_lustre_capacity(capacity_gib):

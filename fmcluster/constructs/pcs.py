@@ -23,6 +23,10 @@ from fmcluster.config.models import (
 )
 from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.nag import acknowledge_wildcards
+from fmcluster.node_scripts import INSTALL_DIR
+
+GPU_JOB_MAP = f"{INSTALL_DIR}/slurm/gpu-job-map.sh"
+"""fmcluster's Slurm Prolog and Epilog (the node bundle installs it before slurmd starts)."""
 
 PurchaseOption = Literal["ONDEMAND", "CAPACITY_BLOCK"]
 
@@ -75,6 +79,10 @@ class PcsSlurmCluster(Construct):
         size: "SMALL", "MEDIUM" or "LARGE". Size is create-only: changing it replaces the cluster with every node
             group and queue, so pin it once the cluster runs. Omitted: from `expected_nodes`.
         scale_down_idle_seconds: for node groups with min < max; static groups never scale. Omitted: 600.
+        job_hook: the Prolog and Epilog every compute node runs as root (PCS runs Slurm configless, so only the
+            cluster's Slurm custom settings can set them). Omitted: fmcluster's gpu-job-map.sh, which the node
+            bundle installs before slurmd starts. None: no hook, for nodes without the bundle (a missing Prolog
+            drains the node at its first job).
     """
 
     def __init__(
@@ -89,6 +97,7 @@ class PcsSlurmCluster(Construct):
         expected_nodes: int = 32,
         size: str | None = None,
         scale_down_idle_seconds: int = 600,
+        job_hook: str | None = GPU_JOB_MAP,
     ) -> None:
         super().__init__(scope, construct_id)
         if slurm_version not in PCS_SLURM_VERSIONS:
@@ -112,7 +121,14 @@ class PcsSlurmCluster(Construct):
                 subnet_ids=[subnet.subnet_id], security_group_ids=[group.security_group_id for group in security_groups]
             ),
             slurm_configuration=pcs.CfnCluster.SlurmConfigurationProperty(
-                scale_down_idle_time_in_seconds=scale_down_idle_seconds
+                scale_down_idle_time_in_seconds=scale_down_idle_seconds,
+                # TaskProlog is not among the cluster settings PCS takes (see tests/unit/test_pcs.py).
+                slurm_custom_settings=[
+                    pcs.CfnCluster.SlurmCustomSettingProperty(parameter_name=name, parameter_value=job_hook)
+                    for name in ("Prolog", "Epilog")
+                ]
+                if job_hook
+                else None,
             ),
         )
         self.role = iam.Role(

@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from functools import cache
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore import xform_name
 from botocore.config import Config
 from botocore.exceptions import (
     ClientError,
+    ConnectionError,
     CredentialRetrievalError,
     NoCredentialsError,
     PartialCredentialsError,
+    ProfileNotFound,
     SSOError,
     TokenRetrievalError,
 )
@@ -98,7 +102,8 @@ class Denied(Exception):
 
 
 class NoCredentials(Exception):
-    """No usable credentials: none found, incomplete, expired or rejected. The message is one line for the user."""
+    """No usable credentials (none found, an unknown profile, incomplete, expired or rejected), or AWS could not be
+    reached to check them. The message is one line for the user."""
 
 
 class Aws:
@@ -118,6 +123,14 @@ class Aws:
     def action(service: str, operation: str) -> str:
         return ACTIONS[(service, operation)]
 
+    def account(self) -> str:
+        """The caller's account id: the first call of a run, which stops it (`NoCredentials`) when AWS cannot be
+        reached at all, rather than letting every check fail alike."""
+        try:
+            return self.call("sts", "GetCallerIdentity")["Account"]
+        except ConnectionError as error:
+            raise NoCredentials(f"could not reach AWS STS in {self.region}: {error}") from None
+
     def client(self, service: str) -> Any:
         # boto3 sessions are not thread-safe; clients are. Create each client once, under a lock.
         with self._lock:
@@ -130,10 +143,11 @@ class Aws:
     def call(self, service: str, operation: str, **params: Any) -> dict[str, Any]:
         """One API call: the parsed response, or `Denied`/`NoCredentials`; other client errors pass through."""
         action = self.action(service, operation)
-        client = self.client(service)
-        method: Callable[..., dict[str, Any]] = getattr(client, xform_name(operation))
         try:
+            method: Callable[..., dict[str, Any]] = getattr(self.client(service), xform_name(operation))
             return method(**params)
+        except ProfileNotFound as error:
+            raise NoCredentials(f"{error}; check AWS_PROFILE (aws configure list-profiles)") from None
         except (NoCredentialsError, PartialCredentialsError) as error:
             raise NoCredentials(f"no AWS credentials found ({error}); set AWS_PROFILE or run `aws configure`") from None
         except ClientError as error:
@@ -147,15 +161,29 @@ class Aws:
             raise NoCredentials(f"AWS credentials could not be loaded: {error}") from None
 
     def pages(self, service: str, operation: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
-        """Every item under `key` across the pages of a paginated operation (following NextToken)."""
-        token_name = "NextToken"
+        """Every item under `key` across the pages of a paginated operation.
+
+        The token's name comes from botocore's paginator model: most APIs use NextToken, PCS, CodeBuild and
+        CloudWatch Logs use nextToken; reading one name for all would silently stop after the first page."""
+        input_token, output_token = page_tokens(service, operation)
         while True:
             page = self.call(service, operation, **params)
             yield from page.get(key, [])
-            token = page.get(token_name)
+            token = page.get(output_token)
             if not token:
                 return
-            params = {**params, token_name: token}
+            params = {**params, input_token: token}
+
+
+@cache
+def page_tokens(service: str, operation: str) -> tuple[str, str]:
+    """(request token, response token) of a paginated operation, from botocore's paginators-1 data.
+
+    >>> page_tokens("pcs", "ListComputeNodeGroups"), page_tokens("cloudformation", "DescribeStackEvents")
+    (('nextToken', 'nextToken'), ('NextToken', 'NextToken'))
+    """
+    config = botocore.session.get_session().get_paginator_model(service).get_paginator(operation)
+    return config["input_token"], config["output_token"]
 
 
 def error_code(error: ClientError) -> str:

@@ -3,7 +3,8 @@
 Each reservation or plan named in the file is read once; the groups that use it are checked against it together
 (their counts add up). Sources: EC2 API reference (DescribeCapacityReservations, CapacityReservation: states,
 ReservationType, AvailableInstanceCount), EC2 user guide "Launch instances using Capacity Blocks" (same AZ, same
-platform, termination starts 30 minutes before the end), SageMaker API reference (DescribeTrainingPlan,
+platform, termination starts 30 minutes before the end) and "View Capacity Blocks" (states; before a block starts
+its available count is 0 and its size is in a tag), SageMaker API reference (DescribeTrainingPlan,
 ReservedCapacitySummary).
 """
 
@@ -21,6 +22,10 @@ from fmcluster.live.runner import Check
 
 ENDING_SOON = timedelta(days=1)
 LINUX = "Linux/UNIX"
+NOT_STARTED = ("scheduled", "payment-pending")
+BLOCK_SIZE_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
+"""EC2 user guide, "View Capacity Blocks": before a block begins its available capacity appears as zero; this tag
+holds how many instances it will have."""
 NOT_FOUND_CODES = ("InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed")
 """EC2 API reference, "Error codes for the Amazon EC2 API"."""
 
@@ -97,13 +102,13 @@ def check_reservation(config: ClusterConfig, aws: Aws, rid: str, groups: Groups,
             )
         )
     needed = sum(member.count for _, member in groups)
-    available = reservation.get("AvailableInstanceCount", 0)
-    if needed > available:
-        who = _who(groups)
+    if is_block and reservation.get("State") in NOT_STARTED:
+        problems += _future_block_size(f"{at}.count", rid, reservation, groups, needed)
+    elif needed > (available := reservation.get("AvailableInstanceCount", 0)):
         problems.append(
             Problem(
                 f"{at}.count",
-                f"{who} {needed} instance(s), but {kind} {rid} has {available} of "
+                f"{_who(groups)} {needed} instance(s), but {kind} {rid} has {available} of "
                 f"{reservation.get('TotalInstanceCount', 0)} available",
             )
         )
@@ -179,12 +184,39 @@ def check_training_plan(config: ClusterConfig, aws: Aws, arn: str, groups: Group
     return problems
 
 
+def _future_block_size(at: str, rid: str, reservation: dict, groups: Groups, needed: int) -> list[Problem]:
+    """A block that has not started shows 0 available; its size is in a tag (EC2 user guide, View Capacity Blocks)."""
+    tags = {tag.get("Key"): tag.get("Value") for tag in reservation.get("Tags", [])}
+    size = tags.get(BLOCK_SIZE_TAG, "")
+    if not size.isdigit():
+        return [
+            Problem(
+                at, f"note: capacity block {rid} has not started and has no {BLOCK_SIZE_TAG} tag; count not checked"
+            )
+        ]
+    if needed > int(size):
+        return [
+            Problem(
+                at, f"{_who(groups)} {needed} instance(s), but capacity block {rid} will hold {size} when it starts"
+            )
+        ]
+    return []
+
+
 def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime) -> list[Problem]:
     state = reservation.get("State", "")
     start, end = reservation.get("StartDate"), reservation.get("EndDate")
     window = _window(start, end, now)
     if state == "scheduled":
         return [Problem(at, f"warning: {what} is scheduled: {window}; nodes cannot launch before it starts")]
+    if state == "payment-pending":
+        return [
+            Problem(
+                at,
+                f"warning: {what} is payment-pending: its upfront payment is not processed yet ({window}); EC2 "
+                "releases the block if payment fails within 12 hours",
+            )
+        ]
     if state != "active":
         return [Problem(at, f"{what} is {state}, not active or scheduled ({window})")]
     problems = []

@@ -59,9 +59,9 @@ def diagnose(
     now: datetime | None = None,
 ) -> Diagnosis:
     """Read-only diagnosis of what `config` deployed. Raises `NoCredentials` when no call can be made."""
-    identity = aws.call("sts", "GetCallerIdentity")
+    account = aws.account()
     kept = Collected()
-    kept.keep("account", {"Account": identity["Account"], "Region": aws.region, "Cluster": config.name})
+    kept.keep("account", {"Account": account, "Region": aws.region, "Cluster": config.name})
     checks: list[Check] = [
         *stack_checks(config, aws, kept),
         *hyperpod_checks(config, aws, kept),

@@ -29,8 +29,7 @@ def preflight(
     workers: int = 8,
 ) -> list[Problem]:
     """Every live problem of `config`, in a stable order. Raises `NoCredentials` when no call can be made."""
-    identity = aws.call("sts", "GetCallerIdentity")
-    account = identity["Account"]
+    account = aws.account()
     problems = []
     if config.account and config.account != account:
         problems.append(

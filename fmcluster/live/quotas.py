@@ -1,12 +1,17 @@
 """Service Quotas the deploy needs headroom in, each named in its message as Service Quotas shows it.
 
-Quotas are found by name (ListServiceQuotas, then ListAWSDefaultServiceQuotas for quotas never changed: the
-first lists only applied values), so a message carries the name and code a user searches the console for.
+Quotas are found by code where the code is known, else by exact name (ListServiceQuotas, then
+ListAWSDefaultServiceQuotas for quotas never changed: the first lists only applied values), so a message carries
+the name and code a user searches the console for. Names are never matched by words: a service has look-alike
+quotas (HyperPod's Spot total next to its On-Demand total; FSx's Intelligent-Tiering read cache next to its
+Persistent_2 storage) and the listing's order is not documented.
 Sources: EC2 user guide, "On-Demand Instance quotas" (vCPU quotas per instance family); Amazon VPC user guide,
 "Amazon VPC quotas" (VPCs per Region, NAT gateways per Availability Zone); EC2 user guide, "Elastic IP address
-quota" (EC2-VPC Elastic IPs); SageMaker HyperPod prerequisites, "Quotas" (per-type "for cluster usage" quotas).
-Names marked (unconfirmed) below come from one public script and are matched loosely; a quota not found
-becomes a note, never an error.
+quota" (EC2-VPC Elastic IPs); SageMaker HyperPod prerequisites, "Quotas" (per-type "for cluster usage" quotas and
+"Maximum number instances allowed per SageMaker HyperPod cluster", "Total number of instances allowed across
+SageMaker HyperPod clusters"); FSx quota "Lustre Persistent_2 storage
+capacity" L-8F1B9C74 as ListServiceQuotas names it in public account listings (unconfirmed in AWS's FSx guide). A
+quota not found becomes a note, never an error.
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ from __future__ import annotations
 import re
 import threading
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
 from fmcluster.config import ClusterConfig, Problem
@@ -35,11 +39,23 @@ VPCS = "VPCs per Region"
 NAT_GATEWAYS = "NAT gateways per Availability Zone"
 ELASTIC_IPS = "EC2-VPC Elastic IPs"
 HYPERPOD_TYPE = "{ml_type} for cluster usage"
-HYPERPOD_TOTAL_WORDS = ("hyperpod", "instances", "across")
-"""(unconfirmed) words of HyperPod's account-wide instance quota's name, e.g. "Total number of instances allowed
-across SageMaker HyperPod clusters"."""
-LUSTRE_STORAGE_WORDS = ("lustre", "persistent", "storage")
-"""(unconfirmed) words of FSx's quota on persistent Lustre storage capacity; HDD and Persistent_1 quotas excluded."""
+HYPERPOD_PER_CLUSTER = "Maximum number instances allowed per SageMaker HyperPod cluster"
+HYPERPOD_TOTAL = "Total number of instances allowed across SageMaker HyperPod clusters"
+LUSTRE_STORAGE = "Lustre Persistent_2 storage capacity"
+"""fmcluster's file system is PERSISTENT_2 SSD; the quota is the Region's total across such file systems."""
+CODES = {
+    ON_DEMAND_QUOTAS["p"]: "L-417A185B",
+    ON_DEMAND_QUOTAS["g"]: "L-DB2E81BA",
+    ON_DEMAND_QUOTAS["trn"]: "L-2C3B7624",
+    ON_DEMAND_QUOTAS["m"]: "L-1216C47A",
+    VPCS: "L-F678F1CE",
+    NAT_GATEWAYS: "L-FE5A380F",
+    ELASTIC_IPS: "L-0263D0A3",
+    HYPERPOD_PER_CLUSTER: "L-2CE978FC",
+    HYPERPOD_TOTAL: "L-3308CCC7",
+    LUSTRE_STORAGE: "L-8F1B9C74",
+}
+"""Quota codes (stable where names get reworded), as the Service Quotas console and ListServiceQuotas show them."""
 
 
 class ServiceQuotas:
@@ -50,15 +66,14 @@ class ServiceQuotas:
         self._lock = threading.Lock()
         self._lists: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
-    def find(self, service_code: str, matches: Callable[[str], bool]) -> dict[str, Any] | None:
+    def named(self, service_code: str, name: str) -> dict[str, Any] | None:
+        """The quota whose code is `CODES[name]`, or (no known code) whose name is `name`; applied value first."""
+        code = CODES.get(name)
         for operation in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas"):
             for quota in self._list(service_code, operation):
-                if matches(quota.get("QuotaName", "")):
+                if quota.get("QuotaCode") == code if code else quota.get("QuotaName", "").lower() == name.lower():
                     return quota
         return None
-
-    def named(self, service_code: str, name: str) -> dict[str, Any] | None:
-        return self.find(service_code, lambda found: found.lower() == name.lower())
 
     def _list(self, service_code: str, operation: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -91,11 +106,12 @@ def quota_checks(config: ClusterConfig, aws: Aws, types: InstanceTypes) -> list[
                     lambda ml_type=ml_type, members=members: check_hyperpod_type(quotas, ml_type, members),
                 )
             )
-        checks.append(Check("HyperPod instance quota", "compute", lambda: check_hyperpod_total(quotas, config)))
+        for name in (HYPERPOD_PER_CLUSTER, HYPERPOD_TOTAL):
+            checks.append(
+                Check(f"quota '{name}'", "compute", lambda name=name: check_hyperpod_instances(quotas, config, name))
+            )
     checks.append(
-        Check(
-            "FSx for Lustre storage quota", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config)
-        )
+        Check(f"quota '{LUSTRE_STORAGE}'", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config))
     )
     checks.append(Check(f"quota '{VPCS}'", "network", lambda: check_vpcs(quotas, aws)))
     if config.network.egress == "nat":
@@ -203,10 +219,11 @@ def check_hyperpod_type(quotas: ServiceQuotas, ml_type: str, members: Members) -
     return []
 
 
-def check_hyperpod_total(quotas: ServiceQuotas, config: ClusterConfig) -> list[Problem]:
-    quota = quotas.find("sagemaker", lambda name: all(word in name.lower() for word in HYPERPOD_TOTAL_WORDS))
+def check_hyperpod_instances(quotas: ServiceQuotas, config: ClusterConfig, name: str) -> list[Problem]:
+    """The cluster's instances (compute, controller, login) against a HyperPod instance-count quota `name`."""
+    quota = quotas.named("sagemaker", name)
     if quota is None:
-        return [Problem("compute", "note: Service Quotas lists no HyperPod total-instance quota; not checked")]
+        return [Problem("compute", f"note: Service Quotas has no SageMaker quota named '{name}'; not checked")]
     login = 1 if config.orchestrator.login_instance_type else 0
     needed = config.total_nodes + 1 + login
     parts = f"{config.total_nodes} compute, 1 controller" + (", 1 login" if login else "")
@@ -222,16 +239,10 @@ def check_hyperpod_total(quotas: ServiceQuotas, config: ClusterConfig) -> list[P
 
 
 def check_lustre_storage(quotas: ServiceQuotas, config: ClusterConfig) -> list[Problem]:
-    def matches(name: str) -> bool:
-        lower = name.lower()
-        return all(word in lower for word in LUSTRE_STORAGE_WORDS) and not any(
-            word in lower for word in ("hdd", "persistent_1", "persistent 1", "scratch")
-        )
-
-    quota = quotas.find("fsx", matches)
+    quota = quotas.named("fsx", LUSTRE_STORAGE)
     path = "storage.lustre.capacity_gib"
     if quota is None:
-        return [Problem(path, "note: Service Quotas lists no FSx for Lustre persistent storage quota; not checked")]
+        return [Problem(path, f"note: Service Quotas has no FSx quota named '{LUSTRE_STORAGE}'; not checked")]
     capacity = config.storage.lustre.capacity_gib
     if capacity > quota["Value"]:
         unit = quota.get("Unit", "")

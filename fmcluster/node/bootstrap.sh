@@ -21,7 +21,8 @@
 #   4. nccl-env.sh [SSM_PARAMETER_NAME]                /etc/fmcluster/nccl.env and where jobs and containers read it
 #   5. enroot-pyxis.sh (from the bundle): enroot and pyxis, installed when the image lacks them (the AWS PCS sample
 #      AMIs do), configured for EFA, caches on /scratch
-#   6. slurm-hooks.sh (from the bundle): on AWS PCS (configless Slurm) it only names the Slurm custom settings
+#   6. slurm-hooks.sh (from the bundle): on AWS PCS (configless Slurm; Prolog/Epilog come from the cluster's Slurm
+#      custom settings) it only warns that PCS takes no TaskProlog
 #   7. image-watch.sh install REGION SSM_PARAMETER_NAME MOUNT_POINT   only with --image-parameter (and the bundle): a
 #      timer that brings the training image to the file system when it is published (see image-watch.sh's header)
 #   8. observability.sh OBSERVABILITY_ARGUMENTS...    only with --observability, whose arguments are every one after

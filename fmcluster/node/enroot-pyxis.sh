@@ -42,11 +42,16 @@ PYXIS_PLUGIN=spank_pyxis.so
 ADVICE="give the nodes a path to github.com (or FMCLUSTER_ENROOT_SOURCE/FMCLUSTER_PYXIS_SOURCE), or use an image with"
 ADVICE+=" enroot and pyxis installed"
 
-os_id() {
+# os_release KEY: KEY's value in /etc/os-release (ID, VERSION_ID), quotes removed.
+os_release() {
   local line
   while IFS= read -r line; do
-    [[ "$line" == ID=* ]] && { line="${line#ID=}"; printf '%s\n' "${line//\"/}"; return 0; }
+    [[ "$line" == "$1="* ]] && { line="${line#"$1"=}"; printf '%s\n' "${line//\"/}"; return 0; }
   done <"$ROOT/etc/os-release"
+}
+
+os_id() {
+  os_release ID
 }
 
 install_enroot() {
@@ -62,7 +67,14 @@ install_enroot() {
       ;;
     amzn | rhel | rocky | almalinux)
       arch="$(uname -m)"
-      retry curl -fsSL -o "$work/enroot.rpm" "$ENROOT_SOURCE/enroot-${ENROOT_VERSION}-1.el8.${arch}.rpm" &&
+      # enroot's rpm requires GNU parallel (pkg/rpm/SPECS/enroot.spec at v4.1.2), which Amazon Linux 2 has only in
+      # EPEL (enroot issue 202: amazon-linux-extras install epel on amazonlinux:2). Amazon Linux 2023 supports no
+      # EPEL; whether its own repository has parallel is unconfirmed, and yum then fails with the reason.
+      if [[ "$(os_id)" == amzn && "$(os_release VERSION_ID)" == 2 ]]; then
+        retry amazon-linux-extras install -y epel || status=1
+      fi
+      ((status == 0)) &&
+        retry curl -fsSL -o "$work/enroot.rpm" "$ENROOT_SOURCE/enroot-${ENROOT_VERSION}-1.el8.${arch}.rpm" &&
         retry curl -fsSL -o "$work/enroot+caps.rpm" "$ENROOT_SOURCE/enroot+caps-${ENROOT_VERSION}-1.el8.${arch}.rpm" &&
         retry yum install -y squashfs-tools "$work/enroot.rpm" "$work/enroot+caps.rpm" || status=1
       ;;
@@ -71,7 +83,8 @@ install_enroot() {
   rm -rf "$work"
   ((status != 2)) || die "enroot is not installed and fmcluster installs it only on Ubuntu and Amazon Linux; use an" \
     "image with enroot $ENROOT_VERSION"
-  ((status == 0)) || die "enroot $ENROOT_VERSION could not be installed from $ENROOT_SOURCE; $ADVICE"
+  ((status == 0)) || die "enroot $ENROOT_VERSION or its dependencies (jq, parallel, squashfs-tools) could not be" \
+    "installed from $ENROOT_SOURCE and the package repositories; $ADVICE"
   log INFO "installed enroot $ENROOT_VERSION"
 }
 

@@ -294,7 +294,8 @@ setup_dcgm_exporter() {
   # DCGM fields to export: dcgm-exporter's defaults that the dashboards and alerts read, plus the profiling (DCP)
   # fields for tensor-core activity and NVLink throughput. XID alerts read DCGM_EXP_XID_ERRORS_COUNT (how often each
   # XID was reported within the window, label `xid`); DCGM_FI_DEV_XID_ERRORS is only the last XID, kept until the
-  # exporter restarts, so a repeat cannot be seen in it.
+  # exporter restarts, so a repeat cannot be seen in it. Exactly three fields per line and no comma in a help text:
+  # dcgm-exporter reads the file with Go's encoding/csv, and a line with more fields makes it exit at start.
   write_file "$ETC/dcgm-counters.csv" 0644 <<'EOF'
 # DCGM FIELD, Prometheus metric type, help message (written by fmcluster observability.sh)
 DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).
@@ -312,8 +313,8 @@ DCGM_FI_DEV_ROW_REMAP_FAILURE, gauge, Whether remapping of rows has failed
 DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, Ratio of time the graphics engine is active.
 DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, Ratio of cycles the tensor (HMMA) pipe is active.
 DCGM_FI_PROF_DRAM_ACTIVE, gauge, Ratio of cycles the device memory interface is active sending or receiving data.
-DCGM_FI_PROF_NVLINK_TX_BYTES, gauge, The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.
-DCGM_FI_PROF_NVLINK_RX_BYTES, gauge, The rate of data received over NVLink, not including protocol headers, in bytes per second.
+DCGM_FI_PROF_NVLINK_TX_BYTES, gauge, The rate of data transmitted over NVLink - not including protocol headers - in bytes per second.
+DCGM_FI_PROF_NVLINK_RX_BYTES, gauge, The rate of data received over NVLink - not including protocol headers - in bytes per second.
 DCGM_FI_DRIVER_VERSION, label, Driver Version
 EOF
   counters_changed=$FMC_CHANGED

@@ -14,8 +14,10 @@
 # slurm.conf sets already to something else is left alone, with a warning (the image's own hook wins). After a change,
 # the controller (slurmctld active here) runs `scontrol reconfigure` and a node with an active slurmd restarts it, so
 # the daemons read the new file (AWS's HyperPod lifecycle restarts slurmd the same way after its plugin changes).
-# On AWS PCS, Slurm runs configless (PCS user guide, "Slurm configuration"): slurm.conf comes from PCS, and these keys
-# can only be set through the cluster's Slurm custom settings; the script says so and changes nothing.
+# On AWS PCS, Slurm runs configless (PCS user guide, "Slurm configuration"): slurm.conf comes from PCS. Prolog and
+# Epilog are the cluster's Slurm custom settings (PcsSlurmCluster sets them); TaskProlog is not one PCS takes (PCS API
+# reference, SlurmCustomSetting), so jobs there get the NCCL environment only inside containers (enroot's environ.d).
+# The script says so and changes nothing.
 # Exit status 1 when slurm.conf is missing or cannot be written; a key kept as the image set it is only a warning.
 # Log: /var/log/fmcluster/slurm-hooks.log
 set -euo pipefail
@@ -31,8 +33,9 @@ main() {
   require_root
   prefix="$(slurm_prefix)"
   if [[ -z "${SLURM_CONF:-}" && "$prefix" == /opt/aws/pcs/* ]]; then
-    log WARN "AWS PCS runs Slurm configless: set TaskProlog=${wanted[TaskProlog]}, Prolog and Epilog=${wanted[Prolog]}" \
-      "in the cluster's Slurm custom settings; nothing changed here"
+    log WARN "AWS PCS runs Slurm configless and takes no TaskProlog: jobs outside containers get the submitter's" \
+      "environment, not /etc/fmcluster/nccl.env (Prolog and Epilog=${wanted[Prolog]} come from the cluster's Slurm" \
+      "custom settings); nothing changed here"
     return 0
   fi
   conf="$ROOT$prefix/etc/slurm.conf"

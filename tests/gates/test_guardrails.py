@@ -73,6 +73,42 @@ def test_every_alarm_notifies_the_alarm_topic(synthesized, example):
 
 
 @pytest.mark.parametrize("example", EXAMPLE_IDS)
+def test_cloudwatch_may_publish_every_alarm_to_its_encrypted_topic(synthesized, example):
+    """A topic with a policy of its own loses SNS's default policy: CloudWatch alarms must be allowed sns:Publish by
+    name (AWS Knowledge Center, "Why didn't I receive an SNS notification for my CloudWatch alarm trigger?",
+    cloudwatch-receive-sns-for-alarm-trigger), and on a KMS-encrypted topic cloudwatch.amazonaws.com needs
+    kms:Decrypt and kms:GenerateDataKey* on its key (SNS developer guide, "Enable compatibility between event sources
+    from AWS services and encrypted topics")."""
+    templates = synthesized[example].templates
+    alarms = _resources(templates, "AWS::CloudWatch::Alarm")
+    assert alarms
+    for name, (stack, alarm) in alarms.items():
+        resources = templates[stack]["Resources"]
+        for action in alarm["Properties"]["AlarmActions"]:
+            topic = action["Ref"]
+            publishers = [
+                statement
+                for policy in resources.values()
+                if policy["Type"] == "AWS::SNS::TopicPolicy" and {"Ref": topic} in policy["Properties"]["Topics"]
+                for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+                if statement["Effect"] == "Allow" and statement["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+            ]
+            assert [s["Action"] for s in publishers] == ["sns:Publish"], name
+            source_arn = json.dumps(publishers[0]["Condition"]["ArnLike"]["aws:SourceArn"])
+            assert ":alarm:*" in source_arn, name
+            key = resources[resources[topic]["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]]
+            key_users = [
+                statement
+                for statement in key["Properties"]["KeyPolicy"]["Statement"]
+                if statement["Effect"] == "Allow"
+                and "cloudwatch.amazonaws.com" in json.dumps(statement["Principal"].get("Service"))
+            ]
+            assert any(
+                {"kms:Decrypt", "kms:GenerateDataKey*"} <= set(statement["Action"]) for statement in key_users
+            ), name
+
+
+@pytest.mark.parametrize("example", EXAMPLE_IDS)
 def test_the_default_security_group_loses_both_default_rules(synthesized, example):
     templates = synthesized[example].templates
     network = next(template for name, template in templates.items() if name.endswith("-network"))

@@ -25,7 +25,7 @@ def grown(example: str, change) -> dict:
 
 def synthesized_from(data: dict, tmp_path):
     result = synthesize(tmp_path / "cluster.yaml", tmp_path, parse(copy.deepcopy(data)))
-    assert result.nag_findings == []
+    assert result.nag == []
     return result.templates
 
 

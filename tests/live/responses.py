@@ -47,6 +47,7 @@ def capacity_reservation(
     start: datetime = NOW - timedelta(hours=2),
     end: datetime = NOW + timedelta(days=14),
     platform: str = "Linux/UNIX",
+    tags: dict[str, str] | None = None,
 ) -> dict:
     row = {
         "CapacityReservationId": RESERVATION,
@@ -67,7 +68,7 @@ def capacity_reservation(
         "EndDateType": "limited",
         "InstanceMatchCriteria": "targeted",
         "CreateDate": start - timedelta(days=7),
-        "Tags": [],
+        "Tags": [{"Key": key, "Value": value} for key, value in (tags or {}).items()],
         "ReservationType": "capacity-block" if block else "default",
     }
     if block:

@@ -52,14 +52,46 @@ def test_a_missing_reservation(stubs):
     ]
 
 
+SIZE_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
+"""EC2 user guide, "View Capacity Blocks": "Before a Capacity Block reservation begins, the available capacity
+appears as zero. You can see how many instances will be available in your Capacity Block by the tag value for the
+tag key aws:ec2capacityreservation:incrementalRequestedQuantity"."""
+LATER = {"start": NOW + timedelta(days=1, hours=2), "end": NOW + timedelta(days=15, hours=2)}
+
+
 def test_a_scheduled_block_states_when_it_starts(stubs):
-    response = capacity_reservation(
-        state="scheduled", start=NOW + timedelta(days=1, hours=2), end=NOW + timedelta(days=15, hours=2)
-    )
+    response = capacity_reservation(state="scheduled", total=0, available=0, tags={SIZE_TAG: "16"}, **LATER)
     assert reservation_messages(stubs, response) == [
         "cluster.yaml: compute[0].reservation_id: warning: capacity block cr-0123456789abcdef0 is scheduled: starts "
         "2026-12-01 12:00 UTC (in 1 day 2 h), ends 2026-12-15 12:00 UTC (in 15 days 2 h); nodes cannot launch "
         "before it starts"
+    ]
+
+
+def test_a_scheduled_block_too_small_is_judged_by_its_size_tag(stubs):
+    response = capacity_reservation(state="scheduled", total=0, available=0, tags={SIZE_TAG: "8"}, **LATER)
+    assert reservation_messages(stubs, response)[1:] == [
+        "cluster.yaml: compute[0].count: group gpu needs 16 instance(s), but capacity block cr-0123456789abcdef0 "
+        "will hold 8 when it starts"
+    ]
+
+
+def test_a_scheduled_block_without_its_size_tag_is_not_judged_by_its_zero_count(stubs):
+    response = capacity_reservation(state="scheduled", total=0, available=0, **LATER)
+    assert reservation_messages(stubs, response)[1:] == [
+        "cluster.yaml: compute[0].count: note: capacity block cr-0123456789abcdef0 has not started and has no "
+        f"{SIZE_TAG} tag; count not checked"
+    ]
+
+
+def test_a_block_whose_payment_is_pending_is_a_warning(stubs):
+    # EC2 user guide, "View Capacity Blocks": payment-pending, "the upfront payment hasn't been processed yet";
+    # payment-failed after 12 hours releases the block. Nothing in the file is wrong yet.
+    response = capacity_reservation(state="payment-pending", total=0, available=0, tags={SIZE_TAG: "16"}, **LATER)
+    assert reservation_messages(stubs, response) == [
+        "cluster.yaml: compute[0].reservation_id: warning: capacity block cr-0123456789abcdef0 is payment-pending: "
+        "its upfront payment is not processed yet (starts 2026-12-01 12:00 UTC (in 1 day 2 h), ends 2026-12-15 "
+        "12:00 UTC (in 15 days 2 h)); EC2 releases the block if payment fails within 12 hours"
     ]
 
 

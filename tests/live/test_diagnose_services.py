@@ -150,3 +150,35 @@ def test_pcs_end_to_end_exit_1(stubs):
     result = diagnose(config_of(PCS_BLOCK), stub.aws(), workers=1, now=NOW)
     assert result.exit_code == 1
     assert result.report().startswith(BOOT_FAILED + "\n")
+
+
+def test_pcs_node_groups_on_a_second_page_are_read(stubs):
+    # botocore's pcs paginators-1 data: ListComputeNodeGroups pages with nextToken (lower case) in and out, where
+    # most APIs use NextToken; a pager that reads NextToken would never see the second page.
+    stub = stubs()
+    stub.ok("pcs", "GetCluster", pcs_cluster(), GROUP)
+    first = pcs_group_summaries(("gpu", GPU_GROUP_ID, "CREATE_FAILED"))
+    stub.ok("pcs", "ListComputeNodeGroups", {**first, "nextToken": "page-2"}, GROUP)
+    stub.ok(
+        "pcs",
+        "GetComputeNodeGroup",
+        pcs_group("gpu", GPU_GROUP_ID, "CREATE_FAILED"),
+        {**GROUP, "computeNodeGroupIdentifier": GPU_GROUP_ID},
+    )
+    stub.ok(
+        "pcs",
+        "ListComputeNodeGroups",
+        pcs_group_summaries(("login", "pcs_login0001", "UPDATE_FAILED")),
+        {**GROUP, "nextToken": "page-2"},
+    )
+    stub.ok(
+        "pcs",
+        "GetComputeNodeGroup",
+        pcs_group("login", "pcs_login0001", "UPDATE_FAILED"),
+        {**GROUP, "computeNodeGroupIdentifier": "pcs_login0001"},
+    )
+    findings = check_pcs(config_of(PCS_BLOCK), stub.aws(), Collected())
+    assert [(f.subject, f.message) for f in findings[1:]] == [
+        ("PCS node group gpu", "CREATE_FAILED: PCS gave no reason"),
+        ("PCS node group login", "UPDATE_FAILED: PCS gave no reason"),
+    ]

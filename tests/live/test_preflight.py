@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
+import socket
 import threading
 import time
 from pathlib import Path
 
+import boto3
 import pytest
+from botocore.config import Config
 
 from fmcluster import cli, live
 from fmcluster.config import Problem
@@ -39,7 +42,7 @@ def queue_account(stub, reservation: dict | None, *, account: str = ACCOUNT, den
         stub.error("ec2", "DescribeCapacityReservations", "UnauthorizedOperation", message, status=403, params=ask)
     else:
         stub.ok("ec2", "DescribeCapacityReservations", reservation, ask)
-    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-0A1B2C3D", 100800.0)
+    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-8F1B9C74", 100800.0)
     stub.ok("service-quotas", "ListServiceQuotas", quotas(fsx), {"ServiceCode": "fsx"})
     stub.ok("ec2", "DescribeVpcs", vpcs(1), {})
     vpc = quota("vpc", "VPCs per Region", "L-F678F1CE", 5.0)
@@ -191,10 +194,11 @@ def test_a_ready_hyperpod_account_passes_every_check(stubs):
     sagemaker = quotas(
         quota("sagemaker", "ml.m5.4xlarge for cluster usage", "L-0A1B2C01", 4.0),
         quota("sagemaker", "ml.p5.48xlarge for cluster usage", "L-A9F29A4E", 4.0),
-        quota("sagemaker", "Total number of instances allowed across SageMaker HyperPod clusters", "L-0A1B2C02", 100.0),
+        quota("sagemaker", "Total number of instances allowed across SageMaker HyperPod clusters", "L-3308CCC7", 100.0),
+        quota("sagemaker", "Maximum number instances allowed per SageMaker HyperPod cluster", "L-2CE978FC", 20.0),
     )
     stub.ok("service-quotas", "ListServiceQuotas", sagemaker, {"ServiceCode": "sagemaker"})
-    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-0A1B2C3D", 100800.0)
+    fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-8F1B9C74", 100800.0)
     stub.ok("service-quotas", "ListServiceQuotas", quotas(fsx), {"ServiceCode": "fsx"})
     stub.ok("ec2", "DescribeVpcs", vpcs(1), {})
     vpc = quotas(
@@ -224,3 +228,35 @@ def test_the_progress_display_runs_on_a_terminal():
     checks = [Check("one", "x", lambda: [Problem("x", "note: 1")])]
     assert run_checks(checks, console=Console(file=screen, force_terminal=True, width=100)) == [Problem("x", "note: 1")]
     assert "checked one" in screen.getvalue() or "checking the account" in screen.getvalue()
+
+
+def test_cli_with_an_unknown_profile_prints_one_line_and_exits_2(tmp_path, monkeypatch, capsys):
+    # A mistyped AWS_PROFILE: botocore raises ProfileNotFound when the client is made, before any call.
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    path = write(tmp_path, PCS_BLOCK)
+    assert cli.main(["validate", path, "--live"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        f"{path}: --live: The config profile (no-such-profile) could not be found; check AWS_PROFILE "
+        "(aws configure list-profiles)"
+    ]
+
+
+def test_aws_out_of_reach_stops_the_run_with_one_reason():
+    # No network (or a dead proxy): botocore's EndpointConnectionError, a ConnectionError, on the first call.
+    # Emulated with a local port nothing listens on; nothing leaves the machine.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    sts = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing").client(
+        "sts", region_name="us-east-1", endpoint_url=endpoint, config=Config(retries={"max_attempts": 1})
+    )
+    aws = live.Aws("us-east-1", clients={"sts": sts})
+    with pytest.raises(live.NoCredentials) as stopped:
+        live.preflight(config_of(PCS_BLOCK), aws, now=NOW, workers=1)
+    assert (
+        str(stopped.value)
+        == f'could not reach AWS STS in us-east-1: Could not connect to the endpoint URL: "{endpoint}/"'
+    )

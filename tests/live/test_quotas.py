@@ -6,7 +6,7 @@ from fmcluster.live.instances import InstanceTypes
 from fmcluster.live.quotas import (
     ServiceQuotas,
     check_elastic_ips,
-    check_hyperpod_total,
+    check_hyperpod_instances,
     check_hyperpod_type,
     check_lustre_storage,
     check_nat_gateways,
@@ -102,6 +102,11 @@ def test_hyperpod_type_quota_missing_is_a_note(stubs):
 
 
 TOTAL = "Total number of instances allowed across SageMaker HyperPod clusters"
+SPOT_TOTAL = "Total number of Spot instances allowed across SageMaker HyperPod clusters"
+PER_CLUSTER = "Maximum number instances allowed per SageMaker HyperPod cluster"
+"""Names: SageMaker HyperPod developer guide, prerequisites, "Quotas" table (the Spot twin: HyperPod Spot docs).
+Codes L-3308CCC7, L-97A2C724 and L-2CE978FC as a public account's ListServiceQuotas listing shows them (us-east-1,
+2026; unconfirmed in AWS's docs, which name quotas only)."""
 
 
 def test_hyperpod_total_counts_controller_and_compute(stubs):
@@ -111,13 +116,41 @@ def test_hyperpod_total_counts_controller_and_compute(stubs):
         quotas(quota("sagemaker", TOTAL, "L-3308CCC7", 2.0)),
         {"ServiceCode": "sagemaker"},
     )
-    assert render(check_hyperpod_total(ServiceQuotas(stub.aws()), config_of(QUICKSTART))) == [
+    assert render(check_hyperpod_instances(ServiceQuotas(stub.aws()), config_of(QUICKSTART), TOTAL)) == [
         f"cluster.yaml: compute: the cluster has 3 instances (2 compute, 1 controller), but the quota '{TOTAL}' "
         "(L-3308CCC7) is 2; request an increase"
     ]
 
 
-LUSTRE = "Lustre Persistent_2 storage capacity (unconfirmed name)"
+def test_hyperpod_total_is_not_confused_with_its_spot_twin(stubs):
+    # The Spot quota's name has every word of the On-Demand one's; an account may list it first, at 0.
+    stub = stubs().ok(
+        "service-quotas",
+        "ListServiceQuotas",
+        quotas(quota("sagemaker", SPOT_TOTAL, "L-97A2C724", 0.0), quota("sagemaker", TOTAL, "L-3308CCC7", 30.0)),
+        {"ServiceCode": "sagemaker"},
+    )
+    assert render(check_hyperpod_instances(ServiceQuotas(stub.aws()), config_of(QUICKSTART), TOTAL)) == []
+
+
+def test_hyperpod_per_cluster_quota(stubs):
+    stub = stubs().ok(
+        "service-quotas",
+        "ListServiceQuotas",
+        quotas(quota("sagemaker", PER_CLUSTER, "L-2CE978FC", 20.0)),
+        {"ServiceCode": "sagemaker"},
+    )
+    config = config_of(QUICKSTART, compute=[{"name": "gpu", "instance_type": "p5.48xlarge", "count": 24}])
+    assert render(check_hyperpod_instances(ServiceQuotas(stub.aws()), config, PER_CLUSTER)) == [
+        f"cluster.yaml: compute: the cluster has 25 instances (24 compute, 1 controller), but the quota "
+        f"'{PER_CLUSTER}' (L-2CE978FC) is 20; request an increase"
+    ]
+
+
+LUSTRE = "Lustre Persistent_2 storage capacity"
+LOOK_ALIKE = "Lustre Persistent Intelligent-Tiering SSD read cache storage capacity"
+"""FSx quotas as ListServiceQuotas names them (public account listings: L-8F1B9C74 at its default 100,800;
+L-B7391FCE), unconfirmed in AWS's FSx guide. The look-alike has every word a loose match would look for."""
 
 
 def test_lustre_capacity_within_and_over_the_quota(stubs):
@@ -128,7 +161,7 @@ def test_lustre_capacity_within_and_over_the_quota(stubs):
             2400.0,
             [
                 "cluster.yaml: storage.lustre.capacity_gib: 4,800 GiB exceeds the quota "
-                f"'{LUSTRE}' (L-0A1B2C3D) of 2,400; request an increase (other file systems count too)"
+                f"'{LUSTRE}' (L-8F1B9C74) of 2,400; request an increase (other file systems count too)"
             ],
         ),
     ):
@@ -136,8 +169,9 @@ def test_lustre_capacity_within_and_over_the_quota(stubs):
             "service-quotas",
             "ListServiceQuotas",
             quotas(
-                quota("fsx", "Lustre Persistent_1 HDD storage capacity", "L-0A1B2C3E", 100000.0),
-                quota("fsx", LUSTRE, "L-0A1B2C3D", value),
+                quota("fsx", LOOK_ALIKE, "L-B7391FCE", 0.0),
+                quota("fsx", "Lustre Persistent_1 storage capacity", "L-C8640C82", 100800.0),
+                quota("fsx", LUSTRE, "L-8F1B9C74", value),
             ),
             {"ServiceCode": "fsx"},
         )

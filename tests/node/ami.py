@@ -92,6 +92,8 @@ def build(node: StubNode, profile: Profile, *, installed: tuple[str, ...] = ()) 
     node.set("efa-driver", software["efa_driver"] + "\n")
     if not software.get("lustre_client"):
         node.set("no-lustre", "")
+    if software.get("gnu_parallel_in_epel"):
+        node.set("parallel-in-epel", "")
     mounted = list(profile["mounts"])
     nvme = profile["nvme"]
     if profile.dlami:
@@ -124,6 +126,10 @@ while IFS= read -r line; do
   [[ "$line" =~ NAME=\\"([^\\"]+)\\".*Instance\\ Storage ]] && printf '  %s %s\\n' "${BASH_REMATCH[1]}" "$vg"
 done <"$STUB_STATE/lsblk"
 exit 0""",
-    "amazon-linux-extras": 'rm -f "$STUB_STATE/no-lustre"',
+    # amazon-linux-extras install -y TOPIC: lustre brings the client, epel the repository with GNU parallel
+    "amazon-linux-extras": """case "${!#}" in
+  lustre) rm -f "$STUB_STATE/no-lustre" ;;
+  epel) rm -f "$STUB_STATE/parallel-in-epel" ;;
+esac""",
 }
 """Stubs that answer as the profile's image does, from the state `build` wrote."""

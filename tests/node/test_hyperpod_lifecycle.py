@@ -329,8 +329,9 @@ def test_without_scratch_enroot_uses_tmp_and_says_so(node):
         # no path to github.com (the stub curl fails): the step fails, saying what to do
         (
             "enroot",
-            "enroot 4.1.2 could not be installed from https://github.com/NVIDIA/enroot/releases/download/"
-            "v4.1.2; give the nodes a path to github.com",
+            "enroot 4.1.2 or its dependencies (jq, parallel, squashfs-tools) could not be installed from "
+            "https://github.com/NVIDIA/enroot/releases/download/v4.1.2 and the package repositories; give the nodes a "
+            "path to github.com",
         ),
         ("pyxis", "pyxis 0.24.0 could not be built against /opt/slurm; give the nodes a path to github.com"),
     ],

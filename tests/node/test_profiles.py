@@ -35,7 +35,11 @@ fi
 """
     + STUBS["curl"],
     "apt-get": "exit 0",
-    "yum": "exit 0",
+    # yum install ... enroot.rpm: resolves enroot's Requires, GNU parallel among them, unless only EPEL has it
+    "yum": """if [[ "$*" == *.rpm* && -f "$STUB_STATE/parallel-in-epel" ]]; then
+  echo "Error: Package: enroot-4.1.2-1.el8.x86_64 Requires: parallel" >&2
+  exit 1
+fi""",
     "dpkg": "echo amd64",
     "gcc": "exit 0",
     # make -C DIR CPPFLAGS=... prefix=PREFIX install: what pyxis's Makefile installs, under FMCLUSTER_ROOT
@@ -127,6 +131,8 @@ def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(mac
             f"{ENROOT_URL}/enroot+caps_4.1.2-1_amd64.deb",
         ]
     else:
+        if profile.software.get("gnu_parallel_in_epel"):  # Amazon Linux 2: EPEL before enroot's rpm (enroot issue 202)
+            assert ["amazon-linux-extras", "install", "-y", "epel"] in node.calls("amazon-linux-extras")
         assert downloads[:2] == [f"{ENROOT_URL}/enroot-4.1.2-1.el8.x86_64.rpm",
                                  f"{ENROOT_URL}/enroot+caps-4.1.2-1.el8.x86_64.rpm"]  # fmt: skip
     assert downloads[2] == PYXIS_URL
@@ -160,7 +166,8 @@ def test_without_a_path_to_the_downloads_enroot_fails_fast_saying_what_to_do(mac
     result = node.run("enroot-pyxis.sh")
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1].endswith(
-        f"ERROR: enroot 4.1.2 could not be installed from {ENROOT_URL}; give the nodes a path to github.com (or "
+        f"ERROR: enroot 4.1.2 or its dependencies (jq, parallel, squashfs-tools) could not be installed from "
+        f"{ENROOT_URL} and the package repositories; give the nodes a path to github.com (or "
         "FMCLUSTER_ENROOT_SOURCE/FMCLUSTER_PYXIS_SOURCE), or use an image with enroot and pyxis installed"
     )
     assert not node.path("/etc/enroot/enroot.conf").exists()
@@ -187,7 +194,8 @@ def test_slurm_hooks_go_into_slurm_conf_on_hyperpod_and_are_named_for_pcs(machin
     result = node.run("slurm-hooks.sh")
     assert result.returncode == 0, result.stderr
     if profile["orchestrator"] == "pcs":
-        assert "AWS PCS runs Slurm configless: set TaskProlog=" in result.stderr
+        # TaskProlog is no cluster-level Slurm custom setting of AWS PCS (PCS API reference, SlurmCustomSetting)
+        assert "AWS PCS runs Slurm configless and takes no TaskProlog" in result.stderr
         assert not [call for call in node.calls("systemctl") if call[1] == "restart"]
     else:
         conf = node.path(f"{profile.slurm['etc']}/slurm.conf").read_text().splitlines()

@@ -11,6 +11,7 @@ the EFA and Lustre inputs are a recorded p5 layout (hw_counters files) and recor
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import json
@@ -332,6 +333,26 @@ def test_gpu_node_runs_dcgm_exporter_from_the_pinned_image(node):
         assert f"\n{field}," in counters
     targets = json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text())
     assert targets == [{"targets": ["127.0.0.1:9400"], "labels": {"instance": "ip-10-1-33-17"}}]
+
+
+def dcgm_counter_records(text: str) -> list[list[str]]:
+    """The counters CSV as dcgm-exporter 4.3.1-4.4.0 reads it (internal/pkg/counters/counter_config.go: ReadCSVFile
+    is Go's encoding/csv with Comment '#' and FieldsPerRecord 0, so every record needs the first record's field
+    count or ReadAll fails; ExtractCounters then wants exactly 3 fields). Python's csv splits unquoted commas alike."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    return [[field.strip(" ") for field in record] for record in csv.reader(lines)]
+
+
+def test_the_dcgm_counters_csv_is_one_dcgm_exporter_accepts():
+    """A help text with a comma gave a 5-field record: dcgm-exporter logged the CSV error and exited at start
+    (pkg/cmd/app.go getCounters: os.Exit(1)), so a GPU node had no GPU metrics and no XID alerts."""
+    csv_text = re.search(r"dcgm-counters\.csv\" 0644 <<'EOF'\n(.*?)\nEOF\n", SCRIPT.read_text(), re.S)[1]
+    records = dcgm_counter_records(csv_text)
+    assert len(records) == 18
+    assert [record for record in records if len(record) != 3] == []
+    # internal/pkg/counters/variables.go promMetricType
+    assert {record[1] for record in records} <= {"gauge", "counter", "histogram", "summary", "label"}
+    assert dcgm_counter_records("A, gauge, one, two\n") == [["A", "gauge", "one", "two"]]  # the failure it catches
 
 
 def test_every_dcgm_field_the_dashboards_use_is_exported():

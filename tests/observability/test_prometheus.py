@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.observability.conftest import DASHBOARDS, DOWN_NODE, NODE, RULES, require_binary
+from tests.observability.conftest import DASHBOARDS, DOWN_NODE, FIXTURES, NODE, RULES, require_binary
 
 DASHBOARD_FILES = sorted(DASHBOARDS.glob("*.json"))
 RULE_FILES = sorted(RULES.glob("*.yml"))
@@ -238,3 +238,27 @@ def test_alerts_api_lists_the_active_alerts_with_annotations(prometheus):
         assert alert["annotations"]["summary"] == f"XID 94 on GPU 5 of {NODE}"
         assert "reported XID 94 (up to 1 times within 5 minutes)" in alert["annotations"]["description"]
         assert "reset or a replacement" in alert["annotations"]["description"]
+
+
+SLURM_EXPORTER_NAMES = {
+    # exporter/nodes.go at v1.7.0 (NewNodeCollecter)
+    "slurm_cpus_total", "slurm_cpus_idle", "slurm_cpu_load", "slurm_cpus_per_state", "slurm_node_count_per_state",
+    "slurm_mem_real", "slurm_mem_alloc", "slurm_mem_free", "slurm_partition_total_cpus", "slurm_partition_idle_cpus",
+    "slurm_partition_alloc_cpus", "slurm_partition_cpu_load", "slurm_partition_real_mem", "slurm_partition_free_mem",
+    "slurm_partition_alloc_mem", "slurm_partition_weight", "slurm_partition_node_count", "slurm_node_scrape_duration",
+    "slurm_node_scrape_error",
+    # exporter/jobs.go at v1.7.0 (NewJobsController)
+    "slurm_user_state_total", "slurm_user_mem_alloc", "slurm_user_cpu_alloc", "slurm_partition_job_state_total",
+    "slurm_account_job_state_mem_alloc", "slurm_account_job_state_cpu_alloc", "slurm_account_job_state_total",
+    "slurm_job_scrape_duration", "slurm_job_scrape_error", "slurm_pending_reason_total", "slurm_feature_total",
+    "slurm_feature_cpu_alloc", "slurm_feature_mem_alloc",
+}  # fmt: skip
+"""The slurm_* names rivosinc/prometheus-slurm-exporter v1.7.0 declares for its node and job collectors
+(prometheus.NewDesc in exporter/nodes.go and exporter/jobs.go at the tag)."""
+
+
+def test_the_slurm_fixture_holds_only_names_the_pinned_exporter_declares():
+    """The fixture once had slurm_account_{cpu,mem}_alloc, which v1.7.0 does not emit (it has *_job_state_*)."""
+    text = (FIXTURES / "slurm-exporter.prom").read_text()
+    names = set(re.findall(r"^(slurm_\w+)[{ ]", text, re.M))
+    assert names and names <= SLURM_EXPORTER_NAMES, names - SLURM_EXPORTER_NAMES

@@ -8,6 +8,9 @@ from fmcluster.config import parse
 
 BASE = {"name": "warn", "region": "us-east-1", "availability_zone_id": "use1-az6", "orchestrator": {"type": "pcs"}}
 
+CUDA_12 = {"base_image": "nvcr.io/nvidia/cuda:12.8.1-devel-ubuntu24.04", "cuda": "12.8"}
+"""NCCL 2.18 does not build with CUDA 13 (the default), so the floor tests use a CUDA 12.8 image."""
+
 
 def config(**keys):
     return parse({**BASE, "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}], **keys})
@@ -29,6 +32,30 @@ def test_obsolete_nccl_variables_are_named_with_the_reason():
             "(aws-ofi-nccl doc/efa-env-var.md)",
         )
     ]
+
+
+def test_p5_versions_between_requirement_and_recommendation_are_warned():
+    # aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge": "nccl>=2.18.0 (recommend at least 2.18.5)",
+    # "aws-ofi-nccl>=1.7.2 (recommend at least 1.7.3)"; below the requirement the file is refused (test_config_rules)
+    image = {**CUDA_12, "nccl": "2.18.3", "aws_ofi_nccl": "1.7.2"}
+    lines = [(w.path, w.message) for w in warnings(config(image=image))]
+    assert lines == [
+        (
+            "image.nccl",
+            "warning: aws-ofi-nccl recommends 2.18.5 or later on P5-class instances (p5*, p6*); got '2.18.3' "
+            "(below 2.18.5 the plugin disables NVLS on NVLink Switch platforms; aws-ofi-nccl doc/efa-env-var.md)",
+        ),
+        (
+            "image.aws_ofi_nccl",
+            "warning: aws-ofi-nccl recommends 1.7.3 or later on P5-class instances (p5*, p6*); got '1.7.2' "
+            "(aws-ofi-nccl doc/efa-env-var.md, p5.48xlarge)",
+        ),
+    ]
+
+
+def test_p4d_gets_no_p5_floor_warning():
+    compute = [{"name": "p4", "instance_type": "p4d.24xlarge", "count": 2}]
+    assert warnings(config(compute=compute, image={**CUDA_12, "nccl": "2.18.3", "aws_ofi_nccl": "1.7.2"})) == []
 
 
 def test_arm64_groups_are_told_the_image_is_x86():

@@ -4,81 +4,44 @@ cdk-nag and cfn-lint. One app with a stack per variant, built and synthesized on
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_kms as kms
-from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint_file
-from constructs import IConstruct
 
 from fmcluster.constructs.buckets import ProjectBuckets
+from tests import support
 
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-
-REPO = Path(__file__).resolve().parents[2]
-CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
-"""The app's feature flags, as `cdk synth` passes them."""
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 TLS_ONLY = {"Bool": {"aws:SecureTransport": "false"}}
 
 
 @dataclass
-class Variant:
-    stack: cdk.Stack
-    buckets: ProjectBuckets
-    template: dict
-
-    def resource(self, element: IConstruct) -> dict:
-        cfn = element.node.default_child if not isinstance(element, cdk.CfnResource) else element
-        return self.template["Resources"][self.stack.resolve(self.stack.get_logical_id(cfn))]
-
-    def props(self, element: IConstruct) -> dict:
-        return self.resource(element)["Properties"]
-
-    def ref(self, value: object) -> object:
-        return self.stack.resolve(value)
-
-    def of_type(self, kind: str) -> dict[str, dict]:
-        return {name: r for name, r in self.template["Resources"].items() if r["Type"] == kind}
+class Variant(support.StackTemplate):
+    buckets: ProjectBuckets | None = None
 
 
 @dataclass
 class Built:
-    app: cdk.App
-    outdir: Path
-    nag: list[str]
+    synthesized: support.Synthesized
     variants: dict[str, Variant]
 
 
 def synthesize(outdir: Path, context: dict, variants: dict[str, dict]) -> Built:
     """One stack per variant, each with ProjectBuckets(**props); nag-checked and synthesized into `outdir`."""
-    app = cdk.App(context=context, outdir=str(outdir))
+    app = support.app(outdir, context)
     stacks, made = {}, {}
     for name, props in variants.items():
         stacks[name] = cdk.Stack(app, f"Buckets{name.title()}", env=ENV)
         if props.get("key") == "given":
             props = {**props, "key": kms.Key(stacks[name], "SharedKey", enable_key_rotation=True)}
         made[name] = ProjectBuckets(stacks[name], "Buckets", **props)
-    report = AwsSolutionsChecks().validate_scope(app)
-    findings = [
-        f"{violation.rule_name} {resource.construct_path}: {violation.description}"
-        for violation in report.violations
-        for resource in violation.violating_resources
-    ]
-    app.synth()
-    templates = {
-        name: json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
-        for name, stack in stacks.items()
-    }
+    synthesized = support.synthesize(app, list(stacks.values()))
     return Built(
-        app=app,
-        outdir=outdir,
-        nag=findings,
-        variants={name: Variant(stacks[name], made[name], templates[name]) for name in variants},
+        synthesized=synthesized,
+        variants={name: Variant(**vars(synthesized.view(stacks[name])), buckets=made[name]) for name in variants},
     )
 
 
@@ -86,7 +49,7 @@ def synthesize(outdir: Path, context: dict, variants: dict[str, dict]) -> Built:
 def built(tmp_path_factory) -> Built:
     return synthesize(
         tmp_path_factory.mktemp("buckets"),
-        CONTEXT,
+        support.CDK_JSON_CONTEXT,
         {"kept": {}, "dropped": {"removal_policy": cdk.RemovalPolicy.DESTROY}, "given": {"key": "given"}},
     )
 
@@ -244,7 +207,7 @@ def test_nothing_is_acknowledged(built):
     # destination of others (AwsSolutions-S1), so even that needs no acknowledgment.
     acknowledged = [
         (construct.node.path, entry.data)
-        for construct in built.app.node.find_all()
+        for construct in built.synthesized.app.node.find_all()
         for entry in construct.node.metadata
         if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
     ]
@@ -261,16 +224,13 @@ def test_log_delivery_is_granted_by_bucket_policy_even_without_the_feature_flag(
 
 
 def test_cdk_nag_finds_nothing_unacknowledged(built, unflagged):
-    assert built.nag == []
-    assert unflagged.nag == []
+    assert built.synthesized.nag == []
+    assert unflagged.synthesized.nag == []
 
 
 def test_cfn_lint_reports_no_error_and_no_warning(built, unflagged):
     for result in (built, unflagged):
-        for variant in result.variants.values():
-            template_file = result.outdir / f"{variant.stack.stack_name}.template.json"
-            matches = lint_file(template_file, ManualArgs(regions=[ENV.region]))
-            assert [f"{m.rule.id} {m.message} ({m.path})" for m in matches] == [], template_file.name
+        assert result.synthesized.lint() == {name: [] for name in result.synthesized.stacks}
 
 
 def test_node_access_reads_data_and_writes_only_checkpoints():

@@ -1696,19 +1696,21 @@ IMAGE_REFERENCE_RULE = (
             {
                 "image.base_image": CUDA_118_BASE,
                 "image.cuda": "11.8",
-                "image.nccl": "2.18.3",
-                "image.aws_ofi_nccl": "1.7.2",
+                "image.nccl": "2.17.1",
+                "image.aws_ofi_nccl": "1.7.1",
                 "image.efa_installer": "1.28.0",
             },
+            # aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge": cuda>=12.0, "nccl>=2.18.0 (recommend at least 2.18.5)",
+            # "aws-ofi-nccl>=1.7.2 (recommend at least 1.7.3)", efa-installer>=1.29.0: below the requirement, refused
             [
                 "image.cuda: '11.8' is older than the 12.0.0 that P5-class instances (p5.48xlarge) need; use 12.0.0 "
                 'or later (default "13.0")',
-                "image.nccl: '2.18.3' is older than the 2.18.5 that P5-class instances (p5.48xlarge) need; use 2.18.5 "
-                'or later (default "2.31.2")',
-                "image.aws_ofi_nccl: '1.7.2' is older than the 1.7.3 that P5-class instances (p5.48xlarge) need; use "
-                '1.7.3 or later (default "1.21.1")',
-                "image.efa_installer: '1.28.0' is older than the 1.29.0 that P5-class instances (p5.48xlarge) need; "
-                'use 1.29.0 or later (default "1.50.0")',
+                "image.nccl: P5-class instances (p5*, p6*) need 2.18.0 or later; got '2.17.1' (below 2.18.5 the "
+                "plugin disables NVLS on NVLink Switch platforms; aws-ofi-nccl doc/efa-env-var.md)",
+                "image.aws_ofi_nccl: P5-class instances (p5*, p6*) need 1.7.2 or later; got '1.7.1' (aws-ofi-nccl "
+                "doc/efa-env-var.md, p5.48xlarge)",
+                "image.efa_installer: P5-class instances (p5*, p6*) need 1.29.0 or later; got '1.28.0' (older EFA "
+                "installers make NCCL >= 2.19 raise libfabric errors; aws-ofi-nccl doc/efa-env-var.md)",
             ],
             id="p5-version-floors",
         ),
@@ -1734,11 +1736,11 @@ IMAGE_REFERENCE_RULE = (
             id="image-unknown-key",
         ),
         pytest.param(
-            {"name": "Bad", "image.aws_ofi_nccl": "1.7.2"},
+            {"name": "Bad", "image.aws_ofi_nccl": "1.7.1"},
             [
                 "name: " + NAME_RULE + "'Bad'",
-                "image.aws_ofi_nccl: '1.7.2' is older than the 1.7.3 that P5-class instances (p5.48xlarge) need; use "
-                '1.7.3 or later (default "1.21.1")',
+                "image.aws_ofi_nccl: P5-class instances (p5*, p6*) need 1.7.2 or later; got '1.7.1' (aws-ofi-nccl "
+                "doc/efa-env-var.md, p5.48xlarge)",
             ],
             id="image-floors-reported-with-other-problems",
         ),
@@ -1776,6 +1778,19 @@ def test_image_rules(changes: dict[str, object], expected: list[str]) -> None:
             id="p4d-needs-no-p5-floors",
         ),
         pytest.param({"image": None}, "nccl", "2.31.2", id="image-left-empty"),
+        # aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge": 2.18.0 / 1.7.2 are the requirements (2.18.5 / 1.7.3 only
+        # recommended): the file is valid, `fmcluster validate` warns (tests/unit/test_advice.py)
+        pytest.param(
+            {
+                "image.base_image": CUDA_128_BASE,
+                "image.cuda": "12.8",
+                "image.nccl": "2.18.0",
+                "image.aws_ofi_nccl": "1.7.2",
+            },
+            "nccl",
+            "2.18.0",
+            id="p5-at-the-requirement",
+        ),
     ],
 )
 def test_image_values_pass(changes: dict[str, object], key: str, value: str) -> None:

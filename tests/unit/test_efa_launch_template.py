@@ -9,22 +9,19 @@ separate, never-synthesized stack.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
-from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint_file
 
 from fmcluster import catalog
 from fmcluster.constructs.efa import EfaLaunchTemplate
 from fmcluster.constructs.network import TrainingNetwork
 from fmcluster.node_scripts import bootstrap_user_data
+from tests import support
 
 RESERVATION = "cr-0123456789abcdef0"
 DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
@@ -48,10 +45,9 @@ class Synthesized:
     stack: cdk.Stack
     template: dict
     assertions: Template
-    template_path: Path
+    result: support.Synthesized
     constructs: dict[str, EfaLaunchTemplate]
     logical_ids: dict[str, str]
-    nag_findings: list[str]
 
     def data(self, key: str) -> dict:
         """LaunchTemplateData of the launch template built under construct id `key`."""
@@ -63,7 +59,7 @@ class Synthesized:
 
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory) -> Synthesized:
-    app = cdk.App(outdir=str(tmp_path_factory.mktemp("efa")))
+    app = support.app(tmp_path_factory.mktemp("efa"), context={})
     stack = cdk.Stack(app, "EfaTest", env=cdk.Environment(account="123456789012", region="us-east-1"))
     network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
     common = {"security_groups": [network.efa_security_group], "subnet": network.compute_subnet}
@@ -127,23 +123,15 @@ def synthesized(tmp_path_factory) -> Synthesized:
     )
     cdk.Tags.of(stack).add("team", "ml-platform")
 
-    report = AwsSolutionsChecks().validate_scope(app)
-    findings = [
-        f"{violation.rule_name} {resource.construct_path}: {violation.description}"
-        for violation in report.violations
-        for resource in violation.violating_resources
-    ]
-    assembly = app.synth()
-    artifact = assembly.get_stack_by_name(stack.stack_name)
-    template = json.loads(Path(artifact.template_full_path).read_text())
+    result = support.synthesize(app, [stack])
+    template = result.templates[stack.stack_name]
     return Synthesized(
         stack=stack,
         template=template,
         assertions=Template.from_json(template),
-        template_path=Path(artifact.template_full_path),
+        result=result,
         constructs=built,
         logical_ids={key: stack.resolve(c.launch_template.logical_id) for key, c in built.items()},
-        nag_findings=findings,
     )
 
 
@@ -339,7 +327,7 @@ def test_instances_volumes_interfaces_and_the_template_carry_the_tags(synthesize
 
 
 def test_cdk_nag_finds_nothing(synthesized):
-    assert synthesized.nag_findings == []
+    assert synthesized.result.nag == []
 
 
 def test_cfn_lint_region_check_is_waived_only_where_a_reservation_fixes_type_and_zone(synthesized):
@@ -354,8 +342,7 @@ def test_cfn_lint_region_check_is_waived_only_where_a_reservation_fixes_type_and
 
 
 def test_cfn_lint_is_clean(synthesized):
-    matches = lint_file(synthesized.template_path, ManualArgs(regions=["us-east-1"]))
-    assert [str(match) for match in matches] == []
+    assert synthesized.result.lint() == {"EfaTest": []}
 
 
 # -- bad props ------------------------------------------------------------------------------------------------

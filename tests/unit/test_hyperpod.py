@@ -1,20 +1,19 @@
 """HyperPodSlurmCluster and the HyperPod cluster stack: instance groups, FSx, the lifecycle bucket and scripts, the
 execution role, cdk-nag and cfn-lint, and prop errors for library users.
 
-One app, built and synthesized once for the module, with cdk.json's feature flags, holds:
+The examples come from the session (tests/conftest.py `synthesized`):
 * the quickstart (examples/quickstart.yaml): network, storage and HyperPod cluster stacks;
 * the training-plan example (examples/hyperpod-training-plan.yaml): a login group, a group on a training plan and a
-  group without EFA;
-* a library user's stack without an environment (account and region are tokens) using every optional prop, with
-  compute groups given as mappings and the file system by DNS and mount name.
-A few tests synthesize a small app of their own (the construct's defaults).
+  group without EFA.
+This module builds only what no example has, one app synthesized once (tests/support.py): a library user's stack
+without an environment (account and region are tokens) using every optional prop, with compute groups given as
+mappings and the file system by its attributes. A few tests synthesize a small app of their own (the defaults).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +22,9 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
-from aws_cdk.assertions import Match, Template
-from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint_file
+from aws_cdk.assertions import Match
 
-from fmcluster.config import ClusterConfig, ComputeGroup, load
+from fmcluster.config import ComputeGroup
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.hyperpod import (
     LIFECYCLE_DATA,
@@ -38,19 +35,12 @@ from fmcluster.constructs.hyperpod import (
     lifecycle_bucket_name,
 )
 from fmcluster.constructs.hyperpod.lifecycle import package_data, package_text
+from fmcluster.constructs.lustre import LustreMount, LustreStorage
 from fmcluster.constructs.network import TrainingNetwork
 from fmcluster.constructs.observability import endpoint_parameter_name
 from fmcluster.node_scripts import dashboard_files
-from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
-from fmcluster.stacks.image import ImageStack
-from fmcluster.stacks.network import NetworkStack
-from fmcluster.stacks.storage import StorageStack
+from tests import support
 
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-
-REPO = Path(__file__).resolve().parents[2]
-CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
-"""The app's feature flags, as `cdk synth` passes them."""
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 PLAN_ARN = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/llm-pretrain-2026q4"
 DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
@@ -66,23 +56,11 @@ STAR_ACTIONS = {*VPC_DESCRIBE, "ecr:GetAuthorizationToken", "cloudwatch:PutMetri
 
 
 @dataclass
-class Cluster:
-    """One HyperPodSlurmCluster and the template of its stack."""
+class Cluster(support.StackTemplate):
+    """One HyperPodSlurmCluster, the template of its stack, and the cloud assembly it was synthesized into."""
 
-    stack: cdk.Stack
-    construct: HyperPodSlurmCluster
-    template: dict
-    region: str
-
-    def logical_id(self, element) -> str:
-        cfn = element if isinstance(element, cdk.CfnElement) else element.node.default_child
-        return self.stack.resolve(self.stack.get_logical_id(cfn))
-
-    def resource(self, element) -> dict:
-        return self.template["Resources"][self.logical_id(element)]
-
-    def ref(self, value: object) -> object:
-        return self.stack.resolve(value)
+    construct: HyperPodSlurmCluster | None = None
+    outdir: Path | None = None
 
     @property
     def props(self) -> dict:
@@ -109,125 +87,76 @@ class Cluster:
     def allowed(self, action: str) -> list[dict]:
         return [statement for statement in self.statements() if action in statement["Action"]]
 
-    def assertions(self) -> Template:
-        return Template.from_json(self.template)
+
+def example_cluster(example: support.Synthesized) -> Cluster:
+    stack = example.built.cluster
+    view = example.view(stack)
+    return Cluster(stack=stack, template=view.template, construct=stack.hyperpod, outdir=example.outdir)
 
 
 @dataclass
-class Built:
-    app: cdk.App
-    outdir: Path
-    nag: list[str]
-    templates: dict[str, dict]
-    regions: dict[str, str]
-    clusters: dict[str, Cluster]
-    configs: dict[str, ClusterConfig]
-    library_parts: dict[str, object]
+class Library:
+    """The library user's app: its cluster and the parts given to it."""
 
-    def template_file(self, stack_name: str) -> Path:
-        return self.outdir / f"{stack_name}.template.json"
-
-
-def nag_findings(app: cdk.App) -> list[str]:
-    report = AwsSolutionsChecks().validate_scope(app)
-    return [
-        f"{violation.rule_name} {resource.construct_path}: {violation.description}"
-        for violation in report.violations
-        for resource in violation.violating_resources
-    ]
+    built: support.Synthesized
+    cluster: Cluster
+    buckets: ProjectBuckets
+    repository: ecr.Repository
+    network: TrainingNetwork
+    extra: ec2.SecurityGroup
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Built:
-    outdir = tmp_path_factory.mktemp("hyperpod")
-    app = cdk.App(context=CONTEXT, outdir=str(outdir))
-    stacks: list[cdk.Stack] = []
-    made: dict[str, tuple[cdk.Stack, HyperPodSlurmCluster]] = {}
-    configs = {}
-    for key, example in (("quickstart", "quickstart"), ("plan", "hyperpod-training-plan")):
-        config = configs[key] = load(REPO / "examples" / f"{example}.yaml")
-        env = cdk.Environment(account=config.account, region=config.region)
-        network = NetworkStack(app, f"{config.name}-network", config=config, env=env)
-        storage = StorageStack(app, f"{config.name}-storage", config=config, network=network.network, env=env)
-        image = ImageStack(app, f"{config.name}-image", config=config, env=env)
-        cluster = HyperPodClusterStack(
-            app, f"{config.name}-cluster", config=config, network=network, storage=storage, env=env
-        )
-        stacks += [network, storage, image, cluster]
-        made[key] = (cluster, cluster.hyperpod)
-
-    library = cdk.Stack(app, "HyperPodLibrary")
-    network = TrainingNetwork(library, "Network", availability_zone_id="use1-az6")
-    buckets = ProjectBuckets(library, "Buckets")
-    repository = ecr.Repository(library, "Images", image_scan_on_push=True, removal_policy=cdk.RemovalPolicy.DESTROY)
-    extra_group = ec2.SecurityGroup(library, "Extra", vpc=network.vpc, allow_all_outbound=False)
-    made["library"] = (
-        library,
-        HyperPodSlurmCluster(
-            library,
-            "HyperPod",
-            cluster_name="Research-Cluster",
-            subnet=network.compute_subnet,
-            security_groups=[network.efa_security_group, extra_group],
-            compute_groups=[
-                {"name": "h100", "instance_type": "p5.48xlarge", "count": 4},
-                ComputeGroup(name="trn", instance_type="trn1.32xlarge", count=0, efa=False),
-            ],
-            controller_instance_type="c5.4xlarge",
-            lustre_dns_name=DNS,
-            lustre_mount_name="abcdef12",
-            buckets=buckets,
-            nccl_parameter_prefix="/tuning/research",
-            key=buckets.key,
-            image_repositories=[repository],
-            access_logs_bucket=buckets.logs_bucket,
-            controller_volume_gib=1000,
-            slurm_config_strategy="Managed",
-            prometheus="managed",
-            grafana="none",
-            observability_mirror="s3://research-mirror/fmcluster",
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        ),
+def lib(tmp_path_factory) -> Library:
+    app = support.app(tmp_path_factory.mktemp("hyperpod"))
+    stack = cdk.Stack(app, "HyperPodLibrary")
+    network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
+    buckets = ProjectBuckets(stack, "Buckets")
+    repository = ecr.Repository(stack, "Images", image_scan_on_push=True, removal_policy=cdk.RemovalPolicy.DESTROY)
+    extra = ec2.SecurityGroup(stack, "Extra", vpc=network.vpc, allow_all_outbound=False)
+    construct = HyperPodSlurmCluster(
+        stack,
+        "HyperPod",
+        cluster_name="Research-Cluster",
+        subnet=network.compute_subnet,
+        security_groups=[network.efa_security_group, extra],
+        compute_groups=[
+            {"name": "h100", "instance_type": "p5.48xlarge", "count": 4},
+            ComputeGroup(name="trn", instance_type="trn1.32xlarge", count=0, efa=False),
+        ],
+        controller_instance_type="c5.4xlarge",
+        file_system=LustreMount(dns_name=DNS, mount_name="abcdef12"),
+        buckets=buckets,
+        nccl_parameter_prefix="/tuning/research",
+        key=buckets.key,
+        image_repositories=[repository],
+        access_logs_bucket=buckets.logs_bucket,
+        controller_volume_gib=1000,
+        slurm_config_strategy="Managed",
+        prometheus="managed",
+        grafana="none",
+        observability_mirror="s3://research-mirror/fmcluster",
+        removal_policy=cdk.RemovalPolicy.DESTROY,
     )
-    stacks.append(library)
-
-    findings = nag_findings(app)
-    app.synth()
-    templates = {
-        stack.stack_name: json.loads((outdir / f"{stack.stack_name}.template.json").read_text()) for stack in stacks
-    }
-    regions = {stack.stack_name: (stack.region if not cdk.Token.is_unresolved(stack.region) else "us-east-1")
-               for stack in stacks}  # fmt: skip
-    clusters = {
-        key: Cluster(stack=stack, construct=construct, template=templates[stack.stack_name],
-                     region=regions[stack.stack_name])
-        for key, (stack, construct) in made.items()
-    }  # fmt: skip
-    return Built(
-        app=app,
-        outdir=outdir,
-        nag=findings,
-        templates=templates,
-        regions=regions,
-        clusters=clusters,
-        configs=configs,
-        library_parts={"buckets": buckets, "repository": repository, "network": network, "extra": extra_group},
-    )
+    built = support.synthesize(app, [stack])
+    cluster = Cluster(stack=stack, template=built.templates.get(stack.stack_name, {}), construct=construct,
+                      outdir=built.outdir)  # fmt: skip
+    return Library(built=built, cluster=cluster, buckets=buckets, repository=repository, network=network, extra=extra)
 
 
 @pytest.fixture(scope="module")
-def quickstart(built) -> Cluster:
-    return built.clusters["quickstart"]
+def quickstart(synthesized) -> Cluster:
+    return example_cluster(synthesized["quickstart"])
 
 
 @pytest.fixture(scope="module")
-def plan(built) -> Cluster:
-    return built.clusters["plan"]
+def plan(synthesized) -> Cluster:
+    return example_cluster(synthesized["hyperpod-training-plan"])
 
 
 @pytest.fixture(scope="module")
-def library(built) -> Cluster:
-    return built.clusters["library"]
+def library(lib) -> Cluster:
+    return lib.cluster
 
 
 def output_of(value: object, stack: str, name_part: str) -> bool:
@@ -308,7 +237,7 @@ def test_every_group_runs_the_entry_script_after_hyperpod_set_up_from_the_lifecy
             assert group["ExecutionRole"] == {"Fn::GetAtt": [role, "Arn"]}
 
 
-def test_training_plan_example_has_a_login_group_and_a_group_on_the_plan(plan, built):
+def test_training_plan_example_has_a_login_group_and_a_group_on_the_plan(plan, synthesized):
     groups = plan.props["InstanceGroups"]
     assert [(g["InstanceGroupName"], g["InstanceType"], g["InstanceCount"]) for g in groups] == [
         ("controller", "ml.m5.8xlarge", 1),
@@ -320,7 +249,7 @@ def test_training_plan_example_has_a_login_group_and_a_group_on_the_plan(plan, b
     assert login["SlurmConfig"] == {"NodeType": "Login"}
     assert [list(config) for config in login["InstanceStorageConfigs"]] == [["FsxLustreConfig"]]
     assert plan.group("gpu")["TrainingPlanArn"] == PLAN_ARN
-    assert PLAN_ARN.split(":")[3] == built.configs["plan"].region
+    assert PLAN_ARN.split(":")[3] == synthesized["hyperpod-training-plan"].config.region
     assert [g["InstanceGroupName"] for g in groups if "TrainingPlanArn" in g] == ["gpu"]  # compute groups only
     dev = plan.group("dev")  # g5.12xlarge: accelerated, one EFA card (EC2 docs; eksctl's DescribeInstanceTypes data)
     assert dev["SlurmConfig"] == {"NodeType": "Compute", "PartitionNames": ["dev"]}
@@ -401,10 +330,10 @@ def test_lifecycle_bucket_is_private_encrypted_tls_only_and_goes_with_the_stack(
     )
 
 
-def test_lifecycle_bucket_logs_access_when_given_a_logs_bucket(library, built):
+def test_lifecycle_bucket_logs_access_when_given_a_logs_bucket(library, lib):
     props = library.resource(library.construct.lifecycle_bucket)["Properties"]
     assert props["LoggingConfiguration"] == {
-        "DestinationBucketName": library.ref(built.library_parts["buckets"].logs_bucket.bucket_name),
+        "DestinationBucketName": library.ref(lib.buckets.logs_bucket.bucket_name),
         "LogFilePrefix": f"{LIFECYCLE_PREFIX}/",
     }
 
@@ -414,32 +343,32 @@ def deployment(cluster: Cluster) -> dict:
     return found["Properties"]
 
 
-def deployed_files(cluster: Cluster, outdir: Path) -> dict[str, str]:
+def deployed_files(cluster: Cluster) -> dict[str, str]:
     """What the BucketDeployment copies: each source asset's single file (by its path below the lifecycle prefix,
     e.g. dashboards/rules/alerts.yml), read from cdk.out."""
     files = {}
     for key in deployment(cluster)["SourceObjectKeys"]:
-        asset = outdir / f"asset.{key.removesuffix('.zip')}"
+        asset = cluster.outdir / f"asset.{key.removesuffix('.zip')}"
         (path,) = [p for p in asset.rglob("*") if p.is_file()]
         files[path.relative_to(asset).as_posix()] = path.read_text()
     return files
 
 
-def test_scripts_are_deployed_flat_from_the_package_and_pruned(quickstart, built):
+def test_scripts_are_deployed_flat_from_the_package_and_pruned(quickstart):
     props = deployment(quickstart)
     assert props["DestinationBucketName"] == {"Ref": quickstart.logical_id(quickstart.construct.lifecycle_bucket)}
     assert props["DestinationBucketKeyPrefix"] == LIFECYCLE_PREFIX
     assert props["Prune"] is True
     assert props["RetainOnDelete"] is False
-    files = deployed_files(quickstart, built.outdir)
+    files = deployed_files(quickstart)
     assert set(files) == {*LIFECYCLE_SCRIPTS, *LIFECYCLE_DATA, LIFECYCLE_ENV}
     for name, package_path in LIFECYCLE_SCRIPTS.items():
         assert files[name] == package_text(package_path), name
     assert "lib.sh" in files and "on_create.sh" in files
 
 
-def test_the_deployment_ships_observability_sh_its_dashboards_folder_and_the_nccl_tests_job(quickstart, built):
-    files = deployed_files(quickstart, built.outdir)
+def test_the_deployment_ships_observability_sh_its_dashboards_folder_and_the_nccl_tests_job(quickstart):
+    files = deployed_files(quickstart)
     assert files["observability.sh"] == package_text("node/observability.sh")
     assert files["nccl-tests.sbatch"] == package_text("node/nccl-tests.sbatch")
     shipped = {name.removeprefix("dashboards/") for name in files if name.startswith("dashboards/")}
@@ -448,8 +377,8 @@ def test_the_deployment_ships_observability_sh_its_dashboards_folder_and_the_ncc
         assert files[name] == package_data(package_path), name
 
 
-def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library, built):
-    assert deployed_files(quickstart, built.outdir)[LIFECYCLE_ENV] == (
+def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library):
+    assert deployed_files(quickstart)[LIFECYCLE_ENV] == (
         "FMCLUSTER_CLUSTER=quickstart\n"
         "FMCLUSTER_REGION=us-east-1\n"
         "FMCLUSTER_NCCL_PREFIX=/fmcluster/quickstart\n"
@@ -461,7 +390,7 @@ def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library,
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/quickstart/observability/prometheus-endpoint\n"
         "FMCLUSTER_MIRROR=\n"
     )
-    settings = deployed_files(library, built.outdir)[LIFECYCLE_ENV]
+    settings = deployed_files(library)[LIFECYCLE_ENV]
     assert "FMCLUSTER_NCCL_PREFIX=/tuning/research\n" in settings
     assert "FMCLUSTER_IMAGE_PARAMETER=/fmcluster/Research-Cluster/image-uri\n" in settings
     (marker,) = re.findall(r"^FMCLUSTER_REGION=(<<marker:\w+:\d+>>)$", settings, re.MULTILINE)
@@ -469,12 +398,12 @@ def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library,
     assert {"Ref": "AWS::Region"} in [m.get(marker) for m in markers]  # filled in at deploy time
 
 
-def test_settings_file_tells_the_observability_step_what_to_run(quickstart, plan, library, built):
+def test_settings_file_tells_the_observability_step_what_to_run(quickstart, plan, library):
     """The cluster file's observability section (defaults: managed, self-hosted) reaches fmcluster.env; the endpoint
     parameter is the one ClusterObservability writes; a library user's props likewise."""
     for cluster in (quickstart, plan):
         name = cluster.construct.cluster_name
-        settings = deployed_files(cluster, built.outdir)[LIFECYCLE_ENV].splitlines()
+        settings = deployed_files(cluster)[LIFECYCLE_ENV].splitlines()
         assert settings[-4:] == [
             "FMCLUSTER_PROMETHEUS=managed",
             "FMCLUSTER_GRAFANA=self-hosted",
@@ -482,7 +411,7 @@ def test_settings_file_tells_the_observability_step_what_to_run(quickstart, plan
             "FMCLUSTER_MIRROR=",  # egress: nat, so the public release sites
         ]
         assert cluster.construct.endpoint_parameter_name == endpoint_parameter_name(name)
-    assert deployed_files(library, built.outdir)[LIFECYCLE_ENV].splitlines()[-4:] == [
+    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-4:] == [
         "FMCLUSTER_PROMETHEUS=managed",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/Research-Cluster/observability/prometheus-endpoint",
@@ -496,7 +425,7 @@ def test_settings_file_tells_the_observability_step_what_to_run(quickstart, plan
 
 def test_by_default_the_nodes_collect_no_metrics(tmp_path):
     """A library user who leaves out prometheus: no observability step runs (FMCLUSTER_PROMETHEUS=none)."""
-    app = cdk.App(context=CONTEXT, outdir=str(tmp_path))
+    app = support.app(tmp_path)
     stack = cdk.Stack(app, "Defaults", env=ENV)
     network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
     cluster = HyperPodSlurmCluster(
@@ -507,9 +436,9 @@ def test_by_default_the_nodes_collect_no_metrics(tmp_path):
         security_groups=[network.efa_security_group],
         compute_groups=[{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
     )
-    app.synth()
-    template = json.loads((tmp_path / "Defaults.template.json").read_text())
-    files = deployed_files(Cluster(stack=stack, construct=cluster, template=template, region="us-east-1"), tmp_path)
+    built = support.synthesize(app, [stack])
+    files = deployed_files(Cluster(stack=stack, template=built.templates[stack.stack_name], construct=cluster,
+                                   outdir=tmp_path))  # fmt: skip
     assert files[LIFECYCLE_ENV].splitlines()[-4:] == [
         "FMCLUSTER_PROMETHEUS=none",
         "FMCLUSTER_GRAFANA=none",
@@ -595,7 +524,7 @@ def test_nodes_read_their_lifecycle_prefix_and_their_own_ssm_parameters(quicksta
     ]  # fmt: skip
 
 
-def test_ecr_pull_only_and_node_logs(quickstart, library, built):
+def test_ecr_pull_only_and_node_logs(quickstart, library, lib):
     for cluster in (quickstart, library):
         (pull,) = cluster.allowed("ecr:BatchGetImage")
         assert pull["Action"] == ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
@@ -608,16 +537,16 @@ def test_ecr_pull_only_and_node_logs(quickstart, library, built):
     assert json.dumps(pull["Resource"]).endswith(':repository/*"]]}]')
     assert pull["Condition"] == {"StringEquals": {"ecr:ResourceTag/fmcluster:training-image": "quickstart"}}
     assert "quickstart-image" not in json.dumps(quickstart.template)
-    repository = built.library_parts["repository"]
+    repository = lib.repository
     assert library.allowed("ecr:BatchGetImage")[0]["Resource"] == [library.ref(repository.repository_arn)]
     group = quickstart.resource(quickstart.construct.node_log_group)
     assert group["Properties"]["RetentionInDays"] == 365 and group["DeletionPolicy"] == "Retain"
     assert library.resource(library.construct.node_log_group)["DeletionPolicy"] == "Delete"
 
 
-def test_project_buckets_given_to_the_construct_grant_what_the_buckets_decide(library, built):
+def test_project_buckets_given_to_the_construct_grant_what_the_buckets_decide(library, lib):
     """ProjectBuckets.grant_node_access decides (test_buckets): datasets read-only, checkpoints read and written."""
-    buckets = built.library_parts["buckets"]
+    buckets = lib.buckets
     data, checkpoints = (library.ref(b.bucket_arn) for b in (buckets.data_bucket, buckets.checkpoints_bucket))
     data_objects, checkpoint_objects = ({"Fn::Join": ["", [arn, "/*"]]} for arn in (data, checkpoints))
     assert [s["Action"] for s in library.statements() if data_objects in s["Resource"]] == [["s3:GetObject"]]
@@ -634,8 +563,8 @@ def test_project_buckets_given_to_the_construct_grant_what_the_buckets_decide(li
     }
 
 
-def test_a_customer_key_encrypts_the_controller_volume_and_the_role_may_use_it_for_ebs(library, built):
-    key = library.ref(built.library_parts["buckets"].key.key_arn)
+def test_a_customer_key_encrypts_the_controller_volume_and_the_role_may_use_it_for_ebs(library, lib):
+    key = library.ref(lib.buckets.key.key_arn)
     (volume,) = [c for c in library.group("controller")["InstanceStorageConfigs"] if "EbsVolumeConfig" in c]
     assert volume == {"EbsVolumeConfig": {"VolumeSizeInGB": 1000, "VolumeKmsKeyId": key}}
     (grant,) = library.allowed("kms:CreateGrant")
@@ -645,14 +574,13 @@ def test_a_customer_key_encrypts_the_controller_volume_and_the_role_may_use_it_f
     assert use["Resource"] == [key]
 
 
-def test_library_props_reach_the_cluster(library, built):
+def test_library_props_reach_the_cluster(library, lib):
     props = library.props
     assert props["ClusterName"] == "Research-Cluster"
     assert props["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
-    parts = built.library_parts
     assert props["VpcConfig"]["SecurityGroupIds"] == [
-        library.ref(parts["network"].efa_security_group.security_group_id),
-        library.ref(parts["extra"].security_group_id),
+        library.ref(lib.network.efa_security_group.security_group_id),
+        library.ref(lib.extra.security_group_id),
     ]
     for group in props["InstanceGroups"]:
         (fsx,) = [c["FsxLustreConfig"] for c in group["InstanceStorageConfigs"] if "FsxLustreConfig" in c]
@@ -668,14 +596,10 @@ def test_library_props_reach_the_cluster(library, built):
 # --- gates ----------------------------------------------------------------------------------------------------
 
 
-def test_cdk_nag_finds_nothing(built):
-    assert built.nag == []
-
-
-def test_cfn_lint_reports_no_error_and_no_warning(built):
-    for stack_name, region in built.regions.items():
-        matches = lint_file(built.template_file(stack_name), ManualArgs(regions=[region]))
-        assert [f"{m.rule.id} {m.message} ({m.path})" for m in matches] == [], stack_name
+def test_cdk_nag_and_cfn_lint_find_nothing_in_the_library_users_stack(lib):
+    """The examples pass the same gates in tests/gates/test_templates.py."""
+    assert lib.built.nag == []
+    assert lib.built.lint() == {"HyperPodLibrary": []}
 
 
 def acknowledged(app: cdk.App, path_part: str) -> dict[str, str]:
@@ -689,8 +613,9 @@ def acknowledged(app: cdk.App, path_part: str) -> dict[str, str]:
     return found
 
 
-def test_acknowledgments_are_finding_level_with_reasons(built):
-    role = acknowledged(built.app, "quickstart-cluster/HyperPod/ExecutionRole")
+def test_acknowledgments_are_finding_level_with_reasons(synthesized, lib):
+    quickstart_app, library_app = synthesized["quickstart"].app, lib.built.app
+    role = acknowledged(quickstart_app, "quickstart-cluster/HyperPod/ExecutionRole")
     assert set(role) == {
         "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]",
         "AwsSolutions-IAM5[Resource::*]",
@@ -700,10 +625,10 @@ def test_acknowledgments_are_finding_level_with_reasons(built):
         "AwsSolutions-IAM5[Resource::arn:aws:ssm:us-east-1:<AWS::AccountId>:parameter/fmcluster/quickstart/*]",
         "AwsSolutions-IAM5[Resource::arn:aws:ecr:us-east-1:<AWS::AccountId>:repository/*]",
     }
-    bucket = acknowledged(built.app, "quickstart-cluster/HyperPod/LifecycleBucket")
+    bucket = acknowledged(quickstart_app, "quickstart-cluster/HyperPod/LifecycleBucket")
     assert {rule for rule in bucket if rule.startswith("AwsSolutions-")} == {"AwsSolutions-S1"}  # cfn-guard's beside
-    assert "AwsSolutions-S1" not in acknowledged(built.app, "HyperPodLibrary/HyperPod/LifecycleBucket")  # it logs
-    function = acknowledged(built.app, "quickstart-cluster/Custom::CDKBucketDeployment")
+    assert "AwsSolutions-S1" not in acknowledged(library_app, "HyperPodLibrary/HyperPod/LifecycleBucket")  # it logs
+    function = acknowledged(quickstart_app, "quickstart-cluster/Custom::CDKBucketDeployment")
     assert {rule for rule in function if rule.startswith("AwsSolutions-")} == {
         "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
         "AwsSolutions-L1",
@@ -714,7 +639,12 @@ def test_acknowledgments_are_finding_level_with_reasons(built):
     }  # fmt: skip
     for reason in (*role.values(), *function.values()):
         assert len(reason) >= 40
-    ours = {**acknowledged(built.app, "/HyperPod/"), **acknowledged(built.app, "/Custom::CDKBucketDeployment")}
+    ours = {
+        rule: reason
+        for app in (quickstart_app, library_app)
+        for part in ("/HyperPod/", "/Custom::CDKBucketDeployment")
+        for rule, reason in acknowledged(app, part).items()
+    }
     rule_level = {rule for rule in ours if "[" not in rule and rule.startswith("AwsSolutions-")}
     assert rule_level == {"AwsSolutions-S1", "AwsSolutions-L1"}  # these two rules have no finding-level ids
 
@@ -783,12 +713,12 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         ({"login_instance_type": "big"}, "login_instance_type: must be an EC2 instance type like m5.4xlarge; "
          "got 'big'"),
         ({"security_groups": []}, "security_groups: HyperPod takes 1-5 security groups (give the EFA group); got 0"),
-        ({"lustre_dns_name": DNS}, "lustre_dns_name and lustre_mount_name go together: give both to mount a file "
-         "system, or neither"),
-        ({"lustre_dns_name": "nfs.example.com", "lustre_mount_name": "abcdef12"}, "lustre_dns_name: must be an FSx "
-         "DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'nfs.example.com'"),
-        ({"lustre_dns_name": DNS, "lustre_mount_name": "abcdefghi"}, "lustre_mount_name: must be an FSx mount name "
-         "of 1-8 letters, digits, '_' or '-'; got 'abcdefghi'"),
+        ({"file_system": DNS}, "file_system: must be a LustreStorage or a LustreMount (a dns_name and a mount_name); "
+         f"got {DNS!r}"),
+        ({"file_system": LustreMount("nfs.example.com", "abcdef12")}, "file_system.dns_name: must be an FSx DNS name "
+         "like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'nfs.example.com'"),
+        ({"file_system": LustreMount(DNS, "abcdefghi")}, "file_system.mount_name: must be an FSx mount name of 1-8 "
+         "letters, digits, '_' or '-'; got 'abcdefghi'"),
         ({"nccl_parameter_prefix": "fmcluster/llm"}, "nccl_parameter_prefix: must be an SSM path like "
          "/fmcluster/llm; got 'fmcluster/llm'"),
         ({"controller_volume_gib": 0}, "controller_volume_gib: must be 1-16384 GiB; got 0"),
@@ -814,9 +744,9 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
     ids=[
         "name-dash", "name-underscore", "no-groups", "duplicate-group", "uppercase-group", "reserved-group",
         "trailing-dash", "negative-count", "too-many", "connectivity-one-node", "not-a-group", "capacity-block",
-        "plan-without-arn",
-        "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "ml-prefix", "bad-login-type",
-        "no-security-group", "half-lustre", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
+        "plan-without-arn", "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "ml-prefix",
+        "bad-login-type",
+        "no-security-group", "not-a-file-system", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
         "prometheus", "grafana", "grafana-without-prometheus", "managed-grafana-without-prometheus", "mirror",
         "controller-not-a-hyperpod-type", "type-not-in-region",
     ],
@@ -844,16 +774,19 @@ def test_every_problem_is_reported_at_once(scope):
     ]
 
 
-def test_file_system_and_dns_name_are_exclusive(scope, built):
+def test_a_file_system_created_elsewhere_is_mounted_by_its_attributes(scope):
+    """A LustreStorage and a LustreMount of the same attributes give the same instance storage."""
     stack, required = scope
-    storage = next(s for s in built.app.node.children if isinstance(s, StorageStack))
-    with pytest.raises(ValueError) as error:
-        HyperPodSlurmCluster(
-            stack, "Invalid", **required, file_system=storage.lustre, lustre_dns_name=DNS, lustre_mount_name="ab"
-        )
-    assert str(error.value) == (
-        "HyperPodSlurmCluster: file_system: give either file_system or lustre_dns_name with lustre_mount_name, not both"
-    )
+    network = stack.node.find_child("Network")
+    lustre = LustreStorage(stack, "Lustre", vpc=network.vpc, subnet=network.compute_subnet,
+                           client_security_groups=[network.efa_security_group])  # fmt: skip
+    configs = []
+    for name, file_system in (("Storage", lustre), ("Mount", LustreMount(lustre.dns_name, lustre.mount_name))):
+        cluster = HyperPodSlurmCluster(stack, name, **required, file_system=file_system)
+        (fsx,) = [c.fsx_lustre_config for c in cluster.cluster.instance_groups[0].instance_storage_configs
+                  if c.fsx_lustre_config is not None]  # fmt: skip
+        configs.append(stack.resolve(fsx))
+    assert configs[0] == configs[1] and configs[0]["mountPath"] == "/fsx"
 
 
 def test_tokens_are_left_for_deploy_time(scope):

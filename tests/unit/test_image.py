@@ -1,7 +1,7 @@
 """The training image: ImageStack/TrainingImage templates, the image specification hash, the Dockerfile and buildspec.
 
-One app per module holds three ImageStacks built from examples/quickstart.yaml's cluster file: as given, with another
-NCCL version, and with `storage.retain_on_delete: false`. It is synthesized once; cdk-nag and cfn-lint read it.
+The quickstart's ImageStack comes from the session (tests/conftest.py `synthesized`); one app for the module
+(tests/support.py) adds two variants of its cluster file: another NCCL version, and `storage.retain_on_delete: false`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import pytest
 import yaml
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Match, Template
-from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint_file
 
 from fmcluster import nccl
 from fmcluster.config import parse
@@ -31,7 +29,8 @@ from fmcluster.constructs.image import TrainingImage, image_spec_hash
 from fmcluster.deploy_time import Weights
 from fmcluster.lambdas.image_build.handler import ImageSpec
 from fmcluster.stacks.image import ImageStack
-from tests.conftest import CDK_JSON_CONTEXT, REPO
+from tests import support
+from tests.support import REPO
 
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
 DOCKERFILE = REPO / "fmcluster" / "image" / "Dockerfile"
@@ -41,10 +40,12 @@ VERSION_KEYS = ("cuda", "pytorch", "efa_installer", "aws_ofi_nccl", "nccl")
 
 @dataclass
 class Built:
+    """The quickstart's image stack (`default`, from the session) and this module's variants of it."""
+
     stacks: dict[str, ImageStack]
     templates: dict[str, dict]
     outdir: Path
-    nag: list[str]
+    variants: support.Synthesized
 
     def template(self, name: str = "default") -> Template:
         return Template.from_json(self.templates[name])
@@ -58,15 +59,13 @@ class Built:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Built:
+def built(tmp_path_factory, synthesized) -> Built:
     raw = read_yaml(QUICKSTART)
     configs = {
-        "default": parse(raw, source=str(QUICKSTART)),
         "nccl": parse({**raw, "image": {"nccl": "2.30.7"}}, source="nccl"),
         "destroy": parse({**raw, "storage": {**raw["storage"], "retain_on_delete": False}}, source="destroy"),
     }
-    outdir = tmp_path_factory.mktemp("image")
-    app = cdk.App(outdir=str(outdir), context=CDK_JSON_CONTEXT)
+    app = support.app(tmp_path_factory.mktemp("image"))
     stacks = {
         name: ImageStack(
             app,
@@ -76,17 +75,12 @@ def built(tmp_path_factory) -> Built:
         )
         for name, config in configs.items()
     }
-    report = AwsSolutionsChecks().validate_scope(app)
-    findings = [
-        f"{violation.rule_name} {resource.construct_path}"
-        for violation in report.violations
-        for resource in violation.violating_resources
-    ]
-    app.synth()
-    templates = {
-        name: json.loads((outdir / f"{stack.stack_name}.template.json").read_text()) for name, stack in stacks.items()
-    }
-    return Built(stacks, templates, outdir, findings)
+    variants = support.synthesize(app, list(stacks.values()))
+    templates = {name: variants.templates[stack.stack_name] for name, stack in stacks.items()}
+    quickstart = synthesized["quickstart"]
+    stacks["default"] = quickstart.built.image
+    templates["default"] = quickstart.templates[quickstart.built.image.stack_name]
+    return Built(stacks, templates, quickstart.outdir, variants)
 
 
 # --- the repository, the key, the project ---------------------------------------------------------------------
@@ -325,15 +319,10 @@ def test_the_image_stack_waits_for_no_other_stack(built):
 # --- the gates ----------------------------------------------------------------------------------------------------
 
 
-def test_cdk_nag_finds_nothing_unacknowledged(built):
-    assert built.nag == []
-
-
-@pytest.mark.parametrize("name", ["default", "nccl", "destroy"])
-def test_cfn_lint_reports_no_error_and_no_warning(built, name):
-    path = built.outdir / f"{built.stacks[name].stack_name}.template.json"
-    matches = lint_file(path, ManualArgs(regions=["us-east-1"]))
-    assert [f"{m.rule.id} {m.message} ({m.path})" for m in matches] == []
+def test_cdk_nag_and_cfn_lint_find_nothing_in_the_variants(built):
+    """The quickstart's image stack passes the same gates in tests/gates/test_templates.py."""
+    assert built.variants.nag == []
+    assert built.variants.lint() == {built.stacks[name].stack_name: [] for name in ("nccl", "destroy")}
 
 
 # --- library use ------------------------------------------------------------------------------------------------

@@ -1,40 +1,31 @@
 """LustreStorage and the storage stack: defaults, every option, S3 links, security groups, removal policies,
 prop errors for library users, cdk-nag and cfn-lint.
 
-Two apps, each built and synthesized once for the module: a library user's, with cdk.json's feature flags and
-three file systems side by side (defaults; every option; every numeric prop a token); and one with the storage
-stacks of two cluster files (retain_on_delete true and false) next to their network stacks, built without
-feature flags as the session's example gates build theirs.
+A library user's app, built and synthesized once for the module (tests/support.py), holds three file systems side
+by side (defaults; every option; every numeric prop a token). The storage stacks come from the session's examples
+(tests/conftest.py `synthesized`): the quickstart (retain_on_delete true) and the isolated B300 example (false).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_s3 as s3
-from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint_file
 
-from fmcluster.config import Repository, parse
+from fmcluster.config import Repository
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.lustre import DataRepositoryLinks, LustreStorage
 from fmcluster.constructs.network import TrainingNetwork
-from fmcluster.stacks.links import DataLinksStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
+from tests import support
+from tests.conftest import SynthesizedExample
 
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-
-REPO = Path(__file__).resolve().parents[2]
-CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
-"""The app's feature flags, as `cdk synth` passes them."""
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 REPOSITORIES = (
     Repository(path="/datasets"),
@@ -48,39 +39,13 @@ ALL_TRAFFIC = ("-1", None, None)
 STATEFUL = ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup")
 
 
-def nag_findings(app: cdk.App) -> list[str]:
-    report = AwsSolutionsChecks().validate_scope(app)
-    return [
-        f"{violation.rule_name} {resource.construct_path}: {violation.description}"
-        for violation in report.violations
-        for resource in violation.violating_resources
-    ]
-
-
-def lint(template_file: Path) -> list[str]:
-    matches = lint_file(template_file, ManualArgs(regions=[ENV.region]))
-    return [f"{match.rule.id} {match.message} ({match.path})" for match in matches]
-
-
 def of_type(template: dict, kind: str) -> dict[str, dict]:
     return {name: resource for name, resource in template["Resources"].items() if resource["Type"] == kind}
 
 
 @dataclass
-class Built:
-    """An app, synthesized, and what a test needs to find its resources."""
-
-    app: cdk.App
-    outdir: Path
-    nag: list[str]
-    templates: dict[str, dict]
-
-    def template_file(self, stack_name: str) -> Path:
-        return self.outdir / f"{stack_name}.template.json"
-
-
-@dataclass
-class Library(Built):
+class Library:
+    built: support.Synthesized
     stack: cdk.Stack
     network: TrainingNetwork
     buckets: ProjectBuckets
@@ -91,7 +56,7 @@ class Library(Built):
 
     @property
     def template(self) -> dict:
-        return self.templates[self.stack.stack_name]
+        return self.built.templates[self.stack.stack_name]
 
     def logical_id(self, element: cdk.CfnElement) -> str:
         return self.stack.resolve(self.stack.get_logical_id(element))
@@ -105,8 +70,7 @@ class Library(Built):
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory) -> Library:
-    outdir = tmp_path_factory.mktemp("lustre-library")
-    app = cdk.App(context=CONTEXT, outdir=str(outdir))
+    app = support.app(tmp_path_factory.mktemp("lustre-library"))
     stack = cdk.Stack(app, "LustreLibrary", env=ENV)
     network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
     buckets = ProjectBuckets(stack, "Buckets")
@@ -140,14 +104,8 @@ def lib(tmp_path_factory) -> Library:
     )
     login = ec2.SecurityGroup(stack, "Login", vpc=network.vpc, allow_all_outbound=False)
     tokens.allow_clients(login)
-    findings = nag_findings(app)
-    app.synth()
-    template = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
     return Library(
-        app=app,
-        outdir=outdir,
-        nag=findings,
-        templates={stack.stack_name: template},
+        built=support.synthesize(app, [stack]),
         stack=stack,
         network=network,
         buckets=buckets,
@@ -158,63 +116,30 @@ def lib(tmp_path_factory) -> Library:
     )
 
 
-def cluster_file(name: str, **storage: object) -> dict:
-    return {
-        "name": name,
-        "region": ENV.region,
-        "availability_zone_id": "use1-az6",
-        "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
-        "storage": storage,
-    }
-
-
-KEEP = cluster_file("keep", lustre={"capacity_gib": 1200, "repositories": [{"path": "/datasets"}]})
-DROP = cluster_file(
-    "drop",
-    retain_on_delete=False,
-    lustre={
-        "capacity_gib": 4800,
-        "throughput_per_tib": 1000,
-        "efa": True,
-        "compression": "none",
-        "metadata_iops": 3000,
-        "repositories": [
-            {"path": "/datasets"},
-            {"path": "/checkpoints", "import": [], "export": ["new", "changed"]},
-        ],
-    },
-)
-
-
 @dataclass
-class Clusters(Built):
-    storage: dict[str, StorageStack]
-    network: dict[str, NetworkStack]
+class StorageExample:
+    """An example's storage stack (its file system, buckets and key), its network stack, and the session's synth."""
+
+    example: SynthesizedExample
+
+    @property
+    def storage(self) -> StorageStack:
+        return self.example.built.storage
+
+    @property
+    def network(self) -> NetworkStack:
+        return self.example.built.network
+
+    @property
+    def template(self) -> dict:
+        return self.example.templates[self.storage.stack_name]
 
 
 @pytest.fixture(scope="module")
-def clusters(tmp_path_factory) -> Clusters:
-    outdir = tmp_path_factory.mktemp("storage-stacks")
-    app = cdk.App(outdir=str(outdir))
-    storage, networks, links = {}, {}, []
-    for data in (KEEP, DROP):
-        config = parse(data)
-        env = cdk.Environment(account=config.account, region=config.region)
-        networks[config.name] = NetworkStack(app, f"{config.name}-network", config=config, env=env)
-        storage[config.name] = StorageStack(
-            app, f"{config.name}-storage", config=config, network=networks[config.name].network, env=env
-        )
-        if config.storage.lustre.repositories:
-            links.append(
-                DataLinksStack(app, f"{config.name}-data-links", config=config, storage=storage[config.name], env=env)
-            )
-    findings = nag_findings(app)
-    app.synth()
-    templates = {
-        stack.stack_name: json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
-        for stack in [*storage.values(), *networks.values(), *links]
-    }
-    return Clusters(app=app, outdir=outdir, nag=findings, templates=templates, storage=storage, network=networks)
+def clusters(synthesized) -> dict[str, StorageExample]:
+    """`keep`: the quickstart (retain_on_delete by default, 1200 GiB, /datasets in the data bucket); `drop`: the
+    isolated B300 example (retain_on_delete: false, an EFA-enabled file system, two repositories)."""
+    return {"keep": StorageExample(synthesized["quickstart"]), "drop": StorageExample(synthesized["p6-b300-isolated"])}
 
 
 # --- the file system ------------------------------------------------------------------------------
@@ -480,7 +405,8 @@ def test_fsx_s3_role_may_use_the_data_bucket_key_through_s3_only(lib):
         }
     ]
     own_key = lib.template["Resources"][lib.logical_id(lib.default.kms_key.node.default_child)]
-    assert len(own_key["Properties"]["KeyPolicy"]["Statement"]) == 1  # no S3 links, nothing added
+    own_sids = [statement.get("Sid") for statement in own_key["Properties"]["KeyPolicy"]["Statement"]]
+    assert "FsxForLustreS3LinksUseTheKeyThroughS3" not in own_sids  # no S3 links, no FSx statement
 
 
 # --- props a library user gets wrong --------------------------------------------------------------
@@ -489,7 +415,7 @@ def test_fsx_s3_role_may_use_the_data_bucket_key_through_s3_only(lib):
 @pytest.fixture(scope="module")
 def scope():
     """A stack to construct into; bad props fail before anything is added to it."""
-    app = cdk.App(context=CONTEXT)
+    app = cdk.App(context=support.CDK_JSON_CONTEXT)
     stack = cdk.Stack(app, "Errors", env=ENV)
     network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
     bucket = s3.Bucket.from_bucket_name(stack, "Existing", "existing-bucket")
@@ -633,9 +559,10 @@ def test_a_token_is_skipped_but_the_other_props_are_still_checked(scope):
 
 
 def test_retain_on_delete_protects_the_stack_and_retains_every_stateful_resource(clusters):
-    assert clusters.storage["keep"].termination_protection is True
-    template = clusters.templates["keep-storage"]
-    stateful = {name: r for kind in STATEFUL for name, r in of_type(template, kind).items()}
+    keep = clusters["keep"]
+    assert keep.example.config.storage.retain_on_delete is True
+    assert keep.storage.termination_protection is True
+    stateful = {name: r for kind in STATEFUL for name, r in of_type(keep.template, kind).items()}
     assert sorted(r["Type"] for r in stateful.values()) == sorted(
         ["AWS::FSx::FileSystem", "AWS::KMS::Key"] + ["AWS::Logs::LogGroup"] * 2 + ["AWS::S3::Bucket"] * 3
     )  # the log groups: the file system's and the nccl-tests results function's
@@ -644,45 +571,49 @@ def test_retain_on_delete_protects_the_stack_and_retains_every_stateful_resource
             "Retain",
             "Retain",
         ), name
-    assert of_type(template, "Custom::S3AutoDeleteObjects") == {}  # nothing empties a retained bucket
+    assert of_type(keep.template, "Custom::S3AutoDeleteObjects") == {}  # nothing empties a retained bucket
 
 
 def test_retain_on_delete_false_deletes_everything_with_the_stack(clusters):
-    assert clusters.storage["drop"].termination_protection is False
-    template = clusters.templates["drop-storage"]
-    stateful = {name: r for kind in STATEFUL for name, r in of_type(template, kind).items()}
+    drop = clusters["drop"]
+    assert drop.example.config.storage.retain_on_delete is False
+    assert drop.storage.termination_protection is False
+    stateful = {name: r for kind in STATEFUL for name, r in of_type(drop.template, kind).items()}
     assert len(stateful) == 7
     for name, resource in stateful.items():
         assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == (
             "Delete",
             "Delete",
         ), name
-    assert len(of_type(template, "Custom::S3AutoDeleteObjects")) == 3  # buckets are emptied, then deleted
+    assert len(of_type(drop.template, "Custom::S3AutoDeleteObjects")) == 3  # buckets are emptied, then deleted
 
 
 def test_storage_stack_builds_the_file_system_from_the_cluster_file(clusters):
-    keep = clusters.storage["keep"]
-    props = of_type(clusters.templates["keep-storage"], "AWS::FSx::FileSystem")
-    (props,) = [r["Properties"] for r in props.values()]
-    assert props["StorageCapacity"] == 1200
-    assert props["KmsKeyId"] == keep.resolve(keep.buckets.key.key_arn)
+    keep = clusters["keep"]
+    lustre_file = keep.example.config.storage.lustre
+    (props,) = [r["Properties"] for r in of_type(keep.template, "AWS::FSx::FileSystem").values()]
+    assert props["StorageCapacity"] == lustre_file.capacity_gib == 1200
+    assert props["KmsKeyId"] == keep.storage.resolve(keep.storage.buckets.key.key_arn)
     assert props["LustreConfiguration"]["EfaEnabled"] is False
     # the S3 link is in a stack of its own, beside the cluster: nodes need not wait for it
-    assert of_type(clusters.templates["keep-storage"], "AWS::FSx::DataRepositoryAssociation") == {}
-    (association,) = of_type(clusters.templates["keep-data-links"], "AWS::FSx::DataRepositoryAssociation").values()
+    assert of_type(keep.template, "AWS::FSx::DataRepositoryAssociation") == {}
+    links = keep.example.templates["quickstart-data-links"]
+    (association,) = of_type(links, "AWS::FSx::DataRepositoryAssociation").values()
     path = association["Properties"]["DataRepositoryPath"]["Fn::Join"][1]
     assert (path[0], path[2]) == ("s3://", "/datasets/")
-    assert "keep-storage" in json.dumps(path[1]) and "keep-storage" in json.dumps(association["Properties"])
-    assert "FsxForLustreS3LinksUseTheKeyThroughS3" in json.dumps(clusters.templates["keep-storage"])
+    assert "quickstart-storage" in json.dumps(path[1]) and "quickstart-storage" in json.dumps(association["Properties"])
+    assert "FsxForLustreS3LinksUseTheKeyThroughS3" in json.dumps(keep.template)
 
-    drop = of_type(clusters.templates["drop-storage"], "AWS::FSx::FileSystem")
-    (lustre,) = [r["Properties"]["LustreConfiguration"] for r in drop.values()]
+    drop = clusters["drop"]
+    lustre_file = drop.example.config.storage.lustre
+    (resource,) = of_type(drop.template, "AWS::FSx::FileSystem").values()
+    lustre = resource["Properties"]["LustreConfiguration"]
     assert (lustre["EfaEnabled"], lustre["PerUnitStorageThroughput"], lustre["DataCompressionType"]) == (
         True,
         1000,
         "NONE",
     )
-    assert lustre["MetadataConfiguration"] == {"Mode": "USER_PROVISIONED", "Iops": 3000}
+    assert (lustre_file.efa, lustre_file.throughput_per_tib, lustre_file.compression) == (True, 1000, "none")
 
 
 def test_data_repository_links_check_their_repositories_like_the_cluster_file(scope):
@@ -701,25 +632,26 @@ def test_data_repository_links_check_their_repositories_like_the_cluster_file(sc
 
 
 def test_storage_stack_admits_the_network_stacks_efa_group(clusters):
-    for name in ("keep", "drop"):
-        storage, network = clusters.storage[name], clusters.network[name].network
+    for name, example in clusters.items():
+        storage, network = example.storage, example.network.network
         assert storage.lustre.connections.security_groups[0] is storage.lustre.security_group
         efa = storage.resolve(network.efa_security_group.security_group_id)  # a reference across stacks
         fs = storage.resolve(storage.lustre.security_group.security_group_id)
         ports = (TCP_988, TCP_1018_1023, *((ALL_TRAFFIC,) if name == "drop" else ()))
-        rules = group_rules(clusters.templates[f"{name}-storage"], fs)
+        rules = group_rules(example.template, fs)
         assert rules == both_ways(fs, fs, ports) | both_ways(fs, efa, ports)
-        assert storage.dependencies == [clusters.network[name]]
+        assert storage.dependencies == [example.network]
 
 
 # --- gates ----------------------------------------------------------------------------------------
 
 
-def test_cdk_nag_finds_nothing_and_nothing_is_acknowledged(lib, clusters):
-    assert lib.nag == []
-    assert clusters.nag == []
+def test_cdk_nag_and_cfn_lint_find_nothing_and_nothing_is_acknowledged(lib, clusters):
+    """The examples pass cdk-nag and cfn-lint in tests/gates/test_templates.py; the library stack here."""
+    assert lib.built.nag == []
+    assert lib.built.lint() == {lib.stack.stack_name: []}
     # neither the file system nor the buckets need any AwsSolutions finding acknowledged
-    for app in (lib.app, clusters.app):
+    for app in (lib.built.app, *(example.example.app for example in clusters.values())):
         acknowledged = [
             (construct.node.path, rule)
             for construct in app.node.find_all()
@@ -729,9 +661,3 @@ def test_cdk_nag_finds_nothing_and_nothing_is_acknowledged(lib, clusters):
             if "AwsSolutions" in rule and any(part in construct.node.path for part in ("/Lustre", "/Buckets"))
         ]
         assert acknowledged == []
-
-
-def test_cfn_lint_reports_no_error_and_no_warning(lib, clusters):
-    for built in (lib, clusters):
-        for stack_name in built.templates:
-            assert lint(built.template_file(stack_name)) == [], stack_name

@@ -23,31 +23,19 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
-from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint_file
 
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.functions import LAMBDA_RUNTIME
 from fmcluster.constructs.nccl_tuning import NcclTuning, parameter_name
 from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.nccl import baseline_spec, nccl_environment
+from tests import support
 
-REPO = Path(__file__).resolve().parents[2]
-CONTEXT = json.loads((REPO / "cdk.json").read_text())["context"]
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 CLUSTER = "llm-pretrain"
 GROUPS = [("gpu", "p5.48xlarge"), ("b200", "p6-b200.48xlarge"), ("spare", "p5.48xlarge"), ("trn", "trn1.32xlarge")]
 USER_ENV = {"NCCL_DEBUG": "WARN", "NCCL_BUFFSIZE": "4194304"}
 ONE_YEAR = 365
-
-
-def nag_findings(app: cdk.App) -> list[str]:
-    report = AwsSolutionsChecks().validate_scope(app)
-    return [
-        f"{violation.rule_name} {resource.construct_path}: {violation.description}"
-        for violation in report.violations
-        for resource in violation.violating_resources
-    ]
 
 
 def of_type(template: dict, kind: str) -> dict[str, dict]:
@@ -61,10 +49,8 @@ class Built:
     nag: list[str]
     stacks: dict[str, cdk.Stack]
     templates: dict[str, dict]
-    assembly: object
-
-    def template_file(self, name: str) -> Path:
-        return self.outdir / f"{self.stacks[name].stack_name}.template.json"
+    assembly: cx_api.CloudAssembly
+    synthesized: support.Synthesized
 
     def assertions(self, name: str) -> assertions.Template:
         return assertions.Template.from_json(self.templates[name])
@@ -73,19 +59,16 @@ class Built:
         return self.stacks[name].resolve(self.stacks[name].get_logical_id(element))
 
 
-def build(app: cdk.App, outdir: Path, stacks: dict[str, cdk.Stack]) -> Built:
-    findings = nag_findings(app)
-    assembly = app.synth()
-    templates = {
-        name: json.loads((outdir / f"{stack.stack_name}.template.json").read_text()) for name, stack in stacks.items()
-    }
-    return Built(app, outdir, findings, stacks, templates, assembly)
+def build(app: cdk.App, stacks: dict[str, cdk.Stack]) -> Built:
+    """The stacks by a short name, synthesized once with tests/support.py."""
+    result = support.synthesize(app, list(stacks.values()))
+    templates = {name: result.templates[stack.stack_name] for name, stack in stacks.items()}
+    return Built(app, result.outdir, result.nag, stacks, templates, result.assembly, result)
 
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    outdir = tmp_path_factory.mktemp("nccl-library")
-    app = cdk.App(context=CONTEXT, outdir=str(outdir))
+    app = support.app(tmp_path_factory.mktemp("nccl-library"))
     stack = cdk.Stack(app, "NcclLibrary", env=ENV)
     buckets = ProjectBuckets(stack, "Buckets")
     tuning = NcclTuning(stack, "Tuning", cluster_name=CLUSTER, groups=GROUPS, user_env=USER_ENV)
@@ -98,7 +81,7 @@ def lib(tmp_path_factory):
     )  # fmt: skip
     node_role = iam.Role(stack, "NodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
     tuning.grant_read(node_role, "gpu")
-    built = build(app, outdir, {"lib": stack})
+    built = build(app, {"lib": stack})
     built.tuning, built.validation, built.buckets, built.topic, built.node_role = (
         tuning,
         validation,
@@ -111,8 +94,7 @@ def lib(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def split(tmp_path_factory):
-    outdir = tmp_path_factory.mktemp("nccl-split")
-    app = cdk.App(context=CONTEXT, outdir=str(outdir))
+    app = support.app(tmp_path_factory.mktemp("nccl-split"))
     storage = cdk.Stack(app, f"{CLUSTER}-storage", env=ENV)
     buckets = ProjectBuckets(storage, "Buckets")
     cluster = cdk.Stack(app, f"{CLUSTER}-cluster", env=ENV)
@@ -127,7 +109,7 @@ def split(tmp_path_factory):
         agnostic, "NcclTests", cluster_name="other", groups=[("gpu", "p5en.48xlarge")],
         results_bucket=s3.Bucket.from_bucket_name(agnostic, "Imported", "other-checkpoints"),
     )  # fmt: skip
-    built = build(app, outdir, {"storage": storage, "cluster": cluster, "agnostic": agnostic})
+    built = build(app, {"storage": storage, "cluster": cluster, "agnostic": agnostic})
     built.tuning, built.validation, built.buckets = tuning, validation, buckets
     return built
 
@@ -546,6 +528,4 @@ def test_every_acknowledgment_is_finding_level_next_to_its_construct_with_a_reas
 
 def test_cfn_lint_reports_no_error_and_no_warning(lib, split):
     for built in (lib, split):
-        for name in built.stacks:
-            matches = lint_file(built.template_file(name), ManualArgs(regions=[ENV.region]))
-            assert [f"{m.rule.id} {m.message} ({m.path})" for m in matches] == [], name
+        assert built.synthesized.lint() == {stack.stack_name: [] for stack in built.stacks.values()}

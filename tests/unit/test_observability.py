@@ -1,7 +1,7 @@
-"""ClusterObservability and ObservabilityStack: every combination of the cluster file's `observability` keys
-(prometheus managed|none x grafana self-hosted|managed|none x alarm_email given|not), each synthesized into its own
-stack of one app (built once for the module), checked with Template assertions, cdk-nag and cfn-lint; and the stack
-composed as `build()` would, from the quickstart example, watching the storage stack's file system."""
+"""ClusterObservability and ObservabilityStack: every valid combination of the cluster file's `observability` keys
+(prometheus managed|none x grafana self-hosted|managed|none x alarm_email given|not; Grafana needs Prometheus), each
+synthesized into its own stack of one app (built once for the module), checked with Template assertions, cdk-nag and
+cfn-lint; and the quickstart's own observability stack from the session, watching the storage stack's file system."""
 
 from __future__ import annotations
 
@@ -13,10 +13,7 @@ import pytest
 import yaml
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
-from cdk_nag import AwsSolutionsChecks
-from cfnlint.api import ManualArgs, lint_file
 
-from fmcluster.config import load
 from fmcluster.constructs.observability import (
     DASHBOARD_FILES,
     HYPERPOD_EVENT,
@@ -25,16 +22,18 @@ from fmcluster.constructs.observability import (
     endpoint_parameter_name,
     rule_file,
 )
-from fmcluster.stacks.network import NetworkStack
-from fmcluster.stacks.observability import ObservabilityStack
-from fmcluster.stacks.storage import StorageStack
-from tests.conftest import CDK_JSON_CONTEXT, REPO
+from tests import support
+from tests.conftest import SynthesizedExample
 
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 FILE_SYSTEM = "fs-0123456789abcdef0"
-COMBINATIONS = list(
-    itertools.product(("managed", "none"), ("self-hosted", "managed", "none"), ("ops@example.com", None))
-)
+COMBINATIONS = [
+    (prometheus, grafana, email)
+    for prometheus, grafana, email in itertools.product(
+        ("managed", "none"), ("self-hosted", "managed", "none"), ("ops@example.com", None)
+    )
+    if prometheus == "managed" or grafana == "none"  # Grafana needs Prometheus (tests/unit/test_rule_agreement.py)
+]
 
 
 def combination_id(combination: tuple) -> str:
@@ -43,8 +42,11 @@ def combination_id(combination: tuple) -> str:
 
 
 class Synthesized:
-    def __init__(self, outdir) -> None:
-        app = cdk.App(outdir=str(outdir), context=CDK_JSON_CONTEXT)
+    """One stack per combination in one app, synthesized once with tests/support.py; the quickstart's own
+    observability stack (`composed`, as `build()` composes it) comes from the session."""
+
+    def __init__(self, outdir, quickstart: SynthesizedExample) -> None:
+        app = support.app(outdir)
         self.stacks: dict[str, cdk.Stack] = {}
         for combination in COMBINATIONS:
             prometheus, grafana, email = combination
@@ -55,33 +57,19 @@ class Synthesized:
                 file_system_id=FILE_SYSTEM, lustre_capacity_gib=4800, lustre_throughput_per_tib=250, node_roles=[role],
             )  # fmt: skip
             self.stacks[combination_id(combination)] = stack
-        # the stack as build() composes it, from the quickstart example
-        config = load(REPO / "examples" / "quickstart.yaml")
-        network = NetworkStack(app, "qs-network", config=config, env=ENV)
-        storage = StorageStack(app, "qs-storage", config=config, network=network.network, env=ENV)
-        cluster = cdk.Stack(app, "qs-cluster", env=ENV)
-        node_role = iam.Role(cluster, "NodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
-        self.composed = ObservabilityStack(
-            app, "qs-observability", config=config, storage=storage, node_roles=[node_role], env=ENV
-        )
-        self.stacks["composed"] = self.composed
-        report = AwsSolutionsChecks().validate_scope(app)
-        self.nag_findings = [
-            f"{violation.rule_name} {resource.construct_path}: {violation.description}"
-            for violation in report.violations
-            for resource in violation.violating_resources
-        ]
-        assembly = app.synth()
-        self.template_files = {
-            name: outdir / assembly.get_stack_by_name(stack.stack_name).template_file
-            for name, stack in self.stacks.items()
+        self.built = support.synthesize(app, list(self.stacks.values()))
+        self.templates = {
+            name: Template.from_json(self.built.templates[stack.stack_name]) for name, stack in self.stacks.items()
         }
-        self.templates = {name: Template.from_stack(stack) for name, stack in self.stacks.items()}
+        composed, cluster = quickstart.built.observability, quickstart.built.cluster
+        self.templates["composed"] = Template.from_json(quickstart.templates[composed.stack_name])
+        self.node_role_id = cluster.resolve(cluster.get_logical_id(cluster.node_role.node.default_child))
+        """Logical id of the quickstart's node role, in its cluster stack."""
 
 
 @pytest.fixture(scope="module")
-def synthesized(tmp_path_factory) -> Synthesized:
-    return Synthesized(tmp_path_factory.mktemp("observability"))
+def synthesized(tmp_path_factory, synthesized) -> Synthesized:
+    return Synthesized(tmp_path_factory.mktemp("observability"), synthesized["quickstart"])
 
 
 def resources(template: Template, kind: str) -> list[dict]:
@@ -92,13 +80,12 @@ def resources(template: Template, kind: str) -> list[dict]:
 
 
 def test_cdk_nag_finds_nothing_unacknowledged(synthesized):
-    assert synthesized.nag_findings == []
+    assert synthesized.built.nag == []
 
 
-@pytest.mark.parametrize("name", [*map(combination_id, COMBINATIONS), "composed"])
-def test_cfn_lint_reports_nothing(synthesized, name):
-    matches = lint_file(synthesized.template_files[name], ManualArgs(regions=["us-east-1"]))
-    assert [f"{m.rule.id} {m.message} ({m.path})" for m in matches] == []
+def test_cfn_lint_reports_nothing(synthesized):
+    """The quickstart's observability stack passes the same gate in tests/gates/test_templates.py."""
+    assert synthesized.built.lint() == {stack.stack_name: [] for stack in synthesized.stacks.values()}
 
 
 # -- every combination ----------------------------------------------------------------------------------------
@@ -113,7 +100,7 @@ def test_each_combination_creates_what_its_options_ask_for(synthesized, combinat
     template.resource_count_is("AWS::APS::Workspace", 1 if managed_prometheus else 0)
     template.resource_count_is("AWS::APS::RuleGroupsNamespace", 2 if managed_prometheus else 0)
     template.resource_count_is("AWS::Grafana::Workspace", 1 if grafana == "managed" else 0)
-    template.resource_count_is("Custom::GrafanaDashboards", 1 if grafana == "managed" and managed_prometheus else 0)
+    template.resource_count_is("Custom::GrafanaDashboards", 1 if grafana == "managed" else 0)
     template.resource_count_is("AWS::SSM::Parameter", 1 if managed_prometheus else 0)
     subscriptions = resources(template, "AWS::SNS::Subscription")
     assert [(s["Protocol"], s["Endpoint"]) for s in subscriptions] == ([("email", email)] if email else [])
@@ -135,7 +122,8 @@ def test_each_combination_creates_what_its_options_ask_for(synthesized, combinat
     for statement in key["KeyPolicy"]["Statement"]:
         services = statement["Principal"].get("Service", [])
         key_services |= {services} if isinstance(services, str) else set(services)
-    expected = {"cloudwatch.amazonaws.com", "events.amazonaws.com"}
+    # logs.<region>: the CloudWatch Logs user guide's key policy for encrypted log groups (every fmcluster key has it)
+    expected = {"cloudwatch.amazonaws.com", "events.amazonaws.com", "logs.us-east-1.amazonaws.com"}
     assert key_services == (expected | {"aps.amazonaws.com"} if managed_prometheus else expected)
 
     node_statements = [
@@ -197,12 +185,6 @@ def test_managed_grafana_reads_the_workspace_and_gets_the_dashboards(synthesized
     }
 
 
-def test_managed_grafana_without_prometheus_reads_cloudwatch_only(synthesized):
-    template = synthesized.templates[combination_id(("none", "managed", None))]
-    (workspace,) = resources(template, "AWS::Grafana::Workspace")
-    assert workspace["DataSources"] == ["CLOUDWATCH"]
-
-
 def test_events_and_the_fsx_alarm(synthesized):
     template = synthesized.templates[combination_id(("none", "none", None))]
     patterns = [rule["EventPattern"] for rule in resources(template, "AWS::Events::Rule")]
@@ -238,14 +220,15 @@ def test_stateful_parts_are_retained_by_default(synthesized):
 
 def test_composed_stack_watches_the_storage_stacks_file_system_and_grants_the_node_role(synthesized):
     template = synthesized.templates["composed"]
-    (alarm,) = resources(template, "AWS::CloudWatch::Alarm")
+    # the stack also holds the nccl-tests alarms (AWS/FSx is the FSx namespace); the FSx one is checked here
+    (alarm,) = [a for a in resources(template, "AWS::CloudWatch::Alarm") if a.get("Namespace") == "AWS/FSx"]
     file_system = alarm["Dimensions"][0]["Value"]  # a reference to the storage stack's file system
     assert not isinstance(file_system, str) and "LustreFileSystem" in json.dumps(file_system)
     assert alarm["Threshold"] == pytest.approx(1200 * 1024**3 * 0.1)
     (policy,) = [
         p for p in resources(template, "AWS::IAM::Policy") if p["PolicyName"].startswith("ObservabilityNodeAccess")
     ]
-    assert "NodeRole" in json.dumps(policy["Roles"]) and not isinstance(policy["Roles"][0], str)
+    assert synthesized.node_role_id in json.dumps(policy["Roles"]) and not isinstance(policy["Roles"][0], str)
     template.resource_count_is("AWS::APS::Workspace", 1)  # quickstart: observability defaults
     template.resource_count_is("AWS::Grafana::Workspace", 0)
     (workspace,) = template.find_resources("AWS::APS::Workspace").values()
@@ -260,6 +243,8 @@ def test_composed_stack_watches_the_storage_stacks_file_system_and_grants_the_no
     [
         ({"prometheus": "self-hosted"}, "ClusterObservability: prometheus: "),
         ({"grafana": "cloud"}, "ClusterObservability: grafana: "),
+        ({"prometheus": "none", "grafana": "self-hosted"}, "ClusterObservability: grafana: 'self-hosted' needs "
+         "prometheus: managed as its data source; set grafana: none or prometheus: managed"),
         (
             {"alarm_email": "ops"},
             "ClusterObservability: alarm_email: must be an email address like ops@example.com; got 'ops'",
@@ -268,7 +253,7 @@ def test_composed_stack_watches_the_storage_stacks_file_system_and_grants_the_no
         ({"file_system_id": FILE_SYSTEM, "lustre_capacity_gib": 1000},
          "ClusterObservability: lustre_capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got 1000"),
     ],
-    ids=["prometheus", "grafana", "email", "half-fsx", "capacity"],
+    ids=["prometheus", "grafana", "grafana-without-prometheus", "email", "half-fsx", "capacity"],
 )  # fmt: skip
 def test_library_users_get_clear_errors(props, message):
     stack = cdk.Stack(cdk.App(), "Lib")

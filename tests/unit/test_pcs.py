@@ -11,6 +11,7 @@ import zipfile
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import assertions
 from aws_cdk import aws_ec2 as ec2
 
 from fmcluster import node_scripts
@@ -305,7 +306,7 @@ def test_with_prometheus_none_nodes_get_the_bundle_but_no_observability_argument
     data = load(path).model_dump(by_alias=True, exclude_none=True)
     data["observability"] = {**data.get("observability", {}), "prometheus": "none", "grafana": "none"}
     result = synthesize(path, tmp_path, parse(data))
-    assert result.nag_findings == []
+    assert result.nag == []
     scripts = user_data(result.templates["llm-pretrain-cluster"])
     assert set(scripts) == {"gpuL", "logi"}
     for text in scripts.values():
@@ -318,6 +319,36 @@ def test_compliance_control_tower_turns_on_detailed_monitoring_without_an_acknow
     data = load(path).model_dump(by_alias=True, exclude_none=True)
     data["compliance"] = "control-tower"
     result = synthesize(path, tmp_path, parse(data))
-    assert (result.nag_findings, result.guard_findings) == ([], [])
+    assert (result.nag, result.guard_findings) == ([], [])
     templates = props(result.templates["llm-pretrain-cluster"], "AWS::EC2::LaunchTemplate")
     assert [t["LaunchTemplateData"]["Monitoring"] for t in templates] == [{"Enabled": True}] * 2
+
+
+# The cluster-level Slurm custom settings AWS PCS takes, from the AWS PCS API reference, SlurmCustomSetting
+# parameterName ("For clusters: Prolog, Epilog, SelectTypeParameters, AccountingStorageEnforce"; AWS SDK for Kotlin
+# reference aws.sdk.kotlin.services.pcs.model/-slurm-custom-setting/parameter-name): TaskProlog is not among them.
+PCS_CLUSTER_SETTINGS = {"Prolog", "Epilog", "SelectTypeParameters", "AccountingStorageEnforce"}
+
+
+def test_cluster_sets_fmcluster_prolog_and_epilog_and_only_settings_pcs_takes(block):
+    (cluster,) = props(block, "AWS::PCS::Cluster")
+    settings = {s["ParameterName"]: s["ParameterValue"] for s in cluster["SlurmConfiguration"]["SlurmCustomSettings"]}
+    assert set(settings) <= PCS_CLUSTER_SETTINGS
+    hook = "/opt/fmcluster/node/slurm/gpu-job-map.sh"  # where the node bundle unpacks it (node_scripts.BUNDLE_DIR)
+    assert settings == {"Prolog": hook, "Epilog": hook}
+    assert f"node/{hook.rsplit('/node/', 1)[1]}" in {f"node/{s}" for s in node_scripts.BUNDLE_SCRIPTS}
+
+
+def test_cluster_without_job_hook_sets_no_custom_settings():
+    stack = cdk.Stack(cdk.App(), "NoHook")
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=1, nat_gateways=0)
+    PcsSlurmCluster(
+        stack,
+        "Pcs",
+        cluster_name="llm",
+        subnet=vpc.isolated_subnets[0],
+        security_groups=[ec2.SecurityGroup(stack, "Sg", vpc=vpc)],
+        job_hook=None,
+    )
+    (cluster,) = props(assertions.Template.from_stack(stack).to_json(), "AWS::PCS::Cluster")
+    assert "SlurmCustomSettings" not in cluster["SlurmConfiguration"]

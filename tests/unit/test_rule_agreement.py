@@ -15,8 +15,10 @@ import pytest
 
 from fmcluster.config import ConfigError, parse
 from fmcluster.constructs import (
+    ClusterObservability,
     EfaLaunchTemplate,
     HyperPodSlurmCluster,
+    LustreMount,
     NcclTuning,
     PcsSlurmCluster,
     TrainingImage,
@@ -172,6 +174,8 @@ CASES = [
         "observability.grafana",
         [
             (hyperpod(prometheus="none", grafana="managed"), "HyperPodSlurmCluster: grafana"),
+            (lambda stack: ClusterObservability(stack, "Observability", cluster_name="llm", prometheus="none",
+                                                grafana="managed"), "ClusterObservability: grafana"),
         ],
     ),
     (
@@ -217,7 +221,7 @@ def test_config_and_constructs_say_the_same(file, path, constructs):
 @pytest.mark.parametrize(
     ("build", "prefix"),
     [
-        (hyperpod(lustre_dns_name=DNS, lustre_mount_name="abcdefghi"), "HyperPodSlurmCluster: lustre_mount_name"),
+        (hyperpod(file_system=LustreMount(DNS, "abcdefghi")), "HyperPodSlurmCluster: file_system.mount_name"),
         (lambda stack: bootstrap_user_data(lustre_dns_name=DNS, lustre_mount_name="abcdefghi"),
          "bootstrap_user_data: lustre_mount_name"),
     ],
@@ -235,7 +239,7 @@ def test_lustre_mount_name_is_the_fsx_api_rule(build, prefix):
 @pytest.mark.parametrize(
     ("build", "prefix"),
     [
-        (hyperpod(lustre_dns_name="nfs.example.com", lustre_mount_name="abc"), "HyperPodSlurmCluster: lustre_dns_name"),
+        (hyperpod(file_system=LustreMount("nfs.example.com", "abc")), "HyperPodSlurmCluster: file_system.dns_name"),
         (lambda stack: bootstrap_user_data(lustre_dns_name="nfs.example.com", lustre_mount_name="abc"),
          "bootstrap_user_data: lustre_dns_name"),
     ],

@@ -73,7 +73,14 @@ def test_fsx_settings_the_schema_leaves_out_still_replace():
         "LustreConfiguration/EfaEnabled is create-only",
         True,
     )
-    assert [(c.action, c.protected) for c in compare(old, bigger)] == [("modify", False)]  # capacity grows in place
+    assert [(c.action, c.protected, c.fails) for c in compare(old, bigger)] == [("modify", False, False)]
+    # FSx for Lustre guide, "Managing storage capacity": "You can only increase the amount of storage capacity"
+    (shrunk,) = compare(stack(Fs=("AWS::FSx::FileSystem", {**fsx, "StorageCapacity": 9600})), old)
+    assert (shrunk.action, shrunk.fails) == ("modify", True)
+    assert refusal(shrunk, {})[1] == (
+        "this update would change AWS::FSx::FileSystem (StorageCapacity), and FSx for Lustre cannot decrease a file "
+        "system's storage capacity: CloudFormation would fail the update and roll back; keep the old value"
+    )
 
 
 def test_additions_deletions_and_unknown_types():
@@ -137,4 +144,27 @@ def test_the_plan_command_prints_per_stack_and_refuses_with_exit_2(tmp_path, mon
         "  ! REPLACE Cluster (AWS::PCS::Cluster): Size is create-only",
     ]
     assert err.startswith(f"{files['new']}: orchestrator.size: AWS PCS cannot change a cluster's size in place")
-    assert cli.main(["plan", str(files["new"]), "--previous", str(files["old"]), "--allow-replacement"]) == 0
+    # The cluster keeps its name 'llm', so CloudFormation could not replace it: no override makes this plan pass
+    assert cli.main(["plan", str(files["new"]), "--previous", str(files["old"]), "--allow-replacement"]) == 2
+
+
+def test_replacing_a_resource_that_keeps_its_custom_name_fails_even_when_allowed():
+    # CloudFormation template reference, "CloudFormation resource custom naming": "You can't perform an update that
+    # causes a custom-named resource to be replaced. If you must replace the resource, specify a new name." A node
+    # group's InstanceConfigs are create-only (AWS::PCS::ComputeNodeGroup schema); the group keeps its Name 'gpu'.
+    assert "/properties/InstanceConfigs" in schema_create_only("AWS::PCS::ComputeNodeGroup")
+    configs = {**NODE_GROUP, "InstanceConfigs": [{"InstanceType": "p5.48xlarge"}]}
+    other = {**NODE_GROUP, "InstanceConfigs": [{"InstanceType": "p5en.48xlarge"}]}
+    renamed = {**other, "Name": "gpu2"}
+    old = stack(Gpu=("AWS::PCS::ComputeNodeGroup", configs))
+    (change,) = compare(old, stack(Gpu=("AWS::PCS::ComputeNodeGroup", other)))
+    assert (change.action, change.fails, change.protected) == ("replace", True, False)
+    path, message = refusal(change, old)
+    assert (path, message) == (
+        "s.Gpu",
+        "this update would replace AWS::PCS::ComputeNodeGroup (InstanceConfigs is create-only), and CloudFormation "
+        "cannot replace a resource that keeps its custom Name: CloudFormation would fail the update and roll back; "
+        "keep the old value or give the resource a new name too",
+    )
+    (change,) = compare(old, stack(Gpu=("AWS::PCS::ComputeNodeGroup", renamed)))
+    assert (change.action, change.fails) == ("replace", False)  # a new name: CloudFormation can replace it

@@ -47,7 +47,7 @@ from fmcluster.constructs.hyperpod.lifecycle import (
     package_text,
 )
 from fmcluster.constructs.hyperpod.role import execution_role
-from fmcluster.constructs.lustre import LustreStorage
+from fmcluster.constructs.lustre import LustreFileSystem
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
 from fmcluster.constructs.props import prop_problems
 
@@ -130,11 +130,9 @@ class HyperPodSlurmCluster(Construct):
             keys), each a Slurm partition; names unique, capacity "on-demand" or "training-plan".
         controller_instance_type: EC2 type of the controller (without `ml.`). Omitted: "m5.4xlarge".
         login_instance_type: EC2 type of the one login node (without `ml.`). Omitted: no login node.
-        file_system: the `LustreStorage` to mount at /fsx on every node. Omitted: `lustre_dns_name` and
-            `lustre_mount_name`, or no shared file system (and so no shared training image).
-        lustre_dns_name: DNS name of an FSx for Lustre file system, with `lustre_mount_name`, instead of
-            `file_system`. Omitted: none.
-        lustre_mount_name: its mount name (1-8 characters). Omitted: none.
+        file_system: the FSx for Lustre file system to mount at /fsx on every node: a `LustreStorage`, or a
+            `LustreMount(dns_name=..., mount_name=...)` for one created elsewhere. Omitted: no shared file system
+            (and so no shared training image).
         buckets: the project's `ProjectBuckets`; nodes may read and write its data and checkpoint buckets.
             Omitted: no access to project buckets.
         nccl_parameter_prefix: SSM path under which each group's NCCL environment lives, as
@@ -189,9 +187,7 @@ class HyperPodSlurmCluster(Construct):
         compute_groups: Sequence[ComputeGroup | Mapping[str, object]],
         controller_instance_type: str = "m5.4xlarge",
         login_instance_type: str | None = None,
-        file_system: LustreStorage | None = None,
-        lustre_dns_name: str | None = None,
-        lustre_mount_name: str | None = None,
+        file_system: LustreFileSystem | None = None,
         buckets: ProjectBuckets | None = None,
         nccl_parameter_prefix: str | None = None,
         key: kms.IKey | None = None,
@@ -211,9 +207,7 @@ class HyperPodSlurmCluster(Construct):
             compute_groups=compute_groups,
             controller_instance_type=controller_instance_type,
             login_instance_type=login_instance_type,
-            has_file_system=file_system is not None,
-            lustre_dns_name=lustre_dns_name,
-            lustre_mount_name=lustre_mount_name,
+            file_system=file_system,
             nccl_parameter_prefix=nccl_parameter_prefix,
             controller_volume_gib=controller_volume_gib,
             slurm_config_strategy=slurm_config_strategy,
@@ -224,8 +218,6 @@ class HyperPodSlurmCluster(Construct):
             account=stack.account,
         )
         super().__init__(scope, construct_id)
-        if file_system is not None:
-            lustre_dns_name, lustre_mount_name = file_system.dns_name, file_system.mount_name
         self.cluster_name = cluster_name
         self.compute_groups: tuple[ComputeGroup, ...] = groups
         self.parameter_prefix = f"/fmcluster/{cluster_name}"
@@ -315,7 +307,7 @@ class HyperPodSlurmCluster(Construct):
                         region=stack.region,
                         nccl_parameter_prefix=self.nccl_parameter_prefix,
                         image_parameter_name=self.image_parameter_name,
-                        mount_path=MOUNT_PATH if lustre_dns_name is not None else "",
+                        mount_path=MOUNT_PATH if file_system is not None else "",
                         prometheus=prometheus,
                         grafana=grafana,
                         endpoint_parameter_name=self.endpoint_parameter_name if prometheus == "managed" else "",
@@ -344,11 +336,11 @@ class HyperPodSlurmCluster(Construct):
         """The execution role of every instance group."""
 
         storage = []
-        if lustre_dns_name is not None and lustre_mount_name is not None:
+        if file_system is not None:
             storage.append(
                 sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
                     fsx_lustre_config=sagemaker.CfnCluster.ClusterFsxLustreConfigProperty(
-                        dns_name=lustre_dns_name, mount_name=lustre_mount_name, mount_path=MOUNT_PATH
+                        dns_name=file_system.dns_name, mount_name=file_system.mount_name, mount_path=MOUNT_PATH
                     )
                 )
             )
@@ -457,9 +449,7 @@ def _validated(
     compute_groups: Sequence[ComputeGroup | Mapping[str, object]],
     controller_instance_type: str,
     login_instance_type: str | None,
-    has_file_system: bool,
-    lustre_dns_name: str | None,
-    lustre_mount_name: str | None,
+    file_system: LustreFileSystem | None,
     nccl_parameter_prefix: str | None,
     controller_volume_gib: int,
     slurm_config_strategy: str | None,
@@ -527,18 +517,17 @@ def _validated(
         and prop not in reported
         and (message := hyperpod_instance_type_problem(instance_type, region))
     ]
-    if has_file_system and (lustre_dns_name is not None or lustre_mount_name is not None):
-        problems.append("file_system: give either file_system or lustre_dns_name with lustre_mount_name, not both")
-    elif (lustre_dns_name is None) != (lustre_mount_name is None):
+    if file_system is not None and not isinstance(file_system, LustreFileSystem):
         problems.append(
-            "lustre_dns_name and lustre_mount_name go together: give both to mount a file system, or neither"
+            f"file_system: must be a LustreStorage or a LustreMount (a dns_name and a mount_name); got {file_system!r}"
         )
-    for prop, problem in (
-        ("lustre_dns_name", lustre_dns_name_problem(lustre_dns_name)),
-        ("lustre_mount_name", lustre_mount_name_problem(lustre_mount_name)),
-    ):
-        if problem:
-            problems.append(f"{prop}: {problem}")
+    elif file_system is not None:
+        for prop, problem in (
+            ("dns_name", lustre_dns_name_problem(file_system.dns_name)),
+            ("mount_name", lustre_mount_name_problem(file_system.mount_name)),
+        ):
+            if problem:
+                problems.append(f"file_system.{prop}: {problem}")
     prefix = nccl_parameter_prefix
     if prefix is not None and not is_token(prefix) and not SSM_PATH_PATTERN.match(prefix):
         problems.append(f"nccl_parameter_prefix: must be an SSM path like /fmcluster/llm; got {prefix!r}")
