@@ -405,7 +405,8 @@ def test_fsx_s3_role_may_use_the_data_bucket_key_through_s3_only(lib):
         }
     ]
     own_key = lib.template["Resources"][lib.logical_id(lib.default.kms_key.node.default_child)]
-    assert len(own_key["Properties"]["KeyPolicy"]["Statement"]) == 1  # no S3 links, nothing added
+    own_sids = [statement.get("Sid") for statement in own_key["Properties"]["KeyPolicy"]["Statement"]]
+    assert "FsxForLustreS3LinksUseTheKeyThroughS3" not in own_sids  # no S3 links, no FSx statement
 
 
 # --- props a library user gets wrong --------------------------------------------------------------
