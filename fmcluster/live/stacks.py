@@ -41,6 +41,8 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("NetworkComputeSubnet", "availability_zone_id", "the compute subnet in availability_zone_id"),
     ("NetworkEfaSecurityGroup", "network", "the EFA security group and its self rules"),
     ("Network", "network", "the VPC, subnets, endpoints and flow logs (TrainingNetwork)"),
+    ("LogsKey", "network", "the network stack's KMS key for its log groups"),
+    ("AWS679f53fac002430cb0da5b7982bd2287", "network", "CDK's AwsCustomResource function closing the default SG"),
     ("HyperPodCluster", "compute", "the SageMaker HyperPod cluster (HyperPodSlurmCluster)"),
     ("HyperPodLifecycle", "orchestrator", "the lifecycle scripts and their bucket"),
     ("HyperPod", "orchestrator", "the HyperPod execution role and node logs"),

@@ -54,7 +54,7 @@ def test_p5_versions_between_requirement_and_recommendation_are_warned():
 
 
 def test_p4d_gets_no_p5_floor_warning():
-    compute = [{"name": "p4", "instance_type": "p4d.24xlarge", "count": 2}]
+    compute = [{"name": "p4d", "instance_type": "p4d.24xlarge", "count": 2}]
     assert warnings(config(compute=compute, image={**CUDA_12, "nccl": "2.18.3", "aws_ofi_nccl": "1.7.2"})) == []
 
 

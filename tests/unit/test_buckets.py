@@ -206,10 +206,12 @@ def test_nothing_is_acknowledged(built):
     # The logs bucket has no access logs of its own, but cdk-nag accepts a bucket that is the access-log
     # destination of others (AwsSolutions-S1), so even that needs no acknowledgment.
     acknowledged = [
-        (construct.node.path, entry.data)
+        (construct.node.path, rule)
         for construct in built.synthesized.app.node.find_all()
         for entry in construct.node.metadata
         if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+        for rule in entry.data
+        if rule.startswith("AwsSolutions-")  # the Control Tower acknowledgments are held by tests/gates
     ]
     assert acknowledged == []
 

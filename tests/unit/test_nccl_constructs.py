@@ -490,7 +490,8 @@ def acknowledged(app: cdk.App) -> dict[tuple[str, str], str]:
 
 
 def test_every_acknowledgment_is_finding_level_next_to_its_construct_with_a_reason(split):
-    found = acknowledged(split.app)
+    # cdk-nag's acknowledgments; the Control Tower ones (cdk-validator-cfnguard::) are held by tests/gates
+    found = {key: reason for key, reason in acknowledged(split.app).items() if key[1].startswith("AwsSolutions-")}
     assert sorted(found) == [
         (
             "Agnostic/BucketNotificationsHandler050a0587b7544547bf325f094a3db834",
