@@ -27,6 +27,7 @@ CASCADE = re.compile(r"^Resource (creation|update|deletion) cancelled|^The follo
 CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     # (logical id prefix, cluster-file key, what fmcluster built there); first match wins, specific first.
     ("LustreRepository", "storage.lustre.repositories", "a data repository association (LustreStorage)"),
+    ("LinksRepository", "storage.lustre.repositories", "a data repository association (DataRepositoryLinks)"),
     ("LustreSecurityGroup", "storage.lustre", "the file system's security group and Lustre port rules"),
     ("Lustre", "storage.lustre", "FSx for Lustre (LustreStorage)"),
     ("Buckets", "storage", "the project buckets and their KMS key (ProjectBuckets)"),
