@@ -57,6 +57,16 @@ def fail(message: str) -> PydanticCustomError:
     return PydanticCustomError("fmcluster", message)
 
 
+
+def _without_repeats(value: object) -> object:
+    """A YAML list as a tuple, refusing any string it names twice; anything else is left to the field's type."""
+    if isinstance(value, list):
+        repeated = sorted({item for item in value if isinstance(item, str) and value.count(item) > 1})
+        if repeated:
+            raise fail(f"lists {', '.join(map(repr, repeated))} more than once")
+        return tuple(value)
+    return value
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -224,12 +234,7 @@ class ComputeGroup(_Model):
     @field_validator("deep_health_checks", mode="before")
     @classmethod
     def _deep_health_checks_list(cls, value: object) -> object:
-        if isinstance(value, list):
-            repeated = sorted({check for check in value if isinstance(check, str) and value.count(check) > 1})
-            if repeated:
-                raise fail(f"lists {', '.join(map(repr, repeated))} more than once")
-            return tuple(value)
-        return value
+        return _without_repeats(value)
 
     @field_validator("deep_health_checks")
     @classmethod
@@ -308,12 +313,7 @@ class Repository(_Model):
     @field_validator("import_", "export", mode="before")
     @classmethod
     def _events(cls, value: object) -> object:
-        if isinstance(value, list):
-            repeated = sorted({event for event in value if isinstance(event, str) and value.count(event) > 1})
-            if repeated:
-                raise fail(f"lists {', '.join(map(repr, repeated))} more than once")
-            return tuple(value)
-        return value
+        return _without_repeats(value)
 
     @field_validator("path")
     @classmethod
