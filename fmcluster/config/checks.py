@@ -48,6 +48,12 @@ SSM_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
 RESERVATION_CAPACITIES = ("capacity-block", "odcr")
 
 
+PCS_MAX_NODES = 2048
+"""AWS PCS LARGE clusters manage at most 2,048 instances (PCS API reference, Cluster.size)."""
+PCS_SIZES = {"small": 32, "medium": 512, "large": PCS_MAX_NODES}
+"""AWS PCS cluster sizes and the instances each manages (PCS API reference, Cluster.size; botocore pcs Size)."""
+
+
 def is_token(value: object) -> bool:
     """True when `value` is an unresolved CDK token: known only at deploy time, so no rule can judge it yet."""
     return isinstance(value, str | int | float) and not isinstance(value, bool) and cdk.Token.is_unresolved(value)
@@ -197,3 +203,62 @@ def hyperpod_instance_type_problem(instance_type: str, region: str | None) -> st
     if region is None or is_token(region):
         return None
     return instance_type_problem("hyperpod", region, f"ml.{instance_type}")
+
+
+def pcs_capacity_problem(capacity: str) -> str | None:
+    """Capacity AWS PCS cannot consume: a SageMaker training plan."""
+    if capacity == "training-plan":
+        return (
+            "'training-plan' needs orchestrator.type: hyperpod-slurm (training plans reserve SageMaker capacity); "
+            "with pcs use 'capacity-block' or 'odcr'"
+        )
+    return None
+
+
+def pcs_deep_health_checks_problem(checks: Iterable[str]) -> str | None:
+    """Deep health checks asked of an AWS PCS group (they are HyperPod's)."""
+    if tuple(checks):
+        return (
+            "are SageMaker HyperPod's on-start checks: they need orchestrator.type: hyperpod-slurm; remove them with "
+            "pcs"
+        )
+    return None
+
+
+def pcs_node_limit_problem(nodes: int) -> str | None:
+    """More instances (head node included) than the largest AWS PCS cluster manages."""
+    if nodes > PCS_MAX_NODES:
+        return (
+            f"{nodes} nodes (with the head node) exceed the {PCS_MAX_NODES:,} instances an AWS PCS cluster manages "
+            "(size large); split the cluster or use orchestrator.type: hyperpod-slurm"
+        )
+    return None
+
+
+def pcs_size_problem(size: str | None, nodes: int) -> str | None:
+    """An AWS PCS size (any case) that manages fewer instances than `nodes` (head node included)."""
+    if size is None or is_token(size) or size.lower() not in PCS_SIZES or nodes > PCS_MAX_NODES:
+        return None
+    size = size.lower()
+    if nodes <= PCS_SIZES[size]:
+        return None
+    return (
+        f"{size!r} manages {PCS_SIZES[size]} instances, fewer than these {nodes} nodes (with the head node); "
+        "the size of a running cluster cannot change (it replaces the cluster with every node group and queue): "
+        "to grow past it, deploy the file under a new name with a larger size, move the work, then delete the "
+        "old cluster"
+    )
+
+
+def mixed_architectures_problem(instance_types: Iterable[str]) -> str | None:
+    """One AMI (`ami_id`) asked to serve instance types of more than one CPU architecture."""
+    architectures: dict[str, str] = {}
+    for instance_type in instance_types:
+        architectures.setdefault(catalog.instance_architecture(instance_type), instance_type)
+    if len(architectures) < 2:
+        return None
+    pairs = ", ".join(f"{name} is {arch}" for arch, name in sorted(architectures.items()))
+    return (
+        f"one image serves every node group, but {pairs}; omit ami_id to get the matching AWS PCS image per "
+        "architecture, or keep the groups to one architecture"
+    )

@@ -29,6 +29,7 @@ from fmcluster import catalog, nccl
 from fmcluster.config.checks import (
     AMI_ID_PATTERN,
     GROUP_NAME_PATTERN,
+    PCS_SIZES,
     S3_URI_PATTERN,
     TRAINING_PLAN_ARN_PATTERN,
     cluster_name_problem,
@@ -57,7 +58,6 @@ def fail(message: str) -> PydanticCustomError:
     return PydanticCustomError("fmcluster", message)
 
 
-
 def _without_repeats(value: object) -> object:
     """A YAML list as a tuple, refusing any string it names twice; anything else is left to the field's type."""
     if isinstance(value, list):
@@ -66,6 +66,7 @@ def _without_repeats(value: object) -> object:
             raise fail(f"lists {', '.join(map(repr, repeated))} more than once")
         return tuple(value)
     return value
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -89,10 +90,6 @@ PCS_SLURM_VERSIONS = ("24.11", "25.05", "25.11")
 """Slurm versions AWS PCS runs (PCS user guide, Slurm versions; 2026-11)."""
 PCS_DEFAULT_SLURM_VERSION = "25.11"
 """The newest: its AWS PCS sample AMI (Amazon Linux 2023) carries an NVIDIA driver for Blackwell (P6)."""
-PCS_MAX_NODES = 2048
-"""AWS PCS LARGE clusters manage at most 2,048 instances (PCS API reference, Cluster.size)."""
-PCS_SIZES = {"small": 32, "medium": 512, "large": PCS_MAX_NODES}
-"""AWS PCS cluster sizes and the instances each manages (PCS API reference, Cluster.size; botocore pcs Size)."""
 PCS_SIZE_HEADROOM = 2
 """The default size manages this many times the file's nodes. Size is create-only (CloudFormation schema of
 AWS::PCS::Cluster): a cluster that outgrows it is replaced with every node group and queue, so the default leaves
@@ -110,6 +107,8 @@ def pcs_default_size(nodes: int) -> str:
             if wanted <= limit:
                 return size
     return "large"
+
+
 EC2_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 LUSTRE_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
@@ -804,4 +803,3 @@ def pcs_head_group(orchestrator: Orchestrator, observability: Observability | No
     if observability is not None and observability.prometheus == "managed":
         return "observability.prometheus", HEAD_GROUP_NAME, HEAD_NODE_INSTANCE_TYPE
     return None
-

@@ -14,19 +14,22 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from fmcluster.addressing import plan_subnets
-from fmcluster.catalog import CATALOG, instance_architecture
+from fmcluster.catalog import CATALOG
 from fmcluster.config.checks import (
     S3_URI_PATTERN,
     cluster_name_problem,
     grafana_without_source,
+    mixed_architectures_problem,
+    pcs_capacity_problem,
+    pcs_deep_health_checks_problem,
+    pcs_node_limit_problem,
+    pcs_size_problem,
     repeated_group_name,
     repeated_names,
     training_plan_elsewhere,
 )
 from fmcluster.config.errors import Problem
 from fmcluster.config.models import (
-    PCS_MAX_NODES,
-    PCS_SIZES,
     ClusterConfig,
     ComputeGroup,
     Lustre,
@@ -34,6 +37,7 @@ from fmcluster.config.models import (
     Observability,
     Orchestrator,
     Repository,
+    pcs_head_group,
     pcs_nodes,
 )
 from fmcluster.config.regions import REGIONS
@@ -119,12 +123,8 @@ def capacity_matches_orchestrator(config: Sections) -> Iterator[Problem]:
         return
     orchestrator = config.orchestrator.type
     for index, capacity in enumerate(config.capacities):
-        if capacity == "training-plan" and orchestrator != "hyperpod-slurm":
-            yield Problem(
-                f"compute[{index}].capacity",
-                "'training-plan' needs orchestrator.type: hyperpod-slurm (training plans reserve SageMaker "
-                "capacity); with pcs use 'capacity-block' or 'odcr'",
-            )
+        if orchestrator == "pcs" and (problem := pcs_capacity_problem(capacity)):
+            yield Problem(f"compute[{index}].capacity", problem)
         if capacity in ("capacity-block", "odcr") and orchestrator != "pcs":
             yield Problem(
                 f"compute[{index}].capacity",
@@ -137,12 +137,8 @@ def deep_health_checks_need_hyperpod(config: Sections) -> Iterator[Problem]:
     if config.orchestrator is None or config.orchestrator.type == "hyperpod-slurm":
         return
     for index, group in config.groups():
-        if group.deep_health_checks:
-            yield Problem(
-                f"compute[{index}].deep_health_checks",
-                "are SageMaker HyperPod's on-start checks: they need orchestrator.type: hyperpod-slurm; remove them "
-                "with pcs",
-            )
+        if problem := pcs_deep_health_checks_problem(group.deep_health_checks):
+            yield Problem(f"compute[{index}].deep_health_checks", problem)
 
 
 def training_plan_in_cluster_region(config: Sections) -> Iterator[Problem]:
@@ -223,37 +219,20 @@ def pcs_cluster_size(config: Sections) -> Iterator[Problem]:
     if config.orchestrator is None or config.orchestrator.type != "pcs" or None in config.compute:
         return
     total = pcs_nodes(config.orchestrator, config.observability, sum(group.count for _, group in config.groups()))
-    size = config.orchestrator.size
-    if total > PCS_MAX_NODES:
-        yield Problem(
-            "compute",
-            f"{total} nodes (with the head node) exceed the {PCS_MAX_NODES:,} instances an AWS PCS cluster manages "
-            "(size large); split the cluster or use orchestrator.type: hyperpod-slurm",
-        )
-    elif size is not None and total > PCS_SIZES[size]:
-        yield Problem(
-            "orchestrator.size",
-            f"{size!r} manages {PCS_SIZES[size]} instances, fewer than these {total} nodes (with the head node); "
-            "the size of a running cluster cannot change (it replaces the cluster with every node group and queue): "
-            "to grow past it, deploy the file under a new name with a larger size, move the work, then delete the "
-            "old cluster",
-        )
+    if problem := pcs_node_limit_problem(total):
+        yield Problem("compute", problem)
+    if problem := pcs_size_problem(config.orchestrator.size, total):
+        yield Problem("orchestrator.size", problem)
 
 
 def one_architecture_per_image(config: Sections) -> Iterator[Problem]:
     if config.orchestrator is None or config.orchestrator.ami_id is None or None in config.compute:
         return
-    architectures = {group.instance.architecture: group.instance_type for _, group in config.groups()}
-    if config.orchestrator.login_instance_type:
-        login = config.orchestrator.login_instance_type
-        architectures.setdefault(instance_architecture(login), login)
-    if len(architectures) > 1:
-        pairs = ", ".join(f"{name} is {arch}" for arch, name in sorted(architectures.items()))
-        yield Problem(
-            "orchestrator.ami_id",
-            f"one image serves every node group, but {pairs}; omit ami_id to get the matching AWS PCS image per "
-            "architecture, or keep the groups to one architecture",
-        )
+    types = [group.instance_type for _, group in config.groups()]
+    if head := pcs_head_group(config.orchestrator, config.observability):
+        types.append(head[2])  # the login node, or the head node of its own (m5.xlarge)
+    if problem := mixed_architectures_problem(types):
+        yield Problem("orchestrator.ami_id", problem)
 
 
 def grafana_has_a_source(config: Sections) -> Iterator[Problem]:

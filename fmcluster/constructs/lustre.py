@@ -15,6 +15,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from fmcluster.config.checks import lustre_dns_name_problem, lustre_mount_name_problem
 from fmcluster.config.models import Lustre, Repository
 from fmcluster.config.rules import Sections, repositories_do_not_overlap
 from fmcluster.constructs.compliance import acknowledge_findings, customer_key
@@ -36,20 +37,43 @@ class LustreFileSystem(Protocol):
 
     dns_name: str
     mount_name: str
+    efa: bool
 
 
 @dataclass(frozen=True)
 class LustreMount:
-    """An FSx for Lustre file system created elsewhere, by the two attributes a client mounts it with (the
-    `DNSName` and `LustreConfiguration.MountName` of FSx's DescribeFileSystems). The consumer checks them.
+    """An FSx for Lustre file system created elsewhere, by the attributes a client mounts it with (the `DNSName`,
+    `LustreConfiguration.MountName` and `EfaEnabled` of FSx's DescribeFileSystems). The consumer checks them.
 
     Example::
 
         LustreMount(dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", mount_name="abcdef12")
+
+    Args:
+        dns_name: the file system's DNS name.
+        mount_name: its mount name (1-8 characters).
+        efa: the file system is EFA-enabled: clients that can set up LNet over EFA first. Omitted: False.
     """
 
     dns_name: str
     mount_name: str
+    efa: bool = False
+
+
+def file_system_problems(file_system: object) -> list[str]:
+    """`file_system.<attribute>: message` for a consumer's `file_system` prop that no client could mount."""
+    if file_system is None:
+        return []
+    if not isinstance(file_system, LustreFileSystem):
+        return [
+            "file_system: must be a LustreStorage or a LustreMount (a dns_name, a mount_name and efa); "
+            f"got {file_system!r}"
+        ]
+    checks = (
+        ("dns_name", lustre_dns_name_problem(file_system.dns_name)),
+        ("mount_name", lustre_mount_name_problem(file_system.mount_name)),
+    )
+    return [f"file_system.{prop}: {problem}" for prop, problem in checks if problem]
 
 
 class LustreStorage(Construct):

@@ -1,88 +1,178 @@
-"""PcsSlurmCluster: an AWS PCS Slurm cluster with static node groups on fmcluster's launch templates."""
+"""PcsSlurmCluster: an AWS PCS Slurm cluster: its node groups on EFA launch templates, login node, node bundle."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Literal
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_pcs as pcs
+from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.catalog import instance_architecture
-from fmcluster.config.checks import AMI_ID_PATTERN, api_name_problem
+from fmcluster.config.checks import (
+    AMI_ID_PATTERN,
+    PCS_SIZES,
+    S3_URI_PATTERN,
+    SSM_PATH_PATTERN,
+    api_name_problem,
+    grafana_without_source,
+    is_token,
+    mixed_architectures_problem,
+    pcs_capacity_problem,
+    pcs_deep_health_checks_problem,
+    pcs_node_limit_problem,
+    pcs_size_problem,
+    repeated_group_name,
+    repeated_names,
+)
 from fmcluster.config.models import (
     PCS_DEFAULT_SLURM_VERSION,
-    PCS_MAX_NODES,
-    PCS_SIZES,
-    PCS_SLURM_VERSIONS,
+    ComputeGroup,
+    Observability,
+    Orchestrator,
     pcs_default_size,
+    pcs_head_group,
+    pcs_nodes,
 )
+from fmcluster.constructs.buckets import ProjectBuckets
+from fmcluster.constructs.compliance import acknowledge_findings
+from fmcluster.constructs.efa import HOP_LIMIT_REASON, METADATA_HOP_LIMIT, EfaLaunchTemplate
 from fmcluster.constructs.functions import provider_with_handler
+from fmcluster.constructs.image import grant_image_pull
+from fmcluster.constructs.image import parameter_name as image_parameter_name
+from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
 from fmcluster.constructs.nag import acknowledge_wildcards
-from fmcluster.node_scripts import INSTALL_DIR
+from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
+from fmcluster.constructs.props import compute_group_models, prop_problems
+from fmcluster.node_scripts import INSTALL_DIR, NodeObservability, bootstrap_user_data, bundle_path
 
 GPU_JOB_MAP = f"{INSTALL_DIR}/slurm/gpu-job-map.sh"
 """fmcluster's Slurm Prolog and Epilog (the node bundle installs it before slurmd starts)."""
+LOGIN_ROOT_VOLUME_GIB = 200
+ROOT_DEVICE = "/dev/xvda"
+"""Root device of Amazon Linux 2023, which the AWS PCS sample AMIs (and most PCS images) are built on; a
+mismatch would attach a second volume and leave the root at the AMI's size."""
+PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "odcr": "ONDEMAND", "capacity-block": "CAPACITY_BLOCK"}
+"""An ODCR is consumed as on-demand capacity through the launch template's reservation target."""
+ASSET_READ_ACTIONS = ("s3:GetObject*", "s3:GetBucket*", "s3:List*")
+"""What `Asset.grant_read` allows (CDK's bucket read grant)."""
+DEFAULT_EXPECTED_NODES = 32
+"""Nodes a cluster built without `compute_groups` is sized for (its node groups come from `add_node_group`)."""
+LUSTRE_MOUNT_POINT = "/fsx"
 
 PurchaseOption = Literal["ONDEMAND", "CAPACITY_BLOCK"]
 
 
 def cluster_size(nodes: int) -> str:
     """The default AWS PCS size for `nodes` instances: room to double (`pcs_default_size`), as the API spells it."""
-    if nodes > PCS_MAX_NODES:
-        raise ValueError(f"PcsSlurmCluster: {nodes} nodes exceed the {PCS_MAX_NODES:,} an AWS PCS cluster manages")
+    if problem := pcs_node_limit_problem(nodes):
+        raise ValueError(f"PcsSlurmCluster: expected_nodes: {problem}")
     return pcs_default_size(nodes).upper()
 
 
-def _check_name(prop: str, shape: str, value: str) -> None:
-    """ValueError when `value` breaks botocore's PCS shape `shape` (tokens are skipped)."""
-    if problem := api_name_problem("pcs", shape, value):
-        raise ValueError(f"PcsSlurmCluster: {prop}: {problem}")
-
-
 class PcsSlurmCluster(Construct):
-    """An AWS PCS cluster (managed Slurm controller) whose node groups run on `EfaLaunchTemplate`s.
+    """An AWS PCS cluster (managed Slurm controller) with its compute node groups, login node and node software.
 
     The controller lives in AWS's account and reaches the nodes through an interface in `subnet`, in
     `security_groups` (give the EFA group: it admits all traffic from itself, which covers slurmctld and slurmd).
-    Node groups are static (min = max = count): training capacity is reserved or expensive, and a job must
-    not wait for nodes to boot. Each compute node group gets a queue (Slurm partition) of the same name.
+    Each of `compute_groups` becomes an `EfaLaunchTemplate` (all EFA interfaces, its capacity and reservation, its
+    placement group from `placement_groups`), a static node group (min = max = count: training capacity is reserved
+    or expensive, and a job must not wait for nodes to boot) and a queue (Slurm partition) of the same name.
+    `login_instance_type` adds a login node (no EFA, no public IP); it is the head node. Without one, when
+    `prometheus="managed"` wants a head node (Slurm exporter, self-hosted Grafana), a node group `head` of one
+    m5.xlarge plays that part.
 
-    Nodes share one instance profile whose role sits under the path `/aws-pcs/` (AWS PCS accepts no other
-    role), may register with this cluster only, and may be managed through SSM. Without an `ami_id`, a node
-    group runs the newest AWS PCS sample AMI (NVIDIA driver, EFA; Amazon Linux 2 up to Slurm 25.05, Amazon Linux
-    2023 from 25.11) for the Slurm version
-    and the instance's architecture, looked up at deploy time by a custom resource and kept until the
-    version changes; production clusters usually pin an image of their own.
+    Every node's user data (`fmcluster.node_scripts.bootstrap_user_data`) makes /scratch on local NVMe, mounts
+    `file_system` at /fsx (over EFA where the file system is EFA-enabled and the node can), writes the group's NCCL
+    environment from the SSM parameter `<nccl_parameter_prefix>/<group>/nccl-env` and unpacks the node bundle (an S3
+    asset: node scripts, dashboards, nccl-tests.sbatch) into /opt/fmcluster; with `prometheus="managed"` it runs
+    observability.sh. One node watches for the training image (`/fmcluster/<cluster>/image-uri`) and imports it into
+    /fsx when it is published or rebuilt: the head node, or without one every compute node (the import's lock on /fsx
+    lets one of them do it).
+
+    Nodes share one instance profile whose role sits under the path `/aws-pcs/` (AWS PCS accepts no other role). It
+    may register with this cluster only, be managed through SSM, read this cluster's SSM parameters
+    (`/fmcluster/<cluster>/*` and `nccl_parameter_prefix`), pull the cluster's training image (ECR repositories
+    tagged for `cluster_name`, as `TrainingImage` tags its repository; nothing of the image is referenced, so the
+    nodes boot while it builds), read the node bundle and, with `buckets`, the project's data
+    (`ProjectBuckets.grant_node_access`). Without an `ami_id`, a node group runs the newest AWS PCS sample AMI
+    (NVIDIA driver, EFA; Amazon Linux 2 up to Slurm 25.05, Amazon Linux 2023 from 25.11) for the Slurm version and
+    the instance's architecture, looked up at deploy time by a custom resource and kept until the version changes;
+    production clusters usually pin an image of their own.
 
     Example::
 
-        cluster = PcsSlurmCluster(stack, "Slurm", cluster_name="llm", subnet=network.compute_subnet,
-                                  security_groups=[network.efa_security_group], expected_nodes=16)
-        template = EfaLaunchTemplate(stack, "P5", instance_type="p5.48xlarge", subnet=network.compute_subnet,
-                                     security_groups=[network.efa_security_group])
-        cluster.add_node_group("gpu", instance_type="p5.48xlarge", count=16,
-                               launch_template_id=template.launch_template_id,
-                               launch_template_version=template.latest_version)
+        network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
+        lustre = LustreStorage(stack, "Lustre", vpc=network.vpc, subnet=network.compute_subnet,
+                               client_security_groups=[network.efa_security_group], capacity_gib=1200)
+        cluster = PcsSlurmCluster(
+            stack, "Slurm",
+            cluster_name="llm",
+            subnet=network.compute_subnet,
+            security_groups=[network.efa_security_group],
+            compute_groups=[ComputeGroup(name="gpu", instance_type="p5.48xlarge", count=16,
+                                         capacity="capacity-block", reservation_id="cr-0123456789abcdef0")],
+            login_instance_type="m5.4xlarge",
+            file_system=lustre,
+        )
+        cluster.role  # the nodes' role; grant it more with other constructs' grant_* methods
 
     Args:
-        cluster_name: the PCS cluster's name (also tags and log names).
-        subnet: where the controller's interface and every node live.
-        security_groups: groups of the controller's interface; the nodes' groups come from their templates.
+        cluster_name: the PCS cluster's name (botocore pcs ClusterName: 3-40 characters); also names the SSM
+            parameters the nodes read.
+        subnet: where the controller's interface and every node live (for a reservation, in its availability zone).
+        security_groups: groups of the controller's interface and of every node; give the EFA group. The file
+            system must admit them.
+        compute_groups: `fmcluster.config.ComputeGroup`s (or mappings of the cluster file's `compute` keys), each a
+            node group and queue; names unique, PCS names (3-25 characters), capacity "on-demand", "odcr" or
+            "capacity-block". Omitted: none (add node groups on launch templates of your own with `add_node_group`).
+        placement_groups: a cluster placement group per compute group name (not for capacity blocks, which EC2
+            places itself). Omitted: none.
+        login_instance_type: EC2 type of the one login node. Omitted: no login node.
+        file_system: the FSx for Lustre file system to mount at /fsx on every node: a `LustreStorage`, or a
+            `LustreMount` for one created elsewhere. Omitted: no shared file system (and so no shared training
+            image).
+        buckets: the project's `ProjectBuckets`; nodes get `grant_node_access` (read data, read and write
+            checkpoints). Omitted: no access to project buckets.
+        nccl_parameter_prefix: SSM path under which each group's NCCL environment lives, as
+            `<prefix>/<group>/nccl-env` (what `NcclTuning` writes). Omitted: "/fmcluster/<cluster_name>".
+        prometheus: "managed": every node runs observability.sh (exporters and a Prometheus agent) remote-writing to
+            the workspace whose endpoint `ClusterObservability` publishes in SSM; the head node also runs the Slurm
+            exporter. "none": no collectors. Omitted: "none".
+        grafana: "self-hosted" runs Grafana on the head node (needs `prometheus="managed"`); "managed" and "none"
+            run none on the nodes. Omitted: "none".
+        observability_mirror: an S3 prefix holding every binary and image observability.sh installs, for nodes
+            without an internet path; the role must be able to read it. Omitted: the public release sites.
+        ami_id: one image for every node group (one CPU architecture). Omitted: the AWS PCS sample AMI.
         slurm_version: a Slurm version AWS PCS supports. Omitted: 25.11.
-        expected_nodes: how many instances all node groups will hold; picks the size when `size` is omitted: the
-            smallest that manages twice as many (SMALL 32, MEDIUM 512, LARGE 2,048). Omitted: 32.
-        size: "SMALL", "MEDIUM" or "LARGE". Size is create-only: changing it replaces the cluster with every node
-            group and queue, so pin it once the cluster runs. Omitted: from `expected_nodes`.
+        expected_nodes: how many instances the node groups will hold; picks the size when `size` is omitted: the
+            smallest that manages twice as many (SMALL 32, MEDIUM 512, LARGE 2,048). Omitted: the compute groups'
+            nodes and the head node, or 32 without compute groups.
+        size: "SMALL", "MEDIUM" or "LARGE" (any case). Size is create-only: changing it replaces the cluster with
+            every node group and queue, so pin it once the cluster runs. Omitted: from `expected_nodes`.
         scale_down_idle_seconds: for node groups with min < max; static groups never scale. Omitted: 600.
         job_hook: the Prolog and Epilog every compute node runs as root (PCS runs Slurm configless, so only the
             cluster's Slurm custom settings can set them). Omitted: fmcluster's gpu-job-map.sh, which the node
             bundle installs before slurmd starts. None: no hook, for nodes without the bundle (a missing Prolog
             drains the node at its first job).
+        detailed_monitoring: one-minute EC2 metrics on every node (billed per instance). Omitted: False.
+
+    Raises:
+        ValueError: naming every prop that AWS PCS or the cluster file's rules would reject (unresolved tokens are
+            skipped).
+
+    Attributes:
+        cluster: the `pcs.CfnCluster`. role, instance_profile: what every node runs with.
+        launch_templates: the `EfaLaunchTemplate` of each compute group; login_template: the login (head) node's.
+        node_groups, queues: by name. node_bundle: the S3 asset of the node software (after the first node group).
+        parameter_prefix, nccl_parameter_prefix, image_parameter_name, endpoint_parameter_name: the SSM names the
+            nodes read.
     """
 
     def __init__(
@@ -93,30 +183,65 @@ class PcsSlurmCluster(Construct):
         cluster_name: str,
         subnet: ec2.ISubnet,
         security_groups: Sequence[ec2.ISecurityGroup],
+        compute_groups: Sequence[ComputeGroup | Mapping[str, object]] = (),
+        placement_groups: Mapping[str, ec2.IPlacementGroup | ec2.CfnPlacementGroup] | None = None,
+        login_instance_type: str | None = None,
+        file_system: LustreFileSystem | None = None,
+        buckets: ProjectBuckets | None = None,
+        nccl_parameter_prefix: str | None = None,
+        prometheus: PrometheusMode = "none",
+        grafana: GrafanaMode = "none",
+        observability_mirror: str | None = None,
+        ami_id: str | None = None,
         slurm_version: str = PCS_DEFAULT_SLURM_VERSION,
-        expected_nodes: int = 32,
+        expected_nodes: int | None = None,
         size: str | None = None,
         scale_down_idle_seconds: int = 600,
         job_hook: str | None = GPU_JOB_MAP,
+        detailed_monitoring: bool = False,
     ) -> None:
+        groups, orchestrator, observability = _validated(
+            cluster_name=cluster_name,
+            security_groups=security_groups,
+            compute_groups=compute_groups,
+            placement_groups=placement_groups or {},
+            login_instance_type=login_instance_type,
+            file_system=file_system,
+            nccl_parameter_prefix=nccl_parameter_prefix,
+            prometheus=prometheus,
+            grafana=grafana,
+            observability_mirror=observability_mirror,
+            ami_id=ami_id,
+            slurm_version=slurm_version,
+            expected_nodes=expected_nodes,
+            size=size,
+        )
         super().__init__(scope, construct_id)
-        if slurm_version not in PCS_SLURM_VERSIONS:
-            raise ValueError(
-                f"PcsSlurmCluster: slurm_version must be one of {', '.join(PCS_SLURM_VERSIONS)}; got {slurm_version!r}"
-            )
-        if size is not None and not cdk.Token.is_unresolved(size) and size.lower() not in PCS_SIZES:
-            raise ValueError(f"PcsSlurmCluster: size must be SMALL, MEDIUM or LARGE; got {size!r}")
-        if not security_groups:
-            raise ValueError("PcsSlurmCluster: security_groups needs at least one group (the EFA group)")
-        _check_name("cluster_name", "ClusterName", cluster_name)
+        self.cluster_name = cluster_name
         self.slurm_version = slurm_version
         self.subnet = subnet
+        self.security_groups = tuple(security_groups)
+        self.file_system = file_system
+        self.detailed_monitoring = detailed_monitoring
+        self.parameter_prefix = f"/fmcluster/{cluster_name}"
+        """SSM path of this cluster's own parameters."""
+        self.nccl_parameter_prefix = nccl_parameter_prefix or self.parameter_prefix
+        self.image_parameter_name = image_parameter_name(cluster_name)
+        """SSM parameter the image watcher reads the training image's ECR URI from (optional at deploy time)."""
+        self.endpoint_parameter_name = endpoint_parameter_name(cluster_name)
+        """SSM parameter observability.sh reads the Prometheus endpoint from (with prometheus="managed")."""
+        if expected_nodes is None:
+            expected_nodes = (
+                pcs_nodes(orchestrator, observability, sum(group.count for group in groups))
+                if groups
+                else DEFAULT_EXPECTED_NODES
+            )
         self.cluster = pcs.CfnCluster(
             self,
             "Cluster",
             name=cluster_name,
             scheduler=pcs.CfnCluster.SchedulerProperty(type="SLURM", version=slurm_version),
-            size=size or cluster_size(expected_nodes),
+            size=size.upper() if size is not None and not is_token(size) else size or cluster_size(expected_nodes),
             networking=pcs.CfnCluster.NetworkingProperty(
                 subnet_ids=[subnet.subnet_id], security_group_ids=[group.security_group_id for group in security_groups]
             ),
@@ -150,11 +275,46 @@ class PcsSlurmCluster(Construct):
                 "maintains this policy's action list as the SSM agent changes",
             )
         )
+        self._grant_parameter_read()
+        grant_image_pull(self.role, cluster_name)  # by name and tag: the nodes need not wait for the image
+        if buckets is not None:
+            buckets.grant_node_access(self.role)
         self.instance_profile = iam.InstanceProfile(self, "NodeProfile", role=self.role, path="/aws-pcs/")
         self._images: dict[str, str] = {}
         self._image_provider: cr.Provider | None = None
+        self.node_bundle: s3_assets.Asset | None = None
+        """The node bundle (`fmcluster.node_scripts.bundle_files()`) as an S3 asset the nodes may read."""
         self.node_groups: dict[str, pcs.CfnComputeNodeGroup] = {}
         self.queues: dict[str, pcs.CfnQueue] = {}
+        self.launch_templates: dict[str, EfaLaunchTemplate] = {}
+        self.login_template: ec2.LaunchTemplate | None = None
+
+        node_observability = (
+            NodeObservability(
+                cluster_name=cluster_name, endpoint_parameter=self.endpoint_parameter_name, mirror=observability_mirror
+            )
+            if prometheus == "managed"
+            else None
+        )
+        head = pcs_head_group(orchestrator, observability)
+        for group in groups:
+            self._add_compute_group(
+                group,
+                (placement_groups or {}).get(group.name),
+                node_observability,
+                ami_id=ami_id,
+                watch_image=head is None,
+            )
+        if head is not None:
+            _, head_name, head_type = head
+            self._add_head_node(
+                head_name,
+                head_type,
+                replace(node_observability, head_node=True, grafana=grafana == "self-hosted")
+                if node_observability is not None
+                else None,
+                ami_id=ami_id,
+            )
 
     def add_node_group(
         self,
@@ -168,16 +328,28 @@ class PcsSlurmCluster(Construct):
         ami_id: str | None = None,
         queue: bool = True,
     ) -> pcs.CfnComputeNodeGroup:
-        """A static node group of `count` instances (and, with `queue`, a Slurm partition named `name`).
+        """A static node group of `count` instances on a launch template of your own (and, with `queue`, a Slurm
+        partition named `name`); `compute_groups` and `login_instance_type` use it for theirs.
 
         `ami_id` omitted: the AWS PCS sample AMI for the cluster's Slurm version and the type's architecture.
+
+        Example::
+
+            template = EfaLaunchTemplate(stack, "P5", instance_type="p5.48xlarge", subnet=network.compute_subnet,
+                                         security_groups=[network.efa_security_group])
+            cluster.add_node_group("gpu", instance_type="p5.48xlarge", count=16,
+                                   launch_template_id=template.launch_template_id,
+                                   launch_template_version=template.latest_version)
         """
-        if ami_id is not None and not cdk.Token.is_unresolved(ami_id) and not AMI_ID_PATTERN.match(ami_id):
-            raise ValueError(f"PcsSlurmCluster: ami_id must look like ami-0123456789abcdef0; got {ami_id!r}")
+        problems = []
+        if ami_id is not None and not is_token(ami_id) and not AMI_ID_PATTERN.match(ami_id):
+            problems.append(f"ami_id: must be an AMI id like ami-0123456789abcdef0; got {ami_id!r}")
         if name in self.node_groups:
-            raise ValueError(f"PcsSlurmCluster: a node group named {name!r} exists already")
-        for shape in ("ComputeNodeGroupName", "QueueName") if queue else ("ComputeNodeGroupName",):
-            _check_name("name", shape, name)
+            problems.append(f"name: a node group named {name!r} exists already")
+        elif problem := _pcs_group_name_problem(name, queue=queue):
+            problems.append(f"name: {problem}")
+        if problems:
+            raise ValueError("\n".join(f"PcsSlurmCluster: {problem}" for problem in problems))
         group = pcs.CfnComputeNodeGroup(
             self,
             f"{name}NodeGroup",
@@ -239,3 +411,230 @@ class PcsSlurmCluster(Construct):
                 reason="ec2:DescribeImages supports no resource-level permission; it only reads image metadata",
             )
         return self._image_provider
+
+    def _grant_parameter_read(self) -> None:
+        """ssm:GetParameter on this cluster's parameters: each group's NCCL environment, the image URI, the endpoint."""
+        stack = cdk.Stack.of(self)
+        prefixes = dict.fromkeys([self.parameter_prefix, self.nccl_parameter_prefix])
+        parameters = [
+            stack.format_arn(service="ssm", resource="parameter", resource_name=f"{prefix.lstrip('/')}/*")
+            for prefix in prefixes
+        ]
+        self.role.add_to_principal_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=parameters))
+        acknowledge_wildcards(
+            self.role,
+            resources=parameters,
+            reason="Nodes read only this cluster's own SSM parameters (NCCL settings per group, image URI)",
+        )
+
+    def _bundle_uri(self) -> str:
+        """The node bundle's S3 URI, made (and granted to the nodes) with the first node group that unpacks it."""
+        if self.node_bundle is None:
+            self.node_bundle = s3_assets.Asset(self, "NodeBundle", path=bundle_path())
+            self.node_bundle.grant_read(self.role)
+            acknowledge_wildcards(
+                self.role,
+                actions=ASSET_READ_ACTIONS,
+                resources=[self.node_bundle.bucket.arn_for_objects("*")],
+                reason="CDK's Asset.grant_read: nodes read their node bundle (scripts, dashboards, the nccl-tests job) "
+                "from the CDK bootstrap assets bucket, read-only; that bucket holds deployment artifacts of this "
+                "account's CDK apps (code and scripts named by content hash), not training data",
+            )
+        return self.node_bundle.s3_object_url
+
+    def _lustre(self) -> dict[str, object]:
+        if self.file_system is None:
+            return {}
+        return {"lustre_dns_name": self.file_system.dns_name, "lustre_mount_name": self.file_system.mount_name}
+
+    def _add_compute_group(
+        self,
+        group: ComputeGroup,
+        placement_group: ec2.IPlacementGroup | ec2.CfnPlacementGroup | None,
+        observability: NodeObservability | None,
+        *,
+        ami_id: str | None,
+        watch_image: bool,
+    ) -> None:
+        over_efa = bool(getattr(self.file_system, "efa", False)) and group.efa and group.instance.lustre_efa_client
+        template = EfaLaunchTemplate(
+            self,
+            f"{group.name}LaunchTemplate",
+            instance_type=group.instance_type,
+            security_groups=self.security_groups,
+            subnet=self.subnet,
+            efa=group.efa,
+            root_volume_gib=group.root_volume_gib,
+            root_device_name=ROOT_DEVICE,
+            capacity=group.capacity,
+            reservation_id=group.reservation_id,
+            placement_group=placement_group,
+            detailed_monitoring=self.detailed_monitoring,
+            user_data=bootstrap_user_data(
+                **self._lustre(),
+                lustre_efa=over_efa,
+                nccl_parameter_name=f"{self.nccl_parameter_prefix}/{group.name}/nccl-env",
+                bundle_s3_uri=self._bundle_uri(),
+                observability=observability,
+                image_parameter=self.image_parameter_name if watch_image else None,
+            ),
+        )
+        self.launch_templates[group.name] = template
+        self.add_node_group(
+            group.name,
+            instance_type=group.instance_type,
+            count=group.count,
+            launch_template_id=template.launch_template_id,
+            launch_template_version=template.latest_version,
+            purchase_option=PURCHASE_OPTIONS[group.capacity],
+            ami_id=ami_id,
+        )
+
+    def _add_head_node(
+        self, name: str, instance_type: str, observability: NodeObservability | None, *, ami_id: str | None
+    ) -> None:
+        """The login node (or the head node of its own), which also watches for the training image."""
+        template = ec2.LaunchTemplate(
+            self,
+            "loginLaunchTemplate",
+            security_group=self.security_groups[0],
+            associate_public_ip_address=False,
+            detailed_monitoring=self.detailed_monitoring or None,
+            require_imdsv2=True,
+            http_put_response_hop_limit=METADATA_HOP_LIMIT,
+            user_data=bootstrap_user_data(
+                **self._lustre(),
+                bundle_s3_uri=self._bundle_uri(),
+                observability=observability,
+                image_parameter=self.image_parameter_name,
+            ),
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name=ROOT_DEVICE,
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        LOGIN_ROOT_VOLUME_GIB, encrypted=True, volume_type=ec2.EbsDeviceVolumeType.GP3
+                    ),
+                )
+            ],
+        )
+        for group in self.security_groups[1:]:
+            template.connections.add_security_group(group)
+        acknowledge_findings(template, controls=["ec2_launch_template_token_hop_limit_check"], reason=HOP_LIMIT_REASON)
+        if not self.detailed_monitoring:
+            acknowledge_findings(
+                template,
+                controls=["ec2_launch_template_monitoring_enabled_check"],
+                reason="Detailed monitoring is billed per instance; the head node reports its metrics every 15 s "
+                "through its own exporters to Prometheus. `compliance: control-tower` turns it on",
+            )
+        self.login_template = template
+        self.add_node_group(
+            name,
+            instance_type=instance_type,
+            count=1,
+            launch_template_id=template.launch_template_id,
+            launch_template_version=template.latest_version_number,
+            ami_id=ami_id,
+            queue=False,
+        )
+
+
+def _pcs_group_name_problem(name: str, *, queue: bool) -> str | None:
+    """A node group (and, with `queue`, queue) name AWS PCS would refuse (botocore pcs shapes)."""
+    for shape in ("ComputeNodeGroupName", "QueueName") if queue else ("ComputeNodeGroupName",):
+        if problem := api_name_problem("pcs", shape, name):
+            return problem
+    return None
+
+
+def _validated(
+    *,
+    cluster_name: str,
+    security_groups: Sequence[ec2.ISecurityGroup],
+    compute_groups: Sequence[ComputeGroup | Mapping[str, object]],
+    placement_groups: Mapping[str, object],
+    login_instance_type: str | None,
+    file_system: LustreFileSystem | None,
+    nccl_parameter_prefix: str | None,
+    prometheus: str,
+    grafana: str,
+    observability_mirror: str | None,
+    ami_id: str | None,
+    slurm_version: str,
+    expected_nodes: int | None,
+    size: str | None,
+) -> tuple[tuple[ComputeGroup, ...], Orchestrator, Observability]:
+    """The compute groups and the orchestrator and observability settings as the cluster file's models; or
+    ValueError naming every problem, one line each."""
+    problems: list[str] = []
+    if problem := api_name_problem("pcs", "ClusterName", cluster_name):
+        problems.append(f"cluster_name: {problem}")
+    if not security_groups:
+        problems.append("security_groups: needs at least one group (the EFA group)")
+    given_size = size.lower() if isinstance(size, str) and not is_token(size) else None
+    if given_size is not None and given_size not in PCS_SIZES:
+        problems.append(f"size: must be SMALL, MEDIUM or LARGE; got {size!r}")
+        given_size = None
+    settings = {
+        "type": "pcs",
+        "login_instance_type": login_instance_type,
+        "slurm_version": slurm_version,
+        "ami_id": ami_id,
+    }
+    problems += prop_problems(Orchestrator, **settings)
+    problems += prop_problems(Observability, prometheus=prometheus, grafana=grafana)
+    if problem := grafana_without_source(grafana, prometheus):
+        problems.append(f"grafana: {problem}")
+    mirror = observability_mirror
+    if mirror is not None and not is_token(mirror) and not S3_URI_PATTERN.match(mirror):
+        problems.append(f"observability_mirror: must be an S3 prefix like s3://bucket/fmcluster-mirror; got {mirror!r}")
+    prefix = nccl_parameter_prefix
+    if prefix is not None and not is_token(prefix) and not SSM_PATH_PATTERN.match(prefix):
+        problems.append(f"nccl_parameter_prefix: must be an SSM path like /fmcluster/llm; got {prefix!r}")
+    problems += file_system_problems(file_system)
+    groups = _compute_groups(compute_groups, problems)
+    names = {group.name for group in groups}
+    for name in placement_groups:
+        if name not in names:
+            problems.append(f"placement_groups: {name!r} is not a compute group ({', '.join(sorted(names)) or 'none'})")
+    if problems:
+        raise ValueError("\n".join(f"PcsSlurmCluster: {problem}" for problem in problems))
+
+    orchestrator = Orchestrator.model_validate({key: value for key, value in settings.items() if not is_token(value)})
+    observability = Observability(prometheus=prometheus, grafana=grafana)
+    nodes = expected_nodes
+    if nodes is None:
+        nodes = pcs_nodes(orchestrator, observability, sum(group.count for group in groups))
+    if problem := pcs_node_limit_problem(nodes):
+        problems.append(f"{'expected_nodes' if expected_nodes is not None else 'compute_groups'}: {problem}")
+    if problem := pcs_size_problem(given_size, nodes):
+        problems.append(f"size: {problem}")
+    head = pcs_head_group(orchestrator, observability)
+    if ami_id is not None and not is_token(ami_id):
+        types = [group.instance_type for group in groups] + ([head[2]] if head else [])
+        if problem := mixed_architectures_problem(types):
+            problems.append(f"ami_id: {problem}")
+    if head is not None and (problem := _pcs_group_name_problem(head[1], queue=False)):
+        problems.append(f"login_instance_type: {problem}")
+    if problems:
+        raise ValueError("\n".join(f"PcsSlurmCluster: {problem}" for problem in problems))
+    return groups, orchestrator, observability
+
+
+def _compute_groups(
+    given: Sequence[ComputeGroup | Mapping[str, object]], problems: list[str]
+) -> tuple[ComputeGroup, ...]:
+    """`compute_groups` as models, adding a line to `problems` for every one AWS PCS or the file's rules refuse."""
+    groups, group_problems = compute_group_models(given)
+    problems += group_problems
+    for index, group in groups:
+        where = f"compute_groups[{index}]"
+        if problem := pcs_capacity_problem(group.capacity):
+            problems.append(f"{where}.capacity: {problem}")
+        if problem := pcs_deep_health_checks_problem(group.deep_health_checks):
+            problems.append(f"{where}.deep_health_checks: {problem}")
+        if problem := _pcs_group_name_problem(group.name, queue=True):
+            problems.append(f"{where}.name: {problem}")
+    for index, name, first in repeated_names((index, group.name) for index, group in groups):
+        problems.append(f"compute_groups[{index}].name: {repeated_group_name(name, f'compute_groups[{first}]')}")
+    return tuple(group for _, group in groups)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from pydantic import BaseModel, ValidationError
 
 from fmcluster.config.checks import is_token
 from fmcluster.config.errors import problems_from_validation_error
+from fmcluster.config.models import ComputeGroup
 
 
 def prop_problems(model: type[BaseModel], **props: object) -> list[str]:
@@ -26,3 +29,22 @@ def check_props(model: type[BaseModel], construct: str, **props: object) -> None
     problems = prop_problems(model, **props)
     if problems:
         raise ValueError("\n".join(f"{construct}: {problem}" for problem in problems))
+
+
+def compute_group_models(
+    given: Sequence[ComputeGroup | Mapping[str, object]], prop: str = "compute_groups"
+) -> tuple[list[tuple[int, ComputeGroup]], list[str]]:
+    """(index, group) for each entry of a `compute_groups` prop that passes the cluster file's `compute[]` rules, and
+    `prop[i].key: message` for each that does not. Entries are `ComputeGroup`s or mappings of the file's keys."""
+    groups: list[tuple[int, ComputeGroup]] = []
+    problems: list[str] = []
+    for index, entry in enumerate(given):
+        where = f"{prop}[{index}]"
+        try:
+            data = entry.model_dump(exclude_none=True) if isinstance(entry, ComputeGroup) else dict(entry)
+            groups.append((index, ComputeGroup.model_validate(data)))
+        except ValidationError as error:
+            problems.extend(f"{where}.{p.path}: {p.message}" for p in problems_from_validation_error(error, {}))
+        except (TypeError, ValueError):
+            problems.append(f"{where}: must be a ComputeGroup or a mapping of its keys; got {entry!r}")
+    return groups, problems

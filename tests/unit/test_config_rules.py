@@ -1572,6 +1572,20 @@ def test_a_required_key_left_empty_is_still_required() -> None:
             ],
             id="ami-id-mixed-architectures",
         ),
+        pytest.param(  # no login node: the metrics head node is an m5.xlarge (x86_64) on the same image
+            {
+                **PCS,
+                "orchestrator.ami_id": "ami-0123456789abcdef0",
+                "compute[0].instance_type": "p6e-gb200.36xlarge",
+                "observability.prometheus": "managed",
+            },
+            [
+                "orchestrator.ami_id: one image serves every node group, but p6e-gb200.36xlarge is arm64, "
+                "m5.xlarge is x86_64; omit ami_id to get the matching AWS PCS image per architecture, or keep "
+                "the groups to one architecture"
+            ],
+            id="ami-id-arm64-groups-with-the-x86-head-node",
+        ),
     ],
 )
 def test_pcs_orchestrator_rules(changes: dict[str, object], expected: list[str]) -> None:

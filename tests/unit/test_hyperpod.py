@@ -714,8 +714,8 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         ({"login_instance_type": "big"}, "login_instance_type: must be an EC2 instance type like m5.4xlarge; "
          "got 'big'"),
         ({"security_groups": []}, "security_groups: HyperPod takes 1-5 security groups (give the EFA group); got 0"),
-        ({"file_system": DNS}, "file_system: must be a LustreStorage or a LustreMount (a dns_name and a mount_name); "
-         f"got {DNS!r}"),
+        ({"file_system": DNS}, "file_system: must be a LustreStorage or a LustreMount (a dns_name, a mount_name and "
+         f"efa); got {DNS!r}"),
         ({"file_system": LustreMount("nfs.example.com", "abcdef12")}, "file_system.dns_name: must be an FSx DNS name "
          "like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'nfs.example.com'"),
         ({"file_system": LustreMount(DNS, "abcdefghi")}, "file_system.mount_name: must be an FSx mount name of 1-8 "

@@ -16,6 +16,7 @@ from aws_cdk import aws_ec2 as ec2
 
 from fmcluster import node_scripts
 from fmcluster.config import load, parse
+from fmcluster.constructs import LustreMount, LustreStorage, ProjectBuckets, TrainingNetwork
 from fmcluster.constructs.pcs import PcsSlurmCluster, cluster_size
 from tests.conftest import REPO, synthesize
 
@@ -137,78 +138,157 @@ def test_cluster_size_follows_the_node_count(nodes, size):
     assert cluster_size(nodes) == size
 
 
-def test_library_users_get_clear_errors():
-    stack = cdk.Stack(cdk.App(), "Lib")
-    vpc = ec2.Vpc(stack, "Vpc", max_azs=1, nat_gateways=0)
-    with pytest.raises(ValueError, match=r"^PcsSlurmCluster: 2049 nodes exceed the 2,048 an AWS PCS cluster manages$"):
-        cluster_size(2049)
-    with pytest.raises(
-        ValueError, match=r"^PcsSlurmCluster: slurm_version must be one of 24.11, 25.05, 25.11; got '23.11'$"
-    ):
+@pytest.fixture
+def scope() -> tuple[cdk.Stack, dict]:
+    stack = cdk.Stack(cdk.App(), "Errors", env=cdk.Environment(account="123456789012", region="us-east-1"))
+    network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
+    return stack, {"cluster_name": "llm", "subnet": network.compute_subnet,
+                   "security_groups": [network.efa_security_group]}  # fmt: skip
+
+
+GPU = {"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}
+BLOCK = {**GPU, "capacity": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}
+PCS_NAME = "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]+"
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        # botocore pcs 2023-02-10 ClusterName: 3-40 characters
+        ({"cluster_name": "x"}, "cluster_name: AWS PCS takes 3-40 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]+ "
+         "(botocore pcs ClusterName); got 'x'"),
+        ({"security_groups": []}, "security_groups: needs at least one group (the EFA group)"),
+        # PCS user guide, Slurm versions
+        ({"slurm_version": "23.11"},
+         "slurm_version: must be a Slurm version AWS PCS supports (24.11, 25.05, 25.11); got '23.11'"),
+        # botocore pcs Size: SMALL | MEDIUM | LARGE
+        ({"size": "HUGE"}, "size: must be SMALL, MEDIUM or LARGE; got 'HUGE'"),
+        # PCS API reference, Cluster.size: SMALL manages up to 32 instances (33 = 32 compute nodes + the login node)
+        ({"size": "small", "login_instance_type": "m5.xlarge", "compute_groups": [{**GPU, "count": 32}]},
+         "size: 'small' manages 32 instances, fewer than these 33 nodes (with the head node); the size of a running "
+         "cluster cannot change (it replaces the cluster with every node group and queue): to grow past it, deploy "
+         "the file under a new name with a larger size, move the work, then delete the old cluster"),
+        ({"expected_nodes": 2049}, "expected_nodes: 2049 nodes (with the head node) exceed the 2,048 instances an AWS "
+         "PCS cluster manages (size large); split the cluster or use orchestrator.type: hyperpod-slurm"),
+        ({"ami_id": "ubuntu"}, "ami_id: must be an AMI id like ami-0123456789abcdef0; got 'ubuntu'"),
+        # one image for x86_64 p5 and arm64 p6e-gb200 (the GB200's Grace CPUs)
+        ({"ami_id": "ami-0123456789abcdef0",
+          "compute_groups": [GPU, {"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2}]},
+         "ami_id: one image serves every node group, but p6e-gb200.36xlarge is arm64, p5.48xlarge is x86_64; omit "
+         "ami_id to get the matching AWS PCS image per architecture, or keep the groups to one architecture"),
+        # the head node (m5.xlarge, x86_64) of an arm64 cluster with metrics and no login node
+        ({"ami_id": "ami-0123456789abcdef0", "prometheus": "managed",
+          "compute_groups": [{"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2}]},
+         "ami_id: one image serves every node group, but p6e-gb200.36xlarge is arm64, m5.xlarge is x86_64; omit "
+         "ami_id to get the matching AWS PCS image per architecture, or keep the groups to one architecture"),
+        # botocore pcs ComputeNodeGroupName / QueueName: 3-25 characters, no underscore
+        ({"compute_groups": [{**GPU, "name": "gp"}]}, f"compute_groups[0].name: {PCS_NAME} (botocore pcs "
+         "ComputeNodeGroupName); got 'gp'"),
+        ({"compute_groups": [GPU, {**GPU, "count": 1}]},
+         "compute_groups[1].name: 'gpu' is already the name of compute_groups[0]; group names must be unique"),
+        ({"compute_groups": [{**GPU, "name": "head"}]},
+         "compute_groups[0].name: 'head' is reserved for the cluster's own head nodes; choose another name"),
+        ({"compute_groups": [{**GPU, "capacity": "training-plan",
+                              "training_plan_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p"}]},
+         "compute_groups[0].capacity: 'training-plan' needs orchestrator.type: hyperpod-slurm (training plans "
+         "reserve SageMaker capacity); with pcs use 'capacity-block' or 'odcr'"),
+        ({"compute_groups": [{**GPU, "deep_health_checks": ["InstanceStress"]}]},
+         "compute_groups[0].deep_health_checks: are SageMaker HyperPod's on-start checks: they need "
+         "orchestrator.type: hyperpod-slurm; remove them with pcs"),
+        ({"compute_groups": [{**GPU, "capacity": "capacity-block"}]},
+         "compute_groups[0].reservation_id: required when capacity is 'capacity-block'"),
+        ({"compute_groups": ["gpu"]}, "compute_groups[0]: must be a ComputeGroup or a mapping of its keys; got 'gpu'"),
+        ({"compute_groups": [GPU], "placement_groups": {"cpu": object()}},
+         "placement_groups: 'cpu' is not a compute group (gpu)"),
+        ({"login_instance_type": "ml.m5.xlarge"},
+         "login_instance_type: give the EC2 name 'm5.xlarge'; HyperPod's 'ml.' prefix is added for you"),
+        ({"file_system": "fs-0123"}, "file_system: must be a LustreStorage or a LustreMount (a dns_name, a "
+         "mount_name and efa); got 'fs-0123'"),
+        # botocore fsx LustreFileSystemMountName: 1-8 characters
+        ({"file_system": LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefghi")},
+         "file_system.mount_name: must be an FSx mount name of 1-8 letters, digits, '_' or '-'; got 'abcdefghi'"),
+        ({"nccl_parameter_prefix": "fmcluster"},
+         "nccl_parameter_prefix: must be an SSM path like /fmcluster/llm; got 'fmcluster'"),
+        ({"prometheus": "none", "grafana": "self-hosted"}, "grafana: 'self-hosted' needs prometheus: managed as its "
+         "data source; set grafana: none or prometheus: managed"),
+        ({"prometheus": "managed", "observability_mirror": "bucket/mirror"},
+         "observability_mirror: must be an S3 prefix like s3://bucket/fmcluster-mirror; got 'bucket/mirror'"),
+    ],
+    ids=[
+        "cluster-name", "no-security-group", "slurm-version", "size-unknown", "size-too-small", "too-many-nodes",
+        "ami-id", "ami-two-architectures", "ami-head-node-architecture", "group-name-short", "group-name-repeated",
+        "group-name-reserved", "training-plan", "deep-health-checks", "block-without-reservation", "not-a-group",
+        "placement-group-of-no-group", "login-ml-prefix", "not-a-file-system", "mount-name", "nccl-prefix",
+        "grafana-without-prometheus", "mirror",
+    ],
+)  # fmt: skip
+def test_props_pcs_would_reject_raise_with_exact_messages(scope, props, message):
+    stack, required = scope
+    with pytest.raises(ValueError) as error:
+        PcsSlurmCluster(stack, "Invalid", **{**required, **props})
+    assert str(error.value) == f"PcsSlurmCluster: {message}"
+    assert stack.node.try_find_child("Invalid") is None  # nothing half-built is left in the tree
+
+
+def test_every_problem_is_reported_at_once(scope):
+    stack, required = scope
+    with pytest.raises(ValueError) as error:
         PcsSlurmCluster(
             stack,
-            "Old",
-            cluster_name="x",
-            subnet=vpc.isolated_subnets[0],
-            security_groups=[ec2.SecurityGroup(stack, "Sg", vpc=vpc)],
-            slurm_version="23.11",
+            "Invalid",
+            **{**required, "cluster_name": "x", "slurm_version": "23.11", "compute_groups": [{**GPU, "name": "gp"}]},
         )
-    with pytest.raises(ValueError, match=r"^PcsSlurmCluster: security_groups needs at least one group"):
-        PcsSlurmCluster(stack, "NoSg", cluster_name="x", subnet=vpc.isolated_subnets[0], security_groups=[])
-    with pytest.raises(ValueError) as short:
-        PcsSlurmCluster(
-            stack,
-            "Short",
-            cluster_name="x",
-            subnet=vpc.isolated_subnets[0],
-            security_groups=[ec2.SecurityGroup(stack, "Sg3", vpc=vpc)],
-        )
-    # botocore pcs 2023-02-10, ClusterName: 3-40 characters
-    assert str(short.value) == (
-        "PcsSlurmCluster: cluster_name: AWS PCS takes 3-40 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]+ "
-        "(botocore pcs ClusterName); got 'x'"
-    )
-    cluster = PcsSlurmCluster(
-        stack,
-        "Ok",
-        cluster_name="llm",
-        subnet=vpc.isolated_subnets[0],
-        security_groups=[ec2.SecurityGroup(stack, "Sg2", vpc=vpc)],
-    )
-    with pytest.raises(ValueError) as underscore:
-        cluster.add_node_group(
-            "my_head", instance_type="m5.xlarge", count=1, launch_template_id="lt-1", launch_template_version="1"
-        )
+    assert [line.split(": ")[1] for line in str(error.value).splitlines()] == [
+        "cluster_name",
+        "slurm_version",
+        "compute_groups[0].name",
+    ]
+
+
+def test_node_groups_added_by_hand_are_checked(scope):
+    stack, required = scope
+    cluster = PcsSlurmCluster(stack, "Ok", **required)
+    group = {"instance_type": "p5.48xlarge", "count": 1, "launch_template_id": "lt-1", "launch_template_version": "1"}
+    with pytest.raises(ValueError) as bad:
+        cluster.add_node_group("my_head", **group, ami_id="ubuntu")
     # botocore pcs ComputeNodeGroupName: the pattern allows no underscore (the old head group was 'fmcluster_head')
-    assert str(underscore.value).startswith("PcsSlurmCluster: name: AWS PCS takes 3-25 characters matching")
-    with pytest.raises(
-        ValueError, match=r"^PcsSlurmCluster: ami_id must look like ami-0123456789abcdef0; got 'ubuntu'$"
-    ):
-        cluster.add_node_group(
-            "gpu",
-            instance_type="p5.48xlarge",
-            count=1,
-            launch_template_id="lt-1",
-            launch_template_version="1",
-            ami_id="ubuntu",
-        )
-    cluster.add_node_group(
-        "gpu",
-        instance_type="p5.48xlarge",
-        count=1,
-        launch_template_id="lt-1",
-        launch_template_version="1",
-        ami_id="ami-0123456789abcdef0",
-    )
-    with pytest.raises(ValueError, match=r"^PcsSlurmCluster: a node group named 'gpu' exists already$"):
-        cluster.add_node_group(
-            "gpu",
-            instance_type="p5.48xlarge",
-            count=1,
-            launch_template_id="lt-1",
-            launch_template_version="1",
-            ami_id="ami-0123456789abcdef0",
-        )
+    assert str(bad.value).splitlines() == [
+        "PcsSlurmCluster: ami_id: must be an AMI id like ami-0123456789abcdef0; got 'ubuntu'",
+        f"PcsSlurmCluster: name: {PCS_NAME} (botocore pcs ComputeNodeGroupName); got 'my_head'",
+    ]
+    cluster.add_node_group("gpu", **group, ami_id="ami-0123456789abcdef0")
+    with pytest.raises(ValueError, match=r"^PcsSlurmCluster: name: a node group named 'gpu' exists already$"):
+        cluster.add_node_group("gpu", **group)
+
+
+def test_a_cluster_from_constructs_alone_has_every_part(scope):
+    """A library user's cluster: compute groups, login node, file system and buckets, without the app's stacks."""
+    stack, required = scope
+    network = stack.node.find_child("Network")
+    lustre = LustreStorage(stack, "Lustre", vpc=network.vpc, subnet=network.compute_subnet,
+                           client_security_groups=[network.efa_security_group], capacity_gib=1200)  # fmt: skip
+    buckets = ProjectBuckets(stack, "Buckets")
+    cluster = PcsSlurmCluster(
+        stack, "Slurm", **required, compute_groups=[BLOCK], login_instance_type="m5.4xlarge", file_system=lustre,
+        buckets=buckets, prometheus="managed", grafana="self-hosted",
+    )  # fmt: skip
+    template = assertions.Template.from_stack(stack)
+    assert set(cluster.node_groups) == {"gpu", "login"} and set(cluster.queues) == {"gpu"}
+    template.has_resource_properties(
+        "AWS::PCS::ComputeNodeGroup",
+        {"Name": "gpu", "PurchaseOption": "CAPACITY_BLOCK",
+         "ScalingConfiguration": {"MinInstanceCount": 2, "MaxInstanceCount": 2}},
+    )  # fmt: skip
+    # 2 compute nodes + the login node, with room to double: SMALL (32)
+    template.has_resource_properties("AWS::PCS::Cluster", {"Size": "SMALL"})
+    templates = template.find_resources("AWS::EC2::LaunchTemplate")
+    login = json.dumps(templates[stack.get_logical_id(cluster.login_template.node.default_child)])
+    gpu = json.dumps(templates[stack.get_logical_id(cluster.launch_templates["gpu"].launch_template)])
+    assert "--head-node" in login and "--grafana" in login and "image-uri" in login
+    assert "--head-node" not in gpu and "image-uri" not in gpu and "/fmcluster/llm/gpu/nccl-env" in gpu
+    policy = json.dumps(template.find_resources("AWS::IAM::Policy"))
+    assert "kms:ViaService" in policy  # ProjectBuckets.grant_node_access: the key only through S3
+    assert "ecr:ResourceTag/fmcluster:training-image" in policy
 
 
 # -- the node bundle and observability --------------------------------------------------------------------------

@@ -85,7 +85,11 @@ def hyperpod(**props: object) -> Callable[[cdk.Stack], object]:
 def pcs(**props: object) -> Callable[[cdk.Stack], object]:
     def build(stack: cdk.Stack) -> object:
         network = TrainingNetwork(stack, "Network", availability_zone_id="use1-az6")
-        required = {"subnet": network.compute_subnet, "security_groups": [network.efa_security_group]}
+        required = {
+            "cluster_name": "llm",
+            "subnet": network.compute_subnet,
+            "security_groups": [network.efa_security_group],
+        }
         return PcsSlurmCluster(stack, "Pcs", **{**required, **props})
 
     return build
@@ -151,6 +155,8 @@ CASES = [
             (hyperpod(compute_groups=[GPU, {**GPU, "instance_type": "p4d.24xlarge"}]),
              "HyperPodSlurmCluster: compute_groups[1].name"),
             (nccl_tuning(groups=[("gpu", "p5.48xlarge"), ("gpu", "p4d.24xlarge")]), "NcclTuning: groups[1]"),
+            (pcs(compute_groups=[GPU, {**GPU, "instance_type": "p4d.24xlarge"}]),
+             "PcsSlurmCluster: compute_groups[1].name"),
         ],
     ),
     (
@@ -174,6 +180,7 @@ CASES = [
         "observability.grafana",
         [
             (hyperpod(prometheus="none", grafana="managed"), "HyperPodSlurmCluster: grafana"),
+            (pcs(prometheus="none", grafana="managed"), "PcsSlurmCluster: grafana"),
             (lambda stack: ClusterObservability(stack, "Observability", cluster_name="llm", prometheus="none",
                                                 grafana="managed"), "ClusterObservability: grafana"),
         ],
@@ -205,6 +212,54 @@ CASES = [
         file_with(name="ab", orchestrator={"type": "pcs"}),
         "name",
         [(pcs(cluster_name="ab"), "PcsSlurmCluster: cluster_name")],
+    ),
+    (   # botocore pcs ComputeNodeGroupName and QueueName: 3-25 characters
+        "pcs-group-name",
+        file_with(orchestrator={"type": "pcs"}, compute=[{**GPU, "name": "gp"}]),
+        "compute[0].name",
+        [(pcs(compute_groups=[{**GPU, "name": "gp"}]), "PcsSlurmCluster: compute_groups[0].name")],
+    ),
+    (
+        "pcs-slurm-version",
+        file_with(orchestrator={"type": "pcs", "slurm_version": "23.11"}),
+        "orchestrator.slurm_version",
+        [(pcs(slurm_version="23.11"), "PcsSlurmCluster: slurm_version")],
+    ),
+    (
+        "pcs-ami-id",
+        file_with(orchestrator={"type": "pcs", "ami_id": "ubuntu"}),
+        "orchestrator.ami_id",
+        [(pcs(ami_id="ubuntu"), "PcsSlurmCluster: ami_id")],
+    ),
+    (
+        "pcs-training-plan",
+        file_with(orchestrator={"type": "pcs"}, compute=[{**GPU, **ON_PLAN}]),
+        "compute[0].capacity",
+        [(pcs(compute_groups=[{**GPU, **ON_PLAN}]), "PcsSlurmCluster: compute_groups[0].capacity")],
+    ),
+    (
+        "pcs-deep-health-checks",
+        file_with(orchestrator={"type": "pcs"}, compute=[{**GPU, "deep_health_checks": ["InstanceStress"]}]),
+        "compute[0].deep_health_checks",
+        [(pcs(compute_groups=[{**GPU, "deep_health_checks": ["InstanceStress"]}]),
+          "PcsSlurmCluster: compute_groups[0].deep_health_checks")],
+    ),
+    (   # PCS API reference, Cluster.size: SMALL manages 32 instances; 32 compute nodes + the login node are 33
+        "pcs-size-too-small",
+        file_with(orchestrator={"type": "pcs", "size": "small", "login_instance_type": "m5.xlarge"},
+                  compute=[{**GPU, "count": 32}]),
+        "orchestrator.size",
+        [(pcs(size="small", login_instance_type="m5.xlarge", compute_groups=[{**GPU, "count": 32}]),
+          "PcsSlurmCluster: size")],
+    ),
+    (   # the metrics head node (m5.xlarge, x86_64) cannot boot the arm64 image of GB200 nodes
+        "pcs-one-architecture-per-image",
+        file_with(orchestrator={"type": "pcs", "ami_id": "ami-0123456789abcdef0"},
+                  compute=[{"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2}]),
+        "orchestrator.ami_id",
+        [(pcs(ami_id="ami-0123456789abcdef0", prometheus="managed",
+              compute_groups=[{"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2}]),
+          "PcsSlurmCluster: ami_id")],
     ),
 ]  # fmt: skip
 

@@ -13,7 +13,6 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
-from pydantic import ValidationError
 
 from fmcluster.config.checks import (
     HYPERPOD_CLUSTER_NAME_PATTERN,
@@ -22,13 +21,10 @@ from fmcluster.config.checks import (
     grafana_without_source,
     hyperpod_instance_type_problem,
     is_token,
-    lustre_dns_name_problem,
-    lustre_mount_name_problem,
     repeated_group_name,
     repeated_names,
     training_plan_elsewhere,
 )
-from fmcluster.config.errors import problems_from_validation_error
 from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
 from fmcluster.constructs.buckets import INCOMPLETE_UPLOAD_EXPIRATION, ProjectBuckets, quiet_auto_delete_provider
 from fmcluster.constructs.compliance import acknowledge_findings
@@ -47,9 +43,9 @@ from fmcluster.constructs.hyperpod.lifecycle import (
     package_text,
 )
 from fmcluster.constructs.hyperpod.role import execution_role
-from fmcluster.constructs.lustre import LustreFileSystem
+from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
-from fmcluster.constructs.props import prop_problems
+from fmcluster.constructs.props import compute_group_models, prop_problems
 
 LOGIN_GROUP = "login"
 """Instance group (and Slurm node type Login) of the login node, when there is one."""
@@ -483,20 +479,12 @@ def _validated(
     mirror = observability_mirror
     if mirror is not None and not is_token(mirror) and not S3_URI_PATTERN.match(mirror):
         problems.append(f"observability_mirror: must be an S3 prefix like s3://bucket/fmcluster-mirror; got {mirror!r}")
-    groups: list[tuple[int, ComputeGroup]] = []
     if not compute_groups:
         problems.append("compute_groups: needs at least one compute group (each becomes a Slurm partition); got none")
-    for index, given in enumerate(compute_groups):
+    groups, group_problems = compute_group_models(compute_groups)
+    problems += group_problems
+    for index, group in groups:
         where = f"compute_groups[{index}]"
-        try:
-            data = given.model_dump(exclude_none=True) if isinstance(given, ComputeGroup) else dict(given)
-            group = ComputeGroup.model_validate(data)
-        except ValidationError as error:
-            problems.extend(f"{where}.{p.path}: {p.message}" for p in problems_from_validation_error(error, {}))
-            continue
-        except (TypeError, ValueError):
-            problems.append(f"{where}: must be a ComputeGroup or a mapping of its keys; got {given!r}")
-            continue
         if group.capacity not in HYPERPOD_CAPACITIES:
             problems.append(
                 f"{where}.capacity: {group.capacity!r} is for AWS PCS (EC2 reservations go through launch "
@@ -504,7 +492,6 @@ def _validated(
             )
         for message in training_plan_elsewhere(group.training_plan_arn, region, account):
             problems.append(f"{where}.training_plan_arn: {message}")
-        groups.append((index, group))
     for index, name, first in repeated_names((index, group.name) for index, group in groups):
         problems.append(f"compute_groups[{index}].name: {repeated_group_name(name, f'compute_groups[{first}]')}")
     typed = [("controller_instance_type", controller_instance_type), ("login_instance_type", login_instance_type)]
@@ -517,17 +504,7 @@ def _validated(
         and prop not in reported
         and (message := hyperpod_instance_type_problem(instance_type, region))
     ]
-    if file_system is not None and not isinstance(file_system, LustreFileSystem):
-        problems.append(
-            f"file_system: must be a LustreStorage or a LustreMount (a dns_name and a mount_name); got {file_system!r}"
-        )
-    elif file_system is not None:
-        for prop, problem in (
-            ("dns_name", lustre_dns_name_problem(file_system.dns_name)),
-            ("mount_name", lustre_mount_name_problem(file_system.mount_name)),
-        ):
-            if problem:
-                problems.append(f"file_system.{prop}: {problem}")
+    problems += file_system_problems(file_system)
     prefix = nccl_parameter_prefix
     if prefix is not None and not is_token(prefix) and not SSM_PATH_PATTERN.match(prefix):
         problems.append(f"nccl_parameter_prefix: must be an SSM path like /fmcluster/llm; got {prefix!r}")
@@ -540,4 +517,3 @@ def _validated(
     if problems:
         raise ValueError("\n".join(f"HyperPodSlurmCluster: {problem}" for problem in problems))
     return tuple(group for _, group in groups)
-
