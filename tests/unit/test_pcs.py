@@ -13,11 +13,13 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import assertions
 from aws_cdk import aws_ec2 as ec2
+from constructs import Construct
 
 from fmcluster import node_scripts
 from fmcluster.config import load, parse
 from fmcluster.constructs import LustreMount, LustreStorage, ProjectBuckets, TrainingNetwork
 from fmcluster.constructs.pcs import PcsSlurmCluster, cluster_size
+from fmcluster.stacks.cluster_pcs import released_logical_id
 from tests.conftest import REPO, synthesize
 
 
@@ -432,3 +434,11 @@ def test_cluster_without_job_hook_sets_no_custom_settings():
     )
     (cluster,) = props(assertions.Template.from_stack(stack).to_json(), "AWS::PCS::Cluster")
     assert "SlurmCustomSettings" not in cluster["SlurmConfiguration"]
+
+
+@pytest.mark.parametrize("group", ["gpu", "p5-block", "login"])
+def test_released_logical_ids_are_the_ones_cdk_gave_the_stack_level_templates(group):
+    """The expected id comes from CDK itself: a launch template made directly under a stack, as released."""
+    stack = cdk.Stack(cdk.App(), "Released")
+    released = ec2.CfnLaunchTemplate(Construct(stack, f"{group}LaunchTemplate"), "Resource", launch_template_data={})
+    assert released_logical_id(f"{group}LaunchTemplate/Resource") == stack.get_logical_id(released)
