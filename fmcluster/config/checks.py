@@ -262,3 +262,20 @@ def mixed_architectures_problem(instance_types: Iterable[str]) -> str | None:
         f"one image serves every node group, but {pairs}; omit ami_id to get the matching AWS PCS image per "
         "architecture, or keep the groups to one architecture"
     )
+
+
+NEURON_ACCELERATORS = ("AWS Trainium", "AWS Inferentia")
+"""Accelerators that need the AWS Neuron driver rather than NVIDIA's."""
+
+
+def sample_image_problem(instance_type: str) -> str | None:
+    """An instance type the AWS PCS sample AMI cannot drive: its accelerators need the AWS Neuron driver, and the
+    sample AMI's release notes list the NVIDIA driver and CUDA only (no Neuron; unconfirmed, so refuse)."""
+    row = catalog.CATALOG.get(instance_type)
+    if row is None or not row.accelerator.startswith(NEURON_ACCELERATORS):
+        return None
+    return (
+        f"required for {instance_type} ({row.accelerator}): the AWS PCS sample AMI carries the NVIDIA driver and "
+        "CUDA, not the AWS Neuron driver these accelerators need; give an image with Neuron (for example one built "
+        "from a Neuron DLAMI with AWS's PCS software installers)"
+    )

@@ -26,6 +26,7 @@ from fmcluster.config.checks import (
     pcs_size_problem,
     repeated_group_name,
     repeated_names,
+    sample_image_problem,
     training_plan_elsewhere,
 )
 from fmcluster.config.errors import Problem
@@ -235,6 +236,15 @@ def one_architecture_per_image(config: Sections) -> Iterator[Problem]:
         yield Problem("orchestrator.ami_id", problem)
 
 
+def neuron_nodes_bring_their_image(config: Sections) -> Iterator[Problem]:
+    if config.orchestrator is None or config.orchestrator.type != "pcs" or config.orchestrator.ami_id is not None:
+        return
+    for instance_type in dict.fromkeys(group.instance_type for _, group in config.groups()):
+        if problem := sample_image_problem(instance_type):
+            yield Problem("orchestrator.ami_id", problem)
+            return
+
+
 def grafana_has_a_source(config: Sections) -> Iterator[Problem]:
     if config.observability is None:
         return
@@ -272,6 +282,7 @@ RULES: tuple[Rule, ...] = (
     grafana_has_a_source,
     pcs_cluster_size,
     one_architecture_per_image,
+    neuron_nodes_bring_their_image,
     services_accept,
 )
 

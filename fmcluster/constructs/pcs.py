@@ -30,6 +30,7 @@ from fmcluster.config.checks import (
     pcs_size_problem,
     repeated_group_name,
     repeated_names,
+    sample_image_problem,
 )
 from fmcluster.config.models import (
     PCS_DEFAULT_SLURM_VERSION,
@@ -344,6 +345,8 @@ class PcsSlurmCluster(Construct):
         problems = []
         if ami_id is not None and not is_token(ami_id) and not AMI_ID_PATTERN.match(ami_id):
             problems.append(f"ami_id: must be an AMI id like ami-0123456789abcdef0; got {ami_id!r}")
+        elif ami_id is None and (problem := sample_image_problem(instance_type)):
+            problems.append(f"ami_id: {problem}")
         if name in self.node_groups:
             problems.append(f"name: a node group named {name!r} exists already")
         elif problem := _pcs_group_name_problem(name, queue=queue):
@@ -610,6 +613,8 @@ def _validated(
     if problem := pcs_size_problem(given_size, nodes):
         problems.append(f"size: {problem}")
     head = pcs_head_group(orchestrator, observability)
+    sample_image_problems = [sample_image_problem(group.instance_type) for group in groups] if ami_id is None else []
+    problems += [f"ami_id: {problem}" for problem in dict.fromkeys(filter(None, sample_image_problems))][:1]
     if ami_id is not None and not is_token(ami_id):
         types = [group.instance_type for group in groups] + ([head[2]] if head else [])
         if problem := mixed_architectures_problem(types):

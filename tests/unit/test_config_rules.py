@@ -1441,7 +1441,9 @@ def test_efa_default_follows_the_catalog(instance_type: str) -> None:
     offered = [r for r in ("us-east-1", *sorted(REGIONS)) if instance_type in lists.get(r, ())]
     region = offered[0] if offered else "us-east-1"  # a type the list knows nowhere is not judged
     where = {"region": region, "availability_zone_id": f"{az_id_prefix(region)}-az1"}
-    config = valid({**PCS, **where, "compute[0].instance_type": instance_type})
+    neuron = catalog.CATALOG[instance_type].accelerator.startswith("AWS Trainium")
+    image = {"orchestrator.ami_id": "ami-0123456789abcdef0"} if neuron else {}  # an image of its own on PCS
+    config = valid({**PCS, **where, **image, "compute[0].instance_type": instance_type})
     assert config.compute[0].efa is bool(catalog.CATALOG[instance_type].efa_cards)
 
 
@@ -1585,6 +1587,15 @@ def test_a_required_key_left_empty_is_still_required() -> None:
                 "the groups to one architecture"
             ],
             id="ami-id-arm64-groups-with-the-x86-head-node",
+        ),
+        pytest.param(  # PCS AMI release notes: the sample AMIs list the NVIDIA driver, CUDA and EFA, no Neuron driver
+            {**PCS, "compute[0].instance_type": "trn1.32xlarge"},
+            [
+                "orchestrator.ami_id: required for trn1.32xlarge (AWS Trainium): the AWS PCS sample AMI carries the "
+                "NVIDIA driver and CUDA, not the AWS Neuron driver these accelerators need; give an image with Neuron "
+                "(for example one built from a Neuron DLAMI with AWS's PCS software installers)"
+            ],
+            id="trainium-on-the-sample-ami",
         ),
     ],
 )

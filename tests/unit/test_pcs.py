@@ -258,6 +258,8 @@ def test_node_groups_added_by_hand_are_checked(scope):
         "PcsSlurmCluster: ami_id: must be an AMI id like ami-0123456789abcdef0; got 'ubuntu'",
         f"PcsSlurmCluster: name: {PCS_NAME} (botocore pcs ComputeNodeGroupName); got 'my_head'",
     ]
+    with pytest.raises(ValueError, match=r"^PcsSlurmCluster: ami_id: required for trn1.32xlarge \(AWS Trainium\)"):
+        cluster.add_node_group("trn", **{**group, "instance_type": "trn1.32xlarge"})
     cluster.add_node_group("gpu", **group, ami_id="ami-0123456789abcdef0")
     with pytest.raises(ValueError, match=r"^PcsSlurmCluster: name: a node group named 'gpu' exists already$"):
         cluster.add_node_group("gpu", **group)

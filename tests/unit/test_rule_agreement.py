@@ -261,6 +261,12 @@ CASES = [
               compute_groups=[{"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2}]),
           "PcsSlurmCluster: ami_id")],
     ),
+    (   # the PCS sample AMIs' release notes list the NVIDIA driver and CUDA, no AWS Neuron driver
+        "pcs-neuron-needs-an-image",
+        file_with(orchestrator={"type": "pcs"}, compute=[{**GPU, "instance_type": "trn1.32xlarge"}]),
+        "orchestrator.ami_id",
+        [(pcs(compute_groups=[{**GPU, "instance_type": "trn1.32xlarge"}]), "PcsSlurmCluster: ami_id")],
+    ),
 ]  # fmt: skip
 
 
