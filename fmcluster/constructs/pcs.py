@@ -133,8 +133,9 @@ class PcsSlurmCluster(Construct):
         compute_groups: `fmcluster.config.ComputeGroup`s (or mappings of the cluster file's `compute` keys), each a
             node group and queue; names unique, PCS names (3-25 characters), capacity "on-demand", "odcr" or
             "capacity-block". Omitted: none (add node groups on launch templates of your own with `add_node_group`).
-        placement_groups: a cluster placement group per compute group name (not for capacity blocks, which EC2
-            places itself). Omitted: none.
+        placement_groups: a cluster placement group per compute group name, for groups whose `placement_group` is
+            true (not capacity blocks, which EC2 places itself, nor reservations made outside the group). Omitted: the
+            construct makes one for each group that wants one.
         login_instance_type: EC2 type of the one login node. Omitted: no login node.
         file_system: the FSx for Lustre file system to mount at /fsx on every node: a `LustreStorage`, or a
             `LustreMount` for one created elsewhere. Omitted: no shared file system (and so no shared training
@@ -156,7 +157,8 @@ class PcsSlurmCluster(Construct):
             smallest that manages twice as many (SMALL 32, MEDIUM 512, LARGE 2,048). Omitted: the compute groups'
             nodes and the head node, or 32 without compute groups.
         size: "SMALL", "MEDIUM" or "LARGE" (any case). Size is create-only: changing it replaces the cluster with
-            every node group and queue, so pin it once the cluster runs. Omitted: from `expected_nodes`.
+            every node group and queue, so pin it once the cluster runs (and before changing `compute_groups` or
+            `expected_nodes` moves the default). Omitted: from `expected_nodes`.
         scale_down_idle_seconds: for node groups with min < max; static groups never scale. Omitted: 600.
         job_hook: the Prolog and Epilog every compute node runs as root (PCS runs Slurm configless, so only the
             cluster's Slurm custom settings can set them). Omitted: fmcluster's gpu-job-map.sh, which the node
@@ -171,7 +173,7 @@ class PcsSlurmCluster(Construct):
     Attributes:
         cluster: the `pcs.CfnCluster`. role, instance_profile: what every node runs with.
         launch_templates: the `EfaLaunchTemplate` of each compute group; login_template: the login (head) node's.
-        node_groups, queues: by name. node_bundle: the S3 asset of the node software (after the first node group).
+        node_groups, queues: by name. node_bundle: the S3 asset of the node software (after `node_bundle_uri()`).
         parameter_prefix, nccl_parameter_prefix, image_parameter_name, endpoint_parameter_name: the SSM names the
             nodes read.
     """
@@ -301,7 +303,7 @@ class PcsSlurmCluster(Construct):
         for group in groups:
             self._add_compute_group(
                 group,
-                (placement_groups or {}).get(group.name),
+                (placement_groups or {}).get(group.name) or self._own_placement_group(group),
                 node_observability,
                 ami_id=ami_id,
                 watch_image=head is None,
@@ -334,10 +336,14 @@ class PcsSlurmCluster(Construct):
 
         `ami_id` omitted: the AWS PCS sample AMI for the cluster's Slurm version and the type's architecture.
 
+        Give the nodes the node bundle (the default `job_hook` runs a script from it; a missing Prolog drains a node
+        at its first job), or build the cluster with `job_hook=None`.
+
         Example::
 
+            user_data = bootstrap_user_data(bundle_s3_uri=cluster.node_bundle_uri())
             template = EfaLaunchTemplate(stack, "P5", instance_type="p5.48xlarge", subnet=network.compute_subnet,
-                                         security_groups=[network.efa_security_group])
+                                         security_groups=[network.efa_security_group], user_data=user_data)
             cluster.add_node_group("gpu", instance_type="p5.48xlarge", count=16,
                                    launch_template_id=template.launch_template_id,
                                    launch_template_version=template.latest_version)
@@ -430,8 +436,9 @@ class PcsSlurmCluster(Construct):
             reason="Nodes read only this cluster's own SSM parameters (NCCL settings per group, image URI)",
         )
 
-    def _bundle_uri(self) -> str:
-        """The node bundle's S3 URI, made (and granted to the nodes) with the first node group that unpacks it."""
+    def node_bundle_uri(self) -> str:
+        """The node bundle's S3 URI (`bootstrap_user_data(bundle_s3_uri=...)`), made and granted to the nodes on first
+        use; the bundle installs the Prolog and Epilog `job_hook` names by default."""
         if self.node_bundle is None:
             self.node_bundle = s3_assets.Asset(self, "NodeBundle", path=bundle_path())
             self.node_bundle.grant_read(self.role)
@@ -444,6 +451,12 @@ class PcsSlurmCluster(Construct):
                 "account's CDK apps (code and scripts named by content hash), not training data",
             )
         return self.node_bundle.s3_object_url
+
+    def _own_placement_group(self, group: ComputeGroup) -> ec2.PlacementGroup | None:
+        """A cluster placement group for a group that wants one (`placement_group`) and was given none."""
+        if not group.placement_group:
+            return None
+        return ec2.PlacementGroup(self, f"{group.name}PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER)
 
     def _lustre(self) -> dict[str, object]:
         if self.file_system is None:
@@ -477,7 +490,7 @@ class PcsSlurmCluster(Construct):
                 **self._lustre(),
                 lustre_efa=over_efa,
                 nccl_parameter_name=f"{self.nccl_parameter_prefix}/{group.name}/nccl-env",
-                bundle_s3_uri=self._bundle_uri(),
+                bundle_s3_uri=self.node_bundle_uri(),
                 observability=observability,
                 image_parameter=self.image_parameter_name if watch_image else None,
             ),
@@ -507,7 +520,7 @@ class PcsSlurmCluster(Construct):
             http_put_response_hop_limit=METADATA_HOP_LIMIT,
             user_data=bootstrap_user_data(
                 **self._lustre(),
-                bundle_s3_uri=self._bundle_uri(),
+                bundle_s3_uri=self.node_bundle_uri(),
                 observability=observability,
                 image_parameter=self.image_parameter_name,
             ),
@@ -596,10 +609,17 @@ def _validated(
         problems.append(f"nccl_parameter_prefix: must be an SSM path like /fmcluster/llm; got {prefix!r}")
     problems += file_system_problems(file_system)
     groups = _compute_groups(compute_groups, problems)
-    names = {group.name for group in groups}
+    by_name = {group.name: group for group in groups}
     for name in placement_groups:
-        if name not in names:
-            problems.append(f"placement_groups: {name!r} is not a compute group ({', '.join(sorted(names)) or 'none'})")
+        if name not in by_name:
+            problems.append(
+                f"placement_groups: {name!r} is not a compute group ({', '.join(sorted(by_name)) or 'none'})"
+            )
+        elif not by_name[name].placement_group:
+            problems.append(
+                f"placement_groups: {name!r} has placement_group false (capacity {by_name[name].capacity!r}: a "
+                "capacity block is placed by EC2, a reservation serves only the group it was made in); leave it out"
+            )
     if problems:
         raise ValueError("\n".join(f"PcsSlurmCluster: {problem}" for problem in problems))
 

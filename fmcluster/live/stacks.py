@@ -50,7 +50,7 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("SlurmSampleImage", "orchestrator.ami_id", "the PCS sample AMI lookup"),
     ("SlurmCluster", "orchestrator", "the AWS PCS cluster (PcsSlurmCluster)"),
     ("Slurmlogin", "orchestrator.login_instance_type", "the login node group"),
-    ("Slurmfmclusterhead", "observability", "the head node group"),
+    ("Slurmhead", "observability", "the head node group"),
     ("loginLaunchTemplate", "orchestrator.login_instance_type", "the login node launch template"),
     ("Slurm", "orchestrator", "the PCS node role, profile and groups"),
     ("TrainingImage", "image", "the training image: repository, CodeBuild project and build (TrainingImage)"),

@@ -15,6 +15,9 @@ from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 
+NAME_TAG_PRIORITY = 101
+"""Above the default priority (100) with which ec2.LaunchTemplate sets its Name tag."""
+
 
 class PcsClusterStack(cdk.Stack):
     """`PcsSlurmCluster` configured from the cluster file: one node group and queue per compute group.
@@ -69,14 +72,19 @@ class PcsClusterStack(cdk.Stack):
 
 
 def _keep_released_logical_ids(cluster: PcsSlurmCluster) -> None:
-    """The launch templates keep the logical ids they had as children of this stack (before they moved into
-    `PcsSlurmCluster`), so upgrading fmcluster does not replace them and roll every node group onto new ones.
+    """The launch templates keep the logical ids (and the login template its Name tag) they had as children of this
+    stack, before they moved into `PcsSlurmCluster`, so upgrading fmcluster does not replace them and roll every node
+    group onto new ones.
 
     CDK's own advice for a refactor that moves resources (`overrideLogicalId`).
     """
     templates = {f"{name}LaunchTemplate": lt.launch_template for name, lt in cluster.launch_templates.items()}
     if cluster.login_template is not None:
         templates["loginLaunchTemplate"] = cluster.login_template.node.default_child
+        # ec2.LaunchTemplate tags its instances and volumes Name=<construct path>; a new path would be a new template
+        # version, and PCS launches the login node's replacements from it.
+        released_name = f"{cdk.Stack.of(cluster).stack_name}/loginLaunchTemplate"
+        cdk.Tags.of(cluster.login_template).add("Name", released_name, priority=NAME_TAG_PRIORITY)
     for construct_id, resource in templates.items():
         resource.override_logical_id(released_logical_id(f"{construct_id}/Resource"))
 

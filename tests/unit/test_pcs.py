@@ -202,6 +202,9 @@ PCS_NAME = "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]
         ({"compute_groups": ["gpu"]}, "compute_groups[0]: must be a ComputeGroup or a mapping of its keys; got 'gpu'"),
         ({"compute_groups": [GPU], "placement_groups": {"cpu": object()}},
          "placement_groups: 'cpu' is not a compute group (gpu)"),
+        ({"compute_groups": [BLOCK], "placement_groups": {"gpu": object()}},
+         "placement_groups: 'gpu' has placement_group false (capacity 'capacity-block': a capacity block is placed by "
+         "EC2, a reservation serves only the group it was made in); leave it out"),
         ({"login_instance_type": "ml.m5.xlarge"},
          "login_instance_type: give the EC2 name 'm5.xlarge'; HyperPod's 'ml.' prefix is added for you"),
         ({"file_system": "fs-0123"}, "file_system: must be a LustreStorage or a LustreMount (a dns_name, a "
@@ -220,7 +223,8 @@ PCS_NAME = "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]
         "cluster-name", "no-security-group", "slurm-version", "size-unknown", "size-too-small", "too-many-nodes",
         "ami-id", "ami-two-architectures", "ami-head-node-architecture", "group-name-short", "group-name-repeated",
         "group-name-reserved", "training-plan", "deep-health-checks", "block-without-reservation", "not-a-group",
-        "placement-group-of-no-group", "login-ml-prefix", "not-a-file-system", "mount-name", "nccl-prefix",
+        "placement-group-of-no-group", "placement-group-for-a-capacity-block",
+        "login-ml-prefix", "not-a-file-system", "mount-name", "nccl-prefix",
         "grafana-without-prometheus", "mirror",
     ],
 )  # fmt: skip
@@ -444,3 +448,25 @@ def test_released_logical_ids_are_the_ones_cdk_gave_the_stack_level_templates(gr
     stack = cdk.Stack(cdk.App(), "Released")
     released = ec2.CfnLaunchTemplate(Construct(stack, f"{group}LaunchTemplate"), "Resource", launch_template_data={})
     assert released_logical_id(f"{group}LaunchTemplate/Resource") == stack.get_logical_id(released)
+
+
+def test_a_group_that_wants_a_placement_group_gets_one_of_its_own(scope):
+    """`placement_group` defaults to true for on-demand groups (the cluster file's rule) and false for capacity
+    blocks; a library user who passes no `placement_groups` still gets one where the group wants it."""
+    stack, required = scope
+    PcsSlurmCluster(stack, "Slurm", **required, compute_groups=[GPU, {**BLOCK, "name": "block"}], job_hook=None)
+    template = assertions.Template.from_stack(stack)
+    template.resource_count_is("AWS::EC2::PlacementGroup", 1)
+    templates = template.find_resources("AWS::EC2::LaunchTemplate")
+    placed = {k: v["Properties"]["LaunchTemplateData"].get("Placement") for k, v in templates.items()}
+    assert sorted(k.startswith("SlurmgpuLaunchTemplate") for k, v in placed.items() if v) == [True]
+
+
+def test_hand_made_node_groups_can_take_the_node_bundle(scope):
+    stack, required = scope
+    cluster = PcsSlurmCluster(stack, "Slurm", **required)
+    assert cluster.node_bundle is None  # nothing to read until a node asks for it
+    uri = cluster.node_bundle_uri()
+    assert cluster.node_bundle is not None and uri == cluster.node_bundle_uri()
+    policy = json.dumps(assertions.Template.from_stack(stack).find_resources("AWS::IAM::Policy"))
+    assert "s3:GetObject*" in policy
