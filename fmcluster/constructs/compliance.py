@@ -182,15 +182,15 @@ def encrypt_log_groups(scope: IConstruct, key: kms.IKey) -> None:
     of another stack is acknowledged for the Control Tower rule, which cannot follow a cross-stack reference.
     """
     let_logs_use(key)
-    elsewhere = cdk.Stack.of(key) is not cdk.Stack.of(scope)
+    key_stack, key_arn = cdk.Stack.of(key), key.key_arn
+    elsewhere = key_stack is not cdk.Stack.of(scope)
+    reason = (
+        f"Encrypted with the KMS key of stack {key_stack.stack_name}: KmsKeyId is a cross-stack reference, which the "
+        "rule's template form does not follow (it accepts a literal ARN or a key in the same template); a Control "
+        "Tower hook evaluates the resolved key ARN"
+    )
     for child in scope.node.find_all():
         if isinstance(child, logs.CfnLogGroup) and child.kms_key_id is None:
-            child.kms_key_id = key.key_arn
+            child.kms_key_id = key_arn
             if elsewhere:
-                acknowledge_findings(
-                    child,
-                    controls=["cloudwatch_log_group_encrypted_check"],
-                    reason=f"Encrypted with the KMS key of stack {cdk.Stack.of(key).stack_name}: KmsKeyId is a "
-                    "cross-stack reference, which the rule's template form does not follow (it accepts a literal ARN "
-                    "or a key in the same template); a Control Tower hook evaluates the resolved key ARN",
-                )
+                acknowledge_findings(child, controls=["cloudwatch_log_group_encrypted_check"], reason=reason)
