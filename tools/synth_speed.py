@@ -8,6 +8,7 @@ root, so the empty app (tools/empty_app.py) gets the same cdk.json flags and the
 temporary output directory. The floor (starting Python, jsii's node kernel and the CLI) is the same for both, so the
 ratio says what fmcluster itself costs. hyperfine times them: one warmup run of each, then rounds of one run each
 whose order alternates (empty first, then the cluster first), so a load that drifts during the run weighs on both.
+It prints both means, the ratio of the means, and the median of the ratios within a round.
 The 1-minute load average before the run is printed: other work on the machine slows both synths by about the same
 seconds, which pulls the ratio towards 1, so measure when it is below 1 (during the run the synths themselves add
 about 1-2). Without hyperfine on PATH the tool says so and exits 2.
@@ -54,12 +55,15 @@ def collect(exports: Iterable[Mapping]) -> dict[str, list[float]]:
 
 
 def report(times: Mapping[str, list[float]], cluster: str) -> list[str]:
-    """Each command's mean (with its standard deviation) and the ratio of the means, cluster over empty.
+    """Each command's mean (with its standard deviation), the ratio of the means (cluster over empty), and the ratio
+    within each round, whose two runs met the same load: when other work comes and goes, its median is the steadier
+    figure.
 
     >>> print(*report({"empty": [4.0, 4.2], "quickstart": [8.0, 8.6]}, "quickstart"), sep="\\n")
     empty         4.10 s +- 0.14 (2 runs)
     quickstart    8.30 s +- 0.42 (2 runs)
     ratio         2.02x (goal <= 2.0x)
+    per round     median 2.02x, 2.00-2.05x
     """
     lines = []
     for name in (EMPTY, cluster):
@@ -68,6 +72,8 @@ def report(times: Mapping[str, list[float]], cluster: str) -> list[str]:
         lines.append(f"{name:<13} {statistics.fmean(runs):.2f} s +- {spread:.2f} ({len(runs)} runs)")
     ratio = statistics.fmean(times[cluster]) / statistics.fmean(times[EMPTY])
     lines.append(f"{'ratio':<13} {ratio:.2f}x (goal <= {GOAL}x)")
+    rounds = [mine / empty for empty, mine in zip(times[EMPTY], times[cluster], strict=True)]
+    lines.append(f"{'per round':<13} median {statistics.median(rounds):.2f}x, {min(rounds):.2f}-{max(rounds):.2f}x")
     return lines
 
 

@@ -37,12 +37,14 @@ def test_runs_of_every_round_are_pooled_by_command_name(tool):
     assert times == {"empty": [0.012508282280000001] * 2, "quickstart": [0.021949065280000003] * 2}
 
 
-def test_the_report_gives_both_means_and_their_ratio(tool):
+def test_the_report_gives_both_means_their_ratio_and_the_median_ratio_within_a_round(tool):
+    # rounds: 8.0/4.0 = 2.00, 8.6/4.2 = 2.05, 8.3/4.1 = 2.02
     lines = tool.report({"empty": [4.0, 4.2, 4.1], "quickstart": [8.0, 8.6, 8.3]}, "quickstart")
     assert lines == [
         "empty         4.10 s +- 0.10 (3 runs)",
         "quickstart    8.30 s +- 0.30 (3 runs)",
         "ratio         2.02x (goal <= 2.0x)",
+        "per round     median 2.02x, 2.00-2.05x",
     ]
 
 
