@@ -8,10 +8,10 @@ root, so the empty app (tools/empty_app.py) gets the same cdk.json flags and the
 temporary output directory. The floor (starting Python, jsii's node kernel and the CLI) is the same for both, so the
 ratio says what fmcluster itself costs. hyperfine times them: one warmup run of each, then rounds of one run each
 whose order alternates (empty first, then the cluster first), so a load that drifts during the run weighs on both.
-It prints both means, the ratio of the means, and the median of the ratios within a round.
-The 1-minute load average before the run is printed: other work on the machine slows both synths by about the same
-seconds, which pulls the ratio towards 1, so measure when it is below 1 (during the run the synths themselves add
-about 1-2). Without hyperfine on PATH the tool says so and exits 2.
+It prints both means, the ratio of the means, and the median of the ratios within a round. The 1-minute load average
+before the run is printed first: other work on the machine slows both synths, by amounts that vary from run to run,
+so measure when it is below 1 (during the run the synths themselves add about 1-2). Without hyperfine on PATH the
+tool says so and exits 2.
 """
 
 from __future__ import annotations
