@@ -11,7 +11,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 PYTEST_ARGS ?=
 
-.PHONY: setup synth plan validate validate-live diagnose test lint deploy clean
+.PHONY: setup synth synth-speed plan validate validate-live diagnose test lint deploy clean
 
 setup: $(STAMP)/python $(STAMP)/node
 
@@ -63,6 +63,10 @@ $(STAMP)/checkov: tests/gates/checkov-requirements.txt
 synth: setup
 	cdk synth --quiet --no-notices -c config=$(CONFIG)
 	fmcluster plan $(CONFIG) --assembly cdk.out
+
+# The synth's cost against an empty CDK app's, side by side (needs hyperfine; see the README's "Synth speed").
+synth-speed: setup
+	python tools/synth_speed.py --config $(CONFIG)
 
 plan validate: setup
 	fmcluster $@ $(CONFIG)

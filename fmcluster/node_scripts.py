@@ -27,6 +27,7 @@ import tarfile
 import tempfile
 import textwrap
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -145,15 +146,17 @@ def bundle_files() -> dict[str, tuple[bytes, int]]:
     return dict(sorted(files.items()))
 
 
-def bundle_archive() -> bytes:
-    """The node bundle as a reproducible zip: sorted entries, fixed times, Unix modes (which unzip restores).
+def zip_archive(files: Mapping[str, tuple[bytes, int]]) -> bytes:
+    """`files` (path -> (content, mode)) as a reproducible zip: sorted entries, fixed times, Unix modes (which unzip
+    restores).
 
-    Entries are stored, not deflated: deflate's output differs between zlib builds (zlib-ng, say), and a bundle
-    that changed with the build machine would change every launch template, which rolls the nodes.
+    Entries are stored, not deflated: deflate's output differs between zlib builds (zlib-ng, say), and an archive
+    that changed with the build machine would change every template that ships it (a launch template's change rolls
+    the nodes).
     """
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, mode="w", compression=zipfile.ZIP_STORED) as archive:
-        for name, (data, mode) in bundle_files().items():
+        for name, (data, mode) in sorted(files.items()):
             info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
             info.create_system = 3  # Unix, so that external_attr carries the mode
             info.external_attr = (0o100000 | mode) << 16
@@ -162,29 +165,39 @@ def bundle_archive() -> bytes:
     return buffer.getvalue()
 
 
+def bundle_archive() -> bytes:
+    """The node bundle (`bundle_files()`) as a reproducible zip."""
+    return zip_archive(bundle_files())
+
+
 def bundle_path() -> str:
-    """The node bundle written to a file named after its content in the temporary directory, for an S3 asset.
+    """The node bundle written for a CDK S3 asset (`archive_path`).
 
     Example::
 
         bundle = s3_assets.Asset(stack, "NodeBundle", path=bundle_path())
         bundle.grant_read(node_role)
         user_data = bootstrap_user_data(bundle_s3_uri=bundle.s3_object_url, ...)
+    """
+    return archive_path(bundle_archive(), "fmcluster-node-bundle")
+
+
+def archive_path(data: bytes, name: str) -> str:
+    """A zip `data` written to a file named after `name` and its content in the temporary directory, for an asset.
 
     The same content always gives the same file name and bytes, and so the same asset hash (CDK hashes both); an
     existing file with that content is left as it is, and a new one is written under a temporary name and renamed,
-    so concurrent synths never read a partial bundle. Only when another user's file holds the name is the bundle
+    so concurrent synths never read a partial archive. Only when another user's file holds the name is the archive
     left under its temporary name (a different asset hash for that synth).
     """
-    data = bundle_archive()
-    path = os.path.join(tempfile.gettempdir(), f"fmcluster-node-bundle-{hashlib.sha256(data).hexdigest()[:16]}.zip")
+    path = os.path.join(tempfile.gettempdir(), f"{name}-{hashlib.sha256(data).hexdigest()[:16]}.zip")
     try:
         with open(path, "rb") as existing:
             if existing.read() == data:
                 return path
     except OSError:
         pass
-    descriptor, partial = tempfile.mkstemp(prefix=".fmcluster-node-bundle-", suffix=".zip")
+    descriptor, partial = tempfile.mkstemp(prefix=f".{name}-", suffix=".zip")
     with os.fdopen(descriptor, "wb") as out:
         out.write(data)
     os.chmod(partial, 0o644)

@@ -14,7 +14,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -41,13 +41,7 @@ def acknowledge_findings(
     of that type under `scope` (CDK-made children such as a Provider framework's functions). The Control Tower rules
     are acknowledged on `scope` through CDK's validation API, which covers the constructs beneath it.
     """
-    checks = list(checkov)
-    if checks:
-        resources = _resources(scope, resource_type)
-        if not resources:
-            raise ValueError(f"acknowledge_findings: no CloudFormation resource under {scope.node.path}")
-        for resource in resources:
-            skip_checkov(resource, checks, reason)
+    _skip_checkov_under(scope, dict.fromkeys(checkov, reason), resource_type)
     rules = list(controls)
     if rules:
         cdk.Validations.of(scope).acknowledge(
@@ -63,43 +57,46 @@ def acknowledge_deploy_time_functions(scope: IConstruct, what: str, *, resource_
     """Acknowledge, with their reasons, the findings every deploy-time function of fmcluster has: a custom-resource
     handler, a Provider framework's functions, or one of CDK's own singletons. `what` says what the function does and
     which AWS APIs it calls, e.g. "writes this cluster's NCCL SSM parameters (ssm:PutParameter)"."""
-    acknowledge_findings(
-        scope,
-        resource_type=resource_type,
-        checkov=["CKV_AWS_117"],
-        controls=[LAMBDA_IN_VPC],
-        reason=f"Runs only while CloudFormation deploys: it {what}. It calls AWS APIs and reaches nothing inside the "
-        "VPC, so outside a VPC it needs no NAT gateway or interface endpoint",
+    in_vpc = (
+        f"Runs only while CloudFormation deploys: it {what}. It calls AWS APIs and reaches nothing inside the VPC, so "
+        "outside a VPC it needs no NAT gateway or interface endpoint"
     )
-    acknowledge_findings(
+    environment = "Its environment holds names and ARNs only, no secret (Lambda encrypts it at rest with an AWS key)"
+    _skip_checkov_under(  # one walk and one metadata write per function, however many checks
         scope,
-        resource_type=resource_type,
-        checkov=["CKV_AWS_116"],
-        reason="Invoked synchronously by CloudFormation (through the custom-resource framework); a dead-letter queue "
-        "applies to asynchronous invocations only, and a failure is reported to CloudFormation, which rolls back",
+        {
+            "CKV_AWS_117": in_vpc,
+            "CKV_AWS_116": "Invoked synchronously by CloudFormation (through the custom-resource framework); a "
+            "dead-letter queue applies to asynchronous invocations only, and a failure is reported to CloudFormation, "
+            "which rolls back",
+            "CKV_AWS_115": "Runs a few times per deploy; reserved concurrency would only take capacity from the "
+            "account's unreserved pool",
+            "CKV_AWS_173": environment,
+            "CKV_AWS_45": environment,
+        },
+        resource_type,
     )
-    acknowledge_findings(
-        scope,
-        resource_type=resource_type,
-        checkov=["CKV_AWS_115"],
-        reason="Runs a few times per deploy; reserved concurrency would only take capacity from the account's "
-        "unreserved pool",
-    )
-    acknowledge_findings(
-        scope,
-        resource_type=resource_type,
-        checkov=["CKV_AWS_173", "CKV_AWS_45"],
-        reason="Its environment holds names and ARNs only, no secret (Lambda encrypts it at rest with an AWS key)",
-    )
+    cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"{GUARD_PLUGIN}::{LAMBDA_IN_VPC}", reason=in_vpc))
 
 
-def skip_checkov(resource: cdk.CfnResource, checks: Iterable[str], comment: str) -> None:
-    """Add `checks` to the resource's `Metadata.checkov.skip` (keeping skips added before), each with `comment`."""
+def skip_checkov(resource: cdk.CfnResource, comments: Mapping[str, str]) -> None:
+    """Add the checks of `comments` (check id -> comment) to the resource's `Metadata.checkov.skip`, keeping skips
+    added before."""
     current = resource.get_metadata("checkov") or {}
     skips = [dict(entry) for entry in current.get("skip", [])]
     known = {entry["id"] for entry in skips}
-    skips += [{"id": check, "comment": comment} for check in checks if check not in known]
+    skips += [{"id": check, "comment": comment} for check, comment in comments.items() if check not in known]
     resource.add_metadata("checkov", {**current, "skip": skips})
+
+
+def _skip_checkov_under(scope: IConstruct, comments: Mapping[str, str], resource_type: str | None) -> None:
+    if not comments:
+        return
+    resources = _resources(scope, resource_type)
+    if not resources:
+        raise ValueError(f"acknowledge_findings: no CloudFormation resource under {scope.node.path}")
+    for resource in resources:
+        skip_checkov(resource, comments)
 
 
 def _resources(scope: IConstruct, resource_type: str | None) -> list[cdk.CfnResource]:
@@ -171,9 +168,7 @@ def customer_key(
 ) -> kms.Key:
     """A customer-managed key as fmcluster makes them: yearly rotation, grants only for AWS resources, usable by
     CloudWatch Logs of this account and region (to encrypt log groups)."""
-    key = kms.Key(
-        scope, construct_id, enable_key_rotation=True, removal_policy=removal_policy, description=description
-    )
+    key = kms.Key(scope, construct_id, enable_key_rotation=True, removal_policy=removal_policy, description=description)
     limit_grants_to_aws_services(key)
     let_logs_use(key)
     return key
@@ -187,15 +182,15 @@ def encrypt_log_groups(scope: IConstruct, key: kms.IKey) -> None:
     of another stack is acknowledged for the Control Tower rule, which cannot follow a cross-stack reference.
     """
     let_logs_use(key)
-    elsewhere = cdk.Stack.of(key) is not cdk.Stack.of(scope)
+    key_stack, key_arn = cdk.Stack.of(key), key.key_arn
+    elsewhere = key_stack is not cdk.Stack.of(scope)
+    reason = (
+        f"Encrypted with the KMS key of stack {key_stack.stack_name}: KmsKeyId is a cross-stack reference, which the "
+        "rule's template form does not follow (it accepts a literal ARN or a key in the same template); a Control "
+        "Tower hook evaluates the resolved key ARN"
+    )
     for child in scope.node.find_all():
         if isinstance(child, logs.CfnLogGroup) and child.kms_key_id is None:
-            child.kms_key_id = key.key_arn
+            child.kms_key_id = key_arn
             if elsewhere:
-                acknowledge_findings(
-                    child,
-                    controls=["cloudwatch_log_group_encrypted_check"],
-                    reason=f"Encrypted with the KMS key of stack {cdk.Stack.of(key).stack_name}: KmsKeyId is a "
-                    "cross-stack reference, which the rule's template form does not follow (it accepts a literal ARN "
-                    "or a key in the same template); a Control Tower hook evaluates the resolved key ARN",
-                )
+                acknowledge_findings(child, controls=["cloudwatch_log_group_encrypted_check"], reason=reason)

@@ -282,9 +282,12 @@ class LustreStorage(Construct):
         The rules are children of the group (rules between two groups are resources of their own); waiting for
         the group alone would let CloudFormation create the file system while they are still being added.
         """
-        for child in self.security_group.node.children:
-            if isinstance(child, ec2.CfnSecurityGroupIngress | ec2.CfnSecurityGroupEgress):
-                self.file_system.node.add_dependency(child)
+        rules = [
+            child
+            for child in self.security_group.node.children
+            if isinstance(child, ec2.CfnSecurityGroupIngress | ec2.CfnSecurityGroupEgress)
+        ]
+        self.file_system.node.add_dependency(*rules)
 
     @property
     def _ports(self) -> tuple[ec2.Port, ...]:

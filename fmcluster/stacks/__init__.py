@@ -117,8 +117,10 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         description=f"fmcluster {config.name}: Amazon Managed Prometheus, Grafana, alarms and node-health events",
     )
     stacks = ClusterStacks(network, storage, image, cluster, observability, links)
+    tags = {**config.tags, "fmcluster:cluster": config.name}
     for stack in stacks.all():  # only these stacks: other stacks of a library user's app keep their own tags
-        for key, value in {**config.tags, "fmcluster:cluster": config.name}.items():
-            cdk.Tags.of(stack).add(key, value)
+        stack_tags = cdk.Tags.of(stack)
+        for key, value in tags.items():
+            stack_tags.add(key, value)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stacks

@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -344,13 +345,20 @@ def deployment(cluster: Cluster) -> dict:
 
 
 def deployed_files(cluster: Cluster) -> dict[str, str]:
-    """What the BucketDeployment copies: each source asset's single file (by its path below the lifecycle prefix,
-    e.g. dashboards/rules/alerts.yml), read from cdk.out."""
-    files = {}
+    """What the BucketDeployment copies below the lifecycle prefix (e.g. dashboards/rules/alerts.yml), read from the
+    source assets in cdk.out: a zip file asset (staged as it is, `asset.<hash>.zip`) or a directory asset (staged as
+    `asset.<hash>/`, zipped when published). The deployment unpacks every source into the same prefix."""
+    files: dict[str, str] = {}
     for key in deployment(cluster)["SourceObjectKeys"]:
-        asset = cluster.outdir / f"asset.{key.removesuffix('.zip')}"
-        (path,) = [p for p in asset.rglob("*") if p.is_file()]
-        files[path.relative_to(asset).as_posix()] = path.read_text()
+        staged = cluster.outdir / f"asset.{key}"
+        if staged.is_file():
+            with zipfile.ZipFile(staged) as archive:
+                found = {name: archive.read(name).decode() for name in archive.namelist()}
+        else:
+            directory = cluster.outdir / f"asset.{key.removesuffix('.zip')}"
+            found = {p.relative_to(directory).as_posix(): p.read_text() for p in directory.rglob("*") if p.is_file()}
+        assert not set(found) & set(files), "two sources write the same object"
+        files |= found
     return files
 
 

@@ -30,17 +30,14 @@ from fmcluster.constructs.buckets import INCOMPLETE_UPLOAD_EXPIRATION, ProjectBu
 from fmcluster.constructs.compliance import acknowledge_findings
 from fmcluster.constructs.hyperpod.lifecycle import (
     CONTROLLER_GROUP,
-    LIFECYCLE_DATA,
     LIFECYCLE_ENV,
     LIFECYCLE_PREFIX,
-    LIFECYCLE_SCRIPTS,
     ON_CREATE,
     REPLACED_SCRIPTS_EXPIRATION,
     acknowledge_deployment_findings,
+    lifecycle_archive_path,
     lifecycle_bucket_name,
     lifecycle_settings,
-    package_data,
-    package_text,
 )
 from fmcluster.constructs.hyperpod.role import execution_role
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
@@ -294,8 +291,7 @@ class HyperPodSlurmCluster(Construct):
             destination_bucket=self.lifecycle_bucket,
             destination_key_prefix=LIFECYCLE_PREFIX,
             sources=[
-                *(s3deploy.Source.data(name, package_text(path)) for name, path in LIFECYCLE_SCRIPTS.items()),
-                *(s3deploy.Source.data(name, package_data(path)) for name, path in LIFECYCLE_DATA.items()),
+                s3deploy.Source.asset(lifecycle_archive_path()),
                 s3deploy.Source.data(
                     LIFECYCLE_ENV,
                     lifecycle_settings(

@@ -16,7 +16,7 @@ from fmcluster.config.regions import REGIONS
 from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
 from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.constructs.nag import nag_form
-from fmcluster.node_scripts import DASHBOARDS, NCCL_TESTS, dashboard_files
+from fmcluster.node_scripts import DASHBOARDS, NCCL_TESTS, archive_path, dashboard_files, zip_archive
 
 CONTROLLER_GROUP = "controller"
 """Instance group (and Slurm node type Controller) of the one slurmctld node."""
@@ -115,6 +115,27 @@ def package_text(path: str) -> str:
 def package_data(path: str) -> str:
     """A data file of the package (dashboards may hold any UTF-8 text; scripts are ASCII)."""
     return resources.files("fmcluster").joinpath(path).read_text(encoding="utf-8")
+
+
+SHIPPED_MODE = 0o644
+"""The mode every file has in the lifecycle archive. S3 keeps no mode, so it never reaches a node: on_create.sh runs
+each script with `bash`, as it did when each file was a source of its own."""
+
+
+def lifecycle_archive() -> bytes:
+    """`LIFECYCLE_SCRIPTS` and `LIFECYCLE_DATA` under their object names, as one reproducible zip.
+
+    One archive is one asset for the BucketDeployment to stage and hash at synth, where a source per file cost an
+    asset each; the deployment unpacks it under `LIFECYCLE_PREFIX`, so the objects are the same.
+    """
+    files = {name: package_text(path).encode("ascii") for name, path in LIFECYCLE_SCRIPTS.items()}
+    files |= {name: package_data(path).encode("utf-8") for name, path in LIFECYCLE_DATA.items()}
+    return zip_archive({name: (data, SHIPPED_MODE) for name, data in files.items()})
+
+
+def lifecycle_archive_path() -> str:
+    """The lifecycle archive written for `s3deploy.Source.asset` (see `fmcluster.node_scripts.archive_path`)."""
+    return archive_path(lifecycle_archive(), "fmcluster-lifecycle")
 
 
 def acknowledge_deployment_findings(deployment: s3deploy.BucketDeployment, bucket: s3.IBucket) -> None:
