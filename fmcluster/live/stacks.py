@@ -83,6 +83,13 @@ def owner(config: ClusterConfig, logical_id: str) -> str:
     return "a resource fmcluster does not map to a key"
 
 
+def stack_parts(config: ClusterConfig) -> tuple[str, ...]:
+    """The stacks a cluster file deploys, by the part of their name after `<name>-`: with S3 links, `data-links`
+    (deployed beside the cluster) too."""
+    links = ("data-links",) if config.storage.lustre.repositories else ()
+    return (*PARTS[:2], *links, *PARTS[2:])
+
+
 def stack_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check]:
     return [
         Check(
@@ -90,7 +97,7 @@ def stack_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check
             f"{config.name}-{part}",
             lambda name=f"{config.name}-{part}": check_stack(config, aws, name, kept),
         )
-        for part in PARTS
+        for part in stack_parts(config)
     ]
 
 

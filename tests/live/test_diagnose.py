@@ -14,7 +14,7 @@ import pytest
 from fmcluster import cli, live
 from fmcluster.live.findings import Collected
 from fmcluster.live.hyperpod import check_cluster
-from fmcluster.live.stacks import CONSTRUCTS, check_stack, owner, root_cause
+from fmcluster.live.stacks import CONSTRUCTS, check_stack, owner, root_cause, stack_checks
 from tests.live.conftest import QUICKSTART, config_of
 from tests.live.responses import (
     BUILD_ID,
@@ -92,6 +92,17 @@ def test_a_rolled_back_storage_stack(stubs):
     [finding] = check_stack(config_of(QUICKSTART), stub.aws(), "quickstart-storage", kept)
     assert finding.render() == ROLLED_BACK
     assert set(kept.items) == {"stacks/quickstart-storage", "events/quickstart-storage"}
+
+
+def test_the_data_links_stack_is_diagnosed_when_the_file_has_s3_links(stubs):
+    """`<name>-data-links` exists only with storage.lustre.repositories (fmcluster/stacks/__init__.py builds it)."""
+    links = {"lustre": {"repositories": [{"path": "/datasets"}]}}
+    stub = stubs()
+    labels = [check.label for check in stack_checks(config_of(QUICKSTART, storage=links), stub.aws(), Collected())]
+    assert labels == [f"stack quickstart-{part}" for part in
+                      ("network", "storage", "data-links", "image", "cluster", "observability")]  # fmt: skip
+    labels = [check.label for check in stack_checks(config_of(QUICKSTART), stub.aws(), Collected())]
+    assert "stack quickstart-data-links" not in labels
 
 
 def test_healthy_missing_and_running_stacks(stubs):
