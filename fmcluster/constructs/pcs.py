@@ -93,9 +93,9 @@ class PcsSlurmCluster(Construct):
     `file_system` at /fsx (over EFA where the file system is EFA-enabled and the node can), writes the group's NCCL
     environment from the SSM parameter `<nccl_parameter_prefix>/<group>/nccl-env` and unpacks the node bundle (an S3
     asset: node scripts, dashboards, nccl-tests.sbatch) into /opt/fmcluster; with `prometheus="managed"` it runs
-    observability.sh. One node watches for the training image (`/fmcluster/<cluster>/image-uri`) and imports it into
-    /fsx when it is published or rebuilt: the head node, or without one every compute node (the import's lock on /fsx
-    lets one of them do it).
+    observability.sh. With a `file_system`, one node watches for the training image (`/fmcluster/<cluster>/image-uri`)
+    and imports it into /fsx when it is published or rebuilt: the head node, or without one every compute node (the
+    import's lock on /fsx lets one of them do it).
 
     Nodes share one instance profile whose role sits under the path `/aws-pcs/` (AWS PCS accepts no other role). It
     may register with this cluster only, be managed through SSM, read this cluster's SSM parameters
@@ -306,7 +306,7 @@ class PcsSlurmCluster(Construct):
                 (placement_groups or {}).get(group.name) or self._own_placement_group(group),
                 node_observability,
                 ami_id=ami_id,
-                watch_image=head is None,
+                watch_image=head is None and file_system is not None,  # the image is imported into /fsx
             )
         if head is not None:
             _, head_name, head_type = head
@@ -522,7 +522,7 @@ class PcsSlurmCluster(Construct):
                 **self._lustre(),
                 bundle_s3_uri=self.node_bundle_uri(),
                 observability=observability,
-                image_parameter=self.image_parameter_name,
+                image_parameter=self.image_parameter_name if self.file_system is not None else None,
             ),
             block_devices=[
                 ec2.BlockDevice(

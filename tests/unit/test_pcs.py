@@ -470,3 +470,11 @@ def test_hand_made_node_groups_can_take_the_node_bundle(scope):
     assert cluster.node_bundle is not None and uri == cluster.node_bundle_uri()
     policy = json.dumps(assertions.Template.from_stack(stack).find_resources("AWS::IAM::Policy"))
     assert "s3:GetObject*" in policy
+
+
+def test_without_a_file_system_no_node_watches_for_the_image(scope):
+    """image-watch.sh imports the image into /fsx; with nothing mounted there it has nowhere to put it."""
+    stack, required = scope
+    cluster = PcsSlurmCluster(stack, "Slurm", **required, compute_groups=[GPU], login_instance_type="m5.xlarge")
+    user_data = json.dumps(assertions.Template.from_stack(stack).find_resources("AWS::EC2::LaunchTemplate"))
+    assert "image-uri" not in user_data and set(cluster.node_groups) == {"gpu", "login"}
