@@ -185,10 +185,10 @@ def bundle_path() -> str:
 def archive_path(data: bytes, name: str) -> str:
     """A zip `data` written to a file named after `name` and its content in the temporary directory, for an asset.
 
-    The same content always gives the same file name and bytes, and so the same asset hash (CDK hashes both); an
-    existing file with that content is left as it is, and a new one is written under a temporary name and renamed,
-    so concurrent synths never read a partial archive. Only when another user's file holds the name is the archive
-    left under its temporary name (a different asset hash for that synth).
+    The same content always gives the same file name and bytes, and so the same asset hash (CDK fingerprints a
+    single-file asset by its content only); an existing file with that content is left as it is, and a new one is
+    written under a temporary name and renamed, so concurrent synths never read a partial archive. Only when another
+    user's file holds the name is the archive left under its temporary name (with the same content and hash).
     """
     path = os.path.join(tempfile.gettempdir(), f"{name}-{hashlib.sha256(data).hexdigest()[:16]}.zip")
     try:

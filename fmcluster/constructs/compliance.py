@@ -79,7 +79,7 @@ def acknowledge_deploy_time_functions(scope: IConstruct, what: str, *, resource_
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"{GUARD_PLUGIN}::{LAMBDA_IN_VPC}", reason=in_vpc))
 
 
-def skip_checkov(resource: cdk.CfnResource, comments: Mapping[str, str]) -> None:
+def _skip_checkov(resource: cdk.CfnResource, comments: Mapping[str, str]) -> None:
     """Add the checks of `comments` (check id -> comment) to the resource's `Metadata.checkov.skip`, keeping skips
     added before."""
     current = resource.get_metadata("checkov") or {}
@@ -96,7 +96,7 @@ def _skip_checkov_under(scope: IConstruct, comments: Mapping[str, str], resource
     if not resources:
         raise ValueError(f"acknowledge_findings: no CloudFormation resource under {scope.node.path}")
     for resource in resources:
-        skip_checkov(resource, comments)
+        _skip_checkov(resource, comments)
 
 
 def _resources(scope: IConstruct, resource_type: str | None) -> list[cdk.CfnResource]:

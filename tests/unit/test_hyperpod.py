@@ -804,3 +804,20 @@ def test_tokens_are_left_for_deploy_time(scope):
     volume = cdk.CfnParameter(stack, "Volume", type="Number").value_as_number
     cluster = HyperPodSlurmCluster(stack, "Tokens", **{**required, "cluster_name": name}, controller_volume_gib=volume)
     assert stack.resolve(cluster.cluster.cluster_name) == {"Ref": "ClusterName"}
+
+
+def test_the_lifecycle_archive_is_the_same_bytes_on_every_machine():
+    """One zip of every lifecycle file: stored (no zlib build in the bytes), dated 1980, mode 0644, sorted; so the
+    asset hash, and the deployment, change only when a shipped file does."""
+    import io
+    import zipfile
+
+    from fmcluster.constructs.hyperpod.lifecycle import LIFECYCLE_DATA, LIFECYCLE_SCRIPTS, lifecycle_archive
+
+    data = lifecycle_archive()
+    assert data == lifecycle_archive()
+    entries = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    assert [entry.filename for entry in entries] == sorted({*LIFECYCLE_SCRIPTS, *LIFECYCLE_DATA})
+    assert {(entry.compress_type, entry.date_time, entry.external_attr >> 16) for entry in entries} == {
+        (zipfile.ZIP_STORED, (1980, 1, 1, 0, 0, 0), 0o100644)
+    }
