@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ValidationError
 
-from fmcluster.config.checks import is_token
+from fmcluster.config.checks import S3_URI_PATTERN, SSM_PATH_PATTERN, grafana_without_source, is_token
 from fmcluster.config.errors import problems_from_validation_error
-from fmcluster.config.models import ComputeGroup
+from fmcluster.config.models import ComputeGroup, Observability
 
 
 def prop_problems(model: type[BaseModel], **props: object) -> list[str]:
@@ -48,3 +48,19 @@ def compute_group_models(
         except (TypeError, ValueError):
             problems.append(f"{where}: must be a ComputeGroup or a mapping of its keys; got {entry!r}")
     return groups, problems
+
+
+def node_settings_problems(
+    *, prometheus: str, grafana: str, observability_mirror: str | None, nccl_parameter_prefix: str | None
+) -> list[str]:
+    """`prop: message` for the node settings both cluster constructs take: metrics, their mirror, the NCCL prefix."""
+    problems = prop_problems(Observability, prometheus=prometheus, grafana=grafana)
+    if problem := grafana_without_source(grafana, prometheus):
+        problems.append(f"grafana: {problem}")
+    mirror = observability_mirror
+    if mirror is not None and not is_token(mirror) and not S3_URI_PATTERN.match(mirror):
+        problems.append(f"observability_mirror: must be an S3 prefix like s3://bucket/fmcluster-mirror; got {mirror!r}")
+    prefix = nccl_parameter_prefix
+    if prefix is not None and not is_token(prefix) and not SSM_PATH_PATTERN.match(prefix):
+        problems.append(f"nccl_parameter_prefix: must be an SSM path like /fmcluster/llm; got {prefix!r}")
+    return problems

@@ -16,16 +16,13 @@ from constructs import Construct
 
 from fmcluster.config.checks import (
     HYPERPOD_CLUSTER_NAME_PATTERN,
-    S3_URI_PATTERN,
-    SSM_PATH_PATTERN,
-    grafana_without_source,
     hyperpod_instance_type_problem,
     is_token,
     repeated_group_name,
     repeated_names,
     training_plan_elsewhere,
 )
-from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
+from fmcluster.config.models import ComputeGroup, Orchestrator
 from fmcluster.constructs.buckets import INCOMPLETE_UPLOAD_EXPIRATION, ProjectBuckets, quiet_auto_delete_provider
 from fmcluster.constructs.compliance import acknowledge_findings
 from fmcluster.constructs.hyperpod.lifecycle import (
@@ -42,7 +39,7 @@ from fmcluster.constructs.hyperpod.lifecycle import (
 from fmcluster.constructs.hyperpod.role import execution_role
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
-from fmcluster.constructs.props import compute_group_models, prop_problems
+from fmcluster.constructs.props import compute_group_models, node_settings_problems, prop_problems
 
 LOGIN_GROUP = "login"
 """Instance group (and Slurm node type Login) of the login node, when there is one."""
@@ -469,12 +466,12 @@ def _validated(
         controller_instance_type=controller_instance_type,
         login_instance_type=login_instance_type,
     )
-    problems += prop_problems(Observability, prometheus=prometheus, grafana=grafana)
-    if problem := grafana_without_source(grafana, prometheus):
-        problems.append(f"grafana: {problem}")
-    mirror = observability_mirror
-    if mirror is not None and not is_token(mirror) and not S3_URI_PATTERN.match(mirror):
-        problems.append(f"observability_mirror: must be an S3 prefix like s3://bucket/fmcluster-mirror; got {mirror!r}")
+    problems += node_settings_problems(
+        prometheus=prometheus,
+        grafana=grafana,
+        observability_mirror=observability_mirror,
+        nccl_parameter_prefix=nccl_parameter_prefix,
+    )
     if not compute_groups:
         problems.append("compute_groups: needs at least one compute group (each becomes a Slurm partition); got none")
     groups, group_problems = compute_group_models(compute_groups)
@@ -501,9 +498,6 @@ def _validated(
         and (message := hyperpod_instance_type_problem(instance_type, region))
     ]
     problems += file_system_problems(file_system)
-    prefix = nccl_parameter_prefix
-    if prefix is not None and not is_token(prefix) and not SSM_PATH_PATTERN.match(prefix):
-        problems.append(f"nccl_parameter_prefix: must be an SSM path like /fmcluster/llm; got {prefix!r}")
     if not is_token(controller_volume_gib) and not 1 <= controller_volume_gib <= 16384:
         problems.append(f"controller_volume_gib: must be 1-16384 GiB; got {controller_volume_gib}")
     if slurm_config_strategy is not None and slurm_config_strategy not in SLURM_CONFIG_STRATEGIES:

@@ -8,10 +8,7 @@ from aws_cdk import aws_ec2 as ec2
 
 from fmcluster.config.checks import (
     PCS_SIZES,
-    S3_URI_PATTERN,
-    SSM_PATH_PATTERN,
     api_name_problem,
-    grafana_without_source,
     is_token,
     mixed_architectures_problem,
     pcs_capacity_problem,
@@ -24,7 +21,7 @@ from fmcluster.config.checks import (
 )
 from fmcluster.config.models import ComputeGroup, Observability, Orchestrator, pcs_head_group, pcs_nodes
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
-from fmcluster.constructs.props import compute_group_models, prop_problems
+from fmcluster.constructs.props import compute_group_models, node_settings_problems, prop_problems
 
 
 def group_name_problem(name: str, *, queue: bool) -> str | None:
@@ -70,15 +67,12 @@ def validated(
         "ami_id": ami_id,
     }
     problems += prop_problems(Orchestrator, **settings)
-    problems += prop_problems(Observability, prometheus=prometheus, grafana=grafana)
-    if problem := grafana_without_source(grafana, prometheus):
-        problems.append(f"grafana: {problem}")
-    mirror = observability_mirror
-    if mirror is not None and not is_token(mirror) and not S3_URI_PATTERN.match(mirror):
-        problems.append(f"observability_mirror: must be an S3 prefix like s3://bucket/fmcluster-mirror; got {mirror!r}")
-    prefix = nccl_parameter_prefix
-    if prefix is not None and not is_token(prefix) and not SSM_PATH_PATTERN.match(prefix):
-        problems.append(f"nccl_parameter_prefix: must be an SSM path like /fmcluster/llm; got {prefix!r}")
+    problems += node_settings_problems(
+        prometheus=prometheus,
+        grafana=grafana,
+        observability_mirror=observability_mirror,
+        nccl_parameter_prefix=nccl_parameter_prefix,
+    )
     problems += file_system_problems(file_system)
     groups = _compute_groups(compute_groups, problems)
     by_name = {group.name: group for group in groups}
