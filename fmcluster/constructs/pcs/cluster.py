@@ -26,7 +26,6 @@ from fmcluster.config.models import (
     ComputeGroup,
     pcs_default_size,
     pcs_head_group,
-    pcs_nodes,
 )
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.compliance import acknowledge_findings
@@ -50,8 +49,6 @@ PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "odcr": "ONDEMAND", "capacity-block
 """An ODCR is consumed as on-demand capacity through the launch template's reservation target."""
 ASSET_READ_ACTIONS = ("s3:GetObject*", "s3:GetBucket*", "s3:List*")
 """What `Asset.grant_read` allows (CDK's bucket read grant)."""
-DEFAULT_EXPECTED_NODES = 32
-"""Nodes a cluster built without `compute_groups` is sized for (its node groups come from `add_node_group`)."""
 LUSTRE_MOUNT_POINT = "/fsx"
 
 PurchaseOption = Literal["ONDEMAND", "CAPACITY_BLOCK"]
@@ -190,11 +187,12 @@ class PcsSlurmCluster(Construct):
         job_hook: str | None = GPU_JOB_MAP,
         detailed_monitoring: bool = False,
     ) -> None:
-        groups, orchestrator, observability = validated(
+        placement_groups = placement_groups or {}
+        groups, orchestrator, observability, nodes = validated(
             cluster_name=cluster_name,
             security_groups=security_groups,
             compute_groups=compute_groups,
-            placement_groups=placement_groups or {},
+            placement_groups=placement_groups,
             login_instance_type=login_instance_type,
             file_system=file_system,
             nccl_parameter_prefix=nccl_parameter_prefix,
@@ -220,18 +218,12 @@ class PcsSlurmCluster(Construct):
         """SSM parameter the image watcher reads the training image's ECR URI from (optional at deploy time)."""
         self.endpoint_parameter_name = endpoint_parameter_name(cluster_name)
         """SSM parameter observability.sh reads the Prometheus endpoint from (with prometheus="managed")."""
-        if expected_nodes is None:
-            expected_nodes = (
-                pcs_nodes(orchestrator, observability, sum(group.count for group in groups))
-                if groups
-                else DEFAULT_EXPECTED_NODES
-            )
         self.cluster = pcs.CfnCluster(
             self,
             "Cluster",
             name=cluster_name,
             scheduler=pcs.CfnCluster.SchedulerProperty(type="SLURM", version=slurm_version),
-            size=size.upper() if size is not None and not is_token(size) else size or cluster_size(expected_nodes),
+            size=size.upper() if size is not None and not is_token(size) else size or cluster_size(nodes),
             networking=pcs.CfnCluster.NetworkingProperty(
                 subnet_ids=[subnet.subnet_id], security_group_ids=[group.security_group_id for group in security_groups]
             ),
@@ -290,7 +282,7 @@ class PcsSlurmCluster(Construct):
         for group in groups:
             self._add_compute_group(
                 group,
-                (placement_groups or {}).get(group.name) or self._own_placement_group(group),
+                placement_groups.get(group.name) or self._own_placement_group(group),
                 node_observability,
                 ami_id=ami_id,
                 watch_image=head is None and file_system is not None,  # the image is imported into /fsx
@@ -459,7 +451,8 @@ class PcsSlurmCluster(Construct):
         ami_id: str | None,
         watch_image: bool,
     ) -> None:
-        over_efa = bool(getattr(self.file_system, "efa", False)) and group.efa and group.instance.lustre_efa_client
+        file_system_efa = self.file_system is not None and self.file_system.efa
+        over_efa = file_system_efa and group.efa and group.instance.lustre_efa_client
         template = EfaLaunchTemplate(
             self,
             f"{group.name}LaunchTemplate",

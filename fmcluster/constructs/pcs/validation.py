@@ -23,6 +23,9 @@ from fmcluster.config.models import ComputeGroup, Observability, Orchestrator, p
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
 from fmcluster.constructs.props import compute_group_models, node_settings_problems, prop_problems
 
+DEFAULT_EXPECTED_NODES = 32
+"""Nodes a cluster built without `compute_groups` is sized for (its node groups come from `add_node_group`)."""
+
 
 def group_name_problem(name: str, *, queue: bool) -> str | None:
     """A node group (and, with `queue`, queue) name AWS PCS would refuse (botocore pcs shapes)."""
@@ -48,9 +51,9 @@ def validated(
     slurm_version: str,
     expected_nodes: int | None,
     size: str | None,
-) -> tuple[tuple[ComputeGroup, ...], Orchestrator, Observability]:
-    """The compute groups and the orchestrator and observability settings as the cluster file's models; or
-    ValueError naming every problem, one line each."""
+) -> tuple[tuple[ComputeGroup, ...], Orchestrator, Observability, int]:
+    """The compute groups and the orchestrator and observability settings as the cluster file's models, and the
+    nodes the size is chosen for; or ValueError naming every problem, one line each."""
     problems: list[str] = []
     if problem := api_name_problem("pcs", "ClusterName", cluster_name):
         problems.append(f"cluster_name: {problem}")
@@ -93,7 +96,11 @@ def validated(
     observability = Observability(prometheus=prometheus, grafana=grafana)
     nodes = expected_nodes
     if nodes is None:
-        nodes = pcs_nodes(orchestrator, observability, sum(group.count for group in groups))
+        nodes = (
+            pcs_nodes(orchestrator, observability, sum(group.count for group in groups))
+            if groups
+            else DEFAULT_EXPECTED_NODES
+        )
     if problem := pcs_node_limit_problem(nodes):
         problems.append(f"{'expected_nodes' if expected_nodes is not None else 'compute_groups'}: {problem}")
     if problem := pcs_size_problem(given_size, nodes):
@@ -109,7 +116,7 @@ def validated(
         problems.append(f"login_instance_type: {problem}")
     if problems:
         raise ValueError("\n".join(f"PcsSlurmCluster: {problem}" for problem in problems))
-    return groups, orchestrator, observability
+    return groups, orchestrator, observability, nodes
 
 
 def _compute_groups(
