@@ -28,9 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in (("validate", "check a cluster file"), ("plan", "show what a cluster file builds")):
         command = commands.add_parser(name, help=text)
-        command.add_argument(
-            "file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})"
-        )
+        command.add_argument("file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})")
         if name == "plan":
             command.add_argument(
                 "--assembly", metavar="DIR", help="the file's cloud assembly (cdk.out) to time; default: synthesize it"
@@ -89,9 +87,7 @@ def validate_live(path: str, config: ClusterConfig) -> int:
 
     progress = Console(stderr=True)
     try:
-        problems = live.preflight(
-            config, live.Aws(config.region), console=progress if progress.is_terminal else None
-        )
+        problems = live.preflight(config, live.Aws(config.region), console=progress if progress.is_terminal else None)
     except live.NoCredentials as error:
         print(f"{path}: --live: {error}", file=sys.stderr)
         return EXIT_INVALID
@@ -137,9 +133,7 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
         "EFA Gbps total",
         "NVMe/node",
     ):
-        compute.add_column(
-            column, justify="left" if column in ("group", "instance type", "capacity") else "right"
-        )
+        compute.add_column(column, justify="left" if column in ("group", "instance type", "capacity") else "right")
     for group in config.compute:
         row = group.instance
         efa_count = row.max_efa_interfaces if group.efa else 0
@@ -180,8 +174,7 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
         )
         storage.add_row(
             "checkpoint write time",
-            f"{estimate.seconds:,.0f} s (target {estimate.target_seconds} s, "
-            f"limited by {estimate.limited_by})",
+            f"{estimate.seconds:,.0f} s (target {estimate.target_seconds} s, limited by {estimate.limited_by})",
         )
     console.print(storage)
 

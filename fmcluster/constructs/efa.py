@@ -312,7 +312,6 @@ def _validated(
         raise ValueError("\n".join(f"EfaLaunchTemplate: {problem}" for problem in problems))
 
 
-
 def _interface(
     interface: catalog.NetworkInterface, group_ids: list[str], subnet_id: str
 ) -> ec2.CfnLaunchTemplate.NetworkInterfaceProperty:

@@ -384,9 +384,7 @@ class TrainingImage(Construct):
             iam.PolicyStatement(actions=["codebuild:BatchGetBuilds"], resources=[self.project.project_arn])
         )
         is_complete.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["ssm:PutParameter"], resources=[self.parameter_arn, self.build_parameter_arn]
-            )
+            iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[self.parameter_arn, self.build_parameter_arn])
         )
         is_complete.add_to_role_policy(
             iam.PolicyStatement(actions=["ssm:DeleteParameter"], resources=[self.build_parameter_arn])

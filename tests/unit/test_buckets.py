@@ -88,9 +88,7 @@ def test_a_given_key_is_used_and_no_other_is_created(built):
     assert len(given.of_type("AWS::KMS::Key")) == 1
     for bucket in (given.buckets.data_bucket, given.buckets.checkpoints_bucket):
         encryption = given.props(bucket)["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
-        assert encryption["ServerSideEncryptionByDefault"]["KMSMasterKeyID"] == given.ref(
-            given.buckets.key.key_arn
-        )
+        assert encryption["ServerSideEncryptionByDefault"]["KMSMasterKeyID"] == given.ref(given.buckets.key.key_arn)
 
 
 @pytest.mark.parametrize("name", ["data_bucket", "checkpoints_bucket"])
@@ -169,9 +167,7 @@ def test_logs_bucket_uses_s3_managed_keys_and_admits_only_the_logging_service(ke
     statements = bucket_policy(kept, logs)
     assert [s["Condition"] for s in statements if s["Effect"] == "Deny"] == [TLS_ONLY]
     writers = [s for s in statements if s["Effect"] == "Allow"]
-    assert {json.dumps(s["Principal"]) for s in writers} == {
-        json.dumps({"Service": "logging.s3.amazonaws.com"})
-    }
+    assert {json.dumps(s["Principal"]) for s in writers} == {json.dumps({"Service": "logging.s3.amazonaws.com"})}
     assert {s["Action"] for s in writers} == {"s3:PutObject"}
     sources = {json.dumps(s["Condition"]["ArnLike"]["aws:SourceArn"]) for s in writers}
     assert sources == {

@@ -49,9 +49,9 @@ def test_efa_sits_at_device_one_of_card_zero_only_where_card_zero_has_efa(row):
 
 @given(instance_types)
 def test_without_efa_only_the_ena_interface_remains(row):
-    assert [
-        (i.network_card_index, i.device_index, i.interface_type) for i in network_interfaces(row, efa=False)
-    ] == [(0, 0, "interface")]
+    assert [(i.network_card_index, i.device_index, i.interface_type) for i in network_interfaces(row, efa=False)] == [
+        (0, 0, "interface")
+    ]
 
 
 @pytest.mark.parametrize(

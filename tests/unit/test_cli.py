@@ -135,9 +135,7 @@ def test_validate_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     [
         pytest.param(None, "file not found", id="missing"),
         pytest.param("", "the file is empty; expected a mapping of keys (name, region, ...)", id="empty"),
-        pytest.param(
-            "- a\n", "the top level is a list; expected a mapping of keys (name, region, ...)", id="list"
-        ),
+        pytest.param("- a\n", "the top level is a list; expected a mapping of keys (name, region, ...)", id="list"),
         pytest.param(
             "name: [\n",
             "line 2, column 1: YAML syntax error: expected the node content, but found '<stream end>'",
@@ -164,9 +162,7 @@ def test_checkpoint_warning_is_not_an_error(tmp_path: Path, capsys: pytest.Captu
     assert err == f"{path}: {SLOW_CHECKPOINT_WARNING}\n"
 
 
-def test_infinite_model_parameters_do_not_crash_validate(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_infinite_model_parameters_do_not_crash_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, HEAD + P5_PAIR + "training:\n  model_parameters: .inf\n")
     code, _, err = run(capsys, "validate", str(path))
     assert code == 2
@@ -215,9 +211,7 @@ def test_plan_quickstart(capsys: pytest.CaptureFixture[str]) -> None:
     assert table_row(out, "EFA")["value"] == "no"
     assert table_row(out, "S3 links")["value"] == "1"
     assert table_row(out, "checkpoint size")["value"] == "0.11 TB (8B parameters)"
-    assert (
-        table_row(out, "checkpoint write time")["value"] == "382 s (target 600 s, limited by the file system)"
-    )
+    assert table_row(out, "checkpoint write time")["value"] == "382 s (target 600 s, limited by the file system)"
 
 
 def test_plan_ends_with_the_deploys_critical_path_from_the_synthesized_app(
@@ -234,8 +228,10 @@ def test_plan_ends_with_the_deploys_critical_path_from_the_synthesized_app(
         "min (image built and imported into /fsx)",
         f"without --concurrency (one stack at a time): ~{expected.sequential:.0f} min",
     ]
-    assert "deep health checks of gpu: none (InstanceStress + InstanceConnectivity would add ~120 min to every new " \
+    assert (
+        "deep health checks of gpu: none (InstanceStress + InstanceConnectivity would add ~120 min to every new "
         "node)" in out
+    )
     code, again, _ = run(capsys, "plan", str(QUICKSTART), "--assembly", str(synthesized["quickstart"].outdir))
     assert (code, again) == (0, out)
 
@@ -256,9 +252,7 @@ def test_plan_says_when_the_app_does_not_synthesize(
 
 
 @pytest.mark.usefixtures("no_synth")
-def test_plan_without_training_has_no_checkpoint_rows(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_plan_without_training_has_no_checkpoint_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, HEAD + P5_PAIR)
     code, out, err = run(capsys, "plan", str(path))
     assert (code, err) == (0, "")
@@ -293,10 +287,7 @@ def test_plan_shows_the_checkpoint_time_and_warns(tmp_path: Path, capsys: pytest
     assert code == 0
     assert err == f"{path}: {SLOW_CHECKPOINT_WARNING}\n"
     assert table_row(out, "checkpoint size")["value"] == "0.98 TB (70B parameters)"
-    assert (
-        table_row(out, "checkpoint write time")["value"]
-        == "3,345 s (target 120 s, limited by the file system)"
-    )
+    assert table_row(out, "checkpoint write time")["value"] == "3,345 s (target 120 s, limited by the file system)"
 
 
 def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -368,9 +359,7 @@ def test_capacity_for(required_mbps: float, tier: int, efa: bool, expected: int)
 def test_clients_mbps_ena_and_efa() -> None:
     ena = config(HEAD + P5_PAIR)
     assert sizing.clients_mbps(ena) == 2 * 100 * 125
-    efa = config(
-        HEAD + P5_PAIR + "storage:\n  lustre: {efa: true, throughput_per_tib: 1000, capacity_gib: 4800}\n"
-    )
+    efa = config(HEAD + P5_PAIR + "storage:\n  lustre: {efa: true, throughput_per_tib: 1000, capacity_gib: 4800}\n")
     assert sizing.clients_mbps(efa) == 2 * 700 * 125
     slow_nic = config(HEAD + "compute:\n  - {name: a, instance_type: g5.12xlarge, count: 3}\n")
     assert sizing.clients_mbps(slow_nic) == 3 * 40 * 125

@@ -52,9 +52,7 @@ def test_load_accepts_a_string_path(tmp_path: Path) -> None:
     ("text", "expected"),
     [
         pytest.param("", "the file is empty; expected a mapping of keys (name, region, ...)", id="empty"),
-        pytest.param(
-            "\n\n", "the file is empty; expected a mapping of keys (name, region, ...)", id="blank-lines"
-        ),
+        pytest.param("\n\n", "the file is empty; expected a mapping of keys (name, region, ...)", id="blank-lines"),
         pytest.param(
             "# name: x\n",
             "the file is empty; expected a mapping of keys (name, region, ...)",
@@ -180,9 +178,7 @@ def test_yaml_booleans_in_nccl_env(tmp_path: Path) -> None:
 
 
 def test_yaml_parameter_counts(tmp_path: Path) -> None:
-    path = write(
-        tmp_path, VALID_TEXT + "training:\n  model_parameters: 7e9\n  checkpoint_write_seconds: 60\n"
-    )
+    path = write(tmp_path, VALID_TEXT + "training:\n  model_parameters: 7e9\n  checkpoint_write_seconds: 60\n")
     config = load(path)
     assert config.training is not None
     assert config.training.model_parameters == 7e9
@@ -241,13 +237,11 @@ tags:
             + "g5.4xlarge",
             "compute[0].count: must be at least 0; got -1",
             "compute[0].capcity: unknown key; did you mean 'capacity'?",
-            "storage.lustre.capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got 1000 (nearest: "
-            "1200)",
+            "storage.lustre.capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got 1000 (nearest: 1200)",
             "storage.lustre.metadata_iops: must be 1500, 3000, 6000, 12000 or a multiple of 12000 up to "
             "192000; "
             "got 2000",
-            "storage.lustre.repositories[0].path: must be an absolute Lustre path like /datasets; got "
-            "'datasets'",
+            "storage.lustre.repositories[0].path: must be an absolute Lustre path like /datasets; got 'datasets'",
             "training.model_parameters: must be a parameter count like 7B, 70B, 1.5T or 7e9; got 'lots'",
             "nccl.env.CUDA_HOME: 'CUDA_HOME' is not an NCCL or libfabric variable; keys must match "
             "^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$",
@@ -281,8 +275,7 @@ observability:
     assert sorted(load_lines(path)) == sorted(
         f"{path}: {line}"
         for line in [
-            "storage.lustre.capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got 1000 (nearest: "
-            "1200)",
+            "storage.lustre.capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got 1000 (nearest: 1200)",
             "compute[1].name: 'gpu' is already the name of compute[0]; group names must be unique",
             "storage.lustre.repositories[1].path: '/data/c4' and repositories[0].path '/data' nest; "
             "one path may not lie inside another",

@@ -621,7 +621,10 @@ def test_data_repository_links_check_their_repositories_like_the_cluster_file(sc
     lustre = LustreStorage(stack, "Linked", **placement, capacity_gib=1200)
     with pytest.raises(ValueError) as error:
         DataRepositoryLinks(
-            stack, "Links", file_system=lustre, repositories=[{"path": "/a"}, {"path": "/a/b", "s3_uri": "s3://my-data/y/"}]
+            stack,
+            "Links",
+            file_system=lustre,
+            repositories=[{"path": "/a"}, {"path": "/a/b", "s3_uri": "s3://my-data/y/"}],
         )
     assert str(error.value).splitlines() == [
         "DataRepositoryLinks: repositories[1].path: '/a/b' and repositories[0].path '/a' nest; one path may not "

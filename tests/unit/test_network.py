@@ -93,9 +93,7 @@ def test_nothing_is_open_to_the_internet_inbound(nat, isolated):
 
 
 def test_endpoint_security_group_admits_https_from_the_vpc_only(isolated):
-    groups = [
-        g for g in resources(isolated, "AWS::EC2::SecurityGroup") if "endpoints" in g["GroupDescription"]
-    ]
+    groups = [g for g in resources(isolated, "AWS::EC2::SecurityGroup") if "endpoints" in g["GroupDescription"]]
     assert groups[0]["SecurityGroupIngress"] == [
         {
             "CidrIp": "172.16.0.0/20",
@@ -130,9 +128,7 @@ def test_unresolved_tokens_are_not_validated():
     stack = cdk.Stack(cdk.App(), "Tokens")
     az = cdk.CfnParameter(stack, "Az").value_as_string
     TrainingNetwork(stack, "Net", availability_zone_id=az)
-    Template.from_stack(stack).has_resource_properties(
-        "AWS::EC2::Subnet", {"AvailabilityZoneId": {"Ref": "Az"}}
-    )
+    Template.from_stack(stack).has_resource_properties("AWS::EC2::Subnet", {"AvailabilityZoneId": {"Ref": "Az"}})
 
 
 @pytest.mark.parametrize(

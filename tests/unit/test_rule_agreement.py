@@ -311,4 +311,3 @@ def test_lustre_dns_name_is_the_fsx_api_rule(build, prefix):
     assert construct_message(build, prefix) == (
         "must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'nfs.example.com'"
     )
-
