@@ -9,6 +9,6 @@ a progress display). Nothing here runs at synth time.
 from fmcluster.live.aws import ACTIONS, Aws, Denied, NoCredentials
 from fmcluster.live.diagnose import diagnose
 from fmcluster.live.preflight import preflight
-from fmcluster.live.runner import is_error
+from fmcluster.live.runner import is_error, is_unchecked
 
-__all__ = ["ACTIONS", "Aws", "Denied", "NoCredentials", "diagnose", "is_error", "preflight"]
+__all__ = ["ACTIONS", "Aws", "Denied", "NoCredentials", "diagnose", "is_error", "is_unchecked", "preflight"]

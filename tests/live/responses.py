@@ -28,6 +28,9 @@ DOCUMENTED_ERRORS = {
     "AccessDenied": "S3 and CloudFormation error responses",
     "ValidationError": "CloudFormation API reference, common errors (DescribeStacks of a missing stack)",
     "ExpiredToken": "STS API reference, common errors",
+    "ValidationException": "SageMaker's Describe APIs answer it for a missing resource (aws/aws-sdk issue 165, "
+    "DescribeTrainingJob; unconfirmed for DescribeCluster and DescribeTrainingPlan)",
+    "RequestLimitExceeded": "EC2 API reference, Request throttling (the code of a throttled EC2 call)",
 }
 
 
@@ -519,23 +522,34 @@ def pcs_group(
     return {"computeNodeGroup": row}
 
 
-def instances(*ids: str) -> dict:
+def instances(*ids: str, reservation: str | None = None, tags: dict[str, str] | None = None) -> dict:
+    """Running instances, optionally launched into `reservation` (EC2 Instance.CapacityReservationId) with `tags`."""
+
+    def row(instance: str) -> dict:
+        found = {
+            "InstanceId": instance,
+            "InstanceType": "p5.48xlarge",
+            "State": {"Code": 16, "Name": "running"},
+            "LaunchTime": NOW - timedelta(minutes=25),
+            "SubnetId": "subnet-0123456789abcdef0",
+        }
+        if reservation:
+            found["CapacityReservationId"] = reservation
+        if tags:
+            found["Tags"] = [{"Key": key, "Value": value} for key, value in tags.items()]
+        return found
+
+    return {"Reservations": [{"ReservationId": "r-0123456789abcdef0", "OwnerId": ACCOUNT,
+                              "Instances": [row(instance) for instance in ids]}]}  # fmt: skip
+
+
+def own_instances_query(reservation: str, cluster: str) -> dict:
+    """DescribeInstances' Filters for a cluster's own instances in a reservation (botocore ec2 filter names)."""
     return {
-        "Reservations": [
-            {
-                "ReservationId": "r-0123456789abcdef0",
-                "OwnerId": ACCOUNT,
-                "Instances": [
-                    {
-                        "InstanceId": instance,
-                        "InstanceType": "p5.48xlarge",
-                        "State": {"Code": 16, "Name": "running"},
-                        "LaunchTime": NOW - timedelta(minutes=25),
-                        "SubnetId": "subnet-0123456789abcdef0",
-                    }
-                    for instance in ids
-                ],
-            }
+        "Filters": [
+            {"Name": "capacity-reservation-id", "Values": [reservation]},
+            {"Name": "tag:fmcluster:cluster", "Values": [cluster]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
         ]
     }
 
