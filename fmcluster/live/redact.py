@@ -41,7 +41,8 @@ PAIRS = (("name", "value"), ("Name", "Value"), ("Key", "Value"), ("ParameterKey"
 CloudFormation), CloudFormation parameters and outputs (their API references)."""
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_.-]*"
-_VALUE = r"\"[^\"]*\"|'[^']*'|[^\s,;}\]]+"
+_VALUE = r"\\\"(?:[^\"\\]|\\[^\"])*\\\"|\"[^\"]*\"|'[^']*'|[^\s,;{}\[\]\"'\\]+"
+"""A quoted value (also in escaped quotes: JSON inside a JSON string), or a bare word; never an object or list."""
 PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # PEM private keys (RFC 7468): the whole block, or from BEGIN to the end of the text when it was cut.
     (
@@ -58,7 +59,7 @@ PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 """Secrets recognised by their own shape, wherever they are."""
 ASSIGNMENT = re.compile(
-    rf"(?<![\w:/.-])(?P<q>[\"']?)(?P<name>{_NAME})(?P=q)(?P<sep>[ \t]*[=:][ \t]*)(?P<value>{_VALUE})"
+    rf"(?<![\w:/.-])(?P<q>\\?[\"']|)(?P<name>{_NAME})(?P=q)(?P<sep>[ \t]*[=:][ \t]*)(?P<value>{_VALUE})"
 )
 """`NAME=value`, `NAME = value`, `NAME: value`, `"NAME": "value"`: the value goes when NAME says secret. A NAME right
 after `:` or `/` is part of an ARN or a path (`arn:aws:secretsmanager:...:secret:db-AbCdEf`) and stays."""
@@ -83,19 +84,32 @@ def redact(data: Any) -> Any:
 
 
 def redact_text(text: str) -> str:
-    """`text` with every secret shape replaced; JSON text is redacted as data and written back compactly."""
-    stripped = text.strip()
-    if stripped[:1] in "{[" and len(stripped) > 1:
-        try:
-            parsed = json.loads(stripped)
-        except ValueError:
-            pass
-        else:
-            if isinstance(parsed, dict | list):
-                return json.dumps(redact(parsed))
+    """`text` with every secret shape replaced; JSON inside it (all of it, or an object printed into a log line) is
+    redacted as data and written back compactly."""
+    text = _embedded_json(text)
     for pattern, replacement in PATTERNS:
         text = pattern.sub(replacement, text)
-    return ASSIGNMENT.sub(_assignment, text)
+    return _assignments(text)
+
+
+def _embedded_json(text: str) -> str:
+    """Each JSON object or list that starts at a '{' or '[' of `text`, redacted as data (name/value pairs too)."""
+    if "{" not in text and "[" not in text:
+        return text
+    decoder = json.JSONDecoder()
+    out, position = [], 0
+    for match in re.finditer(r"[{\[]", text):
+        start = match.start()
+        if start < position:
+            continue
+        try:
+            parsed, end = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        if isinstance(parsed, dict | list) and parsed:
+            out += [text[position:start], json.dumps(redact(parsed))]
+            position = end
+    return "".join([*out, text[position:]]) if out else text
 
 
 def _redact_lines(lines: list[str]) -> list[str]:
@@ -112,12 +126,20 @@ def _redact_lines(lines: list[str]) -> list[str]:
     return out
 
 
-def _assignment(match: re.Match[str]) -> str:
-    if not _secret_name(match["name"]) or match["value"].strip("\"'") in ("", REDACTED):
-        return match[0]
-    value = match["value"]
-    quote = value[0] if value[:1] in "\"'" else ""
-    return f"{match['q']}{match['name']}{match['q']}{match['sep']}{quote}{REDACTED}{quote}"
+def _assignments(text: str) -> str:
+    """Every `NAME<sep>value` whose NAME says secret loses its value. A value of another name is scanned too: it may
+    hold quoted pairs of its own (`"ResourceProperties": "{\\"MasterUserPassword\\": \\"...\\"}"`)."""
+    out, position = [], 0
+    while (match := ASSIGNMENT.search(text, position)) is not None:
+        value = match["value"]
+        if not _secret_name(match["name"]) or value.strip("\"'\\") in ("", REDACTED):
+            out.append(text[position : match.start("value")])
+            position = match.start("value")  # after the name: the search goes on inside the value
+            continue
+        quote = '\\"' if value.startswith('\\"') else value[0] if value[:1] in "\"'" else ""
+        out.append(f"{text[position : match.start('value')]}{quote}{REDACTED}{quote}")
+        position = match.end()
+    return "".join([*out, text[position:]])
 
 
 def _secret_name(name: object) -> bool:

@@ -399,7 +399,8 @@ LIFECYCLE_FAILED = (
 """HyperPod's message as awslabs/awsome-distributed-ai issue 188 reports it."""
 
 
-def hyperpod_cluster(status: str = "Failed", failure: str = LIFECYCLE_FAILED) -> dict:
+def hyperpod_cluster(status: str = "Failed", failure: str = LIFECYCLE_FAILED, gpus: int = 1) -> dict:
+    """The quickstart's cluster, `gpus` of its 2 gpu nodes running."""
     row = {
         "ClusterArn": CLUSTER_ARN,
         "ClusterName": "quickstart",
@@ -407,7 +408,7 @@ def hyperpod_cluster(status: str = "Failed", failure: str = LIFECYCLE_FAILED) ->
         "CreationTime": NOW - timedelta(minutes=50),
         "InstanceGroups": [
             {"InstanceGroupName": "controller", "InstanceType": "ml.m5.4xlarge", "CurrentCount": 1, "TargetCount": 1},
-            {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "CurrentCount": 1, "TargetCount": 2},
+            {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "CurrentCount": gpus, "TargetCount": 2},
         ],
         "NodeRecovery": "Automatic",
     }
@@ -446,7 +447,9 @@ LIFECYCLE_TAIL = [
 on_create.sh's `fail_lifecycle` line; the AWS CLI error between them is the CLI's own text."""
 
 
-def log_events(lines: list[str]) -> dict:
+def log_events(lines: list[str], backward: str = "b/00000000000000000000000000000000000000000000000000000000") -> dict:
+    """One GetLogEvents page; `backward` is the nextBackwardToken it returns (the same token as the one passed in
+    means the start of the stream was reached: CloudWatch Logs API reference, GetLogEvents)."""
     start = int((NOW - timedelta(minutes=20)).timestamp() * 1000)
     return {
         "events": [
@@ -454,8 +457,20 @@ def log_events(lines: list[str]) -> dict:
             for i, line in enumerate(lines)
         ],
         "nextForwardToken": "f/00000000000000000000000000000000000000000000000000000000",
-        "nextBackwardToken": "b/00000000000000000000000000000000000000000000000000000000",
+        "nextBackwardToken": backward,
     }
+
+
+def queue_log_tail(stub, group: str, stream: str, limit: int, *pages: list[str]) -> None:
+    """GetLogEvents pages read backwards from the newest (`pages` newest first), then the page that ends the stream:
+    no events and the token it was given."""
+    ask = {"logGroupName": group, "logStreamName": stream, "limit": limit, "startFromHead": False}
+    token = None
+    for index, lines in enumerate([*pages, []]):
+        following = f"b/{min(index + 1, len(pages)):056d}"
+        params = {**ask, "nextToken": token} if token else ask
+        stub.ok("logs", "GetLogEvents", log_events(lines, following), params)
+        token = following
 
 
 SAMPLES.update(

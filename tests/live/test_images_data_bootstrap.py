@@ -120,8 +120,8 @@ def test_a_bucket_in_another_region_with_an_empty_prefix_and_a_kms_key(stubs):
 
 def test_a_listing_denied_names_the_action(stubs):
     assert bucket_messages(stubs, list_denied=True) == [
-        "cluster.yaml: storage.lustre.repositories[0].s3_uri: warning: listing s3://my-datasets/tokenized/ not "
-        "checked: access denied to s3:ListBucket (the read-only policy in fmcluster's README grants it)"
+        "cluster.yaml: storage.lustre.repositories[0].s3_uri: not checked: listing s3://my-datasets/tokenized/: "
+        "access denied to s3:ListBucket (the read-only policy in fmcluster's README grants it)"
     ]
 
 

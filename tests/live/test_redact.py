@@ -140,6 +140,13 @@ CORPUS: dict[str, tuple[object, tuple[str, ...]]] = {
         },
         ("Db-Pa55w0rd-77",),
     ),
+    # The same event as `aws cloudformation describe-stack-events` prints it (JSON), in a line cut short (a console
+    # keeps its last 64 KB): no longer parseable, its escaped pairs are still found.
+    "stack-event-in-a-cut-line": (
+        '        "ResourceProperties": "{\\"MasterUsername\\":\\"admin\\",\\"MasterUserPassword\\":\\"Db-Pa55w0rd-88\\",'
+        '\\"Eng',
+        ("Db-Pa55w0rd-88",),
+    ),
     # CodeBuild API reference, EnvironmentVariable (name/value/type).
     "codebuild-environment": (
         {
