@@ -101,8 +101,8 @@ def validate_live(path: str, config: ClusterConfig) -> int:
     unchecked = [problem for problem in problems if live.is_unchecked(problem)]
     if unchecked:
         print(
-            f"{path}: valid, but {len(unchecked)} live check(s) did not run (above): whether the account in "
-            f"{config.region} is ready for it is not known",
+            f"{path}: valid, but {len(unchecked)} live check(s) did not run (above), so the account in "
+            f"{config.region} is not known to be ready for it",
             file=sys.stderr,
         )
         return EXIT_UNCHECKED

@@ -30,6 +30,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
     ProfileNotFound,
     SSOError,
+    StubResponseError,
     TokenRetrievalError,
 )
 from botocore.retries.standard import ThrottledRetryableChecker
@@ -199,6 +200,10 @@ class Aws:
             if code in THROTTLE_CODES:
                 raise Throttled(action, code) from None
             raise
+        except StubResponseError as error:
+            # botocore's Stubber (tests) reports a call it was not given as a BotoCoreError; it must fail the test,
+            # never read as an AWS failure that a check reports and goes on from.
+            raise AssertionError(str(error)) from None
         except (SSOError, TokenRetrievalError, CredentialRetrievalError) as error:
             raise NoCredentials(f"AWS credentials could not be loaded: {error}") from None
 

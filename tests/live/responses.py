@@ -125,6 +125,7 @@ VCPUS = {
     "p5.48xlarge": 192,
     "p5en.48xlarge": 192,
     "g5.12xlarge": 48,
+    "m5.xlarge": 4,
     "m5.4xlarge": 16,
     "m5.8xlarge": 32,
     "p6-b300.48xlarge": 192,

@@ -458,3 +458,48 @@ def test_stacks_that_cannot_be_read_cannot_be_diagnosed(stubs):
         "read-only policy in fmcluster's README grants it)" in lines
     )
     assert lines[-1].startswith("NOT CHECKED: 7 check(s) did not run in full, so nothing is known there: stack ")
+
+
+def test_a_cluster_sagemaker_answers_validation_exception_for_is_not_found(stubs):
+    """aws/aws-sdk issue 165: SageMaker's Describe APIs answer ValidationException for a missing resource
+    (unconfirmed for DescribeCluster; both forms are read)."""
+    stub = stubs()
+    stub.error("sagemaker", "DescribeCluster", "ValidationException", "Cluster quickstart not found",
+               params={"ClusterName": "quickstart"})  # fmt: skip
+    [finding] = check_cluster(config_of(QUICKSTART), stub.aws(), Collected())
+    assert finding.render() == "warning  HyperPod cluster quickstart: not found (the cluster stack has not created it)"
+
+
+def test_hyperpods_capacity_message_on_a_training_plan_group_points_at_the_plan(stubs):
+    """awslabs/awsome-distributed-ai issue 204: HyperPod's own FailureMessage when it has no capacity."""
+    from tests.live.test_capacity import PLAN
+
+    stub = stubs("us-west-2")
+    failure = "We currently do not have sufficient capacity for the requested instance type(s). Please try again."
+    cluster = {**hyperpod_cluster("Failed", failure), "ClusterName": "llm-plan"}
+    stub.ok("sagemaker", "DescribeCluster", cluster, {"ClusterName": "llm-plan"})
+    stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(), {"ClusterName": "llm-plan"})
+    [finding] = check_cluster(config_of(PLAN), stub.aws(), Collected())
+    assert finding.cause.name == "hyperpod-insufficient-capacity"
+    assert "training plan" in finding.cause.fix and "capacity: training-plan" not in finding.cause.fix
+
+
+def test_nodes_and_logs_that_cannot_be_read_leave_what_was_read(stubs):
+    stub = stubs()
+    stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster("InService", "", gpus=2), {"ClusterName": "quickstart"})
+    stub.denied("sagemaker", "ListClusterNodes", {"ClusterName": "quickstart"})
+    cluster, nodes = check_cluster(config_of(QUICKSTART), stub.aws(), Collected())
+    assert cluster.level == "ok"
+    assert nodes.render() == (
+        "unknown  HyperPod nodes of quickstart: not checked: their states: access denied to sagemaker:ListClusterNodes "
+        "(the read-only policy in fmcluster's README grants it)\n         from: compute"
+    )
+    stub = stubs()
+    stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster("InService", "", gpus=2), {"ClusterName": "quickstart"})
+    stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(("gpu", "i-0123456789abcdef0", "Failure", LIFECYCLE_FAILED)),
+            {"ClusterName": "quickstart"})  # fmt: skip
+    stub.denied("logs", "GetLogEvents", {"logGroupName": LOG_GROUP, "logStreamName":
+                "LifecycleConfig/gpu/i-0123456789abcdef0", "limit": 40, "startFromHead": False})  # fmt: skip
+    _, node, log = check_cluster(config_of(QUICKSTART), stub.aws(), Collected())
+    assert node.level == "problem" and node.cause.name == "lifecycle-script-failed"
+    assert log.level == "unknown" and "its lifecycle log: access denied to logs:GetLogEvents" in log.message

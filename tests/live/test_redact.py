@@ -143,7 +143,7 @@ CORPUS: dict[str, tuple[object, tuple[str, ...]]] = {
     # The same event as `aws cloudformation describe-stack-events` prints it (JSON), in a line cut short (a console
     # keeps its last 64 KB): no longer parseable, its escaped pairs are still found.
     "stack-event-in-a-cut-line": (
-        '        "ResourceProperties": "{\\"MasterUsername\\":\\"admin\\",\\"MasterUserPassword\\":\\"Db-Pa55w0rd-88\\",'
+        '  "ResourceProperties": "{\\"MasterUsername\\":\\"admin\\",\\"MasterUserPassword\\":\\"Db-Pa55w0rd-88\\",'
         '\\"Eng',
         ("Db-Pa55w0rd-88",),
     ),
