@@ -101,11 +101,13 @@ already retries with backoff; a call still throttled after the last attempt beco
 
 RETRIES = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=10, read_timeout=30)
 
-RATE_LIMITS: dict[tuple[str, str], float] = {("ec2", "GetConsoleOutput"): 10.0}
+RATE_LIMITS: dict[tuple[str, str], float] = {("ec2", "GetConsoleOutput"): 10.0, ("logs", "GetLogEvents"): 10.0}
 """Calls per second fmcluster allows itself for calls it makes once per node. EC2 API reference, "Request throttling":
 each API has its own token bucket; a non-mutating action's holds 100 tokens refilled at 20 per second (the page's
-DescribeHosts example; that GetConsoleOutput has those figures is unconfirmed). Half the refill leaves room for
-other callers in the account, so a group of thousands of nodes is read at a steady pace instead of being throttled."""
+DescribeHosts example; that GetConsoleOutput has those figures is unconfirmed). CloudWatch Logs' quota for
+GetLogEvents is 25 per second per account and Region (unconfirmed: the figure was not found in AWS's page here).
+Half the refill or less leaves room for other callers in the account, so a group of thousands of nodes is read at a
+steady pace instead of being throttled; botocore's standard retries cover the rest."""
 
 
 class Denied(Exception):
