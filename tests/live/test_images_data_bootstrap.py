@@ -157,3 +157,14 @@ def test_a_failed_or_old_bootstrap_stack(stubs):
         "cluster.yaml: region: the CDK bootstrap stack is version 5; fmcluster's templates need 6 or later: run "
         "`cdk bootstrap aws://123456789012/us-east-1`"
     ]
+
+
+def test_a_bootstrap_stack_without_a_version_is_not_checked_never_passed(stubs):
+    """CDK developer guide, Bootstrapping: the stack's output BootstrapVersion carries the version; without it the
+    version is unknown, which is not ok."""
+    stack = bootstrap_stack()
+    stack["Stacks"][0]["Outputs"] = stack["Stacks"][0]["Outputs"][:1]
+    assert bootstrap_messages(stubs, stack) == [
+        "cluster.yaml: region: not checked: the version of the CDK bootstrap stack CDKToolkit: it has no numeric "
+        "BootstrapVersion output (None); run `cdk bootstrap aws://123456789012/us-east-1` to update it"
+    ]
