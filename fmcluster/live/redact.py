@@ -27,6 +27,8 @@ import re
 from typing import Any
 
 REDACTED = "<redacted>"
+WINDOW = 16_384
+"""Characters after a '{' searched for a JSON object embedded in text."""
 SECRET_NAME = re.compile(
     r"pass(word|wd|phrase)?|secret|token|credential|private.?key|session|auth|api.?key|jwt|access.?key", re.I
 )
@@ -93,22 +95,32 @@ def redact_text(text: str) -> str:
 
 
 def _embedded_json(text: str) -> str:
-    """Each JSON object or list that starts at a '{' or '[' of `text`, redacted as data (name/value pairs too)."""
-    if "{" not in text and "[" not in text:
+    """`text` with each JSON object in it (all of it, or one printed into a log line) redacted as data: name/value
+    pairs too. Objects are looked for at each '{' within `WINDOW` characters (a credentials dump is far smaller), so a
+    long text with many braces costs little: a failed parse is cheap only on a short text."""
+    if "{" not in text:
         return text
+    if text.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            if isinstance(parsed, dict):
+                return json.dumps(redact(parsed))
     decoder = json.JSONDecoder()
     out, position = [], 0
-    for match in re.finditer(r"[{\[]", text):
+    for match in re.finditer(r"\{", text):
         start = match.start()
         if start < position:
             continue
         try:
-            parsed, end = decoder.raw_decode(text, start)
+            parsed, length = decoder.raw_decode(text[start : start + WINDOW])
         except ValueError:
             continue
-        if isinstance(parsed, dict | list) and parsed:
+        if isinstance(parsed, dict) and parsed:
             out += [text[position:start], json.dumps(redact(parsed))]
-            position = end
+            position = start + length
     return "".join([*out, text[position:]]) if out else text
 
 
