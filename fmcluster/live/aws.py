@@ -136,15 +136,24 @@ class Aws:
     """Clients for one region from one session; `call` runs one API operation and names the IAM action it needs.
 
     `clients` maps a boto3 service name to a ready client (tests pass botocore-stubbed ones); otherwise clients
-    come from `session` (default: boto3's usual chain of profile, environment, SSO, ...).
+    come from `session` (default: boto3's usual chain of profile, environment, SSO, ...). `rate_limits` replaces
+    `RATE_LIMITS` (tests, whose stubs answer at once, pass {}).
     """
 
-    def __init__(self, region: str, *, session: boto3.Session | None = None, clients: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        region: str,
+        *,
+        session: boto3.Session | None = None,
+        clients: dict[str, Any] | None = None,
+        rate_limits: dict[tuple[str, str], float] | None = None,
+    ):
         self.region = region
         self._session = session
         self._clients: dict[str, Any] = dict(clients or {})
         self._lock = threading.Lock()
-        self._limits = {key: RateLimit(rate) for key, rate in RATE_LIMITS.items()}
+        limits = RATE_LIMITS if rate_limits is None else rate_limits
+        self._limits = {key: RateLimit(rate) for key, rate in limits.items()}
 
     @staticmethod
     def action(service: str, operation: str) -> str:
