@@ -51,7 +51,9 @@ PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----).*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
         rf"\1{REDACTED}\2",
     ),
-    (re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+", re.I), rf"\1 {REDACTED}"),
+    # HTTP Authorization schemes (RFC 6750 Bearer, RFC 7617 Basic) with a credential of 8 or more characters, so
+    # "basic checks passed" stays readable.
+    (re.compile(r"\b([Bb]earer|BEARER|Basic)\s+[A-Za-z0-9._~+/=-]{8,}"), rf"\1 {REDACTED}"),
     (re.compile(r"\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"), REDACTED),  # a JWT: base64url '{"' ...
     (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
     (re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),

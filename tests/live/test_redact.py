@@ -174,6 +174,7 @@ READABLE = (
     "mount -t lustre fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx",
     "NCCL_DEBUG=WARN FI_PROVIDER=efa",
     "[   73.202020] cloud-init[1714]: 2026-11-30T09:36:11Z bootstrap.sh[1802] ERROR: mount-lustre failed [rc 1]",
+    "2026-11-30T09:35:12Z bootstrap.sh[1802] INFO: basic checks passed; bearer of the lease: slurmctld",
 )
 """Ids, ARNs (one of a secret: its name is no secret), a SHA-256 digest, request ids, and lines of real tails."""
 
