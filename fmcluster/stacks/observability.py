@@ -11,6 +11,8 @@ from constructs import Construct
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.observability import ClusterObservability
+from fmcluster.outputs import SELF_HOSTED_GRAFANA_URL
+from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
 
 
@@ -56,3 +58,11 @@ class ObservabilityStack(cdk.Stack):
         )
         storage.nccl_tests.add_alarms(Construct(self, "NcclTests"), self.observability.topic)
         encrypt_log_groups(self, self.observability.key)
+        built = self.observability
+        if built.grafana_workspace is not None:
+            add_output(self, "observability", "GrafanaUrl", f"https://{built.grafana_workspace.attr_endpoint}")
+        elif observability.grafana == "self-hosted" and built.workspace is not None:
+            add_output(self, "observability", "GrafanaUrl", SELF_HOSTED_GRAFANA_URL)
+        if built.workspace is not None:
+            add_output(self, "observability", "PrometheusWorkspaceId", built.workspace.attr_workspace_id)
+        add_output(self, "observability", "AlarmTopicArn", built.topic.topic_arn)

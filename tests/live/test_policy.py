@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from fmcluster.live.aws import ACTIONS, DIAGNOSE_ACTIONS, PREFLIGHT_ACTIONS
+from fmcluster.live.aws import ACTIONS, CONNECT_ACTIONS, DIAGNOSE_ACTIONS, PREFLIGHT_ACTIONS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -29,6 +29,8 @@ def test_the_diagnose_policy_is_exactly_what_the_calls_need():
     assert policy_actions("FmclusterDiagnose") == set(DIAGNOSE_ACTIONS.values())
 
 
-def test_every_action_is_read_only():
-    verbs = {action.split(":", 1)[1] for action in ACTIONS.values()}
+def test_every_action_but_opening_and_closing_a_session_is_read_only():
+    sessions = {"ssm:StartSession", "ssm:TerminateSession"}
+    assert sessions <= set(CONNECT_ACTIONS.values())
+    verbs = {action.split(":", 1)[1] for action in ACTIONS.values() if action not in sessions}
     assert all(re.match(r"^(Describe|Get|List|BatchGet)", verb) for verb in verbs), verbs
