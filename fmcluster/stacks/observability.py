@@ -59,10 +59,19 @@ class ObservabilityStack(cdk.Stack):
         storage.nccl_tests.add_alarms(Construct(self, "NcclTests"), self.observability.topic)
         encrypt_log_groups(self, self.observability.key)
         built = self.observability
-        if built.grafana_workspace is not None:
-            add_output(self, "observability", "GrafanaUrl", f"https://{built.grafana_workspace.attr_endpoint}")
-        elif observability.grafana == "self-hosted" and built.workspace is not None:
-            add_output(self, "observability", "GrafanaUrl", SELF_HOSTED_GRAFANA_URL)
+        url = grafana_url(built, observability.grafana)
+        if url is not None:
+            add_output(self, "observability", "GrafanaUrl", url)
         if built.workspace is not None:
             add_output(self, "observability", "PrometheusWorkspaceId", built.workspace.attr_workspace_id)
         add_output(self, "observability", "AlarmTopicArn", built.topic.topic_arn)
+
+
+def grafana_url(observability: ClusterObservability, grafana: str) -> str | None:
+    """Where the cluster's Grafana is: the managed workspace's URL, the self-hosted one's port forward (it runs only
+    with a managed Prometheus, its data source), or None without a Grafana."""
+    if observability.grafana_workspace is not None:
+        return f"https://{observability.grafana_workspace.attr_endpoint}"
+    if grafana == "self-hosted" and observability.workspace is not None:
+        return SELF_HOSTED_GRAFANA_URL
+    return None
