@@ -58,7 +58,7 @@ def test_the_cluster_stack_names_the_head_node_group_and_how_to_find_its_node(sy
         assert HYPERPOD_ARN.fullmatch(example_arn) and example_arn.split("/")[1] == "a1b2c3d4e5f6"
     else:
         head = outputs["HeadNodeGroup"]["Value"] if "HeadNodeGroup" in outputs else None
-        assert head in ("login", "fmcluster_head", None)
+        assert head in ("login", "head", None)  # fmcluster.config.models LOGIN_GROUP, HEAD_GROUP_NAME
         if head is not None:
             group_id = outputs["HeadNodeGroupId"]["Value"]
             assert list(group_id) == ["Fn::GetAtt"] and group_id["Fn::GetAtt"][1] == "Id"
