@@ -283,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     torch.use_deterministic_algorithms(not cuda)  # bit-for-bit resumes on CPU; GPUs keep their fast kernels
     if world > 1:
-        dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(minutes=10))
+        # rank and world size given: under srun they come from Slurm's variables, not torchrun's RANK/WORLD_SIZE
+        dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world, timeout=timedelta(minutes=10))
 
     tokens, source = load_tokens(args.data, args.seed)
     torch.manual_seed(args.seed)

@@ -25,9 +25,16 @@ HYPERPOD_ARN = re.compile(r"arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:clus
 """botocore sagemaker ClusterArn's pattern: the id is what follows the one '/'."""
 
 
+CDK_REFERENCE = "PublishOutput"
+"""CDK's own outputs for weak cross-stack references (cdk.json `@aws-cdk/core:defaultCrossStackReferences: weak`),
+read by the consumer stack's Fn::GetStackOutput: not for people, no description."""
+
+
 def outputs_of(example, part: str) -> dict:
+    """The stack's outputs for people (CDK's cross-stack references left out)."""
     name = f"{example.config.name}-{part}"
-    return example.templates[name].get("Outputs", {})
+    outputs = example.templates[name].get("Outputs", {})
+    return {key: output for key, output in outputs.items() if not key.startswith(CDK_REFERENCE)}
 
 
 @pytest.mark.parametrize("example", EXAMPLE_IDS)

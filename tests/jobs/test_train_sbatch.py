@@ -53,7 +53,9 @@ def job_environment(tmp_path: Path) -> dict[str, str]:
     shims.mkdir()
     (shims / "srun").write_text(SRUN_SHIM)
     (shims / "srun").chmod(0o755)
-    (shims / "python").symlink_to(sys.executable)  # the image's python, here the test's (with torch)
+    # the image's python, here the test's (with torch); a wrapper, since a symlink outside the venv loses the venv
+    (shims / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (shims / "python").chmod(0o755)
     nccl = tmp_path / "nccl.env"
     nccl.write_text("# Written by fmcluster nccl-env.sh from fmcluster defaults\nNCCL_SOCKET_IFNAME=^docker,lo,veth\n")
     (tmp_path / "fsx").mkdir()
@@ -97,16 +99,20 @@ def test_the_job_trains_is_signalled_through_slurm_and_resumes_when_submitted_ag
             env={**slurm.env, **env}, capture_output=True, text=True, timeout=60, check=True,
         )  # fmt: skip
         job_id = submitted.stdout.strip().split(";")[0]
+
+        def state() -> str:
+            shown = slurm.command("scontrol", "show", "job", job_id, "--oneliner", check=False).stdout
+            return next((part.split("=", 1)[1] for part in shown.split() if part.startswith("JobState=")), "")
+
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and '"step": 12,' not in (path.read_text() if path.exists() else ""):
+            assert state() in ("PENDING", "CONFIGURING", "RUNNING"), path.read_text() if path.exists() else state()
             time.sleep(0.2)
         slurm.command("scancel", "--signal=USR1", job_id)
         deadline = time.monotonic() + 300
-        while (
-            time.monotonic() < deadline
-            and "JobState=FAILED" not in slurm.command("scontrol", "show", "job", job_id, check=False).stdout
-        ):
+        while time.monotonic() < deadline and state() in ("RUNNING", "COMPLETING"):
             time.sleep(0.5)
+        assert state() == "FAILED", path.read_text()  # exit status 3: stopped with a checkpoint
         warned = path.read_text()
         # Submitted again: it resumes from the signal's checkpoint and finishes.
         finished = slurm.run_batch(script, "--nodes=1", env=env, timeout=300, args=args)
