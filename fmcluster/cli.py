@@ -1,4 +1,4 @@
-"""The `fmcluster` command: `validate FILE` and `plan FILE` (FILE defaults to examples/quickstart.yaml)."""
+"""The `fmcluster` command: validate, plan, diagnose, info and connect FILE (default examples/quickstart.yaml)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fmcluster import advice, deploy_time, sizing
+from fmcluster.access_command import add_access_commands, run_access_command
 from fmcluster.config import ClusterConfig, ConfigError, load
 from fmcluster.config.checks import possible_deep_health_checks
 from fmcluster.update_command import add_update_arguments, plan_update
@@ -43,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     diagnose = commands.add_parser("diagnose", help="say why a deployed cluster or one of its nodes failed")
     diagnose.add_argument("file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})")
     diagnose.add_argument("--collect", metavar="DIR", help="also write what was read (secrets redacted) to DIR")
+    add_access_commands(commands, DEFAULT_FILE)
     args = parser.parse_args(argv)
     if args.command == "plan" and args.previous:
         return plan_update(args.file, args.previous, allow_replacement=args.allow_replacement)
@@ -52,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INVALID
     if args.command == "diagnose":
         return run_diagnose(args.file, config, args.collect)
+    if args.command in ("info", "connect"):
+        return run_access_command(args, config, EXIT_INVALID)
     if args.command == "validate" and args.live:
         return validate_live(args.file, config)
     if args.command == "validate":

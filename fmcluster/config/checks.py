@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 from collections.abc import Iterable, Iterator
-
-import aws_cdk as cdk
 
 from fmcluster import catalog
 from fmcluster.config.service_models import API_LABELS, instance_type_problem, shape_problem
@@ -55,7 +54,13 @@ PCS_SIZES = {"small": 32, "medium": 512, "large": PCS_MAX_NODES}
 
 
 def is_token(value: object) -> bool:
-    """True when `value` is an unresolved CDK token: known only at deploy time, so no rule can judge it yet."""
+    """True when `value` is an unresolved CDK token: known only at deploy time, so no rule can judge it yet.
+
+    Only aws_cdk makes tokens: while it is not loaded (`fmcluster validate`, `info`, `connect`), nothing is one, and
+    checking does not load it (importing aws_cdk starts jsii's node process, seconds on these machines)."""
+    cdk = sys.modules.get("aws_cdk")
+    if cdk is None:
+        return False
     return isinstance(value, str | int | float) and not isinstance(value, bool) and cdk.Token.is_unresolved(value)
 
 

@@ -78,7 +78,23 @@ DIAGNOSE_ACTIONS: dict[tuple[str, str], str] = {
 }
 """Every call `fmcluster diagnose` makes."""
 
-ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS}
+INFO_ACTIONS: dict[tuple[str, str], str] = {
+    ("cloudformation", "DescribeStacks"): "cloudformation:DescribeStacks",
+    ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
+    ("ec2", "DescribeInstances"): "ec2:DescribeInstances",
+}
+"""Every call `fmcluster info` makes (read-only, like diagnose's)."""
+
+CONNECT_ACTIONS: dict[tuple[str, str], str] = {
+    **INFO_ACTIONS,
+    ("pcs", "GetComputeNodeGroup"): "pcs:GetComputeNodeGroup",
+    ("ssm", "StartSession"): "ssm:StartSession",
+    ("ssm", "TerminateSession"): "ssm:TerminateSession",
+}
+"""Every call `fmcluster connect` makes: finding the node (read-only), then opening (or, when the plugin cannot start,
+closing) the session, which is not read-only."""
+
+ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS, **CONNECT_ACTIONS}
 
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "403", "Forbidden"})
 """Error codes of a call the caller's policy refuses: EC2 answers UnauthorizedOperation (EC2 API reference, error

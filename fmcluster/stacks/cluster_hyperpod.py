@@ -8,9 +8,11 @@ from constructs import Construct
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
+from fmcluster.constructs.hyperpod.lifecycle import CONTROLLER_GROUP
 from fmcluster.constructs.image import grant_image_pull
 from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
 from fmcluster.stacks.network import NetworkStack
+from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
 
 
@@ -60,3 +62,9 @@ class HyperPodClusterStack(cdk.Stack):
         self.node_role = self.hyperpod.role
         """The role every node of the cluster runs with."""
         encrypt_log_groups(self, storage.buckets.key)
+        add_output(self, "cluster", "Orchestrator", "hyperpod-slurm")
+        add_output(self, "cluster", "ClusterName", config.name)
+        # HyperPod's cluster id is the last part of its ARN (arn:...:cluster/<id>), what its SSM targets name.
+        add_output(self, "cluster", "ClusterId", cdk.Fn.select(1, cdk.Fn.split("/", self.hyperpod.cluster_arn)))
+        add_output(self, "cluster", "ClusterArn", self.hyperpod.cluster_arn)
+        add_output(self, "cluster", "HeadNodeGroup", CONTROLLER_GROUP)

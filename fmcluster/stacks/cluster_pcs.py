@@ -9,10 +9,12 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
+from fmcluster.config.models import pcs_head_group
 from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.pcs import PcsSlurmCluster
 from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
 from fmcluster.stacks.network import NetworkStack
+from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
 
 NAME_TAG_PRIORITY = 101
@@ -69,6 +71,14 @@ class PcsClusterStack(cdk.Stack):
         self.node_bundle = self.slurm.node_bundle
         _keep_released_logical_ids(self.slurm)
         encrypt_log_groups(self, storage.buckets.key)
+        add_output(self, "cluster", "Orchestrator", "pcs")
+        add_output(self, "cluster", "ClusterName", config.name)
+        add_output(self, "cluster", "ClusterId", self.slurm.cluster.attr_id)
+        add_output(self, "cluster", "ClusterArn", self.slurm.cluster.attr_arn)
+        head = pcs_head_group(orchestrator, config.observability)
+        if head is not None:  # without a login or head node there is no node to name: connect takes --group
+            add_output(self, "cluster", "HeadNodeGroup", head[1])
+            add_output(self, "cluster", "HeadNodeGroupId", self.slurm.node_groups[head[1]].attr_id)
 
 
 def _keep_released_logical_ids(cluster: PcsSlurmCluster) -> None:

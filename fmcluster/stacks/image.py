@@ -7,7 +7,8 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.compliance import customer_key, encrypt_log_groups
-from fmcluster.constructs.image import TrainingImage
+from fmcluster.constructs.image import TrainingImage, parameter_name
+from fmcluster.stacks.outputs import add_output
 
 
 class ImageStack(cdk.Stack):
@@ -42,3 +43,6 @@ class ImageStack(cdk.Stack):
             removal_policy=removal_policy,
         )
         encrypt_log_groups(self, self.key)
+        add_output(self, "image", "ImageRepositoryUri", self.training_image.repository.repository_uri)
+        add_output(self, "image", "ImageUri", self.training_image.image_uri)
+        add_output(self, "image", "ImageParameter", parameter_name(config.name))

@@ -8,6 +8,7 @@ from constructs import Construct
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.lustre import DataRepositoryLinks
+from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
 
 
@@ -30,3 +31,9 @@ class DataLinksStack(cdk.Stack):
             data_bucket=storage.buckets.data_bucket,
         )
         encrypt_log_groups(self, storage.buckets.key)  # none today; any a later construct here brings is encrypted
+        links = [
+            f"{link.path} -> {self.links.repositories[link.path].data_repository_path} "
+            f"(import {','.join(link.import_) or 'none'}, export {','.join(link.export) or 'none'})"
+            for link in config.storage.lustre.repositories
+        ]
+        add_output(self, "data-links", "DataLinks", "; ".join(links))

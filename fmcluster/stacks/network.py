@@ -9,6 +9,7 @@ from constructs import Construct
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.compliance import customer_key, encrypt_log_groups
 from fmcluster.constructs.network import TrainingNetwork
+from fmcluster.stacks.outputs import add_output
 
 
 class NetworkStack(cdk.Stack):
@@ -40,3 +41,5 @@ class NetworkStack(cdk.Stack):
         )
         """Encrypts the VPC flow logs (and any other log group of this stack)."""
         encrypt_log_groups(self, self.logs_key)
+        add_output(self, "network", "VpcId", self.network.vpc.vpc_id)
+        add_output(self, "network", "ComputeSubnetId", self.network.compute_subnet.subnet_id)

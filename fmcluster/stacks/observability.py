@@ -11,6 +11,8 @@ from constructs import Construct
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.observability import ClusterObservability
+from fmcluster.outputs import SELF_HOSTED_GRAFANA_URL
+from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
 
 
@@ -56,3 +58,20 @@ class ObservabilityStack(cdk.Stack):
         )
         storage.nccl_tests.add_alarms(Construct(self, "NcclTests"), self.observability.topic)
         encrypt_log_groups(self, self.observability.key)
+        built = self.observability
+        url = grafana_url(built, observability.grafana)
+        if url is not None:
+            add_output(self, "observability", "GrafanaUrl", url)
+        if built.workspace is not None:
+            add_output(self, "observability", "PrometheusWorkspaceId", built.workspace.attr_workspace_id)
+        add_output(self, "observability", "AlarmTopicArn", built.topic.topic_arn)
+
+
+def grafana_url(observability: ClusterObservability, grafana: str) -> str | None:
+    """Where the cluster's Grafana is: the managed workspace's URL, the self-hosted one's port forward (it runs only
+    with a managed Prometheus, its data source), or None without a Grafana."""
+    if observability.grafana_workspace is not None:
+        return f"https://{observability.grafana_workspace.attr_endpoint}"
+    if grafana == "self-hosted" and observability.workspace is not None:
+        return SELF_HOSTED_GRAFANA_URL
+    return None

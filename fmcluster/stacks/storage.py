@@ -12,6 +12,7 @@ from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.lustre import LustreStorage
 from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.constructs.network import TrainingNetwork
+from fmcluster.stacks.outputs import add_output
 
 
 class StorageStack(cdk.Stack):
@@ -69,6 +70,14 @@ class StorageStack(cdk.Stack):
         """nccl-tests results uploaded under nccl-tests/ in the checkpoints bucket become metrics; the observability
         stack adds the alarms (`add_alarms`), next to the alarm topic."""
         encrypt_log_groups(self, self.buckets.key)
+        for key, value in (
+            ("DataBucket", self.buckets.data_bucket.bucket_name),
+            ("CheckpointsBucket", self.buckets.checkpoints_bucket.bucket_name),
+            ("FileSystemId", self.lustre.file_system_id),
+            ("FileSystemDnsName", self.lustre.dns_name),
+            ("FileSystemMountName", self.lustre.mount_name),
+        ):
+            add_output(self, "storage", key, value)
 
     def _node_data_policy(self) -> iam.ManagedPolicy:
         policy = iam.ManagedPolicy(

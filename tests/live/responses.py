@@ -747,3 +747,54 @@ SAMPLES.update(
         ),
     }
 )
+
+
+# --- fmcluster info and connect -----------------------------------------------------------------------------------
+
+HEAD_GROUP_ID = "pcs_1a2b3c4d5e"
+SESSION_ID = "ml-engineer-0134f9ad4a5be8e2e"
+HYPERPOD_CLUSTER_OUTPUTS = {
+    "Orchestrator": "hyperpod-slurm",
+    "ClusterName": "quickstart",
+    "ClusterId": CLUSTER_ARN.rsplit("/", 1)[1],
+    "ClusterArn": CLUSTER_ARN,
+    "HeadNodeGroup": "controller",
+}
+"""The quickstart's cluster stack outputs (HyperPod; its controller group)."""
+PCS_CLUSTER_OUTPUTS = {
+    "Orchestrator": "pcs",
+    "ClusterName": "llm-pretrain",
+    "ClusterId": PCS_CLUSTER_ID,
+    "HeadNodeGroup": "login",
+    "HeadNodeGroupId": HEAD_GROUP_ID,
+}
+"""A PCS cluster stack's outputs with a login node."""
+
+
+def stack_with_outputs(cluster: str, part: str, outputs: dict[str, str], status: str = "CREATE_COMPLETE") -> dict:
+    """DescribeStacks of the deployed stack `<cluster>-<part>` with its Outputs (OutputKey, OutputValue, Description
+    as the template declares them: fmcluster.outputs)."""
+    from fmcluster.outputs import describe
+
+    response = stack(f"{cluster}-{part}", status)
+    response["Stacks"][0]["Outputs"] = [
+        {"OutputKey": key, "OutputValue": value, "Description": describe(part, key)} for key, value in outputs.items()
+    ]
+    return response
+
+
+def session(session_id: str = SESSION_ID, region: str = "us-east-1") -> dict:
+    """StartSession's answer, as the SSM API reference's example shows it (SessionId, StreamUrl, TokenValue)."""
+    return {
+        "SessionId": session_id,
+        "TokenValue": "AAEAAeHX6Nlcf8RqT4QyDPY0QSBg0Ou5oAblo4LjEXAMPLETOKEN",
+        "StreamUrl": f"wss://ssmmessages.{region}.amazonaws.com/v1/data-channel/{session_id}?role=publish_subscribe",
+    }
+
+
+SAMPLES.update(
+    {
+        ("ssm", "StartSession"): session(),
+        ("ssm", "TerminateSession"): {"SessionId": SESSION_ID},
+    }
+)

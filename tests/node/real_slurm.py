@@ -78,13 +78,22 @@ class RealSlurm:
             check=check,
         )  # fmt: skip
 
-    def run_batch(self, script: str, *options: str, env: dict[str, str] | None = None, timeout: float = 60) -> Job:
-        """Submit `script` with sbatch, wait for the job to end, return its state and output."""
+    def run_batch(
+        self,
+        script: str,
+        *options: str,
+        env: dict[str, str] | None = None,
+        timeout: float = 60,
+        args: tuple[str, ...] = (),
+    ) -> Job:
+        """Submit `script` with sbatch (`options` before it, `args` after it, for the script), wait for the job to end,
+        return its state and output."""
         path = self.directory / f"job-{time.monotonic_ns()}.sh"
         path.write_text(script)
         output = self.directory / f"{path.stem}.out"
         submitted = subprocess.run(
-            [_which("sbatch"), "--parsable", f"--output={output}", f"--chdir={self.directory}", *options, str(path)],
+            [_which("sbatch"), "--parsable", f"--output={output}", f"--chdir={self.directory}", *options, str(path),
+             *args],
             env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=60, check=True,
         )  # fmt: skip
         job_id = submitted.stdout.strip().split(";")[0]

@@ -209,7 +209,7 @@ def test_plan_quickstart(capsys: pytest.CaptureFixture[str]) -> None:
     assert table_row(out, "capacity")["value"] == "1,200 GiB"
     assert table_row(out, "throughput")["value"] == "250 MB/s/TiB = 293 MB/s"
     assert table_row(out, "EFA")["value"] == "no"
-    assert table_row(out, "S3 links")["value"] == "1"
+    assert table_row(out, "S3 links")["value"] == "2"  # /datasets in, /checkpoints out
     assert table_row(out, "checkpoint size")["value"] == "0.11 TB (8B parameters)"
     assert table_row(out, "checkpoint write time")["value"] == "382 s (target 600 s, limited by the file system)"
 

@@ -137,8 +137,8 @@ class StorageExample:
 
 @pytest.fixture(scope="module")
 def clusters(synthesized) -> dict[str, StorageExample]:
-    """`keep`: the quickstart (retain_on_delete by default, 1200 GiB, /datasets in the data bucket); `drop`: the
-    isolated B300 example (retain_on_delete: false, an EFA-enabled file system, two repositories)."""
+    """`keep`: the quickstart (retain_on_delete by default, 1200 GiB, /datasets and /checkpoints in the data bucket);
+    `drop`: the isolated B300 example (retain_on_delete: false, an EFA-enabled file system, two repositories)."""
     return {"keep": StorageExample(synthesized["quickstart"]), "drop": StorageExample(synthesized["p6-b300-isolated"])}
 
 
@@ -598,10 +598,16 @@ def test_storage_stack_builds_the_file_system_from_the_cluster_file(clusters):
     # the S3 link is in a stack of its own, beside the cluster: nodes need not wait for it
     assert of_type(keep.template, "AWS::FSx::DataRepositoryAssociation") == {}
     links = keep.example.templates["quickstart-data-links"]
-    (association,) = of_type(links, "AWS::FSx::DataRepositoryAssociation").values()
-    path = association["Properties"]["DataRepositoryPath"]["Fn::Join"][1]
-    assert (path[0], path[2]) == ("s3://", "/datasets/")
-    assert "quickstart-storage" in json.dumps(path[1]) and "quickstart-storage" in json.dumps(association["Properties"])
+    associations = of_type(links, "AWS::FSx::DataRepositoryAssociation")
+    by_path = {a["Properties"]["FileSystemPath"]: (name, a) for name, a in associations.items()}
+    assert sorted(by_path) == ["/checkpoints", "/datasets"]  # datasets in, the first job's checkpoints out
+    for lustre_path, (_, association) in by_path.items():
+        path = association["Properties"]["DataRepositoryPath"]["Fn::Join"][1]
+        assert (path[0], path[2]) == ("s3://", f"{lustre_path}/")
+        assert "quickstart-storage" in json.dumps(path[1])
+    checkpoints = by_path["/checkpoints"][1]
+    assert checkpoints["Properties"]["S3"] == {"AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]}}
+    assert checkpoints["DependsOn"] == [by_path["/datasets"][0]]  # one after another
     assert "FsxForLustreS3LinksUseTheKeyThroughS3" in json.dumps(keep.template)
 
     drop = clusters["drop"]

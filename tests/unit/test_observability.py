@@ -22,6 +22,8 @@ from fmcluster.constructs.observability import (
     endpoint_parameter_name,
     rule_file,
 )
+from fmcluster.outputs import SELF_HOSTED_GRAFANA_URL
+from fmcluster.stacks.observability import grafana_url
 from tests import support
 from tests.conftest import SynthesizedExample
 
@@ -48,11 +50,12 @@ class Synthesized:
     def __init__(self, outdir, quickstart: SynthesizedExample) -> None:
         app = support.app(outdir)
         self.stacks: dict[str, cdk.Stack] = {}
+        self.constructs: dict[str, ClusterObservability] = {}
         for combination in COMBINATIONS:
             prometheus, grafana, email = combination
             stack = cdk.Stack(app, combination_id(combination).replace("_", "-"), env=ENV)
             role = iam.Role(stack, "NodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
-            ClusterObservability(
+            self.constructs[combination_id(combination)] = ClusterObservability(
                 stack, "Observability", cluster_name="llm", prometheus=prometheus, grafana=grafana, alarm_email=email,
                 file_system_id=FILE_SYSTEM, lustre_capacity_gib=4800, lustre_throughput_per_tib=250, node_roles=[role],
             )  # fmt: skip
@@ -89,6 +92,21 @@ def test_cfn_lint_reports_nothing(synthesized):
 
 
 # -- every combination ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("combination", COMBINATIONS, ids=combination_id)
+def test_the_grafana_url_output_is_the_managed_workspace_or_the_self_hosted_port_forward(synthesized, combination):
+    prometheus, grafana, _ = combination
+    name = combination_id(combination)
+    stack, observability = synthesized.stacks[name], synthesized.constructs[name]
+    url = grafana_url(observability, grafana)
+    if grafana == "managed":
+        workspace = stack.get_logical_id(observability.grafana_workspace)
+        assert stack.resolve(url) == {"Fn::Join": ["", ["https://", {"Fn::GetAtt": [workspace, "Endpoint"]}]]}
+    elif grafana == "self-hosted" and prometheus == "managed":
+        assert url == SELF_HOSTED_GRAFANA_URL
+    else:
+        assert url is None
 
 
 @pytest.mark.parametrize("combination", COMBINATIONS, ids=combination_id)

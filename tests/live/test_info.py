@@ -1,0 +1,173 @@
+"""`fmcluster info FILE`: the stacks' outputs and the head node, from stubbed DescribeStacks, ListClusterNodes and
+DescribeInstances (every response checked against botocore's model by the `stubs` fixture). The output keys are the
+ones the templates carry (tests/gates/test_outputs.py holds the templates to fmcluster.outputs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from fmcluster import cli
+from fmcluster.live.info import cluster_info
+from tests.live.conftest import PCS_BLOCK, QUICKSTART, config_of
+from tests.live.responses import (
+    CLUSTER_ARN,
+    HEAD_GROUP_ID,
+    HYPERPOD_CLUSTER_OUTPUTS,
+    PCS_CLUSTER_OUTPUTS,
+    cluster_nodes,
+    instances,
+    stack_with_outputs,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+HYPERPOD_ID = CLUSTER_ARN.rsplit("/", 1)[1]
+STORAGE = {
+    "DataBucket": "quickstart-storage-bucketsdatabucket5b4e2a1c-0a1b2c3d4e5f",
+    "CheckpointsBucket": "quickstart-storage-bucketscheckpointsbucket9f8e7d6c-1a2b3c4d5e6f",
+    "FileSystemId": "fs-0123456789abcdef0",
+    "FileSystemDnsName": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+    "FileSystemMountName": "abcdef12",
+}
+
+
+def missing(stub, name: str) -> None:
+    stub.no_stack("DescribeStacks", name)
+
+
+def deployed(stub, part: str, outputs: dict[str, str]) -> None:
+    response = stack_with_outputs("quickstart", part, outputs)
+    stub.ok("cloudformation", "DescribeStacks", response, {"StackName": f"quickstart-{part}"})
+
+
+def queue_quickstart(stub, *, cluster: bool = True, nodes: tuple = ()) -> None:
+    """The quickstart's stacks: network and storage deployed, data links and image not yet, then the cluster."""
+    deployed(stub, "network", {"VpcId": "vpc-0a1b2c3d4e5f60718"})
+    deployed(stub, "storage", STORAGE)
+    missing(stub, "quickstart-data-links")
+    missing(stub, "quickstart-image")
+    if cluster:
+        deployed(stub, "cluster", HYPERPOD_CLUSTER_OUTPUTS)
+        stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(*nodes), {"ClusterName": "quickstart"})
+    else:
+        missing(stub, "quickstart-cluster")
+    missing(stub, "quickstart-observability")
+
+
+def quickstart():
+    return config_of(QUICKSTART, storage={"lustre": {"capacity_gib": 1200, "repositories": [{"path": "/datasets"}]}})
+
+
+def test_hyperpod_outputs_in_order_and_the_controller_found_by_list_cluster_nodes(stubs):
+    stub = stubs()
+    queue_quickstart(
+        stub,
+        nodes=(
+            ("gpu", "i-0bbbbbbbbbbbbbbb0", "Running", ""),
+            ("controller", "i-0aaaaaaaaaaaaaaa0", "Running", ""),
+        ),
+    )
+    info = cluster_info(quickstart(), stub.aws())
+    assert info.head.target == f"sagemaker-cluster:{HYPERPOD_ID}_controller-i-0aaaaaaaaaaaaaaa0"
+    assert info.report("cluster.yaml").splitlines() == [
+        "quickstart: hyperpod-slurm in us-east-1 (use1-az6)",
+        "network: stack quickstart-network CREATE_COMPLETE",
+        "  VpcId  vpc-0a1b2c3d4e5f60718",
+        "storage: stack quickstart-storage CREATE_COMPLETE",
+        f"  DataBucket           {STORAGE['DataBucket']}",
+        f"  CheckpointsBucket    {STORAGE['CheckpointsBucket']}",
+        "  FileSystemId         fs-0123456789abcdef0",
+        "  FileSystemDnsName    fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+        "  FileSystemMountName  abcdef12",
+        "data-links: stack quickstart-data-links is not deployed",
+        "image: stack quickstart-image is not deployed",
+        "cluster: stack quickstart-cluster CREATE_COMPLETE",
+        "  Orchestrator   hyperpod-slurm",
+        "  ClusterName    quickstart",
+        f"  ClusterId      {HYPERPOD_ID}",
+        f"  ClusterArn     {CLUSTER_ARN}",
+        "  HeadNodeGroup  controller",
+        "observability: stack quickstart-observability is not deployed",
+        "head node: controller i-0aaaaaaaaaaaaaaa0 (sagemaker ListClusterNodes ClusterName=quickstart)",
+        f"  SSM target  sagemaker-cluster:{HYPERPOD_ID}_controller-i-0aaaaaaaaaaaaaaa0",
+        "  connect     fmcluster connect cluster.yaml",
+    ]
+
+
+def test_a_controller_that_is_not_running_yet_is_a_note(stubs):
+    stub = stubs()
+    queue_quickstart(stub, nodes=(("controller", "i-0aaaaaaaaaaaaaaa0", "Pending", ""),))
+    info = cluster_info(quickstart(), stub.aws())
+    assert info.head is None
+    assert info.report("cluster.yaml").splitlines()[-1] == (
+        "head node: controller: no running node to connect to in controller: i-0aaaaaaaaaaaaaaa0 Pending"
+    )
+
+
+def test_pcs_login_node_found_by_its_node_group_tag(stubs):
+    stub = stubs()
+    config = config_of(PCS_BLOCK, orchestrator={"type": "pcs", "login_instance_type": "m5.4xlarge"})
+    for part in ("network", "storage", "image"):
+        missing(stub, f"llm-pretrain-{part}")
+    outputs = PCS_CLUSTER_OUTPUTS
+    stub.ok(
+        "cloudformation",
+        "DescribeStacks",
+        stack_with_outputs("llm-pretrain", "cluster", outputs),
+        {"StackName": "llm-pretrain-cluster"},
+    )
+    missing(stub, "llm-pretrain-observability")
+    stub.ok(
+        "ec2",
+        "DescribeInstances",
+        instances("i-0ccccccccccccccc0"),
+        {
+            "Filters": [
+                {"Name": "instance-state-name", "Values": ["running"]},
+                {"Name": "tag:aws:pcs:compute-node-group-id", "Values": [HEAD_GROUP_ID]},
+            ]
+        },
+    )
+    info = cluster_info(config, stub.aws())
+    assert (info.head.group, info.head.target) == ("login", "i-0ccccccccccccccc0")
+    assert info.as_json() == {
+        "cluster": outputs,
+        "head_node": {"group": "login", "instance_id": "i-0ccccccccccccccc0", "ssm_target": "i-0ccccccccccccccc0"},
+    }
+
+
+def test_cli_info_json_and_exit_1_when_nothing_is_deployed(stubs, monkeypatch, capsys, tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(QUICKSTART)
+    stub = stubs()
+    for part in ("network", "storage", "image", "cluster", "observability"):
+        missing(stub, f"quickstart-{part}")
+    monkeypatch.setattr("fmcluster.live.Aws", lambda region: stub.aws())
+    assert cli.main(["info", str(path), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {"head_node": None}
+
+
+def test_cli_info_without_credentials_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(QUICKSTART)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    assert cli.main(["info", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        f"{path}: info: no AWS credentials found (Unable to locate credentials); set AWS_PROFILE or run `aws configure`"
+    ]
+
+
+def test_info_and_connect_never_load_aws_cdk():
+    code = (
+        "import sys; from fmcluster import cli; import fmcluster.live.info, fmcluster.live.connect; "
+        "cli.main(['validate', 'examples/quickstart.yaml']); print('aws_cdk' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, cwd=REPO
+    )
+    assert result.stdout.splitlines()[-1] == "False"
