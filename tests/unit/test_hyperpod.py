@@ -705,8 +705,10 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         ({"compute_groups": ["gpu"]}, "compute_groups[0]: must be a ComputeGroup or a mapping of its keys; "
          "got 'gpu'"),
         ({"compute_groups": [{**GPU, "capacity": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}]},
-         "compute_groups[0].capacity: 'capacity-block' is for AWS PCS (EC2 reservations go through launch "
-         "templates); HyperPod reserves capacity with capacity: training-plan and a training_plan_arn"),
+         # one rule for the file and the construct (config/orchestrators/hyperpod.py), in the cluster file's words
+         "compute_groups[0].capacity: 'capacity-block' needs orchestrator.type: pcs (EC2 reservations are consumed "
+         "through launch templates); HyperPod takes reserved capacity as capacity: training-plan with "
+         "training_plan_arn"),
         ({"compute_groups": [ON_PLAN]}, "compute_groups[0].training_plan_arn: required when capacity is "
          "'training-plan'"),
         ({"compute_groups": [{**GPU, "training_plan_arn": PLAN_ARN}]}, "compute_groups[0].training_plan_arn: only "
