@@ -96,9 +96,9 @@ def check_offerings(config: ClusterConfig, aws: Aws) -> list[Problem]:
     return [
         Problem(
             key,
-            ("warning: " if hyperpod else "")
-            + f"{name} is not offered in {zone} ({config.region}): EC2 lists no offering of it there"
+            f"{name} is not offered in {zone} ({config.region}): EC2 lists no offering of it there"
             + ("; HyperPod may not be able to place it either" if hyperpod else "; choose a type or zone that has it"),
+            "warning" if hyperpod else "error",
         )
         for name, key in types.items()
         if name not in offered

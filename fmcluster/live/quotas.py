@@ -21,10 +21,11 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-from fmcluster.config import ClusterConfig, Problem
+from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws
 from fmcluster.live.instances import InstanceTypes
 from fmcluster.live.runner import Check
+from fmcluster.problems import Problem, note
 
 ON_DEMAND_QUOTAS = {
     "p": "Running On-Demand P instances",
@@ -159,17 +160,17 @@ def check_vcpus(quotas: ServiceQuotas, types: InstanceTypes, name: str, members:
     path = members[0][0]
     if not name:
         kinds = ", ".join(sorted({t for _, t, _ in members}))
-        return [Problem(path, f"note: no known On-Demand vCPU quota for {kinds}; not checked")]
+        return [note(path, f"no known On-Demand vCPU quota for {kinds}; not checked")]
     parts, needed = [], 0
     for _, instance_type, count in members:
         vcpus = types.vcpus(instance_type)
         if vcpus is None:
-            return [Problem(path, f"note: EC2 does not describe {instance_type}; quota '{name}' not checked")]
+            return [note(path, f"EC2 does not describe {instance_type}; quota '{name}' not checked")]
         needed += vcpus * count
         parts.append(f"{count} x {instance_type} x {vcpus}")
     quota = quotas.named("ec2", name)
     if quota is None:
-        return [Problem(path, f"note: Service Quotas has no EC2 quota named '{name}'; not checked")]
+        return [note(path, f"Service Quotas has no EC2 quota named '{name}'; not checked")]
     if needed > quota["Value"]:
         return [
             Problem(
@@ -205,7 +206,7 @@ def check_hyperpod_type(quotas: ServiceQuotas, ml_type: str, members: Members) -
     quota = quotas.named("sagemaker", name)
     path = members[0][0]
     if quota is None:
-        return [Problem(path, f"note: Service Quotas has no SageMaker quota named '{name}'; not checked")]
+        return [note(path, f"Service Quotas has no SageMaker quota named '{name}'; not checked")]
     needed = sum(count for _, _, count in members)
     if needed > quota["Value"]:
         return [
@@ -223,7 +224,7 @@ def check_hyperpod_instances(quotas: ServiceQuotas, config: ClusterConfig, name:
     """The cluster's instances (compute, controller, login) against a HyperPod instance-count quota `name`."""
     quota = quotas.named("sagemaker", name)
     if quota is None:
-        return [Problem("compute", f"note: Service Quotas has no SageMaker quota named '{name}'; not checked")]
+        return [note("compute", f"Service Quotas has no SageMaker quota named '{name}'; not checked")]
     login = 1 if config.orchestrator.login_instance_type else 0
     needed = config.total_nodes + 1 + login
     parts = f"{config.total_nodes} compute, 1 controller" + (", 1 login" if login else "")
@@ -242,7 +243,7 @@ def check_lustre_storage(quotas: ServiceQuotas, config: ClusterConfig) -> list[P
     quota = quotas.named("fsx", LUSTRE_STORAGE)
     path = "storage.lustre.capacity_gib"
     if quota is None:
-        return [Problem(path, f"note: Service Quotas has no FSx quota named '{LUSTRE_STORAGE}'; not checked")]
+        return [note(path, f"Service Quotas has no FSx quota named '{LUSTRE_STORAGE}'; not checked")]
     capacity = config.storage.lustre.capacity_gib
     if capacity > quota["Value"]:
         unit = quota.get("Unit", "")
@@ -305,7 +306,7 @@ def _headroom(
 ) -> list[Problem]:
     quota = quotas.named(service_code, name)
     if quota is None:
-        return [Problem(path, f"note: Service Quotas has no quota named '{name}'; not checked")]
+        return [note(path, f"Service Quotas has no quota named '{name}'; not checked")]
     if used + 1 > quota["Value"]:
         return [
             Problem(

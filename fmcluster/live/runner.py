@@ -1,11 +1,11 @@
 """Run independent live checks concurrently, with a progress display, and turn what stops a check into a warning.
 
-A check is a function returning results (`Problem`s for validate, `Finding`s for diagnose). Problems whose message
-starts with "warning:" or "note:" inform; every other problem is an error. A check the caller's policy refuses
+A check is a function returning results (`Problem`s for validate, `Finding`s for diagnose). Problems of level
+"warning" or "note" inform; an "error" stops the deploy. A check the caller's policy refuses
 becomes one warning naming the missing IAM action; one that fails on AWS's side becomes a warning with AWS's error.
 Missing credentials stop the whole run.
 
->>> [p.message for p in run_checks([Check("two", "x", lambda: [Problem("x", "note: 2")])], console=None)]
+>>> [p.message for p in run_checks([Check("two", "x", lambda: [note("x", "2")])], console=None)]
 ['note: 2']
 """
 
@@ -20,10 +20,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-from fmcluster.config import Problem
 from fmcluster.live.aws import Denied, error_code, error_message
+from fmcluster.problems import Problem, warning
 
-INFORMATIVE = ("warning:", "note:")
 README_POLICY = "the read-only policy in fmcluster's README grants it"
 
 
@@ -37,7 +36,7 @@ class Check:
 
 
 def is_error(problem: Problem) -> bool:
-    return not problem.message.startswith(INFORMATIVE)
+    return problem.is_error
 
 
 def denied_reason(action: str) -> str:
@@ -45,11 +44,11 @@ def denied_reason(action: str) -> str:
 
 
 def denied(path: str, label: str, action: str) -> Problem:
-    return Problem(path, f"warning: {label} not checked: {denied_reason(action)}")
+    return warning(path, f"{label} not checked: {denied_reason(action)}")
 
 
 def not_checked(check: Check, reason: str) -> Problem:
-    return Problem(check.path, f"warning: {check.label} not checked: {reason}")
+    return warning(check.path, f"{check.label} not checked: {reason}")
 
 
 def run_checks(
