@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from fmcluster import advice, deploy_time, sizing
 from fmcluster.config import ClusterConfig, ConfigError, load
-from fmcluster.config.checks import possible_deep_health_checks
+from fmcluster.config.value_rules import possible_deep_health_checks
 from fmcluster.update_command import add_update_arguments, plan_update
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 
-from fmcluster.config.checks import (
+from fmcluster.config.value_rules import (
     HYPERPOD_CLUSTER_NAME_PATTERN,
     LUSTRE_MOUNT_NAME_PATTERN,
     LUSTRE_MOUNT_NAME_RULE,

@@ -2,7 +2,8 @@
 
 Each model checks its own keys, including rules that depend on an earlier key of the same model (pydantic
 validates fields in declaration order, so a dependent field is declared after what it depends on and its
-validator reads `info.data`). Rules across sections live in `rules.py`.
+validator reads `info.data`). Rules across sections live in `file_rules.py`, rules of one orchestrator in
+`orchestrators/`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from fmcluster import catalog, nccl
-from fmcluster.config.checks import (
+from fmcluster.config.orchestrators import pcs
+from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
+from fmcluster.config.value_rules import (
     AMI_ID_PATTERN,
     GROUP_NAME_PATTERN,
     S3_URI_PATTERN,
@@ -37,8 +40,6 @@ from fmcluster.config.checks import (
     reservation_problem,
     unknown_instance_type,
 )
-from fmcluster.config.orchestrators import pcs
-from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
 from fmcluster.names import RESERVED_GROUP_NAMES
 
 MAX_NODES_PER_GROUP = 6758

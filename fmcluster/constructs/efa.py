@@ -13,8 +13,8 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from fmcluster import catalog
-from fmcluster.config.checks import no_efa, reservation_problem, unknown_instance_type
-from fmcluster.constructs.compliance import acknowledge_findings
+from fmcluster.config.value_rules import no_efa, reservation_problem, unknown_instance_type
+from fmcluster.constructs.acknowledgments import acknowledge_findings
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token
 

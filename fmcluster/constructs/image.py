@@ -25,11 +25,16 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster import names
-from fmcluster.config.checks import cluster_name_problem
 from fmcluster.config.models import Image
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions, acknowledge_findings, customer_key
+from fmcluster.config.value_rules import cluster_name_problem
+from fmcluster.constructs.acknowledgments import (
+    acknowledge_deploy_time_functions,
+    acknowledge_findings,
+    acknowledge_wildcards,
+    nag_form,
+)
 from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
-from fmcluster.constructs.nag import acknowledge_wildcards, nag_form
+from fmcluster.constructs.keys import customer_key
 from fmcluster.deploy_time import Weights
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token

@@ -15,10 +15,11 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from fmcluster.config.checks import lustre_dns_name_problem, lustre_mount_name_problem
+from fmcluster.config.file_rules import Sections, repositories_do_not_overlap
 from fmcluster.config.models import Lustre, Repository
-from fmcluster.config.rules import Sections, repositories_do_not_overlap
-from fmcluster.constructs.compliance import acknowledge_findings, customer_key
+from fmcluster.config.value_rules import lustre_dns_name_problem, lustre_mount_name_problem
+from fmcluster.constructs.acknowledgments import acknowledge_findings
+from fmcluster.constructs.keys import customer_key
 from fmcluster.constructs.props import prop_problems
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import known

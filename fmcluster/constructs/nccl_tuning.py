@@ -21,8 +21,13 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster import names
-from fmcluster.config.checks import GROUP_NAME_PATTERN, cluster_name_problem, repeated_group_name, unknown_instance_type
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
+from fmcluster.config.value_rules import (
+    GROUP_NAME_PATTERN,
+    cluster_name_problem,
+    repeated_group_name,
+    unknown_instance_type,
+)
+from fmcluster.constructs.acknowledgments import acknowledge_deploy_time_functions, acknowledge_wildcards
 from fmcluster.constructs.functions import (
     LAMBDA_RUNTIME,
     function_log_group,
@@ -30,7 +35,6 @@ from fmcluster.constructs.functions import (
     lambda_code,
     quiet_redundant_depends_on,
 )
-from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.nccl import (
     DEFAULT_EFA_INSTALLER_VERSION,
     DEFAULT_NCCL_VERSION,

@@ -23,7 +23,12 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from fmcluster.constructs.compliance import LAMBDA_IN_VPC, acknowledge_deploy_time_functions, acknowledge_findings
+from fmcluster.constructs.acknowledgments import (
+    LAMBDA_IN_VPC,
+    acknowledge_deploy_time_functions,
+    acknowledge_findings,
+    acknowledge_wildcards,
+)
 from fmcluster.constructs.functions import (
     LAMBDA_RUNTIME,
     function_log_group,
@@ -31,7 +36,6 @@ from fmcluster.constructs.functions import (
     lambda_code,
     quiet_redundant_depends_on,
 )
-from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.constructs.nccl_tuning import group_pair_problems
 from fmcluster.nccl import LINE_RATE_FRACTION, MIN_BASELINE_MESSAGE_BYTES, PUBLISHED_MARGIN, baseline_spec
 from fmcluster.problems import Problem, raise_if_any

@@ -14,7 +14,7 @@ from constructs import Construct
 from fmcluster.addressing import plan_subnets
 from fmcluster.config.models import Network
 from fmcluster.config.regions import AZ_ID_PATTERN
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
+from fmcluster.constructs.acknowledgments import acknowledge_deploy_time_functions
 from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.constructs.props import prop_problems
 from fmcluster.problems import Problem, raise_if_any

@@ -22,10 +22,10 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from fmcluster import names
-from fmcluster.config.checks import grafana_without_source
 from fmcluster.config.models import Observability, is_lustre_capacity
-from fmcluster.constructs.compliance import customer_key
+from fmcluster.config.value_rules import grafana_without_source
 from fmcluster.constructs.functions import provider_with_handler
+from fmcluster.constructs.keys import customer_key
 from fmcluster.constructs.props import prop_problems
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ValidationError
 
-from fmcluster.config.checks import S3_URI_PATTERN, SSM_PATH_PATTERN, grafana_without_source
 from fmcluster.config.errors import problems_from_validation_error
 from fmcluster.config.models import ComputeGroup, Observability
+from fmcluster.config.value_rules import S3_URI_PATTERN, SSM_PATH_PATTERN, grafana_without_source
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import DEFERRED, is_token
 

@@ -6,9 +6,9 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
-from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
 from fmcluster.constructs.image import grant_image_pull
+from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack

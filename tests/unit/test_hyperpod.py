@@ -698,7 +698,7 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
          "(HyperPod and Slurm reject a trailing '-'); got 'gpu-'"),
         ({"compute_groups": [{**GPU, "count": -1}]}, "compute_groups[0].count: must be at least 0; got -1"),
         ({"compute_groups": [{**GPU, "count": 7000}]}, "compute_groups[0].count: must be at most 6758; got 7000"),
-        # the cluster file's rule (config/checks.py), word for word: connectivity needs 2 or more nodes with EFA
+        # the cluster file's rule (config/value_rules.py), word for word: connectivity needs 2 or more nodes with EFA
         ({"compute_groups": [{**GPU, "count": 1, "deep_health_checks": ["InstanceConnectivity"]}]},
          "compute_groups[0].deep_health_checks: InstanceConnectivity tests EFA between nodes: it needs count of 2 or "
          "more and efa: true; got count 1, efa true (keep InstanceStress alone)"),

@@ -1,7 +1,7 @@
 """The orchestrator seam: what differs between the Slurm services fmcluster builds on, one module per orchestrator.
 
 `of(type)` is the one place an orchestrator is chosen from the cluster file's `orchestrator.type`. The file's rules
-(`config.rules`), the names and types the file sends to AWS (`config.service_rules`) and each cluster construct's
+(`config.file_rules`), the names and types the file sends to AWS (`config.api_rules`) and each cluster construct's
 props checks (`constructs/pcs`, `constructs/hyperpod`) call the same functions of its module, so a rule is written
 once and the cluster file and the construct give the same words. A third orchestrator (HyperPod on EKS is next) is
 a new module here with the same functions, and one entry in `ORCHESTRATORS`:
@@ -12,10 +12,10 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
 - `api_values(name, orchestrator, groups, observability)`: every name the cluster stack sends to its API;
 - `instance_types(orchestrator, groups, observability)`: every instance type the cluster stack asks for;
 - `instance_type_problem(instance_type, region)`: a type it does not run (in the region, when known);
-- `file_problems(orchestrator, observability, groups)`: its rules across sections of a valid file.
+- `file_problems(orchestrator, observability, groups, complete)`: its rules across sections of the file.
 
-Shared rules that do not depend on the orchestrator stay in `config.checks` (one value) and `config.rules` (across
-sections).
+Shared rules that do not depend on the orchestrator stay in `config.value_rules` (one value) and
+`config.file_rules` (across sections).
 
 >>> of("pcs").CLUSTER_RESOURCE, of("hyperpod-slurm").CLUSTER_RESOURCE
 ('AWS::PCS::Cluster', 'AWS::SageMaker::Cluster')

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from fmcluster.config.checks import ApiValue, api_name_problem
 from fmcluster.config.service_models import instance_type_problem as regional_instance_type_problem
+from fmcluster.config.value_rules import ApiValue, api_name_problem
 from fmcluster.names import CONTROLLER_GROUP, LOGIN_GROUP
 from fmcluster.problems import Problem
 

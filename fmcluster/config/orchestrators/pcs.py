@@ -11,8 +11,8 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from fmcluster import catalog
-from fmcluster.config.checks import ApiValue
 from fmcluster.config.service_models import instance_type_problem as regional_instance_type_problem
+from fmcluster.config.value_rules import ApiValue
 from fmcluster.names import HEAD_GROUP, LOGIN_GROUP
 from fmcluster.problems import Problem
 

@@ -14,16 +14,16 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from fmcluster.config.checks import (
+from fmcluster.config.models import ComputeGroup, Orchestrator
+from fmcluster.config.orchestrators import hyperpod
+from fmcluster.config.value_rules import (
     HYPERPOD_CLUSTER_NAME_PATTERN,
     repeated_group_name,
     repeated_names,
     training_plan_elsewhere,
 )
-from fmcluster.config.models import ComputeGroup, Orchestrator
-from fmcluster.config.orchestrators import hyperpod
+from fmcluster.constructs.acknowledgments import acknowledge_findings
 from fmcluster.constructs.buckets import INCOMPLETE_UPLOAD_EXPIRATION, ProjectBuckets, quiet_auto_delete_provider
-from fmcluster.constructs.compliance import acknowledge_findings
 from fmcluster.constructs.hyperpod.lifecycle import (
     LIFECYCLE_ENV,
     LIFECYCLE_PREFIX,

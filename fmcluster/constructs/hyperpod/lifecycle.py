@@ -12,9 +12,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 
 from fmcluster.config.regions import REGIONS
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
+from fmcluster.constructs.acknowledgments import acknowledge_deploy_time_functions, nag_form
 from fmcluster.constructs.functions import quiet_redundant_depends_on
-from fmcluster.constructs.nag import nag_form
 from fmcluster.names import CONTROLLER_GROUP
 from fmcluster.node_scripts import DASHBOARDS, NCCL_TESTS, archive_path, dashboard_files, zip_archive
 from fmcluster.tokens import is_token

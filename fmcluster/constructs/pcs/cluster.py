@@ -15,19 +15,18 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.catalog import instance_architecture
-from fmcluster.config.checks import AMI_ID_PATTERN
 from fmcluster.config.models import PCS_DEFAULT_SLURM_VERSION, ComputeGroup
 from fmcluster.config.orchestrators import pcs as pcs_rules
+from fmcluster.config.value_rules import AMI_ID_PATTERN
+from fmcluster.constructs.acknowledgments import acknowledge_findings, acknowledge_wildcards
 from fmcluster.constructs.buckets import ProjectBuckets
-from fmcluster.constructs.compliance import acknowledge_findings
 from fmcluster.constructs.efa import HOP_LIMIT_REASON, METADATA_HOP_LIMIT, EfaLaunchTemplate
 from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.image import grant_image_pull
 from fmcluster.constructs.image import parameter_name as image_parameter_name
 from fmcluster.constructs.lustre import LustreFileSystem
-from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
-from fmcluster.constructs.pcs.validation import group_name_problem, validated
+from fmcluster.constructs.pcs.prop_rules import group_name_problem, validated
 from fmcluster.names import LUSTRE_MOUNT_PATH, nccl_parameter_name, parameter_prefix
 from fmcluster.node_scripts import INSTALL_DIR, NodeObservability, bootstrap_user_data, bundle_path
 from fmcluster.problems import InvalidProps, Problem, raise_if_any

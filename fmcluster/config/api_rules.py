@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fmcluster.config import orchestrators
-from fmcluster.config.checks import ApiValue
 from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
 from fmcluster.config.service_models import region_problem
+from fmcluster.config.value_rules import ApiValue
 from fmcluster.problems import Problem
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws
 from fmcluster.live.findings import Collected, Finding
-from fmcluster.live.image import stack_resources
+from fmcluster.live.image_build import stack_resources
 from fmcluster.live.runner import Check
 
 NAMESPACE = "fmcluster/nccl"

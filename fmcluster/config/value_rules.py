@@ -1,6 +1,10 @@
-"""Every rule the cluster file and the constructs share, written once.
+"""Rules of one value (a name, an id, a pattern) that the cluster file and the constructs share, written once.
 
-The pydantic models (`fmcluster.config.models`), the cross-section rules (`fmcluster.config.rules`) and the
+Where the cluster file's rules live: here, rules of one value; `file_rules`, rules across sections of a file;
+`api_rules`, what AWS's own models accept (`service_models` reads them); `orchestrators/`, the rules of one
+orchestrator; `models`, each section's own keys.
+
+The pydantic models (`fmcluster.config.models`), the cross-section rules (`fmcluster.config.file_rules`) and the
 constructs (`fmcluster.constructs`) call these functions, so `fmcluster validate` and a library user who builds a
 construct by hand get the same rule and the same words. Each check returns the message of a problem, or None when
 the value is fine; the caller adds where the value came from (`compute[0].reservation_id: ...` in a cluster file,

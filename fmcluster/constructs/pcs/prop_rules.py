@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from aws_cdk import aws_ec2 as ec2
 
-from fmcluster.config.checks import api_name_problem, repeated_group_name, repeated_names
 from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
 from fmcluster.config.orchestrators import pcs
+from fmcluster.config.value_rules import api_name_problem, repeated_group_name, repeated_names
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
 from fmcluster.constructs.props import compute_group_models, node_settings_problems, prop_problems
 from fmcluster.problems import Problem, raise_if_any

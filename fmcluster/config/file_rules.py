@@ -1,4 +1,4 @@
-"""Rules that span sections of a cluster file. Each yields Problems.
+"""Rules that span sections of a cluster file (rules of one value: `value_rules`). Each yields Problems.
 
 Rules read `Sections`: each section validated on its own, None where that section is invalid, so a file with a
 bad `name` still gets its capacity/orchestrator mismatch reported in the same run. A rule skips what it
@@ -16,14 +16,7 @@ from pydantic import BaseModel, ValidationError
 from fmcluster.addressing import plan_subnets
 from fmcluster.catalog import CATALOG
 from fmcluster.config import orchestrators
-from fmcluster.config.checks import (
-    S3_URI_PATTERN,
-    cluster_name_problem,
-    grafana_without_source,
-    repeated_group_name,
-    repeated_names,
-    training_plan_elsewhere,
-)
+from fmcluster.config.api_rules import service_problems
 from fmcluster.config.models import (
     ClusterConfig,
     ComputeGroup,
@@ -34,7 +27,14 @@ from fmcluster.config.models import (
     Repository,
 )
 from fmcluster.config.regions import REGIONS
-from fmcluster.config.service_rules import service_problems
+from fmcluster.config.value_rules import (
+    S3_URI_PATTERN,
+    cluster_name_problem,
+    grafana_without_source,
+    repeated_group_name,
+    repeated_names,
+    training_plan_elsewhere,
+)
 from fmcluster.problems import Problem
 
 SectionModel = TypeVar("SectionModel", bound=BaseModel)
