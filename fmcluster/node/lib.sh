@@ -28,15 +28,6 @@ LOG_DIR="$ROOT/var/log/fmcluster"
 LOG_FILE="$LOG_DIR/$SCRIPT_NAME.log"
 FMC_CHANGED=0
 
-# --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---
-# shellcheck disable=SC2034 # read by the scripts that source lib.sh
-{
-  LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'
-  LUSTRE_MOUNT_NAME_RULE="1-8 letters, digits, '_' or '-'"
-  MOUNT_POINT_PATTERN='^(/[A-Za-z0-9._-]+)+$'
-}
-# --- end of rendered rules ---
-
 # log LEVEL MESSAGE...: one timestamped line to the script's log file and to stderr (cloud-init keeps stderr too).
 log() {
   local level="$1" line
