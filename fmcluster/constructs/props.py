@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 
 from pydantic import BaseModel, ValidationError
 
 from fmcluster.config.errors import problems_from_validation_error
 from fmcluster.config.models import ComputeGroup, Observability
-from fmcluster.config.value_rules import S3_URI_PATTERN, SSM_PATH_PATTERN, grafana_without_source
+from fmcluster.config.value_rules import (
+    S3_URI_PATTERN,
+    SSM_PATH_PATTERN,
+    grafana_without_source,
+    repeated_group_name,
+    repeated_names,
+)
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import DEFERRED, is_token
 
@@ -48,6 +55,25 @@ def compute_group_models(
         except (TypeError, ValueError):
             problems.append(Problem(where, f"must be a ComputeGroup or a mapping of its keys; got {entry!r}"))
     return groups, problems
+
+
+def group_problems(rules: ModuleType, where: str, group: ComputeGroup) -> list[Problem]:
+    """What the orchestrator (`rules`: a module of `fmcluster.config.orchestrators`) refuses in one compute group:
+    its capacity and its deep health checks, at `where.capacity` and `where.deep_health_checks`."""
+    problems = []
+    if problem := rules.capacity_problem(group.capacity):
+        problems.append(Problem(f"{where}.capacity", problem))
+    if problem := rules.deep_health_checks_problem(group.deep_health_checks):
+        problems.append(Problem(f"{where}.deep_health_checks", problem))
+    return problems
+
+
+def repeated_group_problems(groups: Sequence[tuple[int, ComputeGroup]], prop: str = "compute_groups") -> list[Problem]:
+    """A problem at `prop[i].name` for every group named like an earlier one."""
+    return [
+        Problem(f"{prop}[{index}].name", repeated_group_name(name, f"{prop}[{first}]"))
+        for index, name, first in repeated_names((index, group.name) for index, group in groups)
+    ]
 
 
 def node_settings_problems(

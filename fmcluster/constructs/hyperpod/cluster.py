@@ -18,8 +18,6 @@ from fmcluster.config.models import ComputeGroup, Orchestrator
 from fmcluster.config.orchestrators import hyperpod
 from fmcluster.config.value_rules import (
     HYPERPOD_CLUSTER_NAME_PATTERN,
-    repeated_group_name,
-    repeated_names,
     training_plan_elsewhere,
 )
 from fmcluster.constructs.acknowledgments import acknowledge_findings
@@ -37,7 +35,12 @@ from fmcluster.constructs.hyperpod.lifecycle import (
 from fmcluster.constructs.hyperpod.role import execution_role
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
-from fmcluster.constructs.props import compute_group_models, node_settings_problems, prop_problems
+from fmcluster.constructs.props import (
+    compute_group_models,
+    node_settings_problems,
+    prop_problems,
+    repeated_group_problems,
+)
 from fmcluster.names import CONTROLLER_GROUP, LOGIN_GROUP, LUSTRE_MOUNT_PATH, image_parameter_name, parameter_prefix
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token, known
@@ -484,12 +487,10 @@ def _validated(
     problems += group_problems
     for index, group in groups:
         where = f"compute_groups[{index}]"
-        if problem := hyperpod.capacity_problem(group.capacity):
-            problems.append(Problem(f"{where}.capacity", problem))
+        problems += group_problems(hyperpod, where, group)
         for message in training_plan_elsewhere(group.training_plan_arn, known(region), known(account)):
             problems.append(Problem(f"{where}.training_plan_arn", message))
-    for index, name, first in repeated_names((index, group.name) for index, group in groups):
-        problems.append(Problem(f"compute_groups[{index}].name", repeated_group_name(name, f"compute_groups[{first}]")))
+    problems += repeated_group_problems(groups)
     typed = [("controller_instance_type", controller_instance_type), ("login_instance_type", login_instance_type)]
     typed += [(f"compute_groups[{index}].instance_type", group.instance_type) for index, group in groups]
     reported = {problem.path for problem in problems}  # a type the Orchestrator model refused already

@@ -8,9 +8,14 @@ from aws_cdk import aws_ec2 as ec2
 
 from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
 from fmcluster.config.orchestrators import pcs
-from fmcluster.config.value_rules import api_name_problem, repeated_group_name, repeated_names
+from fmcluster.config.value_rules import api_name_problem
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
-from fmcluster.constructs.props import compute_group_models, node_settings_problems, prop_problems
+from fmcluster.constructs.props import (
+    compute_group_models,
+    node_settings_problems,
+    prop_problems,
+    repeated_group_problems,
+)
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token
 
@@ -121,12 +126,8 @@ def _compute_groups(
     problems += group_problems
     for index, group in groups:
         where = f"compute_groups[{index}]"
-        if problem := pcs.capacity_problem(group.capacity):
-            problems.append(Problem(f"{where}.capacity", problem))
-        if problem := pcs.deep_health_checks_problem(group.deep_health_checks):
-            problems.append(Problem(f"{where}.deep_health_checks", problem))
+        problems += group_problems(pcs, where, group)
         if problem := group_name_problem(group.name, queue=True):
             problems.append(Problem(f"{where}.name", problem))
-    for index, name, first in repeated_names((index, group.name) for index, group in groups):
-        problems.append(Problem(f"compute_groups[{index}].name", repeated_group_name(name, f"compute_groups[{first}]")))
+    problems += repeated_group_problems(groups)
     return tuple(group for _, group in groups)
