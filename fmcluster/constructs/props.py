@@ -57,7 +57,7 @@ def compute_group_models(
     return groups, problems
 
 
-def group_problems(rules: ModuleType, where: str, group: ComputeGroup) -> list[Problem]:
+def orchestrator_group_problems(rules: ModuleType, where: str, group: ComputeGroup) -> list[Problem]:
     """What the orchestrator (`rules`: a module of `fmcluster.config.orchestrators`) refuses in one compute group:
     its capacity and its deep health checks, at `where.capacity` and `where.deep_health_checks`."""
     problems = []

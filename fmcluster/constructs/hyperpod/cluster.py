@@ -38,6 +38,7 @@ from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endp
 from fmcluster.constructs.props import (
     compute_group_models,
     node_settings_problems,
+    orchestrator_group_problems,
     prop_problems,
     repeated_group_problems,
 )
@@ -487,7 +488,7 @@ def _validated(
     problems += group_problems
     for index, group in groups:
         where = f"compute_groups[{index}]"
-        problems += group_problems(hyperpod, where, group)
+        problems += orchestrator_group_problems(hyperpod, where, group)
         for message in training_plan_elsewhere(group.training_plan_arn, known(region), known(account)):
             problems.append(Problem(f"{where}.training_plan_arn", message))
     problems += repeated_group_problems(groups)

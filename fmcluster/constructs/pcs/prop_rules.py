@@ -13,6 +13,7 @@ from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
 from fmcluster.constructs.props import (
     compute_group_models,
     node_settings_problems,
+    orchestrator_group_problems,
     prop_problems,
     repeated_group_problems,
 )
@@ -126,7 +127,7 @@ def _compute_groups(
     problems += group_problems
     for index, group in groups:
         where = f"compute_groups[{index}]"
-        problems += group_problems(pcs, where, group)
+        problems += orchestrator_group_problems(pcs, where, group)
         if problem := group_name_problem(group.name, queue=True):
             problems.append(Problem(f"{where}.name", problem))
     problems += repeated_group_problems(groups)
