@@ -14,12 +14,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from fmcluster import names
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws, error_code, error_message
 from fmcluster.live.findings import Collected, Finding, problem
 from fmcluster.live.runner import Check
 
-PARTS = ("network", "storage", "image", "cluster", "observability")
+PARTS = (names.NETWORK_STACK, names.STORAGE_STACK, names.IMAGE_STACK, names.CLUSTER_STACK, names.OBSERVABILITY_STACK)
 HEALTHY = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE")
 STARTS = ("CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS", "DELETE_IN_PROGRESS", "IMPORT_IN_PROGRESS")
 CASCADE = re.compile(r"^Resource (creation|update|deletion) cancelled|^The following resource\(s\) failed", re.I)
@@ -86,19 +87,13 @@ def owner(config: ClusterConfig, logical_id: str) -> str:
 def stack_parts(config: ClusterConfig) -> tuple[str, ...]:
     """The stacks a cluster file deploys, by the part of their name after `<name>-`: with S3 links, `data-links`
     (deployed beside the cluster) too."""
-    links = ("data-links",) if config.storage.lustre.repositories else ()
+    links = (names.DATA_LINKS_STACK,) if config.storage.lustre.repositories else ()
     return (*PARTS[:2], *links, *PARTS[2:])
 
 
 def stack_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check]:
-    return [
-        Check(
-            f"stack {config.name}-{part}",
-            f"{config.name}-{part}",
-            lambda name=f"{config.name}-{part}": check_stack(config, aws, name, kept),
-        )
-        for part in stack_parts(config)
-    ]
+    stacks = [names.stack_name(config.name, part) for part in stack_parts(config)]
+    return [Check(f"stack {name}", name, lambda name=name: check_stack(config, aws, name, kept)) for name in stacks]
 
 
 def check_stack(config: ClusterConfig, aws: Aws, name: str, kept: Collected) -> list[Finding]:
