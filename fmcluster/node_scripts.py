@@ -30,12 +30,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 
 from fmcluster.config.value_rules import (
     HYPERPOD_CLUSTER_NAME_PATTERN,
+    LUSTRE_MOUNT_NAME_PATTERN,
+    LUSTRE_MOUNT_NAME_RULE,
     MOUNT_POINT_PATTERN,
     S3_URI_PATTERN,
     SSM_PATH_PATTERN,
@@ -55,6 +58,15 @@ USER_DATA_BUDGET = 12 * 1024
 SHELL_CONTENT_TYPE = 'text/x-shellscript; charset="us-ascii"'
 """The MIME type AWS PCS documents for a shell part of launch-template user data."""
 
+NODE_RULES: Mapping[str, str] = {
+    "LUSTRE_MOUNT_NAME_PATTERN": LUSTRE_MOUNT_NAME_PATTERN.pattern,
+    "LUSTRE_MOUNT_NAME_RULE": LUSTRE_MOUNT_NAME_RULE,
+    "MOUNT_POINT_PATTERN": MOUNT_POINT_PATTERN.pattern,
+}
+"""The rules a node script applies too (mount-lustre.sh), rendered from the Python ones into lib.sh's block between
+`RULES_BEGIN` and `RULES_END` (`rendered_lib`): one source, so the node and `fmcluster validate` cannot differ."""
+RULES_BEGIN = "# --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---"
+RULES_END = "# --- end of rendered rules ---"
 _ARCHIVE_MARK = "FMCLUSTER_NODE_SCRIPTS"
 
 BUNDLE_DIR = "/opt/fmcluster"
@@ -79,6 +91,31 @@ DASHBOARDS = "dashboards"
 """The package folder observability.sh needs beside node/: agent.yml, rules/, the Grafana dashboards."""
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 """The earliest time a zip entry can hold: no build time ends up in the bundle."""
+
+
+def _shell_word(value: str) -> str:
+    """`value` as one bash word: single quotes, or double quotes when it holds a single quote (no `$`, backquote
+    or backslash may then appear)."""
+    if "'" not in value:
+        return f"'{value}'"
+    assert not any(c in value for c in '$`\\"'), value
+    return f'"{value}"'
+
+
+def rendered_lib(text: str) -> str:
+    """lib.sh's `text` with its rules block rewritten from `NODE_RULES` (a test keeps the shipped file equal to it;
+    `python -c "import fmcluster.node_scripts as n; n.write_rendered_lib()"` rewrites it)."""
+    head, rest = text.split(RULES_BEGIN + "\n", 1)
+    _, tail = rest.split(RULES_END + "\n", 1)
+    # exported: the scripts that source lib.sh read them (and shellcheck, which sees lib.sh alone, knows they are used)
+    block = "".join(f"export {name}={_shell_word(value)}\n" for name, value in NODE_RULES.items())
+    return f"{head}{RULES_BEGIN}\n{block}{RULES_END}\n{tail}"
+
+
+def write_rendered_lib() -> None:
+    """Rewrite the rules block of this checkout's fmcluster/node/lib.sh (after a rule in `NODE_RULES` changed)."""
+    path = Path(__file__).parent / "node" / "lib.sh"
+    path.write_text(rendered_lib(path.read_text(encoding="ascii")), encoding="ascii")
 
 
 def script_text(name: str) -> str:

@@ -45,7 +45,7 @@ LUSTRE_DNS_NAME_PATTERN = re.compile(r"^(fs|fc)i?-[0-9a-f]{8,}\..{4,253}$")
 """FSx for Lustre DNS names (botocore `fsx` DNSName, the same as `sagemaker` ClusterDnsName)."""
 LUSTRE_MOUNT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,8}$")
 """FSx for Lustre mount names (botocore `fsx` LustreFileSystemMountName: 1-8 of `[A-Za-z0-9_-]`; `sagemaker`
-ClusterMountName is the same)."""
+ClusterMountName is the same). mount-lustre.sh applies it too, rendered into lib.sh (`node_scripts.NODE_RULES`)."""
 LUSTRE_MOUNT_NAME_RULE = "1-8 letters, digits, '_' or '-'"
 MOUNT_POINT_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
 """An absolute directory to mount a file system at (no `.` or `..` tricks beyond plain names)."""
