@@ -43,6 +43,9 @@ from fmcluster.config.value_rules import (
 from fmcluster.names import RESERVED_GROUP_NAMES
 
 MAX_NODES_PER_GROUP = 6758
+CLUSTER_TAG = "fmcluster:cluster"
+"""The tag every stack of a cluster file puts on what it builds (value: the file's `name`); launch templates pass it to
+the instances they launch, so a cluster's own instances are found by it."""
 LUSTRE_EFA_CAPACITY_STEP_GIB = {1000: 4800, 500: 9600, 250: 19200, 125: 38400}
 """FSx for Lustre user guide, "Increasing storage capacity": EFA-enabled file systems grow in these steps."""
 

@@ -14,13 +14,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from fmcluster import names
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, ComputeGroup
 from fmcluster.live.aws import Aws, error_code, error_message
 from fmcluster.live.findings import Collected, Finding, problem
 from fmcluster.live.runner import Check
 
-PARTS = (names.NETWORK_STACK, names.STORAGE_STACK, names.IMAGE_STACK, names.CLUSTER_STACK, names.OBSERVABILITY_STACK)
+PARTS = ("network", "storage", "image", "cluster", "observability")
 HEALTHY = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE")
 STARTS = ("CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS", "DELETE_IN_PROGRESS", "IMPORT_IN_PROGRESS")
 CASCADE = re.compile(r"^Resource (creation|update|deletion) cancelled|^The following resource\(s\) failed", re.I)
@@ -64,36 +63,46 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
 
 def owner(config: ClusterConfig, logical_id: str) -> str:
     """'LustreFileSystem4AFDAE78' -> 'storage.lustre: FSx for Lustre (LustreStorage)'."""
-    for index, group in enumerate(config.compute):
-        name = re.sub(r"[^A-Za-z0-9]", "", group.name)
-        if any(
-            logical_id.startswith(prefix)
-            for prefix in (
-                f"Slurm{name}NodeGroup",
-                f"Slurm{name}Queue",
-                f"{name}LaunchTemplate",
-                f"NcclEnvironment{name}",
-            )
-        ):
-            return f"compute[{index}] ({group.name}): its node group, queue, launch template or NCCL environment"
-        if logical_id.startswith(f"{name}PlacementGroup"):
+    found = group_of(config, logical_id)
+    if found is not None:
+        index, group, what = found
+        if what == "placement group":
             return f"compute[{index}].placement_group ({group.name}): its cluster placement group"
+        return f"compute[{index}] ({group.name}): its node group, queue, launch template or NCCL environment"
     for prefix, key, what in CONSTRUCTS:
         if logical_id.startswith(prefix):
             return f"{key}: {what}"
     return "a resource fmcluster does not map to a key"
 
 
+def group_of(config: ClusterConfig, logical_id: str) -> tuple[int, ComputeGroup, str] | None:
+    """(index, compute group, what of it) that made the resource `logical_id`, or None."""
+    for index, group in enumerate(config.compute):
+        name = re.sub(r"[^A-Za-z0-9]", "", group.name)
+        prefixes = (f"Slurm{name}NodeGroup", f"Slurm{name}Queue", f"{name}LaunchTemplate", f"NcclEnvironment{name}")
+        if logical_id.startswith(prefixes):
+            return index, group, "node group"
+        if logical_id.startswith(f"{name}PlacementGroup"):
+            return index, group, "placement group"
+    return None
+
+
 def stack_parts(config: ClusterConfig) -> tuple[str, ...]:
     """The stacks a cluster file deploys, by the part of their name after `<name>-`: with S3 links, `data-links`
     (deployed beside the cluster) too."""
-    links = (names.DATA_LINKS_STACK,) if config.storage.lustre.repositories else ()
+    links = ("data-links",) if config.storage.lustre.repositories else ()
     return (*PARTS[:2], *links, *PARTS[2:])
 
 
 def stack_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check]:
-    stacks = [names.stack_name(config.name, part) for part in stack_parts(config)]
-    return [Check(f"stack {name}", name, lambda name=name: check_stack(config, aws, name, kept)) for name in stacks]
+    return [
+        Check(
+            f"stack {config.name}-{part}",
+            f"{config.name}-{part}",
+            lambda name=f"{config.name}-{part}": check_stack(config, aws, name, kept),
+        )
+        for part in stack_parts(config)
+    ]
 
 
 def check_stack(config: ClusterConfig, aws: Aws, name: str, kept: Collected) -> list[Finding]:
@@ -121,7 +130,9 @@ def check_stack(config: ClusterConfig, aws: Aws, name: str, kept: Collected) -> 
         f"{status}; first failure: {first['LogicalResourceId']} ({first.get('ResourceType', '?')}) "
         f"{first.get('ResourceStatus')}: {reason}"
     )
-    return [problem(subject, message, key=owner(config, first["LogicalResourceId"]), text=reason)]
+    found = group_of(config, first["LogicalResourceId"])
+    capacity = found[1].capacity if found else None
+    return [problem(subject, message, key=owner(config, first["LogicalResourceId"]), text=reason, capacity=capacity)]
 
 
 def _last_operation(aws: Aws, name: str) -> list[dict[str, Any]]:
