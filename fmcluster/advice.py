@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fmcluster import nccl, sizing
-from fmcluster.config import ClusterConfig, Problem
+from fmcluster.config import ClusterConfig
 from fmcluster.config.models import IMAGE_KEY_OF_NCCL_PROP
+from fmcluster.problems import Problem, warning
 
 
 def warnings(config: ClusterConfig) -> list[Problem]:
@@ -20,12 +23,11 @@ def warnings(config: ClusterConfig) -> list[Problem]:
 def nccl_env_warnings(config: ClusterConfig) -> list[Problem]:
     """`nccl.env` variables that are obsolete or that aws-ofi-nccl sets better itself, per instance type."""
     versions = config.image.nccl_versions()
-    seen: dict[str, str] = {}
+    seen: dict[str, Problem] = {}
     for group in config.compute:
-        for line in nccl.obsolete_variables(config.nccl.env, versions, instance_type=group.instance_type):
-            name, why = line.split(": ", 1)
-            seen.setdefault(name, why)
-    return [Problem(f"nccl.env.{name}", f"warning: {why}") for name, why in seen.items()]
+        for found in nccl.obsolete_variables(config.nccl.env, versions, instance_type=group.instance_type):
+            seen.setdefault(found.path, found.at("nccl.env"))
+    return list(seen.values())
 
 
 def image_floor_warnings(config: ClusterConfig) -> list[Problem]:
@@ -35,19 +37,17 @@ def image_floor_warnings(config: ClusterConfig) -> list[Problem]:
     if not p5_class:
         return []
     return [
-        Problem(f"image.{IMAGE_KEY_OF_NCCL_PROP[prop]}", f"warning: {message}")
-        for prop, message in (
-            line.split(": ", 1) for line in nccl.floor_warnings(p5_class[0], config.image.nccl_versions())
-        )
+        replace(found, path=f"image.{IMAGE_KEY_OF_NCCL_PROP[found.path]}")
+        for found in nccl.floor_warnings(p5_class[0], config.image.nccl_versions())
     ]
 
 
 def image_architecture_warnings(config: ClusterConfig) -> list[Problem]:
     """The training image is built for x86_64; arm64 groups (p6e-gb200) cannot run it."""
     return [
-        Problem(
+        warning(
             f"compute[{index}].instance_type",
-            f"warning: {group.instance_type} is arm64 (Grace), but fmcluster builds the training image for x86_64; "
+            f"{group.instance_type} is arm64 (Grace), but fmcluster builds the training image for x86_64; "
             "run jobs there from an arm64 image of your own",
         )
         for index, group in enumerate(config.compute)

@@ -8,15 +8,16 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from fmcluster import advice, deploy_time, sizing
 from fmcluster.access_command import add_access_commands, run_access_command
 from fmcluster.config import ClusterConfig, ConfigError, load
-from fmcluster.config.checks import possible_deep_health_checks
+from fmcluster.config.value_rules import possible_deep_health_checks
 from fmcluster.update_command import add_update_arguments, plan_update
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DEFAULT_FILE = "examples/quickstart.yaml"
 EXIT_INVALID = 2
@@ -61,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "validate":
         print(f"{args.file}: valid: {len(config.compute)} compute group(s), {config.total_nodes} node(s)")
     else:
+        from rich.console import Console  # rich loads only for the plan's tables and the live commands' progress
+
         console = Console(width=max(Console().width, PLAN_WIDTH))
         print_plan(config, console)
         try:
@@ -90,6 +93,8 @@ def load_or_report(path: str) -> ClusterConfig | None:
 def validate_live(path: str, config: ClusterConfig) -> int:
     """Run the live preflight: problems to stderr (exit 2 on any error, 1 when no error was found but a check did
     not run), or one line without credentials."""
+    from rich.console import Console
+
     from fmcluster import live  # boto3 loads only for --live
 
     progress = Console(stderr=True)
@@ -117,6 +122,8 @@ def validate_live(path: str, config: ClusterConfig) -> int:
 
 def run_diagnose(path: str, config: ClusterConfig, collect_dir: str | None) -> int:
     """Print the diagnosis; exit 0 healthy (every check ran), 1 problems found, 2 not everything could be diagnosed."""
+    from rich.console import Console
+
     from fmcluster import live  # boto3 loads only for live commands
     from fmcluster.live.diagnose import collect
 
@@ -134,6 +141,8 @@ def run_diagnose(path: str, config: ClusterConfig, collect_dir: str | None) -> i
 
 def print_plan(config: ClusterConfig, console: Console) -> None:
     """Tables of compute (accelerators, EFA) and storage (throughput, checkpoint time) for `config`."""
+    from rich.table import Table
+
     compute = Table(
         title=f"{config.name}: compute ({config.orchestrator.type}, {config.region} {config.availability_zone_id})"
     )

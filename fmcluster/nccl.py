@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from fmcluster import catalog
+from fmcluster.problems import Problem, raise_if_any, warning
 
 # --- default versions ---------------------------------------------------------------------------------------------
 # One mutually compatible, released set for current P5/P6 instances: the set the AWS nccl-tests sample pins
@@ -265,24 +266,31 @@ def _floor_versions(instance_type: str, versions: Versions) -> list[tuple[Floor,
     return [(floor, *given[floor.prop]) for floor in P5_FLOORS]
 
 
-def floor_problems(instance_type: str, versions: Versions) -> list[str]:
-    """One line per version below the P5-class requirement of `instance_type` (none for other types)."""
+def floor_problems(instance_type: str, versions: Versions) -> list[Problem]:
+    """One problem per version below the P5-class requirement of `instance_type` (none for other types)."""
     return [
-        f"{floor.prop}: P5-class instances (p5*, p6*) need {_show(floor.minimum)} or later; got {text!r} ({floor.why})"
+        Problem(
+            floor.prop,
+            f"P5-class instances (p5*, p6*) need {_show(floor.minimum)} or later; got {text!r} ({floor.why})",
+            nearest=_show(floor.minimum),
+        )
         for floor, text, version in _floor_versions(instance_type, versions)
         if version < floor.minimum
     ]
 
 
-def floor_warnings(instance_type: str, versions: Versions) -> list[str]:
-    """One line per version that meets the P5-class requirement but not the recommendation.
+def floor_warnings(instance_type: str, versions: Versions) -> list[Problem]:
+    """One warning per version that meets the P5-class requirement but not the recommendation.
 
-    >>> floor_warnings("p5.48xlarge", Versions(nccl="2.18.3", ofi_nccl="1.7.3", efa_installer="1.29.0"))[0][:65]
-    'nccl_version: aws-ofi-nccl recommends 2.18.5 or later on P5-class'
+    >>> floor_warnings("p5.48xlarge", Versions(nccl="2.18.3", ofi_nccl="1.7.3", efa_installer="1.29.0"))[0].path
+    'nccl_version'
     """
     return [
-        f"{floor.prop}: aws-ofi-nccl recommends {_show(floor.recommended)} or later on P5-class instances (p5*, p6*); "
-        f"got {text!r} ({floor.why})"
+        warning(
+            floor.prop,
+            f"aws-ofi-nccl recommends {_show(floor.recommended)} or later on P5-class instances (p5*, p6*); "
+            f"got {text!r} ({floor.why})",
+        )
         for floor, text, version in _floor_versions(instance_type, versions)
         if floor.minimum <= version < floor.recommended
     ]
@@ -315,27 +323,28 @@ def nccl_environment(
         versions = Versions(nccl=nccl_version, ofi_nccl=ofi_nccl_version, efa_installer=efa_installer_version)
     except ValueError as error:
         raise ValueError(f"{instance.name}: {error}".replace("\n", f"\n{instance.name}: ")) from None
-    problems = floor_problems(instance.name, versions) + user_env_problems(user_env)
-    if problems:
-        raise ValueError("\n".join(f"{instance.name}: {problem}" for problem in problems))
+    raise_if_any(instance.name, floor_problems(instance.name, versions) + user_env_problems(user_env))
     env = _required(instance, versions)
     env.update(user_env)
     return env
 
 
-def user_env_problems(user_env: Mapping[str, str]) -> list[str]:
-    """One line per variable of `user_env` the nodes would refuse (bad name, or not a one-line string)."""
+def user_env_problems(user_env: Mapping[str, str]) -> list[Problem]:
+    """One problem per variable of `user_env` the nodes would refuse (bad name, or not a one-line string)."""
     if not isinstance(user_env, Mapping):
-        return [f"user_env: must be a mapping of variable names to values; got {type(user_env).__name__}"]
+        return [Problem("user_env", f"must be a mapping of variable names to values; got {type(user_env).__name__}")]
     problems = []
     for name, value in user_env.items():
         if not isinstance(name, str) or not ENV_KEY_PATTERN.match(name):
             problems.append(
-                f"user_env: {name!r} is not an NCCL, libfabric or aws-ofi-nccl variable; names must match "
-                f"{ENV_KEY_PATTERN.pattern} (the nodes ignore the whole parameter otherwise)"
+                Problem(
+                    "user_env",
+                    f"{name!r} is not an NCCL, libfabric or aws-ofi-nccl variable; names must match "
+                    f"{ENV_KEY_PATTERN.pattern} (the nodes ignore the whole parameter otherwise)",
+                )
             )
         elif not isinstance(value, str) or any(c in value for c in "\n\r\0"):
-            problems.append(f"user_env: {name}: the value must be a one-line string; got {value!r}")
+            problems.append(Problem("user_env", f"{name}: the value must be a one-line string; got {value!r}"))
     return problems
 
 
@@ -344,13 +353,15 @@ NOT_FOR_EFA = ("NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD")
 LEAVE_OUT = ("NCCL_MIN_CHANNELS", "NCCL_MIN_NCHANNELS")
 
 
-def obsolete_variables(env: Mapping[str, str], versions: Versions, *, instance_type: str | None = None) -> list[str]:
+def obsolete_variables(
+    env: Mapping[str, str], versions: Versions, *, instance_type: str | None = None
+) -> list[Problem]:
     """One warning per variable of `env` to remove with these versions (on `instance_type`, when given), and why.
 
     Version rules always apply; what the plugin sets for a given platform is checked only with `instance_type`.
 
-    >>> [warning.split(";")[0] for warning in obsolete_variables({"FI_EFA_USE_DEVICE_RDMA": "1"}, Versions())]
-    ['FI_EFA_USE_DEVICE_RDMA: remove it']
+    >>> [(found.path, found.message[:9]) for found in obsolete_variables({"FI_EFA_USE_DEVICE_RDMA": "1"}, Versions())]
+    [('FI_EFA_USE_DEVICE_RDMA', 'remove it')]
     """
     instance = _instance(instance_type) if instance_type is not None else None
     plugin, nccl = versions.ofi_nccl_v, versions.nccl_v
@@ -368,7 +379,7 @@ def obsolete_variables(env: Mapping[str, str], versions: Versions, *, instance_t
         if why is None and name == "NCCL_BUFFSIZE":
             why = "NCCL's default buffer size is recommended with EFA (aws-ofi-nccl doc/efa-env-var.md)"
         if why is not None:
-            warnings.append(f"{name}: remove it; {why}")
+            warnings.append(warning(name, f"remove it; {why}"))
     return warnings
 
 

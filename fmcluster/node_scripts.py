@@ -21,7 +21,6 @@ import gzip
 import hashlib
 import io
 import os
-import re
 import shlex
 import tarfile
 import tempfile
@@ -31,18 +30,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 
-from fmcluster.config.checks import (
+from fmcluster.config.value_rules import (
     HYPERPOD_CLUSTER_NAME_PATTERN,
+    LUSTRE_MOUNT_NAME_PATTERN,
+    LUSTRE_MOUNT_NAME_RULE,
+    MOUNT_POINT_PATTERN,
     S3_URI_PATTERN,
     SSM_PATH_PATTERN,
-    is_token,
     lustre_dns_name_problem,
     lustre_mount_name_problem,
 )
+from fmcluster.names import LUSTRE_MOUNT_PATH
+from fmcluster.problems import Problem, raise_if_any
+from fmcluster.tokens import is_token, known
 
 NODE_SCRIPTS: tuple[str, ...] = ("bootstrap.sh", "lib.sh", "mount-lustre.sh", "nccl-env.sh", "nvme-raid.sh")
 """The scripts under `fmcluster/node/`; all but `lib.sh` (which is sourced) are executable."""
@@ -53,7 +58,15 @@ USER_DATA_BUDGET = 12 * 1024
 SHELL_CONTENT_TYPE = 'text/x-shellscript; charset="us-ascii"'
 """The MIME type AWS PCS documents for a shell part of launch-template user data."""
 
-_MOUNT_POINT = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+NODE_RULES: Mapping[str, str] = {
+    "LUSTRE_MOUNT_NAME_PATTERN": LUSTRE_MOUNT_NAME_PATTERN.pattern,
+    "LUSTRE_MOUNT_NAME_RULE": LUSTRE_MOUNT_NAME_RULE,
+    "MOUNT_POINT_PATTERN": MOUNT_POINT_PATTERN.pattern,
+}
+"""The rules a node script applies too (mount-lustre.sh), rendered from the Python ones into lib.sh's block between
+`RULES_BEGIN` and `RULES_END` (`rendered_lib`): one source, so the node and `fmcluster validate` cannot differ."""
+RULES_BEGIN = "# --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---"
+RULES_END = "# --- end of rendered rules ---"
 _ARCHIVE_MARK = "FMCLUSTER_NODE_SCRIPTS"
 
 BUNDLE_DIR = "/opt/fmcluster"
@@ -78,6 +91,31 @@ DASHBOARDS = "dashboards"
 """The package folder observability.sh needs beside node/: agent.yml, rules/, the Grafana dashboards."""
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 """The earliest time a zip entry can hold: no build time ends up in the bundle."""
+
+
+def _shell_word(value: str) -> str:
+    """`value` as one bash word: single quotes, or double quotes when it holds a single quote (no `$`, backquote
+    or backslash may then appear)."""
+    if "'" not in value:
+        return f"'{value}'"
+    assert not any(c in value for c in '$`\\"'), value
+    return f'"{value}"'
+
+
+def rendered_lib(text: str) -> str:
+    """lib.sh's `text` with its rules block rewritten from `NODE_RULES` (a test keeps the shipped file equal to it;
+    `python -c "import fmcluster.node_scripts as n; n.write_rendered_lib()"` rewrites it)."""
+    head, rest = text.split(RULES_BEGIN + "\n", 1)
+    _, tail = rest.split(RULES_END + "\n", 1)
+    # exported: the scripts that source lib.sh read them (and shellcheck, which sees lib.sh alone, knows they are used)
+    block = "".join(f"export {name}={_shell_word(value)}\n" for name, value in NODE_RULES.items())
+    return f"{head}{RULES_BEGIN}\n{block}{RULES_END}\n{tail}"
+
+
+def write_rendered_lib() -> None:
+    """Rewrite the rules block of this checkout's fmcluster/node/lib.sh (after a rule in `NODE_RULES` changed)."""
+    path = Path(__file__).parent / "node" / "lib.sh"
+    path.write_text(rendered_lib(path.read_text(encoding="ascii")), encoding="ascii")
 
 
 def script_text(name: str) -> str:
@@ -245,7 +283,7 @@ def bootstrap_commands(
     *,
     lustre_dns_name: str | None = None,
     lustre_mount_name: str | None = None,
-    lustre_mount_point: str = "/fsx",
+    lustre_mount_point: str = LUSTRE_MOUNT_PATH,
     lustre_efa: bool = False,
     nccl_parameter_name: str | None = None,
     region: str | None = None,
@@ -296,7 +334,7 @@ def bootstrap_user_data(
     *,
     lustre_dns_name: str | None = None,
     lustre_mount_name: str | None = None,
-    lustre_mount_point: str = "/fsx",
+    lustre_mount_point: str = LUSTRE_MOUNT_PATH,
     lustre_efa: bool = False,
     nccl_parameter_name: str | None = None,
     region: str | None = None,
@@ -372,37 +410,42 @@ def bootstrap_user_data(
 
 
 def _check(dns_name: str | None, mount_name: str | None, mount_point: str, efa: bool, parameter: str | None) -> None:
-    problems = []
+    problems: list[Problem] = []
     if (dns_name is None) != (mount_name is None):
         problems.append(
-            "lustre_dns_name and lustre_mount_name go together: give both to mount a file system, or neither"
+            Problem(
+                "", "lustre_dns_name and lustre_mount_name go together: give both to mount a file system, or neither"
+            )
         )
     if efa and dns_name is None:
-        problems.append("lustre_efa: needs a file system (lustre_dns_name and lustre_mount_name)")
+        problems.append(Problem("lustre_efa", "needs a file system (lustre_dns_name and lustre_mount_name)"))
     for prop, problem in (
-        ("lustre_dns_name", lustre_dns_name_problem(dns_name)),
-        ("lustre_mount_name", lustre_mount_name_problem(mount_name)),
+        ("lustre_dns_name", lustre_dns_name_problem(known(dns_name))),
+        ("lustre_mount_name", lustre_mount_name_problem(known(mount_name))),
     ):
         if problem:
-            problems.append(f"{prop}: {problem}")
+            problems.append(Problem(prop, problem))
     for prop, value, pattern, right in (
-        ("lustre_mount_point", mount_point, _MOUNT_POINT, "an absolute directory like /fsx"),
+        ("lustre_mount_point", mount_point, MOUNT_POINT_PATTERN, "an absolute directory like /fsx"),
         ("nccl_parameter_name", parameter, SSM_PATH_PATTERN, "an SSM parameter name like /fmcluster/nccl"),
     ):
         if value is not None and not is_token(value) and not pattern.match(value):
-            problems.append(f"{prop}: must be {right}; got {value!r}")
-    if problems:
-        raise ValueError("\n".join(f"bootstrap_user_data: {problem}" for problem in problems))
+            problems.append(Problem(prop, f"must be {right}; got {value!r}"))
+    raise_if_any("bootstrap_user_data", problems)
 
 
 def _check_bundle(bundle_s3_uri: str | None, observability: NodeObservability | None) -> None:
-    problems = []
+    problems: list[Problem] = []
     if bundle_s3_uri is not None and not is_token(bundle_s3_uri) and not S3_URI_PATTERN.match(bundle_s3_uri):
-        problems.append(f"bundle_s3_uri: must be an S3 URI like s3://bucket/bundle.zip; got {bundle_s3_uri!r}")
+        problems.append(
+            Problem("bundle_s3_uri", f"must be an S3 URI like s3://bucket/bundle.zip; got {bundle_s3_uri!r}")
+        )
     if observability is not None:
         if bundle_s3_uri is None:
             problems.append(
-                "observability: needs bundle_s3_uri (observability.sh and its dashboards come in the node bundle)"
+                Problem(
+                    "observability", "needs bundle_s3_uri (observability.sh and its dashboards come in the node bundle)"
+                )
             )
         for prop, value, pattern, right in (
             ("cluster_name", observability.cluster_name, HYPERPOD_CLUSTER_NAME_PATTERN,
@@ -412,6 +455,5 @@ def _check_bundle(bundle_s3_uri: str | None, observability: NodeObservability | 
             ("mirror", observability.mirror, S3_URI_PATTERN, "an S3 prefix like s3://my-bucket/fmcluster-mirror"),
         ):  # fmt: skip
             if value is not None and not is_token(value) and not pattern.match(value):
-                problems.append(f"observability.{prop}: must be {right}; got {value!r}")
-    if problems:
-        raise ValueError("\n".join(f"bootstrap_user_data: {problem}" for problem in problems))
+                problems.append(Problem(f"observability.{prop}", f"must be {right}; got {value!r}"))
+    raise_if_any("bootstrap_user_data", problems)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fmcluster.config.errors import Problem
 from fmcluster.config.models import LUSTRE_EFA_CAPACITY_STEP_GIB, ClusterConfig, next_lustre_capacity
+from fmcluster.problems import Problem, warning
 
 CHECKPOINT_BYTES_PER_PARAMETER = 14
 ENA_CLIENT_GBPS = 100
@@ -120,7 +120,7 @@ def checkpoint_warnings(config: ClusterConfig) -> list[Problem]:
                     options.append(f"storage.lustre.throughput_per_tib: {tier}")
                 break
         fix = "use " + " or ".join(options)
-    return [Problem("training.checkpoint_write_seconds", f"warning: {said}; {fix}")]
+    return [warning("training.checkpoint_write_seconds", f"{said}; {fix}")]
 
 
 def format_parameters(count: float) -> str:

@@ -11,7 +11,8 @@ What ships is what `fmcluster validate` and `fmcluster plan` need at run time, c
   in aws-cdk-lib) when `@aws-cdk/core:validateAgainstDefaultRules` is on, and its E3644 data is stricter than
   cfn-lint's (1.12.1 in aws-cdk-lib 2.275.0 rejects ml.p6-b200.48xlarge in us-east-1, cfn-lint 1.58.0 accepts it).
   The engine is asked through node, type by type, region by region; a region missing from both is not judged;
-- each type's `createOnlyProperties` (`data/schemas/resources/*.json`), which decide what an update replaces.
+- each type's `createOnlyProperties` (`data/schemas/resources/*.json`), which decide what an update replaces;
+- from botocore's API models (a run-time dependency, but slow to import and parse): the shapes of `API_SHAPES`.
 cfn-lint itself (and its schema set) is not a run-time dependency: the cut is ~40x smaller and changes only when
 cfn-lint's pin does.
 """
@@ -85,10 +86,29 @@ RESOURCE_TYPES = (
     "AWS::StepFunctions::StateMachine",
 )
 """Every CloudFormation type fmcluster's stacks contain (a test keeps this complete over the examples)."""
+API_SHAPES = {
+    "pcs": ("ClusterName", "ComputeNodeGroupName", "PurchaseOption", "QueueName", "Size"),
+    "sagemaker": (
+        "ClusterInstanceGroupName",
+        "ClusterInstanceType",
+        "ClusterName",
+        "ClusterNodeRecovery",
+        "ClusterPartitionName",
+        "ClusterSlurmNodeType",
+        "DeepHealthCheckType",
+        "TrainingPlanArn",
+    ),
+}
+"""The botocore shapes fmcluster judges names and types by (`service_models.shape`) and the service-truth gate reads:
+cut here so that `fmcluster validate` neither imports botocore nor parses SageMaker's 3,000-shape model."""
 
 
 def _json(path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _api_shapes(service: str) -> dict[str, dict]:
+    return botocore.loaders.Loader().load_service_model(service, "service-2")["shapes"]
 
 
 def _regional_enum(path) -> dict[str, list[str]]:
@@ -166,8 +186,10 @@ def generate() -> dict:
     }
     extensions = schemas / "extensions"
     hyperpod = _regional_enum(extensions / "aws_sagemaker_cluster" / "instancetype_enum.json")
-    api_types = botocore.loaders.Loader().load_service_model("sagemaker", "service-2")["shapes"]["ClusterInstanceType"]
-    rejected = cdk_engine_rejections(sorted(api_types["enum"]), sorted(REGIONS))
+    api_shapes = {
+        service: {name: _api_shapes(service)[name] for name in names} for service, names in API_SHAPES.items()
+    }
+    rejected = cdk_engine_rejections(sorted(api_shapes["sagemaker"]["ClusterInstanceType"]["enum"]), sorted(REGIONS))
     if any(rejected[region] for region in REGIONS if region not in hyperpod):
         raise RuntimeError("CDK's engine judges HyperPod types in a region cfn-lint has no list for: extend generate()")
     return {
@@ -182,6 +204,7 @@ def generate() -> dict:
             for region, types in hyperpod.items()
         },
         "create_only_properties": create_only,
+        "api_shapes": api_shapes,
     }
 
 

@@ -1,35 +1,17 @@
-"""Problems found in a cluster file, and how pydantic's errors become fmcluster's messages."""
+"""A cluster file's problems (`fmcluster.problems.Problem`), and how pydantic's errors become fmcluster's messages."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 from pydantic import ValidationError
 
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong (or worth a warning) at one key path of a cluster file."""
-
-    path: str
-    message: str
-
-    def render(self, source: str) -> str:
-        return f"{source}: {self.path}: {self.message}" if self.path else f"{source}: {self.message}"
+from fmcluster.problems import Problem, Problems
 
 
-class ConfigError(Exception):
-    """A cluster file that fmcluster cannot build; `problems` lists every one found."""
-
-    def __init__(self, source: str, problems: Sequence[Problem]):
-        self.source = source
-        self.problems = tuple(problems)
-        super().__init__("\n".join(self.lines()))
-
-    def lines(self) -> list[str]:
-        return [problem.render(self.source) for problem in self.problems]
+class ConfigError(Problems):
+    """A cluster file that fmcluster cannot build; `problems` lists every one found, `lines()` prints them."""
 
 
 def key_path(loc: Iterable[str | int]) -> str:

@@ -7,8 +7,8 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from fmcluster.config.errors import ConfigError, problems_from_validation_error
+from fmcluster.config.file_rules import Sections, cross_section_problems
 from fmcluster.config.models import ClusterConfig
-from fmcluster.config.rules import Sections, cross_section_problems
 from fmcluster.config.source import read_yaml
 
 

@@ -2,7 +2,8 @@
 
 Each model checks its own keys, including rules that depend on an earlier key of the same model (pydantic
 validates fields in declaration order, so a dependent field is declared after what it depends on and its
-validator reads `info.data`). Rules across sections live in `rules.py`.
+validator reads `info.data`). Rules across sections live in `file_rules.py`, rules of one orchestrator in
+`orchestrators/`.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from fmcluster import catalog, nccl
-from fmcluster.config.checks import (
+from fmcluster.config.orchestrators import pcs
+from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
+from fmcluster.config.value_rules import (
     AMI_ID_PATTERN,
     GROUP_NAME_PATTERN,
-    PCS_SIZES,
     S3_URI_PATTERN,
     TRAINING_PLAN_ARN_PATTERN,
     cluster_name_problem,
@@ -38,20 +40,12 @@ from fmcluster.config.checks import (
     reservation_problem,
     unknown_instance_type,
 )
-from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
+from fmcluster.names import RESERVED_GROUP_NAMES
 
 MAX_NODES_PER_GROUP = 6758
-LOGIN_GROUP = "login"
-"""The node group (HyperPod instance group, PCS node group) of the login node."""
-HEAD_GROUP_NAME = "head"
-"""The PCS node group of the head node when there is no login node. A PCS ComputeNodeGroupName (botocore `pcs`
-2023-02-10: 3-25 characters, `(?!pcs_)^[A-Za-z][A-Za-z0-9-]+`, no underscore), reserved so no compute group takes it."""
-HEAD_NODE_INSTANCE_TYPE = "m5.xlarge"
-"""The PCS head node made when there is no login node but metrics need one: Slurm exporter and Grafana fit 4 vCPUs."""
 CLUSTER_TAG = "fmcluster:cluster"
 """The tag every stack of a cluster file puts on what it builds (value: the file's `name`); launch templates pass it to
 the instances they launch, so a cluster's own instances are found by it."""
-RESERVED_GROUP_NAMES = ("controller", LOGIN_GROUP, HEAD_GROUP_NAME)
 LUSTRE_EFA_CAPACITY_STEP_GIB = {1000: 4800, 500: 9600, 250: 19200, 125: 38400}
 """FSx for Lustre user guide, "Increasing storage capacity": EFA-enabled file systems grow in these steps."""
 
@@ -59,6 +53,13 @@ LUSTRE_EFA_CAPACITY_STEP_GIB = {1000: 4800, 500: 9600, 250: 19200, 125: 38400}
 def fail(message: str) -> PydanticCustomError:
     """A validation error whose text is shown to the user exactly as written."""
     return PydanticCustomError("fmcluster", message)
+
+
+def deferred(info: ValidationInfo, value: object) -> bool:
+    """True when the caller's validation context says `value` is known only at deploy time: a construct validating
+    its props passes `{"deferred": is_token}` (`fmcluster.tokens.DEFERRED`); a cluster file holds no such value."""
+    judge = (info.context or {}).get("deferred")
+    return bool(judge and judge(value))
 
 
 def _without_repeats(value: object) -> object:
@@ -93,25 +94,6 @@ PCS_SLURM_VERSIONS = ("24.11", "25.05", "25.11")
 """Slurm versions AWS PCS runs (PCS user guide, Slurm versions; 2026-11)."""
 PCS_DEFAULT_SLURM_VERSION = "25.11"
 """The newest: its AWS PCS sample AMI (Amazon Linux 2023) carries an NVIDIA driver for Blackwell (P6)."""
-PCS_SIZE_HEADROOM = 2
-"""The default size manages this many times the file's nodes. Size is create-only (CloudFormation schema of
-AWS::PCS::Cluster): a cluster that outgrows it is replaced with every node group and queue, so the default leaves
-room to double before that happens."""
-
-
-def pcs_default_size(nodes: int) -> str:
-    """The smallest AWS PCS size that manages twice `nodes`, else the smallest that manages `nodes`.
-
-    >>> pcs_default_size(17), pcs_default_size(16), pcs_default_size(600), pcs_default_size(2000)
-    ('medium', 'small', 'large', 'large')
-    """
-    for wanted in (nodes * PCS_SIZE_HEADROOM, nodes):
-        for size, limit in PCS_SIZES.items():
-            if wanted <= limit:
-                return size
-    return "large"
-
-
 EC2_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 LUSTRE_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
@@ -183,7 +165,7 @@ class ComputeGroup(_Model):
     @field_validator("reservation_id")
     @classmethod
     def _reservation(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if problem := reservation_problem(info.data.get("capacity"), value):
+        if problem := reservation_problem(info.data.get("capacity"), value, deferred=deferred(info, value)):
             raise fail(problem)
         return value
 
@@ -632,9 +614,8 @@ class Image(_Model):
                 f'(default "{DEFAULT_CUDA_VERSION}")'
             )
         if p5_class:
-            for line in nccl.floor_problems(p5_class[0], self.nccl_versions()):
-                prop, message = line.split(": ", 1)
-                problems[IMAGE_KEY_OF_NCCL_PROP[prop]] = message
+            for floor in nccl.floor_problems(p5_class[0], self.nccl_versions()):
+                problems[IMAGE_KEY_OF_NCCL_PROP[floor.path]] = floor.message
         blackwell = [name for name in types if name.startswith("p6")]
         if blackwell and version_tuple(self.cuda) < BLACKWELL_MIN_CUDA:
             problems["cuda"] = (
@@ -788,21 +769,4 @@ class ClusterConfig(_Model):
         """`orchestrator.size`, or the default for the compute nodes and the head node (PCS files only)."""
         if self.orchestrator.size is not None:
             return self.orchestrator.size
-        return pcs_default_size(pcs_nodes(self.orchestrator, self.observability, self.total_nodes))
-
-
-def pcs_nodes(orchestrator: Orchestrator, observability: Observability | None, compute_nodes: int) -> int:
-    """The instances an AWS PCS cluster manages: the compute nodes and, when there is one, the head (login) node."""
-    return compute_nodes + (1 if pcs_head_group(orchestrator, observability) else 0)
-
-
-def pcs_head_group(orchestrator: Orchestrator, observability: Observability | None) -> tuple[str, str, str] | None:
-    """(key path that asks for it, group name, instance type) of the PCS node group of the head node, or None.
-
-    The login node is the head node; without one, a small group of its own when metrics need a head node.
-    """
-    if orchestrator.login_instance_type:
-        return "orchestrator.login_instance_type", LOGIN_GROUP, orchestrator.login_instance_type
-    if observability is not None and observability.prometheus == "managed":
-        return "observability.prometheus", HEAD_GROUP_NAME, HEAD_NODE_INSTANCE_TYPE
-    return None
+        return pcs.default_size(pcs.nodes(self.orchestrator, self.observability, self.total_nodes))

@@ -1,12 +1,14 @@
 """What AWS's own models accept, for every value fmcluster sends to AWS PCS and SageMaker HyperPod.
 
-Two sources, both maintained by AWS, neither copied by hand:
-- botocore's API models (boto3 is a pinned run-time dependency): the length, pattern and enum of each name and type
-  the PCS (2023-02-10) and SageMaker (2017-07-24) APIs take.
-- CloudFormation's regional data, as cfn-lint ships it, cut into `service_data.json.gz` by tools/service_data.py:
+Two sources, both maintained by AWS, neither copied by hand, both cut into `service_data.json.gz` by
+tools/service_data.py (tests/unit/test_service_data.py keeps the cut equal to them):
+- botocore's API models: the length, pattern and enum of each name and type the PCS (2023-02-10) and SageMaker
+  (2017-07-24) APIs take (the shapes of `API_SHAPES` there; reading them from the cut spares `fmcluster validate`
+  botocore's import and the parse of SageMaker's whole model).
+- CloudFormation's regional data, as cfn-lint ships it:
   which resource types each region offers, and which EC2 and HyperPod instance types (the lists behind the rules
   E3628 and E3644 that `cdk synth` runs through `@aws-cdk/core:validateAgainstDefaultRules`), and each type's
-  create-only properties. cfn-lint stays a dev dependency; tests/unit/test_service_data.py keeps the cut equal to it.
+  create-only properties. cfn-lint stays a dev dependency.
 
 Patterns in botocore's models are not anchored; AWS services apply them to the whole value (unconfirmed), so a
 value must match a pattern from its first character to its last here: the reading that fails safe.
@@ -25,8 +27,6 @@ from functools import cache
 from importlib.resources import files
 from typing import Literal
 
-import botocore.loaders
-
 from fmcluster.config.regions import REGIONS
 
 SERVICE_LABELS = {
@@ -44,14 +44,12 @@ INSTANCE_RULES = {
 """Who offers a kind of instance type, and which regional list and rule judge it."""
 
 
-@cache
-def _shapes(service: str) -> dict[str, dict]:
-    return botocore.loaders.Loader().load_service_model(service, "service-2")["shapes"]
-
-
 def shape(service: str, name: str) -> dict:
     """The botocore shape `name` of `service` ('pcs', 'sagemaker'): its type, min, max, pattern or enum."""
-    return _shapes(service)[name]
+    shapes = service_data()["api_shapes"][service]
+    if name not in shapes:
+        raise KeyError(f"botocore {service} {name} is not in the cut: add it to API_SHAPES in tools/service_data.py")
+    return shapes[name]
 
 
 def shape_problem(service: str, name: str, value: str) -> str | None:

@@ -8,7 +8,7 @@
 - `hyperpod/` HyperPodSlurmCluster (`cluster`), its execution role (`role`) and its lifecycle scripts (`lifecycle`).
 
 Helpers, not constructs: `props` (validation of props with the cluster file's rules, which live in
-`fmcluster.config.checks`), `functions` (what Lambda functions share), `nag` (cdk-nag acknowledgments).
+`fmcluster.config.value_rules`), `functions` (what Lambda functions share), `nag` (cdk-nag acknowledgments).
 """
 
 from fmcluster.constructs.buckets import ProjectBuckets

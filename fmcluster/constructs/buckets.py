@@ -8,9 +8,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions, acknowledge_findings, customer_key
+from fmcluster.constructs.acknowledgments import (
+    acknowledge_deploy_time_functions,
+    acknowledge_findings,
+    acknowledge_wildcards,
+)
 from fmcluster.constructs.functions import quiet_redundant_depends_on
-from fmcluster.constructs.nag import acknowledge_wildcards
+from fmcluster.constructs.keys import customer_key
 
 NONCURRENT_CHECKPOINT_TRANSITION = cdk.Duration.days(30)
 """Old checkpoint versions move to Glacier Instant Retrieval after this long (still read in milliseconds)."""

@@ -13,8 +13,10 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from fmcluster import catalog
-from fmcluster.config.checks import is_token, no_efa, reservation_problem, unknown_instance_type
-from fmcluster.constructs.compliance import acknowledge_findings
+from fmcluster.config.value_rules import no_efa, reservation_problem, unknown_instance_type
+from fmcluster.constructs.acknowledgments import acknowledge_findings
+from fmcluster.problems import Problem, raise_if_any
+from fmcluster.tokens import is_token
 
 CAPACITIES = ("on-demand", "capacity-block", "odcr")
 ROOT_VOLUME_GIB = (100, 16384)
@@ -264,37 +266,48 @@ def _validated(
     Values that are unresolved tokens are not checked (they are known only at deploy time), except
     `instance_type`, which decides the interface layout at synth time.
     """
-    problems: list[str] = []
+    problems: list[Problem] = []
     if is_token(instance_type):
         problems.append(
-            "instance_type: must be an instance type name known at synth time (the interface layout depends "
-            "on it); got an unresolved token"
+            Problem(
+                "instance_type",
+                "must be an instance type name known at synth time (the interface layout depends "
+                "on it); got an unresolved token",
+            )
         )
     elif problem := unknown_instance_type(instance_type):
-        problems.append(f"instance_type: {problem}")
+        problems.append(Problem("instance_type", problem))
     elif efa and (problem := no_efa(instance_type, "pass efa=False")):
-        problems.append(f"efa: {problem}")
+        problems.append(Problem("efa", problem))
     if not security_groups:
         problems.append(
-            "security_groups: give at least one, including the EFA group that allows all traffic to and from "
-            "itself; got none"
+            Problem(
+                "security_groups",
+                "give at least one, including the EFA group that allows all traffic to and from itself; got none",
+            )
         )
     if not is_token(root_volume_gib) and not ROOT_VOLUME_GIB[0] <= root_volume_gib <= ROOT_VOLUME_GIB[1]:
         problems.append(
-            f"root_volume_gib: must be {ROOT_VOLUME_GIB[0]}-{ROOT_VOLUME_GIB[1]} GiB; got {root_volume_gib}"
+            Problem("root_volume_gib", f"must be {ROOT_VOLUME_GIB[0]}-{ROOT_VOLUME_GIB[1]} GiB; got {root_volume_gib}")
         )
     if capacity not in CAPACITIES:
         why = " (training plans are HyperPod capacity, which takes no launch template)"
         problems.append(
-            f"capacity: must be 'on-demand', 'capacity-block' or 'odcr'; got {capacity!r}"
-            + (why if capacity == "training-plan" else "")
+            Problem(
+                "capacity",
+                f"must be 'on-demand', 'capacity-block' or 'odcr'; got {capacity!r}"
+                + (why if capacity == "training-plan" else ""),
+            )
         )
-    elif problem := reservation_problem(capacity, reservation_id):
-        problems.append(f"reservation_id: {problem}")
+    elif problem := reservation_problem(capacity, reservation_id, deferred=is_token(reservation_id)):
+        problems.append(Problem("reservation_id", problem))
     if placement_group is not None and capacity == "capacity-block":
         problems.append(
-            "placement_group: must be omitted with capacity 'capacity-block': capacity blocks are already placed "
-            "inside an EC2 UltraCluster and reject a placement group"
+            Problem(
+                "placement_group",
+                "must be omitted with capacity 'capacity-block': capacity blocks are already placed "
+                "inside an EC2 UltraCluster and reject a placement group",
+            )
         )
     for prop, value, pattern, right in (
         ("image_id", image_id, IMAGE_ID_PATTERN, "an AMI id like ami-0123456789abcdef0 or resolve:ssm:<parameter>"),
@@ -307,9 +320,8 @@ def _validated(
         ("root_device_name", root_device_name, DEVICE_NAME_PATTERN, "a device name like /dev/sda1 or /dev/xvda"),
     ):
         if value is not None and not is_token(value) and not pattern.match(value):
-            problems.append(f"{prop}: must be {right}; got {value!r}")
-    if problems:
-        raise ValueError("\n".join(f"EfaLaunchTemplate: {problem}" for problem in problems))
+            problems.append(Problem(prop, f"must be {right}; got {value!r}"))
+    raise_if_any("EfaLaunchTemplate", problems)
 
 
 def _interface(

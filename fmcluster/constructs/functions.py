@@ -11,8 +11,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
-from fmcluster.constructs.nag import nag_form
+from fmcluster.constructs.acknowledgments import acknowledge_deploy_time_functions, nag_form
 
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_14
 """The newest Python runtime (cdk-nag's AwsSolutions-L1 accepts only the latest)."""

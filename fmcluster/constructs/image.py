@@ -24,12 +24,20 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from fmcluster.config.checks import cluster_name_problem
+from fmcluster import names
 from fmcluster.config.models import Image
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions, acknowledge_findings, customer_key
+from fmcluster.config.value_rules import cluster_name_problem
+from fmcluster.constructs.acknowledgments import (
+    acknowledge_deploy_time_functions,
+    acknowledge_findings,
+    acknowledge_wildcards,
+    nag_form,
+)
 from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
-from fmcluster.constructs.nag import acknowledge_wildcards, nag_form
+from fmcluster.constructs.keys import customer_key
 from fmcluster.deploy_time import Weights
+from fmcluster.problems import Problem, raise_if_any
+from fmcluster.tokens import is_token
 
 """The newest Python runtime in aws-cdk-lib's `Runtime.ALL`: what cdk-nag's AwsSolutions-L1 accepts."""
 IMAGE_SOURCE = files("fmcluster") / "image"
@@ -73,12 +81,12 @@ def image_spec_hash(image: Image) -> str:
 
 def parameter_name(cluster_name: str) -> str:
     """The SSM parameter with the training image's URI (what the nodes read)."""
-    return f"/fmcluster/{cluster_name}/image-uri"
+    return names.image_parameter_name(cluster_name)
 
 
 def build_parameter_name(cluster_name: str) -> str:
     """The SSM parameter with the running build (id, start, expected minutes, logs): what nodes say while waiting."""
-    return f"/fmcluster/{cluster_name}/image-build"
+    return names.image_build_parameter_name(cluster_name)
 
 
 REPOSITORY_TAG = "fmcluster:training-image"
@@ -523,22 +531,26 @@ def _lambda_role(scope: Construct, construct_id: str, description: str, log_grou
 
 
 def _validated(cluster_name: str, image: object, max_image_count: int, build_timeout: cdk.Duration) -> None:
-    problems = []
-    if problem := cluster_name_problem(cluster_name):
-        problems.append(f"cluster_name: {problem}")
+    problems: list[Problem] = []
+    if not is_token(cluster_name) and (problem := cluster_name_problem(cluster_name)):
+        problems.append(Problem("cluster_name", problem))
     if not isinstance(image, Image):
         problems.append(
-            "image: must be an fmcluster.config.models.Image (e.g. Image(cuda='12.8', ...)); "
-            f"got {type(image).__name__}"
+            Problem(
+                "image",
+                f"must be an fmcluster.config.models.Image (e.g. Image(cuda='12.8', ...)); got {type(image).__name__}",
+            )
         )
     if not isinstance(max_image_count, int) or isinstance(max_image_count, bool) or not 1 <= max_image_count <= 1000:
-        problems.append(f"max_image_count: must be a whole number from 1 to 1000; got {max_image_count!r}")
+        problems.append(Problem("max_image_count", f"must be a whole number from 1 to 1000; got {max_image_count!r}"))
     minutes = build_timeout.to_seconds() / 60 if isinstance(build_timeout, cdk.Duration) else None
     if minutes is None or not 10 <= minutes <= MAX_BUILD_TIMEOUT.to_minutes():
         shown = f"{minutes:g} minutes" if minutes is not None else repr(build_timeout)
         problems.append(
-            f"build_timeout: must be a Duration of 10 to {MAX_BUILD_TIMEOUT.to_minutes()} minutes (CloudFormation "
-            f"waits at most an hour for the image); got {shown}"
+            Problem(
+                "build_timeout",
+                f"must be a Duration of 10 to {MAX_BUILD_TIMEOUT.to_minutes()} minutes (CloudFormation "
+                f"waits at most an hour for the image); got {shown}",
+            )
         )
-    if problems:
-        raise ValueError("\n".join(f"TrainingImage: {problem}" for problem in problems))
+    raise_if_any("TrainingImage", problems)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol, runtime_checkable
 
 import aws_cdk as cdk
@@ -15,11 +15,14 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from fmcluster.config.checks import lustre_dns_name_problem, lustre_mount_name_problem
+from fmcluster.config.file_rules import Sections, repositories_do_not_overlap
 from fmcluster.config.models import Lustre, Repository
-from fmcluster.config.rules import Sections, repositories_do_not_overlap
-from fmcluster.constructs.compliance import acknowledge_findings, customer_key
-from fmcluster.constructs.props import check_props
+from fmcluster.config.value_rules import lustre_dns_name_problem, lustre_mount_name_problem
+from fmcluster.constructs.acknowledgments import acknowledge_findings
+from fmcluster.constructs.keys import customer_key
+from fmcluster.constructs.props import prop_problems
+from fmcluster.problems import Problem, raise_if_any
+from fmcluster.tokens import known
 
 LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
 """LNet (TCP 988) and the Lustre client/server ports (TCP 1018-1023), needed in both directions."""
@@ -60,20 +63,22 @@ class LustreMount:
     efa: bool = False
 
 
-def file_system_problems(file_system: object) -> list[str]:
-    """`file_system.<attribute>: message` for a consumer's `file_system` prop that no client could mount."""
+def file_system_problems(file_system: object) -> list[Problem]:
+    """A problem at `file_system.<attribute>` for a consumer's `file_system` prop that no client could mount."""
     if file_system is None:
         return []
     if not isinstance(file_system, LustreFileSystem):
         return [
-            "file_system: must be a LustreStorage or a LustreMount (a dns_name, a mount_name and efa); "
-            f"got {file_system!r}"
+            Problem(
+                "file_system",
+                f"must be a LustreStorage or a LustreMount (a dns_name, a mount_name and efa); got {file_system!r}",
+            )
         ]
     checks = (
-        ("dns_name", lustre_dns_name_problem(file_system.dns_name)),
-        ("mount_name", lustre_mount_name_problem(file_system.mount_name)),
+        ("dns_name", lustre_dns_name_problem(known(file_system.dns_name))),
+        ("mount_name", lustre_mount_name_problem(known(file_system.mount_name))),
     )
-    return [f"file_system.{prop}: {problem}" for prop, problem in checks if problem]
+    return [Problem(f"file_system.{prop}", problem) for prop, problem in checks if problem]
 
 
 class LustreStorage(Construct):
@@ -437,25 +442,23 @@ def _validated(
     construct: str = "LustreStorage",
     **file_system: object,
 ) -> tuple[Repository, ...]:
-    """The repositories as models; or ValueError naming every problem, in the cluster file's words."""
-    problems: list[str] = []
-    try:
-        check_props(Lustre, construct, **file_system, repositories=tuple(repositories))
-    except ValueError as error:
-        problems.extend(str(error).splitlines())
+    """The repositories as models; or `InvalidProps` naming every problem, in the cluster file's words."""
+    problems = prop_problems(Lustre, **file_system, repositories=tuple(repositories))
     # The cluster file's rule across repositories (paths unique and not nested, S3 prefixes not overlapping),
     # run on these repositories exactly as `fmcluster validate` runs it; invalid entries are skipped there.
     sections = Sections.of_data({"storage": {"lustre": {"repositories": [_as_data(link) for link in repositories]}}})
     for problem in repositories_do_not_overlap(sections):
-        problems.append(f"{construct}: {problem.path.removeprefix('storage.lustre.')}: {problem.message}")
+        problems.append(replace(problem, path=problem.path.removeprefix("storage.lustre.")))
     for index, link in enumerate(sections.repositories):
         if link is not None and link.s3_uri is None and not has_data_bucket:
             problems.append(
-                f"{construct}: repositories[{index}].s3_uri: required when no data_bucket is given; pass "
-                f"data_bucket= to link {link.path!r} to a prefix of it, or give an S3 URI like s3://my-bucket/prefix/"
+                Problem(
+                    f"repositories[{index}].s3_uri",
+                    f"required when no data_bucket is given; pass data_bucket= to link {link.path!r} to a prefix "
+                    "of it, or give an S3 URI like s3://my-bucket/prefix/",
+                )
             )
-    if problems:
-        raise ValueError("\n".join(problems))
+    raise_if_any(construct, problems)
     return tuple(link for link in sections.repositories if link is not None)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 
 import aws_cdk as cdk
@@ -19,8 +20,14 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from fmcluster.config.checks import GROUP_NAME_PATTERN, cluster_name_problem, repeated_group_name, unknown_instance_type
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
+from fmcluster import names
+from fmcluster.config.value_rules import (
+    GROUP_NAME_PATTERN,
+    cluster_name_problem,
+    repeated_group_name,
+    unknown_instance_type,
+)
+from fmcluster.constructs.acknowledgments import acknowledge_deploy_time_functions, acknowledge_wildcards
 from fmcluster.constructs.functions import (
     LAMBDA_RUNTIME,
     function_log_group,
@@ -28,7 +35,6 @@ from fmcluster.constructs.functions import (
     lambda_code,
     quiet_redundant_depends_on,
 )
-from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.nccl import (
     DEFAULT_EFA_INSTALLER_VERSION,
     DEFAULT_NCCL_VERSION,
@@ -39,37 +45,43 @@ from fmcluster.nccl import (
     obsolete_variables,
     user_env_problems,
 )
+from fmcluster.problems import Problem, raise_if_any
+from fmcluster.tokens import is_token
 
 
 def parameter_name(cluster_name: str, group: str) -> str:
     """The SSM parameter the nodes of `group` read their NCCL environment from."""
-    return f"/fmcluster/{cluster_name}/{group}/nccl-env"
+    return names.nccl_parameter_name(names.parameter_prefix(cluster_name), group)
 
 
-def group_pair_problems(construct: str, cluster_name: str, groups: Sequence[tuple[str, str]]) -> list[str]:
+def group_pair_problems(cluster_name: str, groups: Sequence[tuple[str, str]]) -> list[Problem]:
     problems = []
-    if problem := cluster_name_problem(cluster_name):
-        problems.append(f"cluster_name: {problem}")
+    if not is_token(cluster_name) and (problem := cluster_name_problem(cluster_name)):
+        problems.append(Problem("cluster_name", problem))
     if not groups:
-        problems.append("groups: give at least one (group name, instance type) pair")
+        problems.append(Problem("groups", "give at least one (group name, instance type) pair"))
     seen: dict[str, int] = {}
     for index, group in enumerate(groups):
+        where = f"groups[{index}]"
         if not (isinstance(group, tuple | list) and len(group) == 2):
-            problems.append(f"groups[{index}]: must be a (group name, instance type) pair; got {group!r}")
+            problems.append(Problem(where, f"must be a (group name, instance type) pair; got {group!r}"))
             continue
         name, instance_type = group
         if not isinstance(name, str) or not GROUP_NAME_PATTERN.match(name) or name.endswith("-"):
             problems.append(
-                f"groups[{index}]: group name must be a lowercase letter, then up to 19 lowercase letters, digits or "
-                f"'-', not ending with '-'; got {name!r}"
+                Problem(
+                    where,
+                    "group name must be a lowercase letter, then up to 19 lowercase letters, digits or '-', not "
+                    f"ending with '-'; got {name!r}",
+                )
             )
         elif name in seen:
-            problems.append(f"groups[{index}]: {repeated_group_name(name, f'groups[{seen[name]}]')}")
+            problems.append(Problem(where, repeated_group_name(name, f"groups[{seen[name]}]")))
         else:
             seen[name] = index
         if problem := unknown_instance_type(instance_type):
-            problems.append(f"groups[{index}]: {problem}")
-    return [f"{construct}: {problem}" for problem in problems]
+            problems.append(Problem(where, problem))
+    return problems
 
 
 class NcclTuning(Construct):
@@ -122,19 +134,21 @@ class NcclTuning(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         groups = [tuple(group) if isinstance(group, list) else group for group in groups]
-        problems = group_pair_problems("NcclTuning", cluster_name, groups)
+        problems = group_pair_problems(cluster_name, groups)
         try:
             versions: Versions | None = Versions(nccl_version, ofi_nccl_version, efa_installer_version)
         except ValueError as error:
-            problems += [f"NcclTuning: {line}" for line in str(error).splitlines()]
+            problems += [Problem("", line) for line in str(error).splitlines()]
             versions = None
-        problems += [f"NcclTuning: {problem}" for problem in user_env_problems(user_env)]
+        problems += user_env_problems(user_env)
         environments: dict[str, dict[str, str]] = {}
-        warnings: dict[str, list[str]] = {}
+        warnings: dict[str, list[Problem]] = {}
         if versions is not None and not problems:
             for index, (name, instance_type) in enumerate(groups):
                 floors = floor_problems(instance_type, versions)
-                problems += [f"NcclTuning: groups[{index}] ({name}, {instance_type}): {line}" for line in floors]
+                problems += [
+                    replace(floor, path=f"groups[{index}] ({name}, {instance_type}): {floor.path}") for floor in floors
+                ]
                 if floors:
                     continue
                 environments[name] = nccl_environment(
@@ -145,8 +159,7 @@ class NcclTuning(Construct):
                     user_env=user_env,
                 )
                 warnings[name] = obsolete_variables(user_env, versions, instance_type=instance_type)
-        if problems:
-            raise ValueError("\n".join(problems))
+        raise_if_any("NcclTuning", problems)
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
 
@@ -157,12 +170,14 @@ class NcclTuning(Construct):
             {name: parameter_name(cluster_name, name) for name, _ in groups}
         )
         """The SSM parameter of each group, by group name (what the node bootstrap reads)."""
-        self.warnings: Mapping[str, tuple[str, ...]] = MappingProxyType({k: tuple(v) for k, v in warnings.items()})
+        self.warnings: Mapping[str, tuple[str, ...]] = MappingProxyType(
+            {name: tuple(found.line for found in found_here) for name, found_here in warnings.items()}
+        )
         """Per group: variables of `user_env` to remove, and why (also reported as synth warnings)."""
-        for name, lines in warnings.items():
-            for line in lines:
+        for name, found_here in warnings.items():
+            for found in found_here:
                 cdk.Annotations.of(self).add_warning_v2(
-                    f"fmcluster:nccl-env:{name}:{line.split(':', 1)[0]}", f"nccl.env for group {name!r}: {line}"
+                    f"fmcluster:nccl-env:{name}:{found.path}", f"nccl.env for group {name!r}: {found.line}"
                 )
 
         self.log_group = function_log_group(self, "HandlerLogs", log_retention, removal_policy)

@@ -23,7 +23,12 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from fmcluster.constructs.compliance import LAMBDA_IN_VPC, acknowledge_deploy_time_functions, acknowledge_findings
+from fmcluster.constructs.acknowledgments import (
+    LAMBDA_IN_VPC,
+    acknowledge_deploy_time_functions,
+    acknowledge_findings,
+    acknowledge_wildcards,
+)
 from fmcluster.constructs.functions import (
     LAMBDA_RUNTIME,
     function_log_group,
@@ -31,9 +36,9 @@ from fmcluster.constructs.functions import (
     lambda_code,
     quiet_redundant_depends_on,
 )
-from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.constructs.nccl_tuning import group_pair_problems
 from fmcluster.nccl import LINE_RATE_FRACTION, MIN_BASELINE_MESSAGE_BYTES, PUBLISHED_MARGIN, baseline_spec
+from fmcluster.problems import Problem, raise_if_any
 
 METRICS_NAMESPACE = "fmcluster/nccl"
 RESULTS_PREFIX = "nccl-tests/"
@@ -95,13 +100,10 @@ class NcclValidation(Construct):
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         groups = [tuple(group) if isinstance(group, list) else group for group in groups]
-        problems = group_pair_problems("NcclValidation", cluster_name, groups)
+        problems = group_pair_problems(cluster_name, groups)
         if not isinstance(line_rate_fraction, int | float) or not 0 < line_rate_fraction <= 1:
-            problems.append(
-                f"NcclValidation: line_rate_fraction: must be above 0 and at most 1; got {line_rate_fraction!r}"
-            )
-        if problems:
-            raise ValueError("\n".join(problems))
+            problems.append(Problem("line_rate_fraction", f"must be above 0 and at most 1; got {line_rate_fraction!r}"))
+        raise_if_any("NcclValidation", problems)
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
 

@@ -12,12 +12,13 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.addressing import plan_subnets
-from fmcluster.config.checks import is_token
 from fmcluster.config.models import Network
 from fmcluster.config.regions import AZ_ID_PATTERN
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
+from fmcluster.constructs.acknowledgments import acknowledge_deploy_time_functions
 from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.constructs.props import prop_problems
+from fmcluster.problems import Problem, raise_if_any
+from fmcluster.tokens import is_token
 
 INTERFACE_ENDPOINTS: dict[str, str] = {
     "EcrApi": "ECR",
@@ -336,6 +337,5 @@ def _validated(
         ("secondary_availability_zone_id", secondary_availability_zone_id),
     ):
         if az_id is not None and not is_token(az_id) and not AZ_ID_PATTERN.match(az_id):
-            problems.append(f"{prop}: must be an AZ ID like use1-az6; got {az_id!r}")
-    if problems:
-        raise ValueError("\n".join(f"TrainingNetwork: {problem}" for problem in problems))
+            problems.append(Problem(prop, f"must be an AZ ID like use1-az6; got {az_id!r}"))
+    raise_if_any("TrainingNetwork", problems)

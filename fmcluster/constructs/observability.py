@@ -21,11 +21,14 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from fmcluster.config.checks import grafana_without_source, is_token
+from fmcluster import names
 from fmcluster.config.models import Observability, is_lustre_capacity
-from fmcluster.constructs.compliance import customer_key
+from fmcluster.config.value_rules import grafana_without_source
 from fmcluster.constructs.functions import provider_with_handler
+from fmcluster.constructs.keys import customer_key
 from fmcluster.constructs.props import prop_problems
+from fmcluster.problems import Problem, raise_if_any
+from fmcluster.tokens import is_token
 
 PrometheusMode = Literal["managed", "none"]
 GrafanaMode = Literal["self-hosted", "managed", "none"]
@@ -54,7 +57,7 @@ HEALTH_EVENT = "AWS Health Event"
 
 def endpoint_parameter_name(cluster_name: str) -> str:
     """The SSM parameter holding the workspace's Prometheus endpoint; node scripts read it (observability.sh)."""
-    return f"/fmcluster/{cluster_name}/observability/prometheus-endpoint"
+    return names.prometheus_endpoint_parameter_name(cluster_name)
 
 
 def rule_file(name: str) -> str:
@@ -539,10 +542,13 @@ def _validated(
     """Nothing; or ValueError naming every problem with the props, in the cluster file's words."""
     problems = prop_problems(Observability, prometheus=prometheus, grafana=grafana, alarm_email=alarm_email)
     if problem := grafana_without_source(grafana, prometheus):
-        problems.append(f"grafana: {problem}")
+        problems.append(Problem("grafana", problem))
     if (file_system_id is None) != (capacity_gib is None):
-        problems.append("file_system_id and lustre_capacity_gib go together: give both to watch a file system")
+        problems.append(
+            Problem("", "file_system_id and lustre_capacity_gib go together: give both to watch a file system")
+        )
     if capacity_gib is not None and not is_token(capacity_gib) and not is_lustre_capacity(capacity_gib):
-        problems.append(f"lustre_capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got {capacity_gib}")
-    if problems:
-        raise ValueError("\n".join(f"ClusterObservability: {problem}" for problem in problems))
+        problems.append(
+            Problem("lustre_capacity_gib", f"must be 1200, 2400 or a multiple of 2400 GiB; got {capacity_gib}")
+        )
+    raise_if_any("ClusterObservability", problems)

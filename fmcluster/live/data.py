@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from fmcluster.config import ClusterConfig, Problem
+from fmcluster.config import ClusterConfig
 from fmcluster.config.models import S3_URI_PATTERN
 from fmcluster.live.aws import Aws, Denied, error_code
 from fmcluster.live.runner import Check, denied
+from fmcluster.problems import Problem, note, warning
 
 MISSING_CODES = ("404", "NoSuchBucket")
 FSX_ROLE = "AWSServiceRoleForFSxS3Access_fs-*"
@@ -45,9 +46,9 @@ def check_bucket(config: ClusterConfig, aws: Aws, index: int, uri: str) -> list[
         raise
     except Denied:
         return [
-            Problem(
+            warning(
                 path,
-                f"warning: bucket {bucket} exists but this caller may not list it (s3:ListBucket "
+                f"bucket {bucket} exists but this caller may not list it (s3:ListBucket "
                 f"denied); FSx reads it with its own service-linked role ({FSX_ROLE}), which the bucket "
                 "policy must allow",
             )
@@ -56,9 +57,9 @@ def check_bucket(config: ClusterConfig, aws: Aws, index: int, uri: str) -> list[
     region = head.get("BucketRegion")
     if region and region != config.region:
         problems.append(
-            Problem(
+            warning(
                 path,
-                f"warning: bucket {bucket} is in {region}, not {config.region}: every read "
+                f"bucket {bucket} is in {region}, not {config.region}: every read "
                 "crosses Regions (slower, billed as inter-Region transfer); FSx support for "
                 "linking a bucket of another Region is (unconfirmed): copy the data to "
                 f"{config.region} if the deploy fails",
@@ -68,9 +69,9 @@ def check_bucket(config: ClusterConfig, aws: Aws, index: int, uri: str) -> list[
         listing = aws.call("s3", "ListObjectsV2", Bucket=bucket, Prefix=prefix, MaxKeys=1)
         if not listing.get("KeyCount") and prefix:
             problems.append(
-                Problem(
+                warning(
                     path,
-                    f"warning: nothing under {uri} yet; /fsx shows what is there when the "
+                    f"nothing under {uri} yet; /fsx shows what is there when the "
                     "link is created (and imports what arrives later)",
                 )
             )
@@ -85,9 +86,9 @@ def check_bucket(config: ClusterConfig, aws: Aws, index: int, uri: str) -> list[
         if default.get("SSEAlgorithm", "").startswith("aws:kms"):
             key = default.get("KMSMasterKeyID") or "the AWS managed key aws/s3"
             problems.append(
-                Problem(
+                note(
                     path,
-                    f"note: bucket {bucket} is encrypted with KMS key {key}: its key policy "
+                    f"bucket {bucket} is encrypted with KMS key {key}: its key policy "
                     f"must let FSx's service-linked role ({FSX_ROLE}) use it (kms:Decrypt; "
                     "kms:GenerateDataKey for export)",
                 )

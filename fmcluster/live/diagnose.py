@@ -22,12 +22,12 @@ from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws
 from fmcluster.live.findings import Collected, Finding, report, unknown
 from fmcluster.live.hyperpod import hyperpod_checks
-from fmcluster.live.image import image_build_checks
+from fmcluster.live.image_build import image_build_checks
 from fmcluster.live.pcs import pcs_checks
 from fmcluster.live.redact import redact, redact_text
+from fmcluster.live.results_and_alarms import validation_checks
 from fmcluster.live.runner import Check, run_checks
 from fmcluster.live.stacks import stack_checks
-from fmcluster.live.validation import validation_checks
 
 HEALTHY, PROBLEMS, UNDIAGNOSED = 0, 1, 2
 

@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from fmcluster.config import ClusterConfig, Problem
-from fmcluster.config.models import pcs_head_group
+from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.live.aws import Aws
 from fmcluster.live.runner import Check
 
@@ -101,9 +101,9 @@ def check_offerings(config: ClusterConfig, aws: Aws) -> list[Problem]:
     return [
         Problem(
             key,
-            ("warning: " if hyperpod else "")
-            + f"{name} is not offered in {zone} ({config.region}): EC2 lists no offering of it there"
+            f"{name} is not offered in {zone} ({config.region}): EC2 lists no offering of it there"
             + ("; HyperPod may not be able to place it either" if hyperpod else "; choose a type or zone that has it"),
+            "warning" if hyperpod else "error",
         )
         for name, key in types.items()
         if name not in offered

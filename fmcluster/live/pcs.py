@@ -12,7 +12,7 @@ an ACTIVE group (or cluster) that reports errorInfo: PCS keeps a group ACTIVE wh
 Sources: AWS PCS API reference (GetCluster, ListComputeNodeGroups, GetComputeNodeGroup: status values, errorInfo,
 scalingConfiguration); EC2 API reference (DescribeInstances, GetConsoleOutput). fmcluster names the PCS cluster
 after the file's `name`, each compute node group after its compute group, the head node's group `login` (with a
-login node) or `head` (`fmcluster.config.models.pcs_head_group`).
+login node) or `head` (`fmcluster.config.orchestrators.pcs.head_group`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig
-from fmcluster.config.models import pcs_head_group
+from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.live.aws import Aws, error_code
 from fmcluster.live.findings import Collected, Finding, problem, unknown
 from fmcluster.live.runner import STOPPED, Check, stopped_reason

@@ -14,8 +14,8 @@ from fmcluster.live.aws import Aws
 from fmcluster.live.bootstrap import bootstrap_checks
 from fmcluster.live.capacity import reservation_checks, training_plan_checks
 from fmcluster.live.data import data_checks
-from fmcluster.live.images import image_checks
 from fmcluster.live.instances import InstanceTypes, instance_types_of, offering_checks
+from fmcluster.live.node_image import image_checks
 from fmcluster.live.quotas import quota_checks
 from fmcluster.live.runner import Check, run_checks
 

@@ -22,7 +22,7 @@ from collections import defaultdict
 from typing import Any
 
 from fmcluster.config import ClusterConfig, Problem
-from fmcluster.config.models import pcs_head_group
+from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.live.aws import Aws
 from fmcluster.live.instances import InstanceTypes
 from fmcluster.live.runner import Check, unchecked

@@ -28,6 +28,23 @@ LOG_DIR="$ROOT/var/log/fmcluster"
 LOG_FILE="$LOG_DIR/$SCRIPT_NAME.log"
 FMC_CHANGED=0
 
+# --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---
+export LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'
+export LUSTRE_MOUNT_NAME_RULE="1-8 letters, digits, '_' or '-'"
+export MOUNT_POINT_PATTERN='^(/[A-Za-z0-9._-]+)+$'
+# --- end of rendered rules ---
+
+# region: the AWS region this node runs in (AWS_REGION, AWS_DEFAULT_REGION, else the instance metadata).
+region() {
+  if [[ -n "${AWS_REGION:-}" ]]; then
+    printf '%s\n' "$AWS_REGION"
+  elif [[ -n "${AWS_DEFAULT_REGION:-}" ]]; then
+    printf '%s\n' "$AWS_DEFAULT_REGION"
+  else
+    imds meta-data/placement/region
+  fi
+}
+
 # log LEVEL MESSAGE...: one timestamped line to the script's log file and to stderr (cloud-init keeps stderr too).
 log() {
   local level="$1" line

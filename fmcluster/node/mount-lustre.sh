@@ -98,9 +98,9 @@ main() {
   mount_point="${positional[2]:-/fsx}"
   [[ "$dns_name" =~ ^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$ ]] ||
     die "DNS_NAME must be a host name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got '$dns_name'"
-  [[ "$mount_name" =~ ^[A-Za-z0-9_]{1,16}$ ]] ||
-    die "MOUNT_NAME must be the file system's mount name, 1-16 letters, digits or '_' (e.g. abcdef12); got '$mount_name'"
-  [[ "$mount_point" =~ ^(/[A-Za-z0-9._-]+)+$ ]] ||
+  [[ "$mount_name" =~ $LUSTRE_MOUNT_NAME_PATTERN ]] ||
+    die "MOUNT_NAME must be the file system's mount name, $LUSTRE_MOUNT_NAME_RULE (e.g. abcdef12); got '$mount_name'"
+  [[ "$mount_point" =~ $MOUNT_POINT_PATTERN ]] ||
     die "MOUNT_POINT must be an absolute directory like /fsx; got '$mount_point'"
 
   if mountpoint -q "$ROOT$mount_point"; then

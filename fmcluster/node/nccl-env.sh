@@ -55,16 +55,6 @@ for name in sorted(data):
 ' "$1"
 }
 
-region() {
-  if [[ -n "${AWS_REGION:-}" ]]; then
-    printf '%s\n' "$AWS_REGION"
-  elif [[ -n "${AWS_DEFAULT_REGION:-}" ]]; then
-    printf '%s\n' "$AWS_DEFAULT_REGION"
-  else
-    imds meta-data/placement/region
-  fi
-}
-
 main() {
   local parameter="${1:-}" origin="fmcluster defaults" value parsed line name aws_region profile env_lines
   local -A variables=([NCCL_SOCKET_IFNAME]='^docker,lo,veth')

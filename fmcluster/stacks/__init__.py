@@ -5,8 +5,10 @@ from __future__ import annotations
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
+from fmcluster import names
 from fmcluster.config import ClusterConfig
 from fmcluster.config.models import CLUSTER_TAG
+from fmcluster.names import stack_name
 from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
 from fmcluster.stacks.cluster_pcs import PcsClusterStack
 from fmcluster.stacks.image import ImageStack
@@ -64,14 +66,14 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
     environment = cdk.Environment(account=config.account, region=config.region)
     network = NetworkStack(
         app,
-        f"{config.name}-network",
+        stack_name(config.name, names.NETWORK_STACK),
         config=config,
         env=environment,
         description=f"fmcluster {config.name}: VPC, subnets by AZ ID, endpoints, security groups",
     )
     storage = StorageStack(
         app,
-        f"{config.name}-storage",
+        stack_name(config.name, names.STORAGE_STACK),
         config=config,
         network=network.network,
         env=environment,
@@ -81,7 +83,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
     if config.storage.lustre.repositories:
         links = DataLinksStack(
             app,
-            f"{config.name}-data-links",
+            stack_name(config.name, names.DATA_LINKS_STACK),
             config=config,
             storage=storage,
             env=environment,
@@ -89,7 +91,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         )
     image = ImageStack(
         app,
-        f"{config.name}-image",
+        stack_name(config.name, names.IMAGE_STACK),
         config=config,
         env=environment,
         description=f"fmcluster {config.name}: training image (ECR repository, CodeBuild project, image build)",
@@ -101,7 +103,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
     )
     cluster = cluster_stack(
         app,
-        f"{config.name}-cluster",
+        stack_name(config.name, names.CLUSTER_STACK),
         config=config,
         network=network,
         storage=storage,
@@ -110,7 +112,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
     )
     observability = ObservabilityStack(
         app,
-        f"{config.name}-observability",
+        stack_name(config.name, names.OBSERVABILITY_STACK),
         config=config,
         storage=storage,
         node_roles=[cluster.node_role],

@@ -6,10 +6,10 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
-from fmcluster.constructs.compliance import encrypt_log_groups
 from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
 from fmcluster.constructs.hyperpod.lifecycle import CONTROLLER_GROUP
 from fmcluster.constructs.image import grant_image_pull
+from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output

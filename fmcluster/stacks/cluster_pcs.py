@@ -9,8 +9,8 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
-from fmcluster.config.models import pcs_head_group
-from fmcluster.constructs.compliance import encrypt_log_groups
+from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
+from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.pcs import PcsSlurmCluster
 from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
 from fmcluster.stacks.network import NetworkStack

@@ -6,8 +6,8 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
-from fmcluster.constructs.compliance import customer_key, encrypt_log_groups
 from fmcluster.constructs.image import TrainingImage, parameter_name
+from fmcluster.constructs.keys import customer_key, encrypt_log_groups
 from fmcluster.stacks.outputs import add_output
 
 

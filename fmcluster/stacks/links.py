@@ -6,7 +6,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
-from fmcluster.constructs.compliance import encrypt_log_groups
+from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.lustre import DataRepositoryLinks
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack

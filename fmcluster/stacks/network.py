@@ -7,7 +7,7 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
-from fmcluster.constructs.compliance import customer_key, encrypt_log_groups
+from fmcluster.constructs.keys import customer_key, encrypt_log_groups
 from fmcluster.constructs.network import TrainingNetwork
 from fmcluster.stacks.outputs import add_output
 

@@ -9,7 +9,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
-from fmcluster.constructs.compliance import encrypt_log_groups
+from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.observability import ClusterObservability
 from fmcluster.outputs import SELF_HOSTED_GRAFANA_URL
 from fmcluster.stacks.outputs import add_output

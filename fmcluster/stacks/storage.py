@@ -8,7 +8,7 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.buckets import ProjectBuckets
-from fmcluster.constructs.compliance import encrypt_log_groups
+from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.lustre import LustreStorage
 from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.constructs.network import TrainingNetwork

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fmcluster.live.diagnose import diagnose
 from fmcluster.live.findings import Collected
-from fmcluster.live.image import check_image_build
+from fmcluster.live.image_build import check_image_build
 from fmcluster.live.pcs import check_pcs
-from fmcluster.live.validation import check_alarms, check_nccl
+from fmcluster.live.results_and_alarms import check_alarms, check_nccl
 from tests.live.conftest import PCS_BLOCK, QUICKSTART, config_of
 from tests.live.responses import (
     BOOT_CONSOLE,

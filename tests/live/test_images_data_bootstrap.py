@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fmcluster.live.bootstrap import check_bootstrap
 from fmcluster.live.data import check_bucket
-from fmcluster.live.images import check_image
 from fmcluster.live.instances import InstanceTypes
+from fmcluster.live.node_image import check_image
 from tests.live.conftest import QUICKSTART, config_of
 from tests.live.responses import (
     ACCOUNT,

@@ -395,6 +395,20 @@ def test_trn2_is_no_fsx_efa_client_and_keeps_tcp(node):
     assert len(node.calls("mount")) == 1
 
 
+def test_mount_lustre_takes_a_mount_name_with_a_dash(node):
+    # botocore fsx LustreFileSystemMountName: ^([A-Za-z0-9_-]{1,8})$
+    result = node.run("mount-lustre.sh", DNS, "ab-cd_12")
+    assert "MOUNT_NAME must be" not in result.stderr
+
+
+def test_lib_sh_carries_the_rules_python_validates_with():
+    """lib.sh's rules block is rendered from `node_scripts.NODE_RULES` (the cluster file's own patterns): after a
+    rule changes, `python -c "import fmcluster.node_scripts as n; n.write_rendered_lib()"` rewrites it."""
+    text = node_scripts.script_text("lib.sh")
+    assert node_scripts.rendered_lib(text) == text
+    assert "LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'" in text
+
+
 @pytest.mark.parametrize(
     ("args", "status", "message"),
     [
@@ -402,10 +416,12 @@ def test_trn2_is_no_fsx_efa_client_and_keeps_tcp(node):
         ((DNS,), 2, "usage: "),
         ((DNS, "abcdef12", "--weird"), 2, "usage: "),
         (("fs-1;reboot", "abcdef12"), 1, "DNS_NAME must be a host name like fs-0123456789abcdef0.fsx"),
-        ((DNS, "abc def"), 1, "MOUNT_NAME must be the file system's mount name, 1-16 letters"),
+        ((DNS, "abc def"), 1, "MOUNT_NAME must be the file system's mount name, 1-8 letters, digits, '_' or '-'"),
+        # botocore fsx LustreFileSystemMountName: 1-8 characters (the script once allowed 16, and refused '-')
+        ((DNS, "abcdefghi"), 1, "(e.g. abcdef12); got 'abcdefghi'"),
         ((DNS, "abcdef12", "fsx"), 1, "MOUNT_POINT must be an absolute directory like /fsx; got 'fsx'"),
     ],
-    ids=["nothing", "no-mount-name", "unknown-option", "dns-name", "mount-name", "mount-point"],
+    ids=["nothing", "no-mount-name", "unknown-option", "dns-name", "mount-name", "mount-name-9", "mount-point"],
 )
 def test_mount_lustre_rejects_bad_arguments(node, args, status, message):
     result = node.run("mount-lustre.sh", *args)

@@ -22,7 +22,7 @@ def test_a_clean_file_gets_no_warning():
 
 def test_obsolete_nccl_variables_are_named_with_the_reason():
     lines = [
-        (w.path, w.message)
+        (w.path, f"{w.level}: {w.message}")
         for w in warnings(config(nccl={"env": {"FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_DEBUG": "WARN"}}))
     ]
     assert lines == [
@@ -38,7 +38,7 @@ def test_p5_versions_between_requirement_and_recommendation_are_warned():
     # aws-ofi-nccl doc/efa-env-var.md, "p5.48xlarge": "nccl>=2.18.0 (recommend at least 2.18.5)",
     # "aws-ofi-nccl>=1.7.2 (recommend at least 1.7.3)"; below the requirement the file is refused (test_config_rules)
     image = {**CUDA_12, "nccl": "2.18.3", "aws_ofi_nccl": "1.7.2"}
-    lines = [(w.path, w.message) for w in warnings(config(image=image))]
+    lines = [(w.path, f"{w.level}: {w.message}") for w in warnings(config(image=image))]
     assert lines == [
         (
             "image.nccl",
@@ -62,7 +62,7 @@ def test_arm64_groups_are_told_the_image_is_x86():
     compute = [{"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 1}]
     (warning,) = warnings(config(compute=compute))
     assert warning.path == "compute[0].instance_type"
-    assert warning.message.startswith("warning: p6e-gb200.36xlarge is arm64 (Grace)")
+    assert f"{warning.level}: {warning.message}".startswith("warning: p6e-gb200.36xlarge is arm64 (Grace)")
 
 
 def test_validate_prints_warnings_to_stderr_and_still_succeeds(tmp_path, capsys):

@@ -698,15 +698,17 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
          "(HyperPod and Slurm reject a trailing '-'); got 'gpu-'"),
         ({"compute_groups": [{**GPU, "count": -1}]}, "compute_groups[0].count: must be at least 0; got -1"),
         ({"compute_groups": [{**GPU, "count": 7000}]}, "compute_groups[0].count: must be at most 6758; got 7000"),
-        # the cluster file's rule (config/checks.py), word for word: connectivity needs 2 or more nodes with EFA
+        # the cluster file's rule (config/value_rules.py), word for word: connectivity needs 2 or more nodes with EFA
         ({"compute_groups": [{**GPU, "count": 1, "deep_health_checks": ["InstanceConnectivity"]}]},
          "compute_groups[0].deep_health_checks: InstanceConnectivity tests EFA between nodes: it needs count of 2 or "
          "more and efa: true; got count 1, efa true (keep InstanceStress alone)"),
         ({"compute_groups": ["gpu"]}, "compute_groups[0]: must be a ComputeGroup or a mapping of its keys; "
          "got 'gpu'"),
         ({"compute_groups": [{**GPU, "capacity": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}]},
-         "compute_groups[0].capacity: 'capacity-block' is for AWS PCS (EC2 reservations go through launch "
-         "templates); HyperPod reserves capacity with capacity: training-plan and a training_plan_arn"),
+         # one rule for the file and the construct (config/orchestrators/hyperpod.py), in the cluster file's words
+         "compute_groups[0].capacity: 'capacity-block' needs orchestrator.type: pcs (EC2 reservations are consumed "
+         "through launch templates); HyperPod takes reserved capacity as capacity: training-plan with "
+         "training_plan_arn"),
         ({"compute_groups": [ON_PLAN]}, "compute_groups[0].training_plan_arn: required when capacity is "
          "'training-plan'"),
         ({"compute_groups": [{**GPU, "training_plan_arn": PLAN_ARN}]}, "compute_groups[0].training_plan_arn: only "

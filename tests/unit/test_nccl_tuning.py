@@ -31,6 +31,11 @@ P5_CLASS = [name for name in catalog.CATALOG if name.startswith(("p5", "p6"))]
 OTHERS = [name for name in catalog.CATALOG if name not in P5_CLASS]
 
 
+def lines(problems) -> list[str]:
+    """`key: message` of each Problem, the text these functions once returned as plain strings."""
+    return [problem.line for problem in problems]
+
+
 def env(instance_type: str, nccl_version: str = "2.27.7", ofi: str = "1.16.3", efa: str = "1.43.2", **user: str):
     return nccl_environment(
         instance_type, nccl_version=nccl_version, ofi_nccl_version=ofi, efa_installer_version=efa, user_env=user
@@ -93,7 +98,7 @@ def test_p5_class_floors_at_the_requirement_pass_with_a_warning(instance_type):
     # aws-ofi-nccl doc/efa-env-var.md, p5.48xlarge: "nccl>=2.18.0 (recommend at least 2.18.5)",
     # "aws-ofi-nccl>=1.7.2 (recommend at least 1.7.3)", efa-installer>=1.29.0
     assert env(instance_type, nccl_version="2.18.0-1", ofi="v1.7.2-aws", efa="1.29.0") == SOCKETS
-    assert nccl.floor_warnings(instance_type, Versions(nccl="2.18.0-1", ofi_nccl="v1.7.2-aws")) == [
+    assert lines(nccl.floor_warnings(instance_type, Versions(nccl="2.18.0-1", ofi_nccl="v1.7.2-aws"))) == [
         "nccl_version: aws-ofi-nccl recommends 2.18.5 or later on P5-class instances (p5*, p6*); got '2.18.0-1' "
         "(below 2.18.5 the plugin disables NVLS on NVLink Switch platforms; aws-ofi-nccl doc/efa-env-var.md)",
         "ofi_nccl_version: aws-ofi-nccl recommends 1.7.3 or later on P5-class instances (p5*, p6*); got 'v1.7.2-aws' "
@@ -291,7 +296,7 @@ CURRENT = Versions()
     ],
 )  # fmt: skip
 def test_obsolete_variables_are_named_with_a_reason(variables, versions, instance_type, flagged):
-    warnings = obsolete_variables(variables, versions, instance_type=instance_type)
+    warnings = lines(obsolete_variables(variables, versions, instance_type=instance_type))
     assert [warning.split(":")[0] for warning in warnings] == flagged
     for warning in warnings:
         _, rest = warning.split(": ", 1)
@@ -299,11 +304,11 @@ def test_obsolete_variables_are_named_with_a_reason(variables, versions, instanc
 
 
 def test_obsolete_warnings_read_well():
-    assert obsolete_variables({"NCCL_BUFFSIZE": "8388608"}, CURRENT, instance_type="p5.48xlarge") == [
+    assert lines(obsolete_variables({"NCCL_BUFFSIZE": "8388608"}, CURRENT, instance_type="p5.48xlarge")) == [
         "NCCL_BUFFSIZE: remove it; aws-ofi-nccl 1.21.1 sets NCCL_BUFFSIZE=8388608 itself on p5.48xlarge; setting it "
         "overrides the plugin's per-platform choice (aws-ofi-nccl src/platform-aws.cpp)"
     ]
-    assert obsolete_variables({"RDMAV_FORK_SAFE": "1"}, CURRENT) == [
+    assert lines(obsolete_variables({"RDMAV_FORK_SAFE": "1"}, CURRENT)) == [
         "RDMAV_FORK_SAFE: remove it; it is an rdma-core variable that can break things on newer kernels; the plugin "
         "sets FI_EFA_FORK_SAFE where it still matters (aws-ofi-nccl doc/efa-env-var.md)"
     ]
@@ -335,7 +340,7 @@ def test_output_holds_no_obsolete_or_plugin_set_variable_the_user_did_not_set(
     instance_type, nccl_version, ofi, efa, user_env
 ):
     versions = Versions(nccl_version, ofi, efa)
-    floors = nccl.floor_problems(instance_type, versions)
+    floors = lines(nccl.floor_problems(instance_type, versions))
     try:
         result = nccl_environment(
             instance_type,

@@ -1,4 +1,4 @@
-"""The cluster file and the constructs agree on every rule they share (`fmcluster.config.checks`).
+"""The cluster file and the constructs agree on every rule they share (`fmcluster.config.value_rules`).
 
 Each row is one bad value, run through `fmcluster validate`'s path (`parse` of a minimal cluster file) and through
 every construct that takes the same value; the message after each side's own location prefix must be the same

@@ -14,10 +14,10 @@ import botocore.loaders
 import pytest
 
 from fmcluster.config import ConfigError, parse
-from fmcluster.config.models import HEAD_GROUP_NAME
+from fmcluster.config.api_rules import api_values
 from fmcluster.config.regions import REGIONS
 from fmcluster.config.service_models import shape_problem
-from fmcluster.config.service_rules import api_values
+from fmcluster.names import HEAD_GROUP as HEAD_GROUP_NAME
 
 SOURCE = "cluster.yaml"
 BASE = {

@@ -14,19 +14,15 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from fmcluster.config.checks import (
+from fmcluster.config.models import ComputeGroup, Orchestrator
+from fmcluster.config.orchestrators import hyperpod
+from fmcluster.config.value_rules import (
     HYPERPOD_CLUSTER_NAME_PATTERN,
-    hyperpod_instance_type_problem,
-    is_token,
-    repeated_group_name,
-    repeated_names,
     training_plan_elsewhere,
 )
-from fmcluster.config.models import ComputeGroup, Orchestrator
+from fmcluster.constructs.acknowledgments import acknowledge_findings
 from fmcluster.constructs.buckets import INCOMPLETE_UPLOAD_EXPIRATION, ProjectBuckets, quiet_auto_delete_provider
-from fmcluster.constructs.compliance import acknowledge_findings
 from fmcluster.constructs.hyperpod.lifecycle import (
-    CONTROLLER_GROUP,
     LIFECYCLE_ENV,
     LIFECYCLE_PREFIX,
     ON_CREATE,
@@ -39,12 +35,19 @@ from fmcluster.constructs.hyperpod.lifecycle import (
 from fmcluster.constructs.hyperpod.role import execution_role
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
-from fmcluster.constructs.props import compute_group_models, node_settings_problems, prop_problems
+from fmcluster.constructs.props import (
+    compute_group_models,
+    node_settings_problems,
+    orchestrator_group_problems,
+    prop_problems,
+    repeated_group_problems,
+)
+from fmcluster.names import CONTROLLER_GROUP, LOGIN_GROUP, LUSTRE_MOUNT_PATH, image_parameter_name, parameter_prefix
+from fmcluster.problems import Problem, raise_if_any
+from fmcluster.tokens import is_token, known
 
-LOGIN_GROUP = "login"
-"""Instance group (and Slurm node type Login) of the login node, when there is one."""
 LOGIN_NODES = 1
-MOUNT_PATH = "/fsx"
+MOUNT_PATH = LUSTRE_MOUNT_PATH
 """Where HyperPod mounts the FSx for Lustre file system on every node."""
 CONTROLLER_VOLUME_GIB = 500
 """Default size of the controller's extra EBS volume (HyperPod mounts it at /opt/sagemaker): Slurm state, logs."""
@@ -53,7 +56,6 @@ EFA_INTERFACE_TYPE = "efa-only"
 (EC2's current multi-card guidance; `efa` would give every EFA device an IP address too)."""
 SLURM_CONFIG_STRATEGIES = ("Managed", "Overwrite", "Merge")
 MAX_SECURITY_GROUPS = 5
-HYPERPOD_CAPACITIES = ("on-demand", "training-plan")
 
 
 class HyperPodSlurmCluster(Construct):
@@ -210,10 +212,10 @@ class HyperPodSlurmCluster(Construct):
         super().__init__(scope, construct_id)
         self.cluster_name = cluster_name
         self.compute_groups: tuple[ComputeGroup, ...] = groups
-        self.parameter_prefix = f"/fmcluster/{cluster_name}"
+        self.parameter_prefix = parameter_prefix(cluster_name)
         """SSM path of this cluster's own parameters (the training image's URI is `<prefix>/image-uri`)."""
         self.nccl_parameter_prefix = nccl_parameter_prefix or self.parameter_prefix
-        self.image_parameter_name = f"{self.parameter_prefix}/image-uri"
+        self.image_parameter_name = image_parameter_name(cluster_name)
         """SSM parameter the controller reads the training image's ECR URI from (optional at deploy time)."""
         self.endpoint_parameter_name = endpoint_parameter_name(cluster_name)
         """SSM parameter observability.sh reads the Prometheus endpoint from (with prometheus="managed")."""
@@ -448,17 +450,23 @@ def _validated(
     grafana: str = "none",
     observability_mirror: str | None = None,
 ) -> tuple[ComputeGroup, ...]:
-    """The compute groups as models; or ValueError naming every problem, one line each."""
-    problems: list[str] = []
+    """The compute groups as models; or `InvalidProps` naming every problem."""
+    problems: list[Problem] = []
     if not is_token(cluster_name) and not HYPERPOD_CLUSTER_NAME_PATTERN.match(cluster_name):
         problems.append(
-            "cluster_name: must be 1-63 letters, digits and '-', starting and ending with a letter or digit "
-            f"(HyperPod's rule); got {cluster_name!r}"
+            Problem(
+                "cluster_name",
+                "must be 1-63 letters, digits and '-', starting and ending with a letter or digit "
+                f"(HyperPod's rule); got {cluster_name!r}",
+            )
         )
     if not 1 <= len(security_groups) <= MAX_SECURITY_GROUPS:
         problems.append(
-            f"security_groups: HyperPod takes 1-{MAX_SECURITY_GROUPS} security groups (give the EFA group); "
-            f"got {len(security_groups)}"
+            Problem(
+                "security_groups",
+                f"HyperPod takes 1-{MAX_SECURITY_GROUPS} security groups (give the EFA group); "
+                f"got {len(security_groups)}",
+            )
         )
     problems += prop_problems(
         Orchestrator,
@@ -473,37 +481,37 @@ def _validated(
         nccl_parameter_prefix=nccl_parameter_prefix,
     )
     if not compute_groups:
-        problems.append("compute_groups: needs at least one compute group (each becomes a Slurm partition); got none")
+        problems.append(
+            Problem("compute_groups", "needs at least one compute group (each becomes a Slurm partition); got none")
+        )
     groups, group_problems = compute_group_models(compute_groups)
     problems += group_problems
     for index, group in groups:
         where = f"compute_groups[{index}]"
-        if group.capacity not in HYPERPOD_CAPACITIES:
-            problems.append(
-                f"{where}.capacity: {group.capacity!r} is for AWS PCS (EC2 reservations go through launch "
-                "templates); HyperPod reserves capacity with capacity: training-plan and a training_plan_arn"
-            )
-        for message in training_plan_elsewhere(group.training_plan_arn, region, account):
-            problems.append(f"{where}.training_plan_arn: {message}")
-    for index, name, first in repeated_names((index, group.name) for index, group in groups):
-        problems.append(f"compute_groups[{index}].name: {repeated_group_name(name, f'compute_groups[{first}]')}")
+        problems += orchestrator_group_problems(hyperpod, where, group)
+        for message in training_plan_elsewhere(group.training_plan_arn, known(region), known(account)):
+            problems.append(Problem(f"{where}.training_plan_arn", message))
+    problems += repeated_group_problems(groups)
     typed = [("controller_instance_type", controller_instance_type), ("login_instance_type", login_instance_type)]
     typed += [(f"compute_groups[{index}].instance_type", group.instance_type) for index, group in groups]
-    reported = {problem.split(":", 1)[0] for problem in problems}  # a type the Orchestrator model refused already
+    reported = {problem.path for problem in problems}  # a type the Orchestrator model refused already
     problems += [
-        f"{prop}: {message}"
+        Problem(prop, message)
         for prop, instance_type in typed
         if instance_type is not None
+        and not is_token(instance_type)
         and prop not in reported
-        and (message := hyperpod_instance_type_problem(instance_type, region))
+        and (message := hyperpod.instance_type_problem(instance_type, known(region)))
     ]
     problems += file_system_problems(file_system)
     if not is_token(controller_volume_gib) and not 1 <= controller_volume_gib <= 16384:
-        problems.append(f"controller_volume_gib: must be 1-16384 GiB; got {controller_volume_gib}")
+        problems.append(Problem("controller_volume_gib", f"must be 1-16384 GiB; got {controller_volume_gib}"))
     if slurm_config_strategy is not None and slurm_config_strategy not in SLURM_CONFIG_STRATEGIES:
         problems.append(
-            f"slurm_config_strategy: must be one of {', '.join(SLURM_CONFIG_STRATEGIES)}; got {slurm_config_strategy!r}"
+            Problem(
+                "slurm_config_strategy",
+                f"must be one of {', '.join(SLURM_CONFIG_STRATEGIES)}; got {slurm_config_strategy!r}",
+            )
         )
-    if problems:
-        raise ValueError("\n".join(f"HyperPodSlurmCluster: {problem}" for problem in problems))
+    raise_if_any("HyperPodSlurmCluster", problems)
     return tuple(group for _, group in groups)

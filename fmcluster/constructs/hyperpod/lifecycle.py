@@ -11,15 +11,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 
-from fmcluster.config.checks import is_token
 from fmcluster.config.regions import REGIONS
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions
+from fmcluster.constructs.acknowledgments import acknowledge_deploy_time_functions, nag_form
 from fmcluster.constructs.functions import quiet_redundant_depends_on
-from fmcluster.constructs.nag import nag_form
+from fmcluster.names import CONTROLLER_GROUP
 from fmcluster.node_scripts import DASHBOARDS, NCCL_TESTS, archive_path, dashboard_files, zip_archive
+from fmcluster.tokens import is_token
 
-CONTROLLER_GROUP = "controller"
-"""Instance group (and Slurm node type Controller) of the one slurmctld node."""
 LIFECYCLE_PREFIX = "fmcluster-lifecycle"
 """Key prefix of the lifecycle scripts in the lifecycle bucket; `SourceS3Uri` points here."""
 REPLACED_SCRIPTS_EXPIRATION = cdk.Duration.days(30)

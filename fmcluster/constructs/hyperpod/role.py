@@ -12,10 +12,10 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 
+from fmcluster.constructs.acknowledgments import nag_form
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.hyperpod.lifecycle import LIFECYCLE_PREFIX
 from fmcluster.constructs.image import ECR_PULL_ACTIONS
-from fmcluster.constructs.nag import nag_form
 
 if TYPE_CHECKING:
     from fmcluster.constructs.hyperpod.cluster import HyperPodSlurmCluster

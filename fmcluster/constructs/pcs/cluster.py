@@ -15,29 +15,22 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.catalog import instance_architecture
-from fmcluster.config.checks import (
-    AMI_ID_PATTERN,
-    is_token,
-    pcs_node_limit_problem,
-    sample_image_problem,
-)
-from fmcluster.config.models import (
-    PCS_DEFAULT_SLURM_VERSION,
-    ComputeGroup,
-    pcs_default_size,
-    pcs_head_group,
-)
+from fmcluster.config.models import PCS_DEFAULT_SLURM_VERSION, ComputeGroup
+from fmcluster.config.orchestrators import pcs as pcs_rules
+from fmcluster.config.value_rules import AMI_ID_PATTERN
+from fmcluster.constructs.acknowledgments import acknowledge_findings, acknowledge_wildcards
 from fmcluster.constructs.buckets import ProjectBuckets
-from fmcluster.constructs.compliance import acknowledge_findings
 from fmcluster.constructs.efa import HOP_LIMIT_REASON, METADATA_HOP_LIMIT, EfaLaunchTemplate
 from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.image import grant_image_pull
 from fmcluster.constructs.image import parameter_name as image_parameter_name
 from fmcluster.constructs.lustre import LustreFileSystem
-from fmcluster.constructs.nag import acknowledge_wildcards
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
-from fmcluster.constructs.pcs.validation import group_name_problem, validated
+from fmcluster.constructs.pcs.prop_rules import group_name_problem, validated
+from fmcluster.names import LUSTRE_MOUNT_PATH, nccl_parameter_name, parameter_prefix
 from fmcluster.node_scripts import INSTALL_DIR, NodeObservability, bootstrap_user_data, bundle_path
+from fmcluster.problems import InvalidProps, Problem, raise_if_any
+from fmcluster.tokens import is_token
 
 GPU_JOB_MAP = f"{INSTALL_DIR}/slurm/gpu-job-map.sh"
 """fmcluster's Slurm Prolog and Epilog (the node bundle installs it before slurmd starts)."""
@@ -49,16 +42,16 @@ PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "odcr": "ONDEMAND", "capacity-block
 """An ODCR is consumed as on-demand capacity through the launch template's reservation target."""
 ASSET_READ_ACTIONS = ("s3:GetObject*", "s3:GetBucket*", "s3:List*")
 """What `Asset.grant_read` allows (CDK's bucket read grant)."""
-LUSTRE_MOUNT_POINT = "/fsx"
+LUSTRE_MOUNT_POINT = LUSTRE_MOUNT_PATH
 
 PurchaseOption = Literal["ONDEMAND", "CAPACITY_BLOCK"]
 
 
 def cluster_size(nodes: int) -> str:
-    """The default AWS PCS size for `nodes` instances: room to double (`pcs_default_size`), as the API spells it."""
-    if problem := pcs_node_limit_problem(nodes):
-        raise ValueError(f"PcsSlurmCluster: expected_nodes: {problem}")
-    return pcs_default_size(nodes).upper()
+    """The default AWS PCS size for `nodes` instances: room to double (`pcs_rules.default_size`), in the API's case."""
+    if problem := pcs_rules.node_limit_problem(nodes):
+        raise InvalidProps("PcsSlurmCluster", [Problem("expected_nodes", problem)])
+    return pcs_rules.default_size(nodes).upper()
 
 
 class PcsSlurmCluster(Construct):
@@ -211,7 +204,7 @@ class PcsSlurmCluster(Construct):
         self.security_groups = tuple(security_groups)
         self.file_system = file_system
         self.detailed_monitoring = detailed_monitoring
-        self.parameter_prefix = f"/fmcluster/{cluster_name}"
+        self.parameter_prefix = parameter_prefix(cluster_name)
         """SSM path of this cluster's own parameters."""
         self.nccl_parameter_prefix = nccl_parameter_prefix or self.parameter_prefix
         self.image_parameter_name = image_parameter_name(cluster_name)
@@ -278,7 +271,7 @@ class PcsSlurmCluster(Construct):
             if prometheus == "managed"
             else None
         )
-        head = pcs_head_group(orchestrator, observability)
+        head = pcs_rules.head_group(orchestrator, observability)
         for group in groups:
             self._add_compute_group(
                 group,
@@ -327,17 +320,16 @@ class PcsSlurmCluster(Construct):
                                    launch_template_id=template.launch_template_id,
                                    launch_template_version=template.latest_version)
         """
-        problems = []
+        problems: list[Problem] = []
         if ami_id is not None and not is_token(ami_id) and not AMI_ID_PATTERN.match(ami_id):
-            problems.append(f"ami_id: must be an AMI id like ami-0123456789abcdef0; got {ami_id!r}")
-        elif ami_id is None and (problem := sample_image_problem(instance_type)):
-            problems.append(f"ami_id: {problem}")
+            problems.append(Problem("ami_id", f"must be an AMI id like ami-0123456789abcdef0; got {ami_id!r}"))
+        elif ami_id is None and (problem := pcs_rules.sample_image_problem(instance_type)):
+            problems.append(Problem("ami_id", problem))
         if name in self.node_groups:
-            problems.append(f"name: a node group named {name!r} exists already")
+            problems.append(Problem("name", f"a node group named {name!r} exists already"))
         elif problem := group_name_problem(name, queue=queue):
-            problems.append(f"name: {problem}")
-        if problems:
-            raise ValueError("\n".join(f"PcsSlurmCluster: {problem}" for problem in problems))
+            problems.append(Problem("name", problem))
+        raise_if_any("PcsSlurmCluster", problems)
         group = pcs.CfnComputeNodeGroup(
             self,
             f"{name}NodeGroup",
@@ -469,7 +461,7 @@ class PcsSlurmCluster(Construct):
             user_data=bootstrap_user_data(
                 **self._lustre(),
                 lustre_efa=over_efa,
-                nccl_parameter_name=f"{self.nccl_parameter_prefix}/{group.name}/nccl-env",
+                nccl_parameter_name=nccl_parameter_name(self.nccl_parameter_prefix, group.name),
                 bundle_s3_uri=self.node_bundle_uri(),
                 observability=observability,
                 image_parameter=self.image_parameter_name if watch_image else None,

@@ -41,16 +41,6 @@ usage() {
   exit 2
 }
 
-region() {
-  if [[ -n "${AWS_REGION:-}" ]]; then
-    printf '%s\n' "$AWS_REGION"
-  elif [[ -n "${AWS_DEFAULT_REGION:-}" ]]; then
-    printf '%s\n' "$AWS_DEFAULT_REGION"
-  else
-    imds meta-data/placement/region
-  fi
-}
-
 # take_lock DIR: hold DIR as the import lock; fails when another node holds a lock that is not stale.
 take_lock() {
   local lock="$1" owner modified age

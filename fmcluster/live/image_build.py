@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
+from fmcluster import names
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws, error_code, error_message
 from fmcluster.live.findings import Collected, Finding, problem, unknown
@@ -40,7 +41,7 @@ def stack_resources(aws: Aws, stack: str, resource_type: str) -> list[str]:
 
 def check_image_build(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Finding]:
     subject = "training image build"
-    projects = stack_resources(aws, f"{config.name}-image", "AWS::CodeBuild::Project")
+    projects = stack_resources(aws, names.stack_name(config.name, names.IMAGE_STACK), "AWS::CodeBuild::Project")
     if not projects:
         return [Finding("warning", subject, "no CodeBuild project (the image stack is not deployed)")]
     ids = aws.call("codebuild", "ListBuildsForProject", projectName=projects[0], sortOrder="DESCENDING").get("ids")

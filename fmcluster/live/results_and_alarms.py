@@ -13,14 +13,15 @@ from datetime import UTC, datetime, timedelta
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws
 from fmcluster.live.findings import Collected, Finding
-from fmcluster.live.image import stack_resources
+from fmcluster.live.image_build import stack_resources
 from fmcluster.live.runner import Check
+from fmcluster.names import OBSERVABILITY_STACK, STORAGE_STACK, stack_name
 
 NAMESPACE = "fmcluster/nccl"
 LOOKBACK = timedelta(days=14)
 PERIOD = 900
 """14 days in 15-minute periods is 1,344 datapoints, under GetMetricStatistics' 1,440."""
-ALARM_STACKS = ("storage", "observability")
+ALARM_STACKS = (STORAGE_STACK, OBSERVABILITY_STACK)
 
 
 def validation_checks(config: ClusterConfig, aws: Aws, kept: Collected, now: datetime | None = None) -> list[Check]:
@@ -98,7 +99,7 @@ def check_alarms(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Findi
     names = [
         name
         for part in ALARM_STACKS
-        for name in stack_resources(aws, f"{config.name}-{part}", "AWS::CloudWatch::Alarm")
+        for name in stack_resources(aws, stack_name(config.name, part), "AWS::CloudWatch::Alarm")
     ]
     if not names:
         return []

@@ -1,6 +1,10 @@
-"""Every rule the cluster file and the constructs share, written once.
+"""Rules of one value (a name, an id, a pattern) that the cluster file and the constructs share, written once.
 
-The pydantic models (`fmcluster.config.models`), the cross-section rules (`fmcluster.config.rules`) and the
+Where the cluster file's rules live: here, rules of one value; `file_rules`, rules across sections of a file;
+`api_rules`, what AWS's own models accept (`service_models` reads them); `orchestrators/`, the rules of one
+orchestrator; `models`, each section's own keys.
+
+The pydantic models (`fmcluster.config.models`), the cross-section rules (`fmcluster.config.file_rules`) and the
 constructs (`fmcluster.constructs`) call these functions, so `fmcluster validate` and a library user who builds a
 construct by hand get the same rule and the same words. Each check returns the message of a problem, or None when
 the value is fine; the caller adds where the value came from (`compute[0].reservation_id: ...` in a cluster file,
@@ -18,11 +22,11 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from fmcluster import catalog
-from fmcluster.config.service_models import API_LABELS, instance_type_problem, shape_problem
+from fmcluster.config.service_models import API_LABELS, shape_problem
 
 CLUSTER_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
 """fmcluster's own cluster names (the file's `name`): short and lowercase, because they go into S3 bucket names,
@@ -41,27 +45,13 @@ LUSTRE_DNS_NAME_PATTERN = re.compile(r"^(fs|fc)i?-[0-9a-f]{8,}\..{4,253}$")
 """FSx for Lustre DNS names (botocore `fsx` DNSName, the same as `sagemaker` ClusterDnsName)."""
 LUSTRE_MOUNT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,8}$")
 """FSx for Lustre mount names (botocore `fsx` LustreFileSystemMountName: 1-8 of `[A-Za-z0-9_-]`; `sagemaker`
-ClusterMountName is the same)."""
+ClusterMountName is the same). mount-lustre.sh applies it too, rendered into lib.sh (`node_scripts.NODE_RULES`)."""
+LUSTRE_MOUNT_NAME_RULE = "1-8 letters, digits, '_' or '-'"
+MOUNT_POINT_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+"""An absolute directory to mount a file system at (no `.` or `..` tricks beyond plain names)."""
 SSM_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
 """A fully qualified SSM parameter name or path prefix (SSM user guide, parameter hierarchies)."""
 RESERVATION_CAPACITIES = ("capacity-block", "odcr")
-
-
-PCS_MAX_NODES = 2048
-"""AWS PCS LARGE clusters manage at most 2,048 instances (PCS API reference, Cluster.size)."""
-PCS_SIZES = {"small": 32, "medium": 512, "large": PCS_MAX_NODES}
-"""AWS PCS cluster sizes and the instances each manages (PCS API reference, Cluster.size; botocore pcs Size)."""
-
-
-def is_token(value: object) -> bool:
-    """True when `value` is an unresolved CDK token: known only at deploy time, so no rule can judge it yet.
-
-    Only aws_cdk makes tokens: while it is not loaded (`fmcluster validate`, `info`, `connect`), nothing is one, and
-    checking does not load it (importing aws_cdk starts jsii's node process, seconds on these machines)."""
-    cdk = sys.modules.get("aws_cdk")
-    if cdk is None:
-        return False
-    return isinstance(value, str | int | float) and not isinstance(value, bool) and cdk.Token.is_unresolved(value)
 
 
 def unknown_instance_type(value: str) -> str | None:
@@ -116,17 +106,18 @@ def deep_health_checks_problem(checks: Iterable[str], count: int | None, efa: bo
     return None
 
 
-def reservation_problem(capacity: str | None, reservation_id: str | None) -> str | None:
+def reservation_problem(capacity: str | None, reservation_id: str | None, *, deferred: bool = False) -> str | None:
     """A capacity reservation id where the capacity takes none, missing where it needs one, or malformed.
 
-    `capacity` None means it is itself invalid: then only the id's form is judged.
+    `capacity` None means it is itself invalid: then only the id's form is judged. `deferred`: the id is known only
+    at deploy time (a construct's token), so its form is not judged.
     """
     needs_one = capacity in RESERVATION_CAPACITIES
     if reservation_id is None:
         return f"required when capacity is {capacity!r}" if needs_one else None
     if capacity is not None and not needs_one:
         return f"only for capacity 'capacity-block' or 'odcr'; this group's capacity is {capacity!r}"
-    if not is_token(reservation_id) and not RESERVATION_ID_PATTERN.match(reservation_id):
+    if not deferred and not RESERVATION_ID_PATTERN.match(reservation_id):
         return (
             "must be a capacity reservation id like cr-0123456789abcdef0 ('cr-' and 17 hex digits); "
             f"got {reservation_id!r}"
@@ -149,11 +140,12 @@ def repeated_group_name(name: str, first: str) -> str:
 
 
 def training_plan_elsewhere(arn: str | None, region: str | None, account: str | None) -> Iterator[str]:
-    """A training plan in another region or account than the cluster's (a plan serves only its own)."""
+    """A training plan in another region or account than the cluster's (a plan serves only its own); a region or
+    account of None is not known (yet) and not compared."""
     match = TRAINING_PLAN_ARN_PATTERN.match(arn or "")
-    if match and region and not is_token(region) and match["region"] != region:
+    if match and region and match["region"] != region:
         yield (f"the training plan is in {match['region']}, the cluster in {region}; a plan serves only its own region")
-    if match and account and not is_token(account) and match["account"] != account:
+    if match and account and match["account"] != account:
         yield f"the training plan belongs to account {match['account']}, the cluster to {account}"
 
 
@@ -165,20 +157,20 @@ def grafana_without_source(grafana: str, prometheus: str) -> str | None:
 
 
 def lustre_dns_name_problem(value: str | None) -> str | None:
-    if value is None or is_token(value) or LUSTRE_DNS_NAME_PATTERN.match(value):
+    if value is None or LUSTRE_DNS_NAME_PATTERN.match(value):
         return None
     return f"must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got {value!r}"
 
 
 def lustre_mount_name_problem(value: str | None) -> str | None:
-    if value is None or is_token(value) or LUSTRE_MOUNT_NAME_PATTERN.match(value):
+    if value is None or LUSTRE_MOUNT_NAME_PATTERN.match(value):
         return None
-    return f"must be an FSx mount name of 1-8 letters, digits, '_' or '-'; got {value!r}"
+    return f"must be an FSx mount name of {LUSTRE_MOUNT_NAME_RULE}; got {value!r}"
 
 
 def cluster_name_problem(value: object) -> str | None:
     """fmcluster's rule for a cluster name (the file's `name`)."""
-    if isinstance(value, str) and (is_token(value) or CLUSTER_NAME_PATTERN.match(value)):
+    if isinstance(value, str) and CLUSTER_NAME_PATTERN.match(value):
         return None
     return (
         "must be 2-24 characters of lowercase letters, digits and '-', starting with a letter and ending with a "
@@ -186,101 +178,25 @@ def cluster_name_problem(value: object) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class ApiValue:
+    """One name that reaches an AWS API: where it comes from in the cluster file, and the shape that judges it."""
+
+    path: str
+    service: str
+    shape: str
+    value: str
+
+    def problem(self) -> str | None:
+        """'AWS PCS takes 3-25 characters ...' when the value breaks its shape, else None."""
+        return api_name_problem(self.service, self.shape, self.value)
+
+
 def api_name_problem(service: str, shape: str, value: str) -> str | None:
-    """A name AWS PCS ('pcs') or SageMaker ('sagemaker') takes, judged by botocore's shape `shape` (tokens skipped).
+    """A name AWS PCS ('pcs') or SageMaker ('sagemaker') takes, judged by botocore's shape `shape`.
 
     >>> api_name_problem("pcs", "QueueName", "gp")
     "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]+ (botocore pcs QueueName); got 'gp'"
     """
-    if is_token(value):
-        return None
     problem = shape_problem(service, shape, value)
     return f"{API_LABELS[service]} {problem}" if problem else None
-
-
-def hyperpod_instance_type_problem(instance_type: str, region: str | None) -> str | None:
-    """An EC2 type (without `ml.`) HyperPod does not take (botocore sagemaker ClusterInstanceType) or, when `region`
-    is known, does not offer there (the regional list `cdk synth` checks as E3644)."""
-    if is_token(instance_type):
-        return None
-    if problem := api_name_problem("sagemaker", "ClusterInstanceType", f"ml.{instance_type}"):
-        return problem
-    if region is None or is_token(region):
-        return None
-    return instance_type_problem("hyperpod", region, f"ml.{instance_type}")
-
-
-def pcs_capacity_problem(capacity: str) -> str | None:
-    """Capacity AWS PCS cannot consume: a SageMaker training plan."""
-    if capacity == "training-plan":
-        return (
-            "'training-plan' needs orchestrator.type: hyperpod-slurm (training plans reserve SageMaker capacity); "
-            "with pcs use 'capacity-block' or 'odcr'"
-        )
-    return None
-
-
-def pcs_deep_health_checks_problem(checks: Iterable[str]) -> str | None:
-    """Deep health checks asked of an AWS PCS group (they are HyperPod's)."""
-    if tuple(checks):
-        return (
-            "are SageMaker HyperPod's on-start checks: they need orchestrator.type: hyperpod-slurm; remove them with "
-            "pcs"
-        )
-    return None
-
-
-def pcs_node_limit_problem(nodes: int) -> str | None:
-    """More instances (head node included) than the largest AWS PCS cluster manages."""
-    if nodes > PCS_MAX_NODES:
-        return (
-            f"{nodes} nodes (with the head node) exceed the {PCS_MAX_NODES:,} instances an AWS PCS cluster manages "
-            "(size large); split the cluster or use orchestrator.type: hyperpod-slurm"
-        )
-    return None
-
-
-def pcs_size_problem(size: str | None, nodes: int) -> str | None:
-    """An AWS PCS size (any case) that manages fewer instances than `nodes` (head node included)."""
-    if size is None or is_token(size) or size.lower() not in PCS_SIZES or nodes > PCS_MAX_NODES:
-        return None
-    size = size.lower()
-    if nodes <= PCS_SIZES[size]:
-        return None
-    return (
-        f"{size!r} manages {PCS_SIZES[size]} instances, fewer than these {nodes} nodes (with the head node); "
-        "the size of a running cluster cannot change (it replaces the cluster with every node group and queue): "
-        "to grow past it, deploy the file under a new name with a larger size, move the work, then delete the "
-        "old cluster"
-    )
-
-
-def mixed_architectures_problem(instance_types: Iterable[str]) -> str | None:
-    """One AMI (`ami_id`) asked to serve instance types of more than one CPU architecture."""
-    architectures: dict[str, str] = {}
-    for instance_type in instance_types:
-        architectures.setdefault(catalog.instance_architecture(instance_type), instance_type)
-    if len(architectures) < 2:
-        return None
-    pairs = ", ".join(f"{name} is {arch}" for arch, name in sorted(architectures.items()))
-    return (
-        f"one image serves every node group, but {pairs}; omit ami_id to get the matching AWS PCS image per "
-        "architecture, or keep the groups to one architecture"
-    )
-
-
-NEURON_ACCELERATORS = ("AWS Trainium", "AWS Inferentia")
-"""Accelerators that need the AWS Neuron driver rather than NVIDIA's."""
-
-
-def sample_image_problem(instance_type: str) -> str | None:
-    """An instance type the AWS PCS sample AMI cannot drive: its accelerators need the AWS Neuron driver, and the
-    sample AMI's release notes list the NVIDIA driver and CUDA only (no Neuron; unconfirmed, so refuse)."""
-    row = catalog.CATALOG.get(instance_type)
-    if row is None or not row.accelerator.startswith(NEURON_ACCELERATORS):
-        return None
-    return (
-        f"required for {instance_type} ({row.accelerator}): the AWS PCS sample AMI carries the NVIDIA driver and "
-        "CUDA, not the AWS Neuron driver these accelerators need; give an image with Neuron (for example one built "
-        "from a Neuron DLAMI with AWS's PCS software installers)"
-    )

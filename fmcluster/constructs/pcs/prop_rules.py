@@ -6,22 +6,19 @@ from collections.abc import Mapping, Sequence
 
 from aws_cdk import aws_ec2 as ec2
 
-from fmcluster.config.checks import (
-    PCS_SIZES,
-    api_name_problem,
-    is_token,
-    mixed_architectures_problem,
-    pcs_capacity_problem,
-    pcs_deep_health_checks_problem,
-    pcs_node_limit_problem,
-    pcs_size_problem,
-    repeated_group_name,
-    repeated_names,
-    sample_image_problem,
-)
-from fmcluster.config.models import ComputeGroup, Observability, Orchestrator, pcs_head_group, pcs_nodes
+from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
+from fmcluster.config.orchestrators import pcs
+from fmcluster.config.value_rules import api_name_problem
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
-from fmcluster.constructs.props import compute_group_models, node_settings_problems, prop_problems
+from fmcluster.constructs.props import (
+    compute_group_models,
+    node_settings_problems,
+    orchestrator_group_problems,
+    prop_problems,
+    repeated_group_problems,
+)
+from fmcluster.problems import Problem, raise_if_any
+from fmcluster.tokens import is_token
 
 DEFAULT_EXPECTED_NODES = 32
 """Nodes a cluster built without `compute_groups` is sized for (its node groups come from `add_node_group`)."""
@@ -30,7 +27,7 @@ DEFAULT_EXPECTED_NODES = 32
 def group_name_problem(name: str, *, queue: bool) -> str | None:
     """A node group (and, with `queue`, queue) name AWS PCS would refuse (botocore pcs shapes)."""
     for shape in ("ComputeNodeGroupName", "QueueName") if queue else ("ComputeNodeGroupName",):
-        if problem := api_name_problem("pcs", shape, name):
+        if not is_token(name) and (problem := api_name_problem("pcs", shape, name)):
             return problem
     return None
 
@@ -53,15 +50,15 @@ def validated(
     size: str | None,
 ) -> tuple[tuple[ComputeGroup, ...], Orchestrator, Observability, int]:
     """The compute groups and the orchestrator and observability settings as the cluster file's models, and the
-    nodes the size is chosen for; or ValueError naming every problem, one line each."""
-    problems: list[str] = []
-    if problem := api_name_problem("pcs", "ClusterName", cluster_name):
-        problems.append(f"cluster_name: {problem}")
+    nodes the size is chosen for; or `InvalidProps` naming every problem."""
+    problems: list[Problem] = []
+    if not is_token(cluster_name) and (problem := api_name_problem("pcs", "ClusterName", cluster_name)):
+        problems.append(Problem("cluster_name", problem))
     if not security_groups:
-        problems.append("security_groups: needs at least one group (the EFA group)")
+        problems.append(Problem("security_groups", "needs at least one group (the EFA group)"))
     given_size = size.lower() if isinstance(size, str) and not is_token(size) else None
-    if given_size is not None and given_size not in PCS_SIZES:
-        problems.append(f"size: must be SMALL, MEDIUM or LARGE; got {size!r}")
+    if given_size is not None and given_size not in pcs.SIZES:
+        problems.append(Problem("size", f"must be SMALL, MEDIUM or LARGE; got {size!r}"))
         given_size = None
     settings = {
         "type": "pcs",
@@ -82,57 +79,56 @@ def validated(
     for name in placement_groups:
         if name not in by_name:
             problems.append(
-                f"placement_groups: {name!r} is not a compute group ({', '.join(sorted(by_name)) or 'none'})"
+                Problem("placement_groups", f"{name!r} is not a compute group ({', '.join(sorted(by_name)) or 'none'})")
             )
         elif not by_name[name].placement_group:
             problems.append(
-                f"placement_groups: {name!r} has placement_group false (capacity {by_name[name].capacity!r}: a "
-                "capacity block is placed by EC2, a reservation serves only the group it was made in); leave it out"
+                Problem(
+                    "placement_groups",
+                    f"{name!r} has placement_group false (capacity {by_name[name].capacity!r}: a capacity block is "
+                    "placed by EC2, a reservation serves only the group it was made in); leave it out",
+                )
             )
-    if problems:
-        raise ValueError("\n".join(f"PcsSlurmCluster: {problem}" for problem in problems))
+    raise_if_any("PcsSlurmCluster", problems)
 
     orchestrator = Orchestrator.model_validate({key: value for key, value in settings.items() if not is_token(value)})
     observability = Observability(prometheus=prometheus, grafana=grafana)
     nodes = expected_nodes
     if nodes is None:
         nodes = (
-            pcs_nodes(orchestrator, observability, sum(group.count for group in groups))
+            pcs.nodes(orchestrator, observability, sum(group.count for group in groups))
             if groups
             else DEFAULT_EXPECTED_NODES
         )
-    if problem := pcs_node_limit_problem(nodes):
-        problems.append(f"{'expected_nodes' if expected_nodes is not None else 'compute_groups'}: {problem}")
-    if problem := pcs_size_problem(given_size, nodes):
-        problems.append(f"size: {problem}")
-    head = pcs_head_group(orchestrator, observability)
-    sample_image_problems = [sample_image_problem(group.instance_type) for group in groups] if ami_id is None else []
-    problems += [f"ami_id: {problem}" for problem in dict.fromkeys(filter(None, sample_image_problems))][:1]
+    if problem := pcs.node_limit_problem(nodes):
+        problems.append(Problem("expected_nodes" if expected_nodes is not None else "compute_groups", problem))
+    if problem := pcs.size_problem(given_size, nodes):
+        problems.append(Problem("size", problem))
+    head = pcs.head_group(orchestrator, observability)
+    sample_image_problems = (
+        [pcs.sample_image_problem(group.instance_type) for group in groups] if ami_id is None else []
+    )
+    problems += [Problem("ami_id", problem) for problem in dict.fromkeys(filter(None, sample_image_problems))][:1]
     if ami_id is not None and not is_token(ami_id):
         types = [group.instance_type for group in groups] + ([head[2]] if head else [])
-        if problem := mixed_architectures_problem(types):
-            problems.append(f"ami_id: {problem}")
+        if problem := pcs.mixed_architectures_problem(types):
+            problems.append(Problem("ami_id", problem))
     if head is not None and (problem := group_name_problem(head[1], queue=False)):
-        problems.append(f"login_instance_type: {problem}")
-    if problems:
-        raise ValueError("\n".join(f"PcsSlurmCluster: {problem}" for problem in problems))
+        problems.append(Problem("login_instance_type", problem))
+    raise_if_any("PcsSlurmCluster", problems)
     return groups, orchestrator, observability, nodes
 
 
 def _compute_groups(
-    given: Sequence[ComputeGroup | Mapping[str, object]], problems: list[str]
+    given: Sequence[ComputeGroup | Mapping[str, object]], problems: list[Problem]
 ) -> tuple[ComputeGroup, ...]:
-    """`compute_groups` as models, adding a line to `problems` for every one AWS PCS or the file's rules refuse."""
+    """`compute_groups` as models, adding to `problems` every problem AWS PCS or the file's rules find with them."""
     groups, group_problems = compute_group_models(given)
     problems += group_problems
     for index, group in groups:
         where = f"compute_groups[{index}]"
-        if problem := pcs_capacity_problem(group.capacity):
-            problems.append(f"{where}.capacity: {problem}")
-        if problem := pcs_deep_health_checks_problem(group.deep_health_checks):
-            problems.append(f"{where}.deep_health_checks: {problem}")
+        problems += orchestrator_group_problems(pcs, where, group)
         if problem := group_name_problem(group.name, queue=True):
-            problems.append(f"{where}.name: {problem}")
-    for index, name, first in repeated_names((index, group.name) for index, group in groups):
-        problems.append(f"compute_groups[{index}].name: {repeated_group_name(name, f'compute_groups[{first}]')}")
+            problems.append(Problem(f"{where}.name", problem))
+    problems += repeated_group_problems(groups)
     return tuple(group for _, group in groups)

@@ -1,4 +1,4 @@
-"""Rules that span sections of a cluster file. Each yields Problems.
+"""Rules that span sections of a cluster file (rules of one value: `value_rules`). Each yields Problems.
 
 Rules read `Sections`: each section validated on its own, None where that section is invalid, so a file with a
 bad `name` still gets its capacity/orchestrator mismatch reported in the same run. A rule skips what it
@@ -15,21 +15,8 @@ from pydantic import BaseModel, ValidationError
 
 from fmcluster.addressing import plan_subnets
 from fmcluster.catalog import CATALOG
-from fmcluster.config.checks import (
-    S3_URI_PATTERN,
-    cluster_name_problem,
-    grafana_without_source,
-    mixed_architectures_problem,
-    pcs_capacity_problem,
-    pcs_deep_health_checks_problem,
-    pcs_node_limit_problem,
-    pcs_size_problem,
-    repeated_group_name,
-    repeated_names,
-    sample_image_problem,
-    training_plan_elsewhere,
-)
-from fmcluster.config.errors import Problem
+from fmcluster.config import orchestrators
+from fmcluster.config.api_rules import service_problems
 from fmcluster.config.models import (
     ClusterConfig,
     ComputeGroup,
@@ -38,11 +25,17 @@ from fmcluster.config.models import (
     Observability,
     Orchestrator,
     Repository,
-    pcs_head_group,
-    pcs_nodes,
 )
 from fmcluster.config.regions import REGIONS
-from fmcluster.config.service_rules import service_problems
+from fmcluster.config.value_rules import (
+    S3_URI_PATTERN,
+    cluster_name_problem,
+    grafana_without_source,
+    repeated_group_name,
+    repeated_names,
+    training_plan_elsewhere,
+)
+from fmcluster.problems import Problem
 
 SectionModel = TypeVar("SectionModel", bound=BaseModel)
 
@@ -119,26 +112,16 @@ def _valid(model: type[SectionModel], data: object) -> SectionModel | None:
 Rule = Callable[[Sections], Iterator[Problem]]
 
 
-def capacity_matches_orchestrator(config: Sections) -> Iterator[Problem]:
+def orchestrator_takes_groups(config: Sections) -> Iterator[Problem]:
+    """Each group's capacity and deep health checks, by the orchestrator's own rules."""
     if config.orchestrator is None:
         return
-    orchestrator = config.orchestrator.type
+    rules = orchestrators.of(config.orchestrator.type)
     for index, capacity in enumerate(config.capacities):
-        if orchestrator == "pcs" and (problem := pcs_capacity_problem(capacity)):
+        if problem := rules.capacity_problem(capacity):
             yield Problem(f"compute[{index}].capacity", problem)
-        if capacity in ("capacity-block", "odcr") and orchestrator != "pcs":
-            yield Problem(
-                f"compute[{index}].capacity",
-                f"{capacity!r} needs orchestrator.type: pcs (EC2 reservations are consumed through launch "
-                "templates); HyperPod takes reserved capacity as capacity: training-plan with training_plan_arn",
-            )
-
-
-def deep_health_checks_need_hyperpod(config: Sections) -> Iterator[Problem]:
-    if config.orchestrator is None or config.orchestrator.type == "hyperpod-slurm":
-        return
     for index, group in config.groups():
-        if problem := pcs_deep_health_checks_problem(group.deep_health_checks):
+        if problem := rules.deep_health_checks_problem(group.deep_health_checks):
             yield Problem(f"compute[{index}].deep_health_checks", problem)
 
 
@@ -216,33 +199,13 @@ def repositories_do_not_overlap(config: Sections) -> Iterator[Problem]:
                 )
 
 
-def pcs_cluster_size(config: Sections) -> Iterator[Problem]:
-    if config.orchestrator is None or config.orchestrator.type != "pcs" or None in config.compute:
+def orchestrator_rules(config: Sections) -> Iterator[Problem]:
+    """The orchestrator's own rules across sections (AWS PCS: its size, the image of its nodes)."""
+    if config.orchestrator is None:
         return
-    total = pcs_nodes(config.orchestrator, config.observability, sum(group.count for _, group in config.groups()))
-    if problem := pcs_node_limit_problem(total):
-        yield Problem("compute", problem)
-    if problem := pcs_size_problem(config.orchestrator.size, total):
-        yield Problem("orchestrator.size", problem)
-
-
-def one_architecture_per_image(config: Sections) -> Iterator[Problem]:
-    if config.orchestrator is None or config.orchestrator.ami_id is None or None in config.compute:
-        return
-    types = [group.instance_type for _, group in config.groups()]
-    if head := pcs_head_group(config.orchestrator, config.observability):
-        types.append(head[2])  # the login node, or the head node of its own (m5.xlarge)
-    if problem := mixed_architectures_problem(types):
-        yield Problem("orchestrator.ami_id", problem)
-
-
-def neuron_nodes_bring_their_image(config: Sections) -> Iterator[Problem]:
-    if config.orchestrator is None or config.orchestrator.type != "pcs" or config.orchestrator.ami_id is not None:
-        return
-    for instance_type in dict.fromkeys(group.instance_type for _, group in config.groups()):
-        if problem := sample_image_problem(instance_type):
-            yield Problem("orchestrator.ami_id", problem)
-            return
+    rules = orchestrators.of(config.orchestrator.type)
+    groups = list(config.groups())
+    yield from rules.file_problems(config.orchestrator, config.observability, groups, None not in config.compute)
 
 
 def grafana_has_a_source(config: Sections) -> Iterator[Problem]:
@@ -271,8 +234,7 @@ def _s3_key(uri: str) -> str:
 
 
 RULES: tuple[Rule, ...] = (
-    capacity_matches_orchestrator,
-    deep_health_checks_need_hyperpod,
+    orchestrator_takes_groups,
     training_plan_in_cluster_region,
     group_names_unique,
     reservation_holds_one_type,
@@ -280,9 +242,7 @@ RULES: tuple[Rule, ...] = (
     lustre_efa_has_clients,
     repositories_do_not_overlap,
     grafana_has_a_source,
-    pcs_cluster_size,
-    one_architecture_per_image,
-    neuron_nodes_bring_their_image,
+    orchestrator_rules,
     services_accept,
 )
 

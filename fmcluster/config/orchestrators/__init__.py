@@ -1,0 +1,36 @@
+"""The orchestrator seam: what differs between the Slurm services fmcluster builds on, one module per orchestrator.
+
+`of(type)` is the one place an orchestrator is chosen from the cluster file's `orchestrator.type`. The file's rules
+(`config.file_rules`), the names and types the file sends to AWS (`config.api_rules`) and each cluster construct's
+props checks (`constructs/pcs`, `constructs/hyperpod`) call the same functions of its module, so a rule is written
+once and the cluster file and the construct give the same words. A third orchestrator (HyperPod on EKS is next) is
+a new module here with the same functions, and one entry in `ORCHESTRATORS`:
+
+- `CLUSTER_RESOURCE`: its CloudFormation cluster type, which the region must offer;
+- `capacity_problem(capacity)`: a compute group's `capacity` it cannot consume;
+- `deep_health_checks_problem(checks)`: on-start deep health checks it cannot run;
+- `api_values(name, orchestrator, groups, observability)`: every name the cluster stack sends to its API;
+- `instance_types(orchestrator, groups, observability)`: every instance type the cluster stack asks for;
+- `instance_type_problem(instance_type, region)`: a type it does not run (in the region, when known);
+- `file_problems(orchestrator, observability, groups, complete)`: its rules across sections of the file.
+
+Shared rules that do not depend on the orchestrator stay in `config.value_rules` (one value) and
+`config.file_rules` (across sections).
+
+>>> of("pcs").CLUSTER_RESOURCE, of("hyperpod-slurm").CLUSTER_RESOURCE
+('AWS::PCS::Cluster', 'AWS::SageMaker::Cluster')
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from fmcluster.config.orchestrators import hyperpod, pcs
+
+ORCHESTRATORS: dict[str, ModuleType] = {"hyperpod-slurm": hyperpod, "pcs": pcs}
+"""`orchestrator.type` -> the module of its rules."""
+
+
+def of(orchestrator_type: str) -> ModuleType:
+    """The rules of `orchestrator_type` ('hyperpod-slurm', 'pcs')."""
+    return ORCHESTRATORS[orchestrator_type]

@@ -1,0 +1,89 @@
+"""SageMaker HyperPod with Slurm: the rules that hold only when the cluster file's `orchestrator.type` is
+`hyperpod-slurm` (the orchestrator seam: `fmcluster.config.orchestrators`).
+
+>>> capacity_problem("odcr")[:40]
+"'odcr' needs orchestrator.type: pcs (EC2"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from fmcluster.config.service_models import instance_type_problem as regional_instance_type_problem
+from fmcluster.config.value_rules import ApiValue, api_name_problem
+from fmcluster.names import CONTROLLER_GROUP, LOGIN_GROUP
+from fmcluster.problems import Problem
+
+if TYPE_CHECKING:
+    from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
+
+CLUSTER_RESOURCE = "AWS::SageMaker::Cluster"
+CAPACITIES = ("on-demand", "training-plan")
+"""What HyperPod consumes: on-demand capacity, or a SageMaker training plan (botocore sagemaker
+ClusterInstanceGroupSpecification has TrainingPlanArn and no EC2 capacity reservation)."""
+
+
+def capacity_problem(capacity: object) -> str | None:
+    """EC2 reservations (capacity blocks, ODCRs), which HyperPod cannot consume."""
+    if capacity in ("capacity-block", "odcr"):
+        return (
+            f"{capacity!r} needs orchestrator.type: pcs (EC2 reservations are consumed through launch templates); "
+            "HyperPod takes reserved capacity as capacity: training-plan with training_plan_arn"
+        )
+    return None
+
+
+def deep_health_checks_problem(checks: Iterable[str]) -> str | None:
+    """HyperPod runs both of its deep health checks (whether a group can is `checks.deep_health_checks_problem`)."""
+    return None
+
+
+def instance_type_problem(instance_type: str, region: str | None) -> str | None:
+    """An EC2 type (without `ml.`) HyperPod does not take (botocore sagemaker ClusterInstanceType) or, when `region`
+    is known, does not offer there (the regional list `cdk synth` checks as E3644)."""
+    if problem := api_name_problem("sagemaker", "ClusterInstanceType", f"ml.{instance_type}"):
+        return problem
+    if region is None:
+        return None
+    return regional_instance_type_problem("hyperpod", region, f"ml.{instance_type}")
+
+
+def api_values(
+    name: str | None,
+    orchestrator: Orchestrator,
+    groups: list[tuple[int, ComputeGroup]],
+    observability: Observability | None,
+) -> Iterator[ApiValue]:
+    """The cluster name and every instance group and partition name the HyperPod cluster stack sends."""
+    if name is not None:
+        yield ApiValue("name", "sagemaker", "ClusterName", name)
+    yield ApiValue("orchestrator.controller_instance_type", "sagemaker", "ClusterInstanceGroupName", CONTROLLER_GROUP)
+    if orchestrator.login_instance_type:
+        yield ApiValue("orchestrator.login_instance_type", "sagemaker", "ClusterInstanceGroupName", LOGIN_GROUP)
+    for index, group in groups:
+        yield ApiValue(f"compute[{index}].name", "sagemaker", "ClusterInstanceGroupName", group.name)
+        yield ApiValue(f"compute[{index}].name", "sagemaker", "ClusterPartitionName", group.name)
+
+
+def instance_types(
+    orchestrator: Orchestrator,
+    groups: list[tuple[int, ComputeGroup]],
+    observability: Observability | None,
+) -> Iterator[tuple[str, str]]:
+    """(key path, EC2 type) of the controller, the login node and every compute group."""
+    yield "orchestrator.controller_instance_type", orchestrator.controller_instance_type
+    if orchestrator.login_instance_type:
+        yield "orchestrator.login_instance_type", orchestrator.login_instance_type
+    for index, group in groups:
+        yield f"compute[{index}].instance_type", group.instance_type
+
+
+def file_problems(
+    orchestrator: Orchestrator,
+    observability: Observability | None,
+    groups: list[tuple[int, ComputeGroup]],
+    complete: bool,
+) -> Iterator[Problem]:
+    """HyperPod has no rule across sections of its own."""
+    return iter(())

@@ -1,0 +1,198 @@
+"""AWS PCS: the rules that hold only when the cluster file's `orchestrator.type` is `pcs` (the orchestrator seam:
+`fmcluster.config.orchestrators`), and the PCS facts they rest on.
+
+>>> default_size(17), default_size(16), default_size(600), default_size(2000)
+('medium', 'small', 'large', 'large')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from fmcluster import catalog
+from fmcluster.config.service_models import instance_type_problem as regional_instance_type_problem
+from fmcluster.config.value_rules import ApiValue
+from fmcluster.names import HEAD_GROUP, LOGIN_GROUP
+from fmcluster.problems import Problem
+
+if TYPE_CHECKING:
+    from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
+
+CLUSTER_RESOURCE = "AWS::PCS::Cluster"
+MAX_NODES = 2048
+"""AWS PCS LARGE clusters manage at most 2,048 instances (PCS API reference, Cluster.size)."""
+SIZES = {"small": 32, "medium": 512, "large": MAX_NODES}
+"""AWS PCS cluster sizes and the instances each manages (PCS API reference, Cluster.size; botocore pcs Size)."""
+SIZE_HEADROOM = 2
+"""The default size manages this many times the file's nodes. Size is create-only (CloudFormation schema of
+AWS::PCS::Cluster): a cluster that outgrows it is replaced with every node group and queue, so the default leaves
+room to double before that happens."""
+HEAD_NODE_INSTANCE_TYPE = "m5.xlarge"
+"""The PCS head node made when there is no login node but metrics need one: Slurm exporter and Grafana fit 4 vCPUs."""
+NEURON_ACCELERATORS = ("AWS Trainium", "AWS Inferentia")
+"""Accelerators that need the AWS Neuron driver rather than NVIDIA's."""
+
+
+def default_size(nodes: int) -> str:
+    """The smallest AWS PCS size that manages twice `nodes`, else the smallest that manages `nodes`."""
+    for wanted in (nodes * SIZE_HEADROOM, nodes):
+        for size, limit in SIZES.items():
+            if wanted <= limit:
+                return size
+    return "large"
+
+
+def head_group(orchestrator: Orchestrator, observability: Observability | None) -> tuple[str, str, str] | None:
+    """(key path that asks for it, group name, instance type) of the PCS node group of the head node, or None.
+
+    The login node is the head node; without one, a small group of its own when metrics need a head node.
+    """
+    if orchestrator.login_instance_type:
+        return "orchestrator.login_instance_type", LOGIN_GROUP, orchestrator.login_instance_type
+    if observability is not None and observability.prometheus == "managed":
+        return "observability.prometheus", HEAD_GROUP, HEAD_NODE_INSTANCE_TYPE
+    return None
+
+
+def nodes(orchestrator: Orchestrator, observability: Observability | None, compute_nodes: int) -> int:
+    """The instances an AWS PCS cluster manages: the compute nodes and, when there is one, the head (login) node."""
+    return compute_nodes + (1 if head_group(orchestrator, observability) else 0)
+
+
+def capacity_problem(capacity: object) -> str | None:
+    """Capacity AWS PCS cannot consume: a SageMaker training plan."""
+    if capacity == "training-plan":
+        return (
+            "'training-plan' needs orchestrator.type: hyperpod-slurm (training plans reserve SageMaker capacity); "
+            "with pcs use 'capacity-block' or 'odcr'"
+        )
+    return None
+
+
+def deep_health_checks_problem(checks: Iterable[str]) -> str | None:
+    """Deep health checks asked of an AWS PCS group (they are HyperPod's)."""
+    if tuple(checks):
+        return (
+            "are SageMaker HyperPod's on-start checks: they need orchestrator.type: hyperpod-slurm; remove them with "
+            "pcs"
+        )
+    return None
+
+
+def node_limit_problem(nodes: int) -> str | None:
+    """More instances (head node included) than the largest AWS PCS cluster manages."""
+    if nodes > MAX_NODES:
+        return (
+            f"{nodes} nodes (with the head node) exceed the {MAX_NODES:,} instances an AWS PCS cluster manages "
+            "(size large); split the cluster or use orchestrator.type: hyperpod-slurm"
+        )
+    return None
+
+
+def size_problem(size: str | None, nodes: int) -> str | None:
+    """An AWS PCS size (any case) that manages fewer instances than `nodes` (head node included)."""
+    if size is None or size.lower() not in SIZES or nodes > MAX_NODES:
+        return None
+    size = size.lower()
+    if nodes <= SIZES[size]:
+        return None
+    return (
+        f"{size!r} manages {SIZES[size]} instances, fewer than these {nodes} nodes (with the head node); "
+        "the size of a running cluster cannot change (it replaces the cluster with every node group and queue): "
+        "to grow past it, deploy the file under a new name with a larger size, move the work, then delete the "
+        "old cluster"
+    )
+
+
+def mixed_architectures_problem(instance_types: Iterable[str]) -> str | None:
+    """One AMI (`ami_id`) asked to serve instance types of more than one CPU architecture."""
+    architectures: dict[str, str] = {}
+    for instance_type in instance_types:
+        architectures.setdefault(catalog.instance_architecture(instance_type), instance_type)
+    if len(architectures) < 2:
+        return None
+    pairs = ", ".join(f"{name} is {arch}" for arch, name in sorted(architectures.items()))
+    return (
+        f"one image serves every node group, but {pairs}; omit ami_id to get the matching AWS PCS image per "
+        "architecture, or keep the groups to one architecture"
+    )
+
+
+def sample_image_problem(instance_type: str) -> str | None:
+    """An instance type the AWS PCS sample AMI cannot drive: its accelerators need the AWS Neuron driver, and the
+    sample AMI's release notes list the NVIDIA driver and CUDA only (no Neuron; unconfirmed, so refuse)."""
+    row = catalog.CATALOG.get(instance_type)
+    if row is None or not row.accelerator.startswith(NEURON_ACCELERATORS):
+        return None
+    return (
+        f"required for {instance_type} ({row.accelerator}): the AWS PCS sample AMI carries the NVIDIA driver and "
+        "CUDA, not the AWS Neuron driver these accelerators need; give an image with Neuron (for example one built "
+        "from a Neuron DLAMI with AWS's PCS software installers)"
+    )
+
+
+def instance_type_problem(instance_type: str, region: str | None) -> str | None:
+    """A launch-template type EC2 does not offer in `region` (cfn-lint's regional list, E3628); None unknown."""
+    return regional_instance_type_problem("ec2", region, instance_type) if region else None
+
+
+def api_values(
+    name: str | None,
+    orchestrator: Orchestrator,
+    groups: list[tuple[int, ComputeGroup]],
+    observability: Observability | None,
+) -> Iterator[ApiValue]:
+    """The cluster name and every node group and queue name the PCS cluster stack sends."""
+    if name is not None:
+        yield ApiValue("name", "pcs", "ClusterName", name)
+    for index, group in groups:
+        for shape in ("ComputeNodeGroupName", "QueueName"):
+            yield ApiValue(f"compute[{index}].name", "pcs", shape, group.name)
+    head = head_group(orchestrator, observability)
+    if head is not None:
+        yield ApiValue(head[0], "pcs", "ComputeNodeGroupName", head[1])
+
+
+def instance_types(
+    orchestrator: Orchestrator,
+    groups: list[tuple[int, ComputeGroup]],
+    observability: Observability | None,
+) -> Iterator[tuple[str, str]]:
+    """(key path, EC2 type) of every compute group and the head node (each in a launch template)."""
+    for index, group in groups:
+        yield f"compute[{index}].instance_type", group.instance_type
+    head = head_group(orchestrator, observability)
+    if head is not None:
+        yield head[0], head[2]
+
+
+def file_problems(
+    orchestrator: Orchestrator,
+    observability: Observability | None,
+    groups: list[tuple[int, ComputeGroup]],
+    complete: bool,
+) -> Iterator[Problem]:
+    """The cluster's size against its nodes, one architecture per given image, an image for Neuron nodes.
+
+    `groups` are the valid compute groups; `complete` False when some group is invalid, so that nothing counting
+    every group is judged."""
+    if complete:
+        total = nodes(orchestrator, observability, sum(group.count for _, group in groups))
+        if problem := node_limit_problem(total):
+            yield Problem("compute", problem)
+        if problem := size_problem(orchestrator.size, total):
+            yield Problem("orchestrator.size", problem)
+    if orchestrator.ami_id is not None:
+        if not complete:
+            return
+        types = [group.instance_type for _, group in groups]
+        if head := head_group(orchestrator, observability):
+            types.append(head[2])  # the login node, or the head node of its own (m5.xlarge)
+        if problem := mixed_architectures_problem(types):
+            yield Problem("orchestrator.ami_id", problem)
+        return
+    for instance_type in dict.fromkeys(group.instance_type for _, group in groups):
+        if problem := sample_image_problem(instance_type):
+            yield Problem("orchestrator.ami_id", problem)
+            return

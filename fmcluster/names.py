@@ -1,0 +1,67 @@
+"""Every name fmcluster gives things that more than one module must agree on, defined once: stack names, mount paths,
+reserved node-group names and SSM parameter names.
+
+Plain strings and functions only (no CDK, no pydantic): the cluster file's rules, the constructs, the stacks, the
+live checks and the CLI all import them.
+
+>>> stack_name("llm", STORAGE_STACK), image_parameter_name("llm"), nccl_parameter_name("/fmcluster/llm", "gpu")
+('llm-storage', '/fmcluster/llm/image-uri', '/fmcluster/llm/gpu/nccl-env')
+"""
+
+from __future__ import annotations
+
+# --- stacks: `<cluster name>-<part>` ---------------------------------------------------------------------------
+NETWORK_STACK = "network"
+STORAGE_STACK = "storage"
+DATA_LINKS_STACK = "data-links"
+IMAGE_STACK = "image"
+CLUSTER_STACK = "cluster"
+OBSERVABILITY_STACK = "observability"
+
+
+def stack_name(cluster_name: str, part: str) -> str:
+    """The CloudFormation stack of one part of a cluster file's app: `llm-storage`."""
+    return f"{cluster_name}-{part}"
+
+
+# --- mount paths ---------------------------------------------------------------------------------------------
+LUSTRE_MOUNT_PATH = "/fsx"
+"""Where every node mounts the FSx for Lustre file system (HyperPod's storage config, PCS nodes' mount-lustre.sh)."""
+
+# --- node groups -----------------------------------------------------------------------------------------------
+CONTROLLER_GROUP = "controller"
+"""HyperPod's instance group (Slurm node type Controller) of the controller."""
+LOGIN_GROUP = "login"
+"""The node group (HyperPod instance group, PCS node group) of the login node."""
+HEAD_GROUP = "head"
+"""The PCS node group of the head node when there is no login node. A PCS ComputeNodeGroupName (botocore `pcs`
+2023-02-10: 3-25 characters, `(?!pcs_)^[A-Za-z][A-Za-z0-9-]+`, no underscore)."""
+RESERVED_GROUP_NAMES = (CONTROLLER_GROUP, LOGIN_GROUP, HEAD_GROUP)
+"""Names no compute group may take: the cluster's own groups."""
+
+# --- SSM parameters: `/fmcluster/<cluster name>/...` ------------------------------------------------------------
+
+
+def parameter_prefix(cluster_name: str) -> str:
+    """The SSM path of one cluster's own parameters."""
+    return f"/fmcluster/{cluster_name}"
+
+
+def image_parameter_name(cluster_name: str) -> str:
+    """The SSM String parameter holding the training image's `<repository-uri>@<digest>`, which the nodes read."""
+    return f"{parameter_prefix(cluster_name)}/image-uri"
+
+
+def image_build_parameter_name(cluster_name: str) -> str:
+    """The SSM parameter naming the training image's build (for the nodes' image watch)."""
+    return f"{parameter_prefix(cluster_name)}/image-build"
+
+
+def prometheus_endpoint_parameter_name(cluster_name: str) -> str:
+    """The SSM parameter holding the Amazon Managed Service for Prometheus remote-write endpoint."""
+    return f"{parameter_prefix(cluster_name)}/observability/prometheus-endpoint"
+
+
+def nccl_parameter_name(prefix: str, group: str) -> str:
+    """The SSM parameter one compute group's nodes read their NCCL environment from, under `prefix`."""
+    return f"{prefix}/{group}/nccl-env"
