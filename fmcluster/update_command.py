@@ -61,13 +61,9 @@ def plan_update(new_file: str, old_file: str, *, allow_replacement: bool = False
     changes = update_plan.compare(old, new, {"AWS::AccountId": account} if account else None)
     for line in update_plan.render(changes, list(dict.fromkeys([*old, *new])), update_plan.left_alone(old, new)):
         print(line)
-    readers = update_plan.stale_readers(changes, new)
-    for reader in readers:
+    for reader in update_plan.stale_readers(changes, new):
         print(reader.line())
-    refused = [update_plan.refusal(change, old) for change in changes if change.fails]
-    refused += update_plan.stale_refusals(readers)
-    if not allow_replacement:
-        refused += [update_plan.refusal(change, old) for change in changes if change.protected and not change.fails]
+    refused = update_plan.refusals(changes, old, new, allow_replacement=allow_replacement)
     for path, message in refused:
         print(f"{new_file}: {path}: {message}", file=sys.stderr)
     return EXIT_REFUSED if refused else 0

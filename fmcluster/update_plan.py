@@ -569,7 +569,7 @@ def refusal(change: Change, old: Mapping[str, dict]) -> tuple[str, str]:
         path = old[change.stack]["Resources"][change.logical_id]["Properties"].get("FileSystemPath")
         return (
             "storage.lustre.repositories",
-            f"this update would replace the S3 link of {path} ({change.reason}), and {change.failure}: the update "
+            f"this update would replace the S3 link of {path} ({change.reason}): {change.failure}, so the update "
             f"would fail and roll back. Keep its old s3_uri, or change it in two deploys: remove the repository at "
             f"{path} and deploy (the files already in the file system stay), then add it back with the new s3_uri and "
             "deploy again",
@@ -609,6 +609,19 @@ def refusal(change: Change, old: Mapping[str, dict]) -> tuple[str, str]:
         )
         + "pass --allow-replacement to do it anyway",
     )
+
+
+def refusals(
+    changes: list[Change], old: Mapping[str, dict], new: Mapping[str, dict], *, allow_replacement: bool = False
+) -> list[tuple[str, str]]:
+    """(key path, message) of everything the update may not do: what CloudFormation or the service would fail and
+    replaced resources that other stacks read (whatever the flag), then, without `allow_replacement`, what replaces,
+    deletes or stops retaining data or the cluster, or may replace running nodes."""
+    refused = [refusal(change, old) for change in changes if change.fails]
+    refused += stale_refusals(stale_readers(changes, new))
+    if not allow_replacement:
+        refused += [refusal(change, old) for change in changes if change.protected and not change.fails]
+    return refused
 
 
 def synthesize(config: object, outdir: Path, context: Mapping[str, object]) -> dict[str, dict]:
