@@ -234,14 +234,21 @@ def create_only(resource_type: str) -> tuple[str, ...] | None:
     return (*schema, *KNOWN_CREATE_ONLY.get(resource_type, ()))
 
 
+UNORDERED_KEYS = frozenset({"Action", "NotAction", "Resource", "NotResource"})
+"""IAM policy elements whose lists are sets (IAM JSON policy reference: a statement matches any listed action or
+resource): CDK orders them differently when the account is a token than when it is a literal."""
+
+
 def resolved(value: object, pseudo: Mapping[str, str]) -> object:
-    """`value` with the pseudo parameters of `pseudo` written out and joins of plain text joined, so two spellings of
-    one value compare equal.
+    """`value` with the pseudo parameters of `pseudo` written out, adjacent text of joins joined and IAM's unordered
+    lists sorted, so two spellings of one value compare equal.
 
     >>> resolved({"Fn::Join": ["", ["a-", {"Ref": "AWS::AccountId"}]]}, {"AWS::AccountId": "123456789012"})
     'a-123456789012'
     >>> resolved({"Fn::Sub": "b-${AWS::AccountId}-${X}"}, {"AWS::AccountId": "1"})
     {'Fn::Sub': 'b-1-${X}'}
+    >>> resolved({"Fn::Join": ["", ["arn:", {"Ref": "AWS::AccountId"}, ":x/", {"Ref": "Y"}]]}, {"AWS::AccountId": "1"})
+    {'Fn::Join': ['', ['arn:1:x/', {'Ref': 'Y'}]]}
     """
     if isinstance(value, list):
         return [resolved(item, pseudo) for item in value]
@@ -255,10 +262,18 @@ def resolved(value: object, pseudo: Mapping[str, str]) -> object:
             text = text.replace("${" + name + "}", literal)
         return text if "${" not in text else {"Fn::Sub": text}
     out = {key: resolved(item, pseudo) for key, item in value.items()}
+    for key in UNORDERED_KEYS & set(out):
+        if isinstance(out[key], list):
+            out[key] = sorted(out[key], key=lambda item: json.dumps(item, sort_keys=True))
     join = out.get("Fn::Join")
-    plain = isinstance(join, list) and len(join) == 2 and isinstance(join[0], str) and isinstance(join[1], list)
-    if len(out) == 1 and plain and all(isinstance(part, str) for part in join[1]):
-        return join[0].join(join[1])
+    if len(out) == 1 and isinstance(join, list) and len(join) == 2 and join[0] == "" and isinstance(join[1], list):
+        parts: list[object] = []
+        for part in join[1]:  # adjacent text joined: ["a:", "1", ":b", X] and ["a:1:b", X] are one value
+            if isinstance(part, str) and parts and isinstance(parts[-1], str):
+                parts[-1] += part
+            else:
+                parts.append(part)
+        return parts[0] if len(parts) == 1 and isinstance(parts[0], str) else {"Fn::Join": ["", parts]}
     return out
 
 
