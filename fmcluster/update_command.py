@@ -1,5 +1,6 @@
 """`fmcluster plan NEW --previous OLD`: what deploying NEW over OLD does to every resource, and a refusal (exit 2)
-when it would replace or delete the file system, a bucket, a key or the cluster itself."""
+when CloudFormation or the service would fail it, when it would strand a running cluster (a replaced resource that
+other stacks read), or when it would replace, delete or stop retaining data or the cluster (docs/updates.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def add_update_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--allow-replacement",
         action="store_true",
-        help="with --previous: allow replacing or deleting the file system, buckets, keys or the cluster",
+        help="with --previous: allow replacing, deleting or no longer retaining data or the cluster (not what AWS "
+        "would refuse, nor a replaced resource other stacks read)",
     )
 
 
@@ -53,9 +55,9 @@ def plan_update(new_file: str, old_file: str, *, allow_replacement: bool = False
         new = update_plan.synthesize(new_config, Path(work) / "new", context)
     print(f"Update plan: {new_file} over {old_file}")
     if beside:
-        print(f"{new_file} builds {beside}: `cdk deploy` creates its stacks ({', '.join(new)}) and changes nothing of")
-        print(f"the old cluster, whose stacks stay as they are; `cdk destroy --all -c config={old_file}` deletes them")
-        print("once the work has moved")
+        print(f"{new_file} builds {beside}: `cdk deploy` creates its stacks ({', '.join(new)})")
+        print("and changes nothing of the old cluster, whose stacks stay as they are;")
+        print(f"`cdk destroy --all -c config={old_file}` deletes them once the work has moved")
         return 0
     account = new_config.account or old_config.account
     changes = update_plan.compare(old, new, {"AWS::AccountId": account} if account else None)

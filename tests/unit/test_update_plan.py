@@ -441,3 +441,33 @@ def test_stacks_no_longer_in_the_app_are_left_alone():
         "a: no change",
         "links: not in the new app: `cdk deploy` leaves it as it is (`cdk destroy links` deletes it)",
     ]
+
+
+def test_a_renamed_cluster_is_planned_as_a_new_one_beside_the_old(tmp_path, monkeypatch, capsys):
+    # Every stack is named after the cluster (fmcluster.stacks.build), and `cdk deploy` only deploys the stacks of the
+    # app it runs: another name builds a second cluster and leaves the first alone. Synthesis is replaced here.
+    from fmcluster import cli, update_plan
+
+    built = []
+
+    def fake_synthesize(config, outdir, context):
+        built.append(config.name)
+        return {
+            f"{config.name}-cluster": stack(Cluster=("AWS::PCS::Cluster", {**PCS_CLUSTER, "Name": config.name}))["s"]
+        }
+
+    monkeypatch.setattr(update_plan, "synthesize", fake_synthesize)
+    files = {}
+    for name in ("llm", "llm2"):
+        files[name] = tmp_path / f"{name}.yaml"
+        files[name].write_text(
+            f"name: {name}\nregion: us-east-1\navailability_zone_id: use1-az6\norchestrator: {{type: pcs}}\n"
+            "compute: [{name: gpu, instance_type: p5.48xlarge, count: 2}]\n"
+        )
+    assert cli.main(["plan", str(files["llm2"]), "--previous", str(files["llm"])]) == 0
+    assert built == ["llm2"]  # the old file is not even built: nothing of it changes
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        f"{files['llm2']} builds a new cluster 'llm2' beside 'llm': `cdk deploy` creates its stacks (llm2-cluster)",
+        "and changes nothing of the old cluster, whose stacks stay as they are;",
+        f"`cdk destroy --all -c config={files['llm']}` deletes them once the work has moved",
+    ]
