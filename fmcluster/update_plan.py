@@ -21,7 +21,7 @@ instance groups say what an update does to running nodes (`effects`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -550,7 +550,7 @@ def _reads_output(value: object, stack: str, outputs: set[str]) -> str | None:
     return next((found for item in values if (found := _reads_output(item, stack, outputs))), None)
 
 
-def render(changes: list[Change], stacks: list[str], left: list[str] = ()) -> Iterator[str]:  # type: ignore[assignment]
+def render(changes: list[Change], stacks: list[str], left: Sequence[str] = ()) -> Iterator[str]:
     """The plan as text: per stack its changes (each followed by what it does, indented), or 'no change'; the
     stacks in `left` as left alone."""
     for stack in stacks:

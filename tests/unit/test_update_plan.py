@@ -471,3 +471,14 @@ def test_a_renamed_cluster_is_planned_as_a_new_one_beside_the_old(tmp_path, monk
         "and changes nothing of the old cluster, whose stacks stay as they are;",
         f"`cdk destroy --all -c config={files['llm']}` deletes them once the work has moved",
     ]
+
+
+def test_the_modules_examples_hold(monkeypatch):
+    import doctest
+
+    from fmcluster import recorded_context, update_plan
+    from tests.conftest import REPO
+
+    monkeypatch.chdir(REPO)  # recorded_context's example reads examples/
+    assert doctest.testmod(update_plan).failed == 0
+    assert doctest.testmod(recorded_context).failed == 0
