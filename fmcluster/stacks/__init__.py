@@ -6,6 +6,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from fmcluster.config import ClusterConfig
+from fmcluster.config.models import CLUSTER_TAG
 from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
 from fmcluster.stacks.cluster_pcs import PcsClusterStack
 from fmcluster.stacks.image import ImageStack
@@ -27,8 +28,6 @@ __all__ = [
 ]
 
 
-CLUSTER_TAG = "fmcluster:cluster"
-"""Tagged on every resource, with the cluster's name (which never changes: a new name is a new cluster)."""
 CREATE_ONLY_TAGS = ("AWS::EC2::PlacementGroup",)
 """Types whose Tags are create-only (cfn-lint's schema of AWS::EC2::PlacementGroup lists /properties/Tags in
 createOnlyProperties): a new `tags:` value would replace them, and a placement group in use cannot be deleted

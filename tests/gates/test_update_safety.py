@@ -13,7 +13,7 @@ import copy
 import pytest
 
 from fmcluster.config import load, parse
-from fmcluster.stacks import CLUSTER_TAG
+from fmcluster.config.models import CLUSTER_TAG
 from fmcluster.update_plan import compare, create_only, refusal, refusals, stale_readers
 from tests.conftest import EXAMPLES, REPO, synthesize
 
