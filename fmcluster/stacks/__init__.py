@@ -30,6 +30,12 @@ __all__ = [
 ]
 
 
+CREATE_ONLY_TAGS = ("AWS::EC2::PlacementGroup",)
+"""Types whose Tags are create-only (cfn-lint's schema of AWS::EC2::PlacementGroup lists /properties/Tags in
+createOnlyProperties): a new `tags:` value would replace them, and a placement group in use cannot be deleted
+(DeletePlacementGroup). They carry only `CLUSTER_TAG`; tests/gates/test_update_safety.py checks every such type."""
+
+
 class ClusterStacks:
     """The stacks of one cluster, by role."""
 
@@ -120,10 +126,10 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         description=f"fmcluster {config.name}: Amazon Managed Prometheus, Grafana, alarms and node-health events",
     )
     stacks = ClusterStacks(network, storage, image, cluster, observability, links)
-    tags = {**config.tags, CLUSTER_TAG: config.name}
     for stack in stacks.all():  # only these stacks: other stacks of a library user's app keep their own tags
         stack_tags = cdk.Tags.of(stack)
-        for key, value in tags.items():
-            stack_tags.add(key, value)
+        for key, value in config.tags.items():
+            stack_tags.add(key, value, exclude_resource_types=list(CREATE_ONLY_TAGS))
+        stack_tags.add(CLUSTER_TAG, config.name)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stacks

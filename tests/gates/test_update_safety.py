@@ -13,7 +13,8 @@ import copy
 import pytest
 
 from fmcluster.config import load, parse
-from fmcluster.update_plan import compare, refusal, stale_readers
+from fmcluster.config.models import CLUSTER_TAG
+from fmcluster.update_plan import compare, create_only, refusal, refusals, stale_readers
 from tests.conftest import EXAMPLES, REPO, synthesize
 
 
@@ -105,3 +106,129 @@ def test_a_replaced_file_system_leaves_the_cluster_stack_unchanged_and_the_plan_
     assert {(r.stack, old[r.stack]["Resources"][r.logical_id]["Type"]) for r in readers} >= {
         ("quickstart-cluster", "AWS::SageMaker::Cluster")
     }
+
+
+def _s3_uri(data: dict) -> None:
+    data["storage"]["lustre"]["repositories"][0]["s3_uri"] = "s3://my-datasets/c4/"
+
+
+def _vpc_cidr(data: dict) -> None:
+    data.setdefault("network", {})["vpc_cidr"] = "10.1.0.0/16"
+
+
+def _not_retained(data: dict) -> None:
+    data["storage"]["retain_on_delete"] = False
+
+
+def _metadata_iops(value: int | None):
+    def change(data: dict) -> None:
+        lustre = data["storage"]["lustre"]
+        lustre.pop("metadata_iops")
+        if value is not None:
+            lustre["metadata_iops"] = value
+
+    return change
+
+
+def _tags(data: dict) -> None:
+    data["tags"] = {**data.get("tags", {}), "team": "research"}
+
+
+def _without_dev(data: dict) -> None:
+    data["compute"] = [group for group in data["compute"] if group["name"] != "dev"]
+
+
+def _account(data: dict) -> None:
+    data["account"] = "123456789012"
+
+
+def _nodes_get(data: dict) -> None:
+    data["compute"][0]["root_volume_gib"] = 1024
+    data.setdefault("nccl", {}).setdefault("env", {})["NCCL_DEBUG"] = "INFO"
+
+
+def _instance_type(data: dict) -> None:
+    data["compute"][0]["instance_type"] = "p5en.48xlarge"
+
+
+NETWORK_SHARED = [
+    f"quickstart-network.{key}"
+    for key in ("NetworkComputeSubnet29CD7B13", "NetworkEfaSecurityGroup3744DDDC", "NetworkVpcFAC8F4A5")
+]
+"""What other stacks read of the quickstart's network: the compute subnet, the EFA security group and the VPC."""
+RETAINED = 10
+"""The quickstart's retained stateful resources: the file system, 3 buckets, 4 KMS keys (network logs, storage, image,
+alarms), the ECR repository and the Prometheus workspace."""
+
+FILE_PAIRS = [
+    # (example, change, refusal key paths without --allow-replacement, with it; the rule's source)
+    # FileSystemPath/DataRepositoryPath create-only, no replacementStrategy (cfn-lint schema); one link per path
+    # (botocore fsx CreateDataRepositoryAssociation.FileSystemPath)
+    ("quickstart", _s3_uri, ["storage.lustre.repositories"], ["storage.lustre.repositories"]),
+    # VPC CidrBlock create-only; the storage and cluster stacks read subnet, security group and VPC through
+    # Fn::GetStackOutput and do not change (cdk.json defaultCrossStackReferences: weak)
+    ("quickstart", _vpc_cidr, NETWORK_SHARED, NETWORK_SHARED),
+    # DeletionPolicy/UpdateReplacePolicy Retain -> Delete on stateful types (CloudFormation DeletionPolicy attribute)
+    ("quickstart", _not_retained, ["storage.retain_on_delete"] * RETAINED, []),
+    # botocore fsx UpdateFileSystemLustreMetadataConfiguration: Iops never lower; Mode AUTOMATIC refused above it
+    ("p5-capacity-block", _metadata_iops(6000), ["storage.lustre.metadata_iops"], ["storage.lustre.metadata_iops"]),
+    ("p5-capacity-block", _metadata_iops(None), ["storage.lustre.metadata_iops"], ["storage.lustre.metadata_iops"]),
+    # AWS::EC2::PlacementGroup Tags create-only (cfn-lint schema): placement groups carry no user tags
+    ("p6-b300-isolated", _tags, [], []),
+    # botocore ec2 DeletePlacementGroup: "You must terminate all instances in the placement group"
+    ("p6-b300-isolated", _without_dev, ["b300-isolated-network.devPlacementGroup9BC0BD20"], []),
+    # Ref AWS::AccountId and the literal account resolve the same: no change at all
+    ("quickstart", _account, [], []),
+    # launch template versions and the NCCL parameter: new nodes only (PCS user guide; nccl_env handler)
+    ("p6-b300-isolated", _nodes_get, [], []),
+    # HyperPod group instance type: what happens to its running nodes is unconfirmed, so it needs the flag
+    ("quickstart", _instance_type, ["quickstart-cluster.HyperPodCluster11759092"], []),
+]
+
+
+@pytest.mark.parametrize(
+    ("example", "change", "refused", "refused_when_allowed"),
+    FILE_PAIRS,
+    ids=[f"{e}-{c.__name__}" for e, c, *_ in FILE_PAIRS],
+)
+def test_update_pairs(synthesized, tmp_path, example, change, refused, refused_when_allowed):
+    data = grown(example, change)
+    old, new = synthesized[example].templates, synthesized_from(data, tmp_path)
+    account = data.get("account") or synthesized[example].config.account
+    changes = compare(old, new, {"AWS::AccountId": account} if account else None)
+    assert [path for path, _ in refusals(changes, old, new)] == refused
+    assert [path for path, _ in refusals(changes, old, new, allow_replacement=True)] == refused_when_allowed
+    assert not [c.line() for c in changes if c.resource_type == "AWS::EC2::PlacementGroup" and c.action == "replace"]
+    if change is _account:
+        assert changes == []
+    if change is _nodes_get:
+        effects = [effect for c in changes for effect in c.effects]
+        assert any("read by Slurmb300NodeGroup966AB0EB: new nodes only" in effect for effect in effects)
+        assert any("running nodes keep the old variables" in effect for effect in effects)
+
+
+def test_a_security_group_reworded_by_an_upgrade_is_refused(synthesized):
+    """The EFA security group's description is a literal in constructs/network.py and create-only (cfn-lint schema of
+    AWS::EC2::SecurityGroup): an fmcluster release that rewords it replaces the group while the storage and cluster
+    stacks keep the old one (its all-traffic self rules go in cleanup). No file key changes it, so the pair is the
+    quickstart's templates with the description edited."""
+    old = synthesized["quickstart"].templates
+    new = copy.deepcopy(old)
+    group = new["quickstart-network"]["Resources"]["NetworkEfaSecurityGroup3744DDDC"]["Properties"]
+    group["GroupDescription"] += " (reworded)"
+    changes = compare(old, new)
+    assert [path for path, _ in refusals(changes, old, new, allow_replacement=True)] == [
+        "quickstart-network.NetworkEfaSecurityGroup3744DDDC"
+    ]
+
+
+@pytest.mark.parametrize("example", [path.stem for path in EXAMPLES])
+def test_no_create_only_tags_carry_the_files_tags(synthesized, example):
+    """Tags are create-only on some types (cfn-lint's createOnlyProperties): those carry only the cluster tag, so a
+    new `tags:` value replaces nothing."""
+    config = synthesized[example].config
+    for template in synthesized[example].templates.values():
+        for resource in template["Resources"].values():
+            if "/properties/Tags" in (create_only(resource["Type"]) or ()):
+                keys = {tag["Key"] for tag in resource.get("Properties", {}).get("Tags", [])}
+                assert keys <= {CLUSTER_TAG}, (resource["Type"], keys & set(config.tags))

@@ -168,3 +168,317 @@ def test_replacing_a_resource_that_keeps_its_custom_name_fails_even_when_allowed
     )
     (change,) = compare(old, stack(Gpu=("AWS::PCS::ComputeNodeGroup", renamed)))
     assert (change.action, change.fails) == ("replace", False)  # a new name: CloudFormation can replace it
+
+
+# Update rules as a table: (rule, old template, new template, expected (logical id, action) list, expected refusal key
+# paths without --allow-replacement, the same with it). Each rule's source is checked by the test after the table.
+
+
+def botocore_model(service: str) -> dict:
+    """The service's API model as botocore ships it (its newest version)."""
+    import botocore.loaders
+
+    return botocore.loaders.Loader().load_service_model(service, "service-2")
+
+
+def botocore_doc(service: str, shape: str, member: str) -> str:
+    return botocore_model(service)["shapes"][shape]["members"][member]["documentation"]
+
+
+def two_stacks(producer: dict, reader: dict) -> dict[str, dict]:
+    """A producing stack 'net' whose output Sg is read by stack 'app' through Fn::GetStackOutput."""
+    reference = {"Fn::GetStackOutput": {"StackName": "net", "OutputName": "Sg"}}
+    return {
+        "net": {
+            "Resources": {"Sg": {"Type": "AWS::EC2::SecurityGroup", "Properties": producer}},
+            "Outputs": {"Sg": {"Value": {"Fn::GetAtt": ["Sg", "GroupId"]}}},
+        },
+        "app": {
+            "Resources": {
+                "Fs": {"Type": "AWS::FSx::FileSystem", "Properties": {**reader, "SecurityGroupIds": [reference]}}
+            }
+        },
+    }
+
+
+def with_policy(kind: str, policy: str) -> dict[str, dict]:
+    resources = stack(X=(kind, {"A": 1}))
+    resources["s"]["Resources"]["X"].update(DeletionPolicy=policy, UpdateReplacePolicy=policy)
+    return resources
+
+
+LINK = {"FileSystemId": "fs-1", "FileSystemPath": "/datasets", "DataRepositoryPath": "s3://a/"}
+METADATA = {"LustreConfiguration": {"MetadataConfiguration": {"Mode": "USER_PROVISIONED", "Iops": 12000}}}
+ACCOUNT_JOIN = {"BucketName": {"Fn::Join": ["", ["sagemaker-x-", {"Ref": "AWS::AccountId"}, "-us-east-1"]]}}
+NODES = {
+    **NODE_GROUP,
+    "CustomLaunchTemplate": {"TemplateId": {"Ref": "Lt"}, "Version": {"Fn::GetAtt": ["Lt", "LatestVersionNumber"]}},
+}
+HYPERPOD_GROUP = {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2}
+
+RULES = [
+    (
+        "an S3 link replaced on its own path fails (create-then-delete)",
+        stack(L=("AWS::FSx::DataRepositoryAssociation", LINK)),
+        stack(L=("AWS::FSx::DataRepositoryAssociation", {**LINK, "DataRepositoryPath": "s3://b/"})),
+        [("L", "replace")],
+        ["storage.lustre.repositories"],
+        ["storage.lustre.repositories"],
+    ),
+    (
+        "an S3 link on a new path is an add and a delete, which FSx allows",
+        stack(L=("AWS::FSx::DataRepositoryAssociation", LINK)),
+        stack(M=("AWS::FSx::DataRepositoryAssociation", {**LINK, "FileSystemPath": "/other"})),
+        [("M", "add"), ("L", "delete")],
+        [],
+        [],
+    ),
+    (
+        "a replaced security group that another stack reads is refused whatever the flag",
+        two_stacks({"GroupDescription": "EFA"}, {}),
+        two_stacks({"GroupDescription": "EFA traffic"}, {}),
+        [("Sg", "replace")],
+        ["net.Sg"],
+        ["net.Sg"],
+    ),
+    (
+        "a bucket no longer retained is refused without the flag",
+        with_policy("AWS::S3::Bucket", "Retain"),
+        with_policy("AWS::S3::Bucket", "Delete"),
+        [("X", "modify")],
+        ["storage.retain_on_delete"],
+        [],
+    ),
+    (
+        "a log group no longer retained is shown, not refused",
+        with_policy("AWS::Logs::LogGroup", "Retain"),
+        with_policy("AWS::Logs::LogGroup", "Delete"),
+        [("X", "modify")],
+        [],
+        [],
+    ),
+    (
+        "metadata IOPS lowered fails",
+        stack(Fs=("AWS::FSx::FileSystem", METADATA)),
+        stack(
+            Fs=(
+                "AWS::FSx::FileSystem",
+                {"LustreConfiguration": {"MetadataConfiguration": {"Mode": "USER_PROVISIONED", "Iops": 6000}}},
+            )
+        ),
+        [("Fs", "modify")],
+        ["storage.lustre.metadata_iops"],
+        ["storage.lustre.metadata_iops"],
+    ),
+    (
+        "metadata IOPS unset (back to AUTOMATIC) fails",
+        stack(Fs=("AWS::FSx::FileSystem", METADATA)),
+        stack(Fs=("AWS::FSx::FileSystem", {"LustreConfiguration": {"MetadataConfiguration": {"Mode": "AUTOMATIC"}}})),
+        [("Fs", "modify")],
+        ["storage.lustre.metadata_iops"],
+        ["storage.lustre.metadata_iops"],
+    ),
+    (
+        "metadata IOPS raised changes in place",
+        stack(Fs=("AWS::FSx::FileSystem", METADATA)),
+        stack(
+            Fs=(
+                "AWS::FSx::FileSystem",
+                {"LustreConfiguration": {"MetadataConfiguration": {"Mode": "USER_PROVISIONED", "Iops": 24000}}},
+            )
+        ),
+        [("Fs", "modify")],
+        [],
+        [],
+    ),
+    (
+        "new tags on a placement group replace it (so fmcluster puts none there)",
+        stack(Pg=("AWS::EC2::PlacementGroup", {"Strategy": "cluster", "Tags": [{"Key": "a", "Value": "1"}]})),
+        stack(Pg=("AWS::EC2::PlacementGroup", {"Strategy": "cluster", "Tags": [{"Key": "a", "Value": "2"}]})),
+        [("Pg", "replace")],
+        ["s.Pg"],
+        [],
+    ),
+    (
+        "a deleted placement group is refused without the flag",
+        stack(Pg=("AWS::EC2::PlacementGroup", {"Strategy": "cluster"})),
+        {"s": {"Resources": {}}},
+        [("Pg", "delete")],
+        ["s.Pg"],
+        [],
+    ),
+    (
+        "Ref AWS::AccountId against the account itself is no change",
+        stack(B=("AWS::S3::Bucket", ACCOUNT_JOIN)),
+        stack(B=("AWS::S3::Bucket", {"BucketName": "sagemaker-x-123456789012-us-east-1"})),
+        [],
+        [],
+        [],
+    ),
+    (
+        "a changed fmcluster custom resource is updated in place",
+        stack(N=("Custom::NcclEnvironment", {"Environment": "{}"})),
+        stack(N=("Custom::NcclEnvironment", {"Environment": '{"NCCL_DEBUG": "INFO"}'})),
+        [("N", "modify")],
+        [],
+        [],
+    ),
+    (
+        "a changed launch template names its node groups",
+        stack(
+            Lt=("AWS::EC2::LaunchTemplate", {"LaunchTemplateData": {"A": 1}}), Gpu=("AWS::PCS::ComputeNodeGroup", NODES)
+        ),
+        stack(
+            Lt=("AWS::EC2::LaunchTemplate", {"LaunchTemplateData": {"A": 2}}), Gpu=("AWS::PCS::ComputeNodeGroup", NODES)
+        ),
+        [("Lt", "modify")],
+        [],
+        [],
+    ),
+    (
+        "a HyperPod group's new instance type is refused without the flag",
+        stack(C=("AWS::SageMaker::Cluster", {"InstanceGroups": [HYPERPOD_GROUP]})),
+        stack(
+            C=("AWS::SageMaker::Cluster", {"InstanceGroups": [{**HYPERPOD_GROUP, "InstanceType": "ml.p5en.48xlarge"}]})
+        ),
+        [("C", "modify")],
+        ["s.C"],
+        [],
+    ),
+    (
+        "a HyperPod group's new count is allowed",
+        stack(C=("AWS::SageMaker::Cluster", {"InstanceGroups": [HYPERPOD_GROUP]})),
+        stack(C=("AWS::SageMaker::Cluster", {"InstanceGroups": [{**HYPERPOD_GROUP, "InstanceCount": 4}]})),
+        [("C", "modify")],
+        [],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("rule", "old", "new", "actions", "refused", "refused_when_allowed"), RULES, ids=[r[0] for r in RULES]
+)
+def test_update_rules(rule, old, new, actions, refused, refused_when_allowed):
+    from fmcluster.update_plan import refusals
+
+    changes = compare(old, new, {"AWS::AccountId": "123456789012"})
+    assert [(c.logical_id, c.action) for c in changes] == actions
+    assert [path for path, _ in refusals(changes, old, new)] == refused
+    assert [path for path, _ in refusals(changes, old, new, allow_replacement=True)] == refused_when_allowed
+
+
+def test_the_rules_sources_say_what_the_table_assumes():
+    # cfn-lint schemas: what replaces, and in which order (no replacementStrategy: create the new one first)
+    assert {"/properties/DataRepositoryPath", "/properties/FileSystemPath"} <= set(
+        schema_create_only("AWS::FSx::DataRepositoryAssociation")
+    )
+    assert "/properties/Tags" in schema_create_only("AWS::EC2::PlacementGroup")
+    assert "/properties/GroupDescription" in schema_create_only("AWS::EC2::SecurityGroup")
+    index = json.loads((PROVIDERS / "us-east-1.json").read_text())
+    link_schema = (
+        files("cfnlint") / "data" / "schemas" / "resources" / f"{index['AWS::FSx::DataRepositoryAssociation']}.json"
+    )
+    assert "replacementStrategy" not in json.loads(link_schema.read_text())
+    # botocore fsx: one link per path; metadata IOPS never lowered, AUTOMATIC refused above its own figure
+    path_doc = botocore_doc("fsx", "CreateDataRepositoryAssociationRequest", "FileSystemPath")
+    assert "can be linked to only one Amazon S3 bucket" in path_doc
+    iops_doc = botocore_doc("fsx", "UpdateFileSystemLustreMetadataConfiguration", "Iops")
+    assert "greater than or equal to the current number of Metadata IOPS" in iops_doc
+    mode_doc = botocore_doc("fsx", "UpdateFileSystemLustreMetadataConfiguration", "Mode")
+    assert "rejects a switch to AUTOMATIC mode" in mode_doc
+    # botocore ec2: a placement group is deleted only once its instances are gone
+    delete_doc = botocore_model("ec2")["operations"]["DeletePlacementGroup"]["documentation"]
+    assert "You must terminate all instances in the placement group" in delete_doc
+
+
+def test_what_an_update_does_is_said_under_the_change():
+    old, new = RULES[12][1], RULES[12][2]  # the launch template row
+    assert list(render(compare(old, new), ["s"])) == [
+        "s: 0 add, 1 change, 0 replace, 0 delete",
+        "  ~ change  Lt (AWS::EC2::LaunchTemplate): LaunchTemplateData",
+        "      a new version, read by Gpu: new nodes only: AWS PCS launches new instances from the new version, "
+        "running nodes keep theirs until they are replaced (PCS user guide, 'Updating an AWS PCS compute node "
+        "group': 'New instances launch with the updated properties')",
+    ]
+    (nccl,) = compare(RULES[11][1], RULES[11][2])
+    assert "running nodes keep the old variables" in nccl.effects[0]
+    (hyperpod,) = compare(RULES[13][1], RULES[13][2])
+    assert hyperpod.effects[0].startswith("group gpu: InstanceType changes: HyperPod's UpdateCluster can change")
+    assert "unconfirmed" in hyperpod.effects[0]
+
+
+def test_refusal_messages_give_the_safe_path():
+    from fmcluster.update_plan import refusals
+
+    link_old, link_new = RULES[0][1], RULES[0][2]
+    ((_, link),) = refusals(compare(link_old, link_new), link_old, link_new)
+    assert link.endswith(
+        "Keep its old s3_uri, or change it in two deploys: remove the repository at /datasets and deploy (the files "
+        "already in the file system stay), then add it back with the new s3_uri and deploy again"
+    )
+    sg_old, sg_new = RULES[2][1], RULES[2][2]
+    ((_, stale),) = refusals(compare(sg_old, sg_new), sg_old, sg_new)
+    assert "while other stacks use it through Fn::GetStackOutput (app Fs)" in stale
+    assert stale.endswith("deploy the file under a new name (a new cluster beside this one), move the work, then "
+                          "`cdk destroy` the old cluster")  # fmt: skip
+    pg_old, pg_new = RULES[9][1], RULES[9][2]
+    ((_, deleted),) = refusals(compare(pg_old, pg_new), pg_old, pg_new)
+    assert "first deploy with that compute group's count: 0 so its nodes terminate, then remove it" in deleted
+
+
+def test_stacks_no_longer_in_the_app_are_left_alone():
+    from fmcluster.update_plan import left_alone
+
+    old = {
+        "a": {"Resources": {"X": {"Type": "AWS::SNS::Topic"}}},
+        "links": {"Resources": {"L": {"Type": "AWS::SNS::Topic"}}},
+    }
+    new = {"a": old["a"]}
+    assert compare(old, new) == []  # cdk deploy never deletes a stack that left the app
+    assert left_alone(old, new) == ["links"]
+    assert list(render([], ["a", "links"], ["links"])) == [
+        "a: no change",
+        "links: not in the new app: `cdk deploy` leaves it as it is (`cdk destroy links` deletes it)",
+    ]
+
+
+def test_a_renamed_cluster_is_planned_as_a_new_one_beside_the_old(tmp_path, monkeypatch, capsys):
+    # Every stack is named after the cluster (fmcluster.stacks.build), and `cdk deploy` only deploys the stacks of the
+    # app it runs: another name builds a second cluster and leaves the first alone. Synthesis is replaced here.
+    from fmcluster import cli, update_plan
+
+    built = []
+
+    def fake_synthesize(config, outdir, context):
+        built.append(config.name)
+        return {
+            f"{config.name}-cluster": stack(Cluster=("AWS::PCS::Cluster", {**PCS_CLUSTER, "Name": config.name}))["s"]
+        }
+
+    monkeypatch.setattr(update_plan, "synthesize", fake_synthesize)
+    files = {}
+    for name in ("llm", "llm2"):
+        files[name] = tmp_path / f"{name}.yaml"
+        files[name].write_text(
+            f"name: {name}\nregion: us-east-1\navailability_zone_id: use1-az6\norchestrator: {{type: pcs}}\n"
+            "compute: [{name: gpu, instance_type: p5.48xlarge, count: 2}]\n"
+        )
+    assert cli.main(["plan", str(files["llm2"]), "--previous", str(files["llm"])]) == 0
+    assert built == ["llm2"]  # the old file is not even built: nothing of it changes
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        f"{files['llm2']} builds a new cluster 'llm2' beside 'llm': `cdk deploy` creates its stacks (llm2-cluster)",
+        "and changes nothing of the old cluster, whose stacks stay as they are;",
+        f"`cdk destroy --all -c config={files['llm']}` deletes them once the work has moved",
+    ]
+
+
+def test_the_modules_examples_hold(monkeypatch):
+    import doctest
+
+    from fmcluster import recorded_context, update_plan
+    from tests.conftest import REPO
+
+    monkeypatch.chdir(REPO)  # recorded_context's example reads examples/
+    assert doctest.testmod(update_plan).failed == 0
+    assert doctest.testmod(recorded_context).failed == 0
