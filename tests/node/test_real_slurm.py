@@ -1,4 +1,5 @@
-"""fmcluster's Slurm pieces on a real one-node Slurm (tests/node/real_slurm.py: Debian's slurm-wlm 22.05 and munge).
+"""fmcluster's Slurm pieces on a real one-node Slurm (tests/node/real_slurm.py), every test on each of SLURMS: Debian's
+slurm-wlm 22.05 on this machine, and 24.11 (trixie) and 26.05 (forky) in chroots, the oldest and newest Slurm PCS runs.
 
 What runs for real: slurmctld, slurmd, sbatch, srun, scontrol reconfigure, Slurm's TaskProlog, Prolog and Epilog
 handling (their environment: SLURM_JOB_GPUS from GRES, SLURM_SCRIPT_CONTEXT), and fmcluster's scripts
@@ -8,17 +9,16 @@ HyperPod's or PCS's.
 
 Slurm runs a Prolog or Epilog with an environment of its own making, so FMCLUSTER_ROOT (which keeps the scripts off
 this machine's /run) reaches gpu-job-map.sh through a two-line wrapper; the wrapper is test scaffolding, the script
-is the shipped one. The behaviour shown holds from Slurm 22.05 on; HyperPod and PCS run newer Slurm (24.11, 25.x):
-TaskProlog's `export NAME=value` and Prolog's SLURM_JOB_GPUS are documented there alike (slurm.conf(5),
-prolog_epilog.html).
+is the shipped one. What stays emulated (GPUs, EFA, Lustre, systemd) and why: real_slurm.py's docstring.
 """
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from tests.node.real_slurm import real_slurm
+import pytest
+
+from tests.node.real_slurm import SLURMS, real_slurm
 
 NODE_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node"
 TASK_PROLOG = NODE_DIR / "slurm" / "task-prolog.sh"
@@ -42,9 +42,10 @@ def wrapper(tmp_path: Path, root: Path) -> Path:
     return path
 
 
-def test_task_prolog_puts_the_node_nccl_environment_into_batch_scripts_and_steps(tmp_path):
+@pytest.mark.parametrize("version", SLURMS)
+def test_task_prolog_puts_the_node_nccl_environment_into_batch_scripts_and_steps(tmp_path, version):
     root = node_root(tmp_path)
-    with real_slurm(tmp_path, TaskProlog=str(TASK_PROLOG)) as slurm:
+    with real_slurm(tmp_path, version, TaskProlog=str(TASK_PROLOG)) as slurm:
         # the submitter's environment: a stale value, as from a login node of another instance type
         job = slurm.run_batch(
             "#!/bin/bash\necho batch $NCCL_SOCKET_IFNAME $FI_EFA_USE_HUGE_PAGE\n"
@@ -55,9 +56,10 @@ def test_task_prolog_puts_the_node_nccl_environment_into_batch_scripts_and_steps
     assert job.output.splitlines() == ["batch ^docker,lo,veth 0", "step ^docker,lo,veth 0"]
 
 
-def test_a_job_keeps_the_values_it_names_in_fmcluster_nccl_keep(tmp_path):
+@pytest.mark.parametrize("version", SLURMS)
+def test_a_job_keeps_the_values_it_names_in_fmcluster_nccl_keep(tmp_path, version):
     root = node_root(tmp_path)
-    with real_slurm(tmp_path, TaskProlog=str(TASK_PROLOG)) as slurm:
+    with real_slurm(tmp_path, version, TaskProlog=str(TASK_PROLOG)) as slurm:
         job = slurm.run_batch(
             "#!/bin/bash\necho $NCCL_SOCKET_IFNAME $FI_EFA_USE_HUGE_PAGE\n",
             env={
@@ -69,15 +71,17 @@ def test_a_job_keeps_the_values_it_names_in_fmcluster_nccl_keep(tmp_path):
     assert job.output.splitlines() == ["eth0 0"]
 
 
-def test_without_the_task_prolog_a_batch_job_gets_only_the_submitters_environment(tmp_path):
+@pytest.mark.parametrize("version", SLURMS)
+def test_without_the_task_prolog_a_batch_job_gets_only_the_submitters_environment(tmp_path, version):
     """The defect the TaskProlog fixes: nothing of the node's NCCL environment reaches a batch job."""
     root = node_root(tmp_path)
-    with real_slurm(tmp_path) as slurm:
+    with real_slurm(tmp_path, version) as slurm:
         job = slurm.run_batch('#!/bin/bash\necho "[$NCCL_SOCKET_IFNAME]"\n', env={"FMCLUSTER_ROOT": str(root)})
     assert job.output.splitlines() == ["[]"]
 
 
-def test_prolog_and_epilog_write_dcgm_exporters_gpu_to_job_files(tmp_path):
+@pytest.mark.parametrize("version", SLURMS)
+def test_prolog_and_epilog_write_dcgm_exporters_gpu_to_job_files(tmp_path, version):
     """dcgm-exporter's format (internal/pkg/transformation/hpc.go, tag 4.5.3-4.8.2): one file per GPU index, one job id
     per line. Two jobs at once, two GPUs each: while they run each job's GPUs name it; afterwards the files are gone."""
     root = node_root(tmp_path)
@@ -87,7 +91,7 @@ def test_prolog_and_epilog_write_dcgm_exporters_gpu_to_job_files(tmp_path):
         "#!/bin/bash\nsleep 3\necho gpus=$CUDA_VISIBLE_DEVICES\n"
         f'for f in {mapping}/[0-9]*; do echo "$(basename $f):$(paste -sd, $f)"; done\n'
     )
-    with real_slurm(tmp_path, Prolog=str(hook), Epilog=str(hook)) as slurm:
+    with real_slurm(tmp_path, version, Prolog=str(hook), Epilog=str(hook)) as slurm:
         jobs = []
         for index in range(2):
             path = tmp_path / f"job{index}.sh"
@@ -111,7 +115,8 @@ def test_prolog_and_epilog_write_dcgm_exporters_gpu_to_job_files(tmp_path):
     assert left == [".lock"]  # no half-written file is left behind
 
 
-def test_slurm_hooks_sh_adds_the_task_prolog_to_slurm_conf_keeps_a_prolog_it_finds_and_reconfigures(tmp_path):
+@pytest.mark.parametrize("version", SLURMS)
+def test_slurm_hooks_sh_adds_the_task_prolog_to_slurm_conf_keeps_a_prolog_it_finds_and_reconfigures(tmp_path, version):
     """slurm-hooks.sh on this Slurm's slurm.conf (SLURM_CONF), as on a HyperPod controller (slurmctld active):
     the image's own Prolog/Epilog are kept, TaskProlog is added, `scontrol reconfigure` (real) makes it live."""
     root = node_root(tmp_path)
@@ -121,15 +126,13 @@ def test_slurm_hooks_sh_adds_the_task_prolog_to_slurm_conf_keeps_a_prolog_it_fin
     systemctl = bin_dir / "systemctl"  # slurmctld is active here; no slurmd unit
     systemctl.write_text('#!/bin/bash\n[[ "$1 ${3:-}" == "is-active slurmctld" ]]\n')
     systemctl.chmod(0o755)
-    with real_slurm(tmp_path, Prolog=str(hook), Epilog=str(hook)) as slurm:
+    with real_slurm(tmp_path, version, Prolog=str(hook), Epilog=str(hook)) as slurm:
         before = slurm.run_batch('#!/bin/bash\necho "[$FI_EFA_USE_HUGE_PAGE]"\n', env={"FMCLUSTER_ROOT": str(root)})
         env = {**slurm.env, "PATH": f"{bin_dir}:{slurm.env['PATH']}", "FMCLUSTER_ROOT": str(root)}
-        result = subprocess.run(["bash", str(NODE_DIR / "slurm-hooks.sh")], env=env, capture_output=True, text=True,
-                                timeout=60, check=False)  # fmt: skip
+        result = slurm.command("bash", str(NODE_DIR / "slurm-hooks.sh"), env=env, check=False)
         assert result.returncode == 0, result.stderr
         after = slurm.run_batch('#!/bin/bash\necho "[$FI_EFA_USE_HUGE_PAGE]"\n', env={"FMCLUSTER_ROOT": str(root)})
-        again = subprocess.run(["bash", str(NODE_DIR / "slurm-hooks.sh")], env=env, capture_output=True, text=True,
-                               timeout=60, check=False)  # fmt: skip
+        again = slurm.command("bash", str(NODE_DIR / "slurm-hooks.sh"), env=env, check=False)
         conf = Path(slurm.env["SLURM_CONF"]).read_text()
     assert before.output.strip() == "[]" and after.output.strip() == "[0]"
     assert f"\nTaskProlog={TASK_PROLOG}\n" in conf and conf.count("TaskProlog=") == 1

@@ -37,7 +37,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "enroot-v4.1.2"
 INSTANCE_STORE = "Amazon EC2 NVMe Instance Storage"
 TOOLS = (
     "bash", "env", "cat", "date", "mkdir", "mktemp", "chmod", "mv", "rm", "basename", "dirname", "sort", "readlink",
-    "id", "nproc",
+    "id", "nproc", "ln",
 )  # fmt: skip
 REAL = ("mount", "umount", "mountpoint", "blkid", "mkfs.xfs", "pvs")
 """Real system tools put on the scripts' PATH."""
@@ -280,7 +280,10 @@ def test_enroot_restrict_dev_y_would_replace_dev_and_hide_the_efa_devices(tmp_pa
     assert "/dev/null" in mounts and "infiniband" not in mounts
 
 
-def test_run_enroot_and_run_pyxis_are_made_1777_at_every_boot(enroot_node, tmp_path):
+def test_run_enroot_1777_and_run_pyxis_0755_are_made_at_every_boot(enroot_node, tmp_path):
+    """The real systemd-tmpfiles applies what enroot-pyxis.sh writes, as a boot does. /run/pyxis is root's 0755, as
+    pyxis's slurmd part makes it (pyxis_slurmd.c at v0.24.0: mkdir(runtime_path, 0755)); 1777 would let any user
+    create another user's pyxis runtime directory before them."""
     tmpfiles = _tool("systemd-tmpfiles")
     if not tmpfiles:
         pytest.skip("systemd-tmpfiles is not installed")
@@ -290,6 +293,28 @@ def test_run_enroot_and_run_pyxis_are_made_1777_at_every_boot(enroot_node, tmp_p
         shutil.rmtree(enroot_node.path(directory))  # a boot: /run is a fresh tmpfs
     subprocess.run([tmpfiles, "--create", f"--root={enroot_node.root}", str(conf)], check=True, capture_output=True,
                    timeout=30)  # fmt: skip
-    for directory in ("/run/enroot", "/run/pyxis"):
+    for directory, wanted in (("/run/enroot", 0o1777), ("/run/pyxis", 0o755)):
         mode = enroot_node.path(directory).stat().st_mode
+        assert stat.S_ISDIR(mode) and stat.S_IMODE(mode) == wanted, directory
+
+
+def test_enroot_dirs_come_back_for_every_user_after_scratch_is_rebuilt(enroot_node, tmp_path):
+    """A stop/start hands the instance blank disks; fmcluster-scratch.service rebuilds /scratch empty. The unit
+    enroot-pyxis.sh installs runs after it and re-creates enroot's directories (1777) with the real systemd-tmpfiles,
+    so the second user's `mkdir -p .../data/user-<uid>` works as the first one's."""
+    tmpfiles = _tool("systemd-tmpfiles")
+    if not tmpfiles:
+        pytest.skip("systemd-tmpfiles is not installed")
+    enroot_node.path("/scratch").mkdir()
+    (enroot_node.state / "mounted").write_text(f"{enroot_node.path('/scratch')}\n")  # nvme-raid.sh mounted it
+    assert enroot_node.run("enroot-pyxis.sh").returncode == 0
+    unit = enroot_node.path("/etc/systemd/system/fmcluster-enroot-dirs.service").read_text()
+    assert "After=local-fs.target fmcluster-scratch.service\n" in unit
+    command = unit.split("ExecStart=", 1)[1].splitlines()[0].split()
+    assert command[:2] == ["/usr/bin/systemd-tmpfiles", "--create"]
+    shutil.rmtree(enroot_node.path("/scratch/enroot"))  # the rebuilt, empty /scratch
+    subprocess.run([tmpfiles, "--create", f"--root={enroot_node.root}", str(enroot_node.path(command[2]))],
+                   check=True, capture_output=True, timeout=30)  # fmt: skip
+    for directory in ("cache", "data", "tmp"):
+        mode = enroot_node.path(f"/scratch/enroot/{directory}").stat().st_mode
         assert stat.S_ISDIR(mode) and stat.S_IMODE(mode) == 0o1777, directory
