@@ -255,6 +255,8 @@ def _run(tmp_path: Path, version: str, root: Path | None, extra: dict[str, str])
         os.mknod(directory / "dev" / f"gpu{index}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     (directory / "gres.conf").write_text(f"Name=gpu File={directory / 'dev'}/gpu[0-{GPUS - 1}]\n")
     (directory / "plugstack.conf").write_text("")
+    if root is not None:  # Slurm 24.11+ slurmd loads a cgroup plugin at start; no cgroup tree is mounted here
+        (directory / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
     conf = directory / "slurm.conf"
     conf.write_text(_slurm_conf(directory, node, munge_socket, extra))
     env = {"PATH": SEARCH_PATH, "SLURM_CONF": str(conf), "LANG": "C"}
