@@ -45,7 +45,7 @@ from fmcluster.constructs.hyperpod import (
     lifecycle_settings,
 )
 from fmcluster.constructs.hyperpod.lifecycle import package_data, package_text
-from tests.stub_node import StubNode, fail_first, stub_env
+from tests.stub_node import RECORD, StubNode, fail_first, stub_env
 
 HYPERPOD_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "hyperpod"
 SCRIPTS = ("on_create.sh", "import-image.sh")
@@ -712,3 +712,57 @@ def test_settings_files_from_before_observability_mean_none(node):
                                                     "FMCLUSTER_ENDPOINT_PARAMETER", "FMCLUSTER_MIRROR"))))  # fmt: skip
     assert node.run().returncode == 0
     assert "step observability: skipped" in node.script_log("lifecycle")
+
+
+# -- the node is drained while the lifecycle runs (slurm-hold.sh; tests/node/test_real_slurm.py runs it on real Slurm)
+
+
+SCONTROL = RECORD + """case "$1 $2" in
+  "show node") printf 'NodeName=%s Arch=x86_64 State=IDLE+DRAIN Reason=%s [root@2026-12-01T10:00:00]\\n' "$3" \\
+      "$(cat "$STUB_STATE/reason" 2>/dev/null)" ;;
+  "update NodeName="*)
+    for arg; do [[ "$arg" == Reason=* ]] && printf '%s' "${arg#Reason=}" >"$STUB_STATE/reason"; done
+    if [[ "$*" == *State=RESUME* ]]; then rm -f "$STUB_STATE/reason"; fi ;;
+esac
+"""
+"""HyperPod's /opt/slurm/bin/scontrol as the lifecycle sees it once HyperPod has set up Slurm (OnInitComplete): it
+knows this node; `update` keeps the drain reason as slurmctld would (real behaviour: test_real_slurm.py)."""
+
+
+def with_scontrol(node: Node) -> None:
+    tool = node.path("/opt/slurm/bin/scontrol")
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    tool.write_text(SCONTROL)
+    tool.chmod(0o755)
+
+
+def test_a_compute_node_is_drained_first_and_resumed_last(node):
+    with_scontrol(node)
+    node.mount("/scratch")
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    updates = [call[1:] for call in node.calls("scontrol") if call[1] == "update"]
+    assert updates == [
+        ["update", "NodeName=ip-10-1-0-5", "State=DRAIN", "Reason=fmcluster lifecycle running"],
+        ["update", "NodeName=ip-10-1-0-5", "State=RESUME"],
+    ]
+    log = node.script_log("lifecycle")
+    assert log.index("step hold: done") < log.index("step install: starting")
+    assert log.index("step release: done") > log.index("step enroot: done")
+
+
+def test_a_node_whose_lifecycle_failed_stays_drained_naming_the_steps(node):
+    with_scontrol(node)
+    node.set("lsblk", 'NAME="/dev/nvme1n1" MODEL="Amazon EC2 NVMe Instance Storage" TYPE="disk"\n')
+    node.set("fs-nvme1n1", "ext4")  # nvme-raid.sh refuses to format it
+    assert node.run().returncode == 1
+    updates = [call[-1] for call in node.calls("scontrol") if call[1] == "update"]
+    assert updates == ["Reason=fmcluster lifecycle running", "Reason=fmcluster lifecycle failed at scratch"]
+
+
+def test_the_controller_is_never_drained(node):
+    with_scontrol(node)
+    controller(node)
+    node.mount("/scratch")
+    node.run()
+    assert node.calls("scontrol") == []

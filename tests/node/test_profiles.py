@@ -231,21 +231,43 @@ def test_the_nccl_environment_reaches_containers_and_a_users_own_value_wins(mach
 # -- slurm-hooks.sh --------------------------------------------------------------------------------------------
 
 
-def test_slurm_hooks_go_into_slurm_conf_on_hyperpod_and_are_named_for_pcs(machine):
+def test_slurm_hooks_never_write_hyperpods_slurm_conf_and_are_named_for_pcs(machine):
     node, profile = machine
     node.set(f"active-{profile.slurm['slurmd_unit']}", "")
+    conf = node.path(f"{profile.slurm['etc']}/slurm.conf")
+    before = conf.read_bytes() if conf.exists() else None
     result = node.run("slurm-hooks.sh")
     assert result.returncode == 0, result.stderr
+    assert not [call for call in node.calls("systemctl") if call[1] == "restart"]  # nothing for a daemon to re-read
     if profile["orchestrator"] == "pcs":
         # TaskProlog is no cluster-level Slurm custom setting of AWS PCS (PCS API reference, SlurmCustomSetting)
         assert "AWS PCS runs Slurm configless and takes no TaskProlog" in result.stderr
-        assert not [call for call in node.calls("systemctl") if call[1] == "restart"]
     else:
-        conf = node.path(f"{profile.slurm['etc']}/slurm.conf").read_text().splitlines()
-        assert conf[-3:] == [f"TaskProlog={NODE_DIR}/slurm/task-prolog.sh",
-                             f"Prolog={NODE_DIR}/slurm/gpu-job-map.sh",
-                             f"Epilog={NODE_DIR}/slurm/gpu-job-map.sh"]  # fmt: skip
-        assert ["systemctl", "restart", "slurmd.service"] in node.calls("systemctl")
+        # HyperPod's cluster agent rewrites slurm.conf (FACTS.md, "Node images"): it is never written; the AMI's own
+        # GPU job map (prolog.d/700_dcgm_job_map_register.sh) serves dcgm-exporter
+        assert conf.read_bytes() == before
+        assert "HyperPod's AMI maps jobs to GPUs itself" in result.stderr
+        assert not node.path(f"{profile.slurm['etc']}/prolog.d/710-fmcluster-gpu-job-map.sh").exists()
+
+
+@pytest.mark.parametrize("runs_prolog_d", [True, False])
+def test_without_the_amis_job_map_hyperpod_gets_fmclusters_in_prolog_d_never_in_slurm_conf(tmp_path, runs_prolog_d):
+    node = pcs_machine(tmp_path, "hyperpod-dlami-ubuntu2204")
+    for hook in ("prolog.d/700_dcgm_job_map_register.sh", "epilog.d/700_dcgm_job_map_cleanup.sh"):
+        node.path(f"/opt/slurm/etc/{hook}").unlink()  # an AMI from before the job map
+    conf = node.path("/opt/slurm/etc/slurm.conf")
+    if runs_prolog_d:  # (unconfirmed) that HyperPod's slurm.conf names the directories so; the script reads it
+        conf.write_text(conf.read_text() + "Prolog=/opt/slurm/etc/prolog.d/*\nEpilog=/opt/slurm/etc/epilog.d/*\n")
+    before = conf.read_bytes()
+    result = node.run("slurm-hooks.sh")
+    assert result.returncode == 0, result.stderr
+    assert conf.read_bytes() == before
+    for kind in ("prolog", "epilog"):
+        hook = node.path(f"/opt/slurm/etc/{kind}.d/710-fmcluster-gpu-job-map.sh")
+        assert (os.readlink(hook) if runs_prolog_d else hook.exists()) == (
+            str(NODE_DIR / "slurm/gpu-job-map.sh") if runs_prolog_d else False)  # fmt: skip
+    if not runs_prolog_d:
+        assert "GPU metrics carry no hpc_job label (slurm.conf is HyperPod's and is not changed)" in result.stderr
 
 
 # -- mount-lustre.sh and lnet-efa.sh (PCS nodes; HyperPod mounts /fsx itself) ------------------------------------
