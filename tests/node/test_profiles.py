@@ -283,10 +283,10 @@ def test_lustre_goes_over_efa_where_the_image_is_an_fsx_efa_client_else_tcp(tmp_
     fstab = node.path("/etc/fstab").read_text()
     assert len(node.calls("mount")) == 1  # /fsx mounts in every case
     if ami.load(name)["lustre_efa_client"]:
-        assert "x-systemd.requires=fmcluster-lnet-efa.service" in fstab
+        assert "x-systemd.after=fmcluster-lnet-efa.service" in fstab
         assert any(call[1:4] == ["net", "add", "--net"] and call[4] == "efa" for call in node.calls("lnetctl"))
     else:
-        assert "x-systemd.requires" not in fstab and node.calls("lnetctl") == []
+        assert "fmcluster-lnet-efa" not in fstab and node.calls("lnetctl") == []
         assert "LNet over EFA is not possible here: Amazon Linux 2 is no FSx EFA client OS; using TCP" in (
             node.script_log("lnet-efa")
         )
@@ -301,7 +301,7 @@ def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "LNet over EFA could not be set up (see the lines above); using TCP" in node.script_log("lnet-efa")
     assert ["lnetctl", "net", "del", "--net", "efa"] in node.calls("lnetctl")
-    assert "x-systemd.requires" not in node.path("/etc/fstab").read_text() and len(node.calls("mount")) == 1
+    assert "fmcluster-lnet-efa" not in node.path("/etc/fstab").read_text() and len(node.calls("mount")) == 1
 
 
 def test_an_efa_driver_older_than_fsx_needs_means_tcp(tmp_path):

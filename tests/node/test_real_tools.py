@@ -30,6 +30,9 @@ from pathlib import Path
 import pytest
 
 from tests.node import ami
+from tests.node.test_scripts import DNS, STUBS, efa_devices
+from tests.node.test_scripts import TOOLS as SCRIPT_TOOLS
+from tests.node.test_scripts import Node as ScriptNode
 from tests.stub_node import StubNode, stub_env
 
 NODE_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node"
@@ -318,3 +321,30 @@ def test_enroot_dirs_come_back_for_every_user_after_scratch_is_rebuilt(enroot_no
     for directory in ("cache", "data", "tmp"):
         mode = enroot_node.path(f"/scratch/enroot/{directory}").stat().st_mode
         assert stat.S_ISDIR(mode) and stat.S_IMODE(mode) == 0o1777, directory
+
+
+# -- the /fsx line at every boot (systemd's own fstab generator) -------------------------------------------------
+
+
+def test_a_failed_lnet_efa_set_up_at_boot_never_stops_the_fsx_mount(tmp_path):
+    """systemd's real fstab generator turns the line mount-lustre.sh --efa writes into fsx.mount. With the former
+    x-systemd.requires= it carried Requires=fmcluster-lnet-efa.service, and a required unit that fails stops the mount
+    (systemd.unit(5), Requires=); lnet-efa.sh --boot exits 3 whenever it falls back to TCP, so a reboot then left no
+    /fsx. With x-systemd.after= the mount is only ordered after the LNet set-up."""
+    generator = Path("/usr/lib/systemd/system-generators/systemd-fstab-generator")
+    if not generator.exists():
+        pytest.skip("systemd's fstab generator is not installed")
+    (tmp_path / "node").mkdir()
+    node = ScriptNode(**stub_env(tmp_path / "node", tools=SCRIPT_TOOLS, stubs=STUBS, python=True))
+    ami.build(node, ami.load("pcs-sample-al2023"), installed=("lustre_client",))
+    efa_devices(node, [f"rdmap{n}s0" for n in range(8, 40)])
+    node.set("instance-type", "p5.48xlarge")
+    assert node.run("mount-lustre.sh", DNS, "abcdef12", "--efa").returncode == 0
+    out = tmp_path / "generated"
+    out.mkdir()
+    subprocess.run([str(generator), str(out), str(out), str(out)], check=True, capture_output=True, timeout=30,
+                   env={"SYSTEMD_FSTAB": str(node.path("/etc/fstab")), "SYSTEMD_PROC_CMDLINE": ""})  # fmt: skip
+    unit = (out / "fsx.mount").read_text().splitlines()
+    assert "After=fmcluster-lnet-efa.service" in unit
+    assert not [line for line in unit if line.startswith(("Requires=", "BindsTo=", "Requisite="))]
+    assert (out / "remote-fs.target.requires" / "fsx.mount").exists()  # and remote-fs.target still needs /fsx
