@@ -717,7 +717,9 @@ def test_settings_files_from_before_observability_mean_none(node):
 # -- the node is drained while the lifecycle runs (slurm-hold.sh; tests/node/test_real_slurm.py runs it on real Slurm)
 
 
-SCONTROL = RECORD + """case "$1 $2" in
+SCONTROL = (
+    RECORD
+    + """case "$1 $2" in
   "show node") printf 'NodeName=%s Arch=x86_64 State=IDLE+DRAIN Reason=%s [root@2026-12-01T10:00:00]\\n' "$3" \\
       "$(cat "$STUB_STATE/reason" 2>/dev/null)" ;;
   "update NodeName="*)
@@ -725,6 +727,7 @@ SCONTROL = RECORD + """case "$1 $2" in
     if [[ "$*" == *State=RESUME* ]]; then rm -f "$STUB_STATE/reason"; fi ;;
 esac
 """
+)
 """HyperPod's /opt/slurm/bin/scontrol as the lifecycle sees it once HyperPod has set up Slurm (OnInitComplete): it
 knows this node; `update` keeps the drain reason as slurmctld would (real behaviour: test_real_slurm.py)."""
 

@@ -52,7 +52,8 @@ fi
   echo "Error: Package: enroot-4.1.2-1.el8.x86_64 Requires: parallel" >&2
   exit 1
 fi
-""" + ENROOT_PACKAGE,
+"""
+    + ENROOT_PACKAGE,
     "dpkg": "echo amd64",
     "gcc": "exit 0",
     # make -C DIR CPPFLAGS=... prefix=PREFIX install: what pyxis's Makefile installs, under FMCLUSTER_ROOT
