@@ -139,8 +139,9 @@ def test_the_image_arrives_after_boot_and_jobs_then_find_it(node):
     node.set(f"ssm{PARAMETER}", IMAGE_V1 + "\n")
     check(node)
     images = node.path("/fsx/enroot/images")
-    assert node.calls("enroot") == [["enroot", "import", "--output", f"{images}/quickstart-image+0123456789abcdef.sqsh"
-                                     ".partial", f"docker://{REGISTRY}#quickstart-image:0123456789abcdef"]]  # fmt: skip
+    ((_, _, _, partial, source),) = node.calls("enroot")  # each importer writes its own partial file
+    assert partial.startswith(f"{images}/quickstart-image+0123456789abcdef.sqsh.partial.")
+    assert source == f"docker://{REGISTRY}#quickstart-image:0123456789abcdef"
     ready = run(node, "training-image.sh")
     assert (ready.returncode, ready.stdout, ready.stderr) == (0, "/fsx/enroot/images/training-image.sqsh\n", "")
     assert os.readlink(images / "training-image.sqsh") == "quickstart-image+0123456789abcdef.sqsh"
