@@ -12,6 +12,7 @@ the EFA and Lustre inputs are a recorded p5 layout (hw_counters files) and recor
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -20,7 +21,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
