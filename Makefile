@@ -52,6 +52,15 @@ $(STAMP)/node-tools:
 	systemctl disable --now slurmctld slurmd munge >/dev/null 2>&1 || true
 	@touch $@
 
+# Newer real Slurm for the node tests: Debian trixie's Slurm 24.11 and forky's 26.05 (PCS's oldest and newest), each in
+# a debootstrap chroot cached outside the checkout (tests/node/real_slurm.py runs the daemons inside; FACTS.md,
+# "Machine": ~20 s and ~220 MB each). On the test path only; built once, as root; delete a directory to rebuild it.
+SLURM_CHROOTS := /var/cache/fmcluster-test/slurm-trixie /var/cache/fmcluster-test/slurm-forky
+$(SLURM_CHROOTS):
+	command -v debootstrap >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap; }
+	tools/slurm-chroot.sh $(patsubst slurm-%,%,$(notdir $@)) $@
+
 # checkov (a test-only scanner) pins boto3, packaging and more that clash with the dev extra: it gets its own
 # virtual environment, from a pinned list, only on the test path.
 $(STAMP)/checkov: tests/gates/checkov-requirements.txt
@@ -81,7 +90,7 @@ diagnose: setup
 lint: setup
 	ruff check .
 
-test: lint $(STAMP)/test-tools $(STAMP)/node-tools $(STAMP)/checkov
+test: lint $(STAMP)/test-tools $(STAMP)/node-tools $(SLURM_CHROOTS) $(STAMP)/checkov
 	pytest $(PYTEST_ARGS)
 
 deploy: setup

@@ -18,9 +18,19 @@
 #    10-devices hook replaces /dev and /dev/infiniband/uverbs*, the EFA devices, vanish from containers), the runtime
 #    under /run/enroot and the caches under local disk: /scratch when mounted (nvme-raid.sh), else /opt/dlami/nvme
 #    (HyperPod's DLAMI volume), else /opt/sagemaker (HyperPod's extra EBS volume), else /tmp (with a warning).
-# 3. /run/enroot and /run/pyxis, mode 1777, now and at every boot (/etc/tmpfiles.d/fmcluster-enroot.conf): /run is a
-#    tmpfs, and without them container jobs of other users than root cannot start.
-# 4. Adds pyxis to the Slurm plugin stack unless a plugin-stack file loads it already: plugstack.conf.d/pyxis.conf
+# 3. /run/enroot mode 1777 (every user's runtime directory goes under it) and /run/pyxis mode 0755, root's (pyxis's
+#    slurmd part makes it so itself, mkdir(runtime_path, 0755) in pyxis_slurmd.c at v0.24.0: 1777 would let one user
+#    pre-create another's runtime directory), and enroot's cache, data and temp directories on local disk (1777),
+#    now and at every boot: /etc/tmpfiles.d/fmcluster-enroot.conf, applied by systemd at boot (/run is a tmpfs) and
+#    again by fmcluster-enroot-dirs.service once fmcluster-scratch.service has rebuilt /scratch (a stop/start hands the
+#    instance blank disks; without the directories every user but the first to run a container fails).
+# 4. enroot's extra hooks 50-slurm-pmi.sh (PMI/PMIx variables and the PMIx directories of the job step, so MPI inside a
+#    container talks to Slurm) and 50-slurm-pytorch.sh (MASTER_ADDR, RANK, ... from Slurm), which enroot installs under
+#    <datadir>/enroot/hooks.d but not in /etc/enroot/hooks.d where it runs hooks (Makefile, HOOKS_EXTRA, v4.1.2), linked
+#    there; AWS's PCS image recipe and ParallelCluster link both. 50-slurm-pmi.sh runs `scontrol`, so every slurmd
+#    unit gets Slurm's bin directory on its PATH (a systemd drop-in, fmcluster-path.conf; slurmd is restarted when
+#    it runs and the drop-in changed).
+# 5. Adds pyxis to the Slurm plugin stack unless a plugin-stack file loads it already: plugstack.conf.d/pyxis.conf
 #    in /opt/slurm/etc (HyperPod; plugstack.conf includes it) or /etc/aws/pcs/scheduler/slurm-<version> (PCS's
 #    default SPANK directory, "Configure SPANK plugins"), else /etc/slurm. srun and slurmstepd read the plugin stack
 #    at every job step, so no daemon is restarted.
@@ -37,6 +47,11 @@ ENROOT_SOURCE="${FMCLUSTER_ENROOT_SOURCE:-https://github.com/NVIDIA/enroot/relea
 PYXIS_SOURCE="${FMCLUSTER_PYXIS_SOURCE:-https://github.com/NVIDIA/pyxis/archive/refs/tags}"
 ENROOT_CONF=/etc/enroot/enroot.conf
 TMPFILES=/etc/tmpfiles.d/fmcluster-enroot.conf
+DIRS_UNIT=fmcluster-enroot-dirs.service
+ENROOT_HOOKS=/etc/enroot/hooks.d
+# where enroot's packages put HOOKS_EXTRA: $(datadir)/enroot/hooks.d with prefix /usr (Makefile at v4.1.2)
+ENROOT_EXTRA_HOOKS=/usr/share/enroot/hooks.d
+EXTRA_HOOKS=(50-slurm-pmi.sh 50-slurm-pytorch.sh)
 LOCAL_DISKS=(/scratch /opt/dlami/nvme /opt/sagemaker)
 PYXIS_PLUGIN=spank_pyxis.so
 ADVICE="give the nodes a path to github.com (or FMCLUSTER_ENROOT_SOURCE/FMCLUSTER_PYXIS_SOURCE), or use an image with"
@@ -142,14 +157,69 @@ EOF
   if ((FMC_CHANGED)); then
     log INFO "wrote $ENROOT_CONF: caches and containers under $base/enroot, /dev shared with containers (EFA)"
   fi
-  write_file "$ROOT$TMPFILES" 0644 <<'EOF'
-# Written by fmcluster enroot-pyxis.sh: enroot's runtime and pyxis's state live on /run, which every boot empties.
+  write_file "$ROOT$TMPFILES" 0644 <<EOF
+# Written by fmcluster enroot-pyxis.sh: enroot's runtime and pyxis's state live on /run, which every boot empties;
+# enroot's caches on $base, which a stop/start empties (applied again after /scratch is rebuilt: $DIRS_UNIT).
 d /run/enroot 1777 root root -
-d /run/pyxis 1777 root root -
+d /run/pyxis 0755 root root -
+d $base/enroot/cache 1777 root root -
+d $base/enroot/data 1777 root root -
+d $base/enroot/tmp 1777 root root -
 EOF
-  for dir in /run/enroot /run/pyxis; do
-    mkdir -p "$ROOT$dir"
-    chmod 1777 "$ROOT$dir"
+  mkdir -p "$ROOT/run/enroot" "$ROOT/run/pyxis"
+  chmod 1777 "$ROOT/run/enroot"
+  chmod 0755 "$ROOT/run/pyxis"
+  install_unit "$DIRS_UNIT" <<EOF
+[Unit]
+Description=fmcluster: enroot's directories on local disk, once fmcluster-scratch.service has (re)built /scratch
+After=local-fs.target fmcluster-scratch.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/systemd-tmpfiles --create $TMPFILES
+
+[Install]
+WantedBy=multi-user.target
+EOF
+}
+
+# link_extra_hooks: enroot's extra Slurm hooks, linked where enroot runs hooks (a missing one only warns: containers
+# still start, without PMI or PyTorch's variables from Slurm).
+link_extra_hooks() {
+  local hook
+  mkdir -p "$ROOT$ENROOT_HOOKS"
+  for hook in "${EXTRA_HOOKS[@]}"; do
+    if [[ ! -f "$ROOT$ENROOT_EXTRA_HOOKS/$hook" ]]; then
+      log WARN "enroot's $ENROOT_EXTRA_HOOKS/$hook is missing; containers start without it"
+    elif [[ "$(readlink "$ROOT$ENROOT_HOOKS/$hook" || true)" != "$ENROOT_EXTRA_HOOKS/$hook" ]]; then
+      ln -sfn "$ENROOT_EXTRA_HOOKS/$hook" "$ROOT$ENROOT_HOOKS/$hook.fmcluster-new"
+      mv -T "$ROOT$ENROOT_HOOKS/$hook.fmcluster-new" "$ROOT$ENROOT_HOOKS/$hook"
+      log INFO "enabled enroot's $hook hook"
+    fi
+  done
+}
+
+# slurmd_path PREFIX: every slurmd unit with PREFIX/bin on its PATH (50-slurm-pmi.sh runs scontrol), restarted when
+# it runs and its drop-in changed.
+slurmd_path() {
+  local bin="$1/bin" unit
+  local -a units
+  mapfile -t units < <(slurmd_units)
+  for unit in ${units[@]+"${units[@]}"}; do
+    write_file "$ROOT/etc/systemd/system/$unit.d/fmcluster-path.conf" 0644 <<EOF
+# Written by fmcluster enroot-pyxis.sh: enroot's 50-slurm-pmi.sh hook runs scontrol from slurmd's job steps.
+[Service]
+Environment=PATH=$bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+EOF
+    if ((FMC_CHANGED)); then
+      systemctl daemon-reload
+      log INFO "$unit has $bin on its PATH"
+      if systemctl is-active --quiet "$unit"; then
+        systemctl restart "$unit"
+        log INFO "restarted $unit"
+      fi
+    fi
   done
 }
 
@@ -242,6 +312,8 @@ main() {
     log WARN "none of ${LOCAL_DISKS[*]} is mounted; enroot keeps its caches under /tmp"
   fi
   configure_enroot "$base"
+  link_extra_hooks
+  slurmd_path "${prefixes[-1]}"
   for prefix in "${prefixes[@]}"; do
     configure_pyxis "$prefix"
   done

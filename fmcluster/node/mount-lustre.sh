@@ -4,13 +4,18 @@
 # mount-lustre.sh: mount an FSx for Lustre file system, over EFA when the file system is EFA-enabled.
 #
 # Usage: mount-lustre.sh DNS_NAME MOUNT_NAME [MOUNT_POINT] [--efa]
+#        mount-lustre.sh --tunables   (fmcluster-lustre-tunables.service, at every boot once Lustre is mounted)
 #
 #   DNS_NAME     the file system's DNS name, e.g. fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com
 #   MOUNT_NAME   its mount name (FileSystem.LustreConfiguration.MountName), e.g. abcdef12
 #   MOUNT_POINT  where to mount it; default /fsx
 #   --efa        the file system is EFA-enabled: set up this client's LNet for EFA first (lnet-efa.sh beside this
 #                script, from the node bundle), where this node can be an FSx EFA client; otherwise, when the set-up
-#                fails or lnet-efa.sh is missing, the file system is mounted over TCP, with a warning
+#                fails or lnet-efa.sh is missing, the file system is mounted over TCP, with a warning. The fstab line
+#                orders the boot-time mount after fmcluster-lnet-efa.service (x-systemd.after=) without requiring it:
+#                x-systemd.requires= adds Requires= (systemd.mount(5)), and a required unit that fails (lnet-efa.sh
+#                --boot exits 3 whenever it falls back to TCP) stops the mount (systemd.unit(5), Requires=), so the
+#                TCP fallback would work at first boot only and a reboot would leave no file system.
 #
 # Checks that the Lustre client module is installed for the running kernel and installs it when it is not
 # (Amazon Linux 2023: dnf; Amazon Linux 2: amazon-linux-extras; Ubuntu and RHEL: the FSx client repository);
@@ -19,6 +24,12 @@
 # Client tunables in /etc/modprobe.d/fmcluster-lustre.conf, as AWS's configure-efa-fsx-lustre-client writes them for
 # EFA clients and the FSx performance tips give for clients with 64 or more vCPUs: `options ksocklnd credits=2560`,
 # `options ptlrpc ptlrpcd_per_cpt_max=32` (module options: they apply when the modules next load).
+# Post-mount tunables, from the FSx for Lustre user guide ("Performance tips", recommended client tuning), with
+# `lctl set_param` now and at every boot (fmcluster-lustre-tunables.service: "lctl set_param is known to not persist
+# over reboot", the guide says, recommending a boot job): on clients with more than 64 GiB of memory
+# ldlm.namespaces.*.lru_max_age=600000 and ldlm.namespaces.*.lru_size=<100 x CPUs>; on clients with 64 or more vCPUs
+# osc.*OST*.max_rpcs_in_flight=32, mdc.*.max_rpcs_in_flight=64 and mdc.*.max_mod_rpcs_in_flight=50. A setting that
+# fails is a warning: the file system works without it.
 # Log: /var/log/fmcluster/mount-lustre.log
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -26,6 +37,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 LNET_UNIT=fmcluster-lnet-efa.service
+TUNABLES_UNIT=fmcluster-lustre-tunables.service
+# the guide's "more than 64 GiB of memory" and "64 vCPU cores" (or more)
+LRU_MIN_MEMORY_KIB=$((64 * 1024 * 1024))
+RPC_MIN_CPUS=64
 
 usage() {
   printf 'usage: %s DNS_NAME MOUNT_NAME [MOUNT_POINT] [--efa]\n' "$0" >&2
@@ -79,9 +94,33 @@ EOF
 }
 
 
+# apply_tunables: the FSx guide's post-mount client tunables for this node's size (see the header). MemTotal is the
+# first line of /proc/meminfo (fs/proc/meminfo.c).
+apply_tunables() {
+  local cpus memory=0 setting
+  local -a settings=()
+  cpus="$(nproc)"
+  read -r _ memory _ <"$ROOT/proc/meminfo" || true
+  if ((memory > LRU_MIN_MEMORY_KIB)); then
+    settings+=("ldlm.namespaces.*.lru_max_age=600000" "ldlm.namespaces.*.lru_size=$((100 * cpus))")
+  fi
+  if ((cpus >= RPC_MIN_CPUS)); then
+    settings+=("osc.*OST*.max_rpcs_in_flight=32" "mdc.*.max_rpcs_in_flight=64" "mdc.*.max_mod_rpcs_in_flight=50")
+  fi
+  for setting in ${settings[@]+"${settings[@]}"}; do
+    lctl set_param "$setting" >/dev/null || log WARN "lctl set_param $setting failed; Lustre works without it"
+  done
+}
+
 main() {
   local efa=0 arg dns_name mount_name mount_point options device
   local -a positional=()
+  if [[ "${1:-}" == --tunables ]]; then
+    (($# == 1)) || usage
+    require_root
+    apply_tunables
+    return 0
+  fi
   for arg in "$@"; do
     case "$arg" in
       --efa) efa=1 ;;
@@ -119,7 +158,7 @@ main() {
     log WARN "no $SCRIPT_DIR/lnet-efa.sh (it comes in the node bundle); mounting over TCP"
   elif ((efa)) && "$SCRIPT_DIR/lnet-efa.sh"; then
     # the boot-time mount waits for (and needs) the LNet set-up
-    options+=",x-systemd.requires=$LNET_UNIT"
+    options+=",x-systemd.after=$LNET_UNIT"
   elif (($(nproc) >= 64)); then
     write_tunables
   fi
@@ -127,6 +166,20 @@ main() {
   mkdir -p "$ROOT$mount_point"
   retry mount -t lustre -o noatime,flock "$device" "$ROOT$mount_point"
   log INFO "mounted $device at $mount_point"
+  apply_tunables
+  install_unit "$TUNABLES_UNIT" <<EOF
+[Unit]
+Description=fmcluster: Lustre client tunables
+After=remote-fs.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=$SCRIPT_DIR/mount-lustre.sh --tunables
+
+[Install]
+WantedBy=multi-user.target
+EOF
 }
 
 main "$@"

@@ -10,8 +10,14 @@
 #   /etc/fmcluster/nccl.env            `NAME=value` lines, for systemd EnvironmentFile= and `docker run --env-file`;
 #                                      Slurm's TaskProlog (slurm/task-prolog.sh) exports them into every job's tasks,
 #                                      batch scripts included (sbatch hands over the submitter's environment, not this)
-#   /etc/enroot/environ.d/50-fmcluster-nccl.env   the same lines for every enroot/pyxis container: enroot applies
-#                                      environ.d after the image's own environment (src/runtime.sh, v4.1.2)
+#   /etc/enroot/hooks.d/50-fmcluster-nccl.sh   an enroot hook that puts nccl.env's variables into every enroot/pyxis
+#                                      container, except those the job sets itself: a user's own NCCL_DEBUG (or any
+#                                      NCCL_*, FI_*, OFI_NCCL_*) wins. enroot runs hooks with the caller's (the job
+#                                      step's) environment and ENROOT_ENVIRON, the file that becomes the container's
+#                                      environment (src/runtime.sh, v4.1.2, as its own 50-slurm-pytorch.sh uses it);
+#                                      pyxis then sets the container's environment over the job's
+#                                      (spank_import_container_env, pyxis v0.24.0), so a plain environ.d file would
+#                                      silently replace the user's value (the former 50-fmcluster-nccl.env, removed).
 #
 # Defaults: only what the aws-ofi-nccl plugin does not already set for itself (its doc/efa-env-var.md, v1.21):
 #   NCCL_SOCKET_IFNAME=^docker,lo,veth   NCCL's own socket traffic (bootstrap) avoids container and loopback links
@@ -30,7 +36,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PROFILE_FILE=/etc/profile.d/fmcluster-nccl.sh
 ENV_FILE=/etc/fmcluster/nccl.env
-ENROOT_ENV_FILE=/etc/enroot/environ.d/50-fmcluster-nccl.env
+ENROOT_HOOK=/etc/enroot/hooks.d/50-fmcluster-nccl.sh
+OLD_ENROOT_ENV_FILE=/etc/enroot/environ.d/50-fmcluster-nccl.env
 
 # parse_variables JSON: NAME=value lines, sorted by name; fails (with the reason on stderr) on anything else.
 parse_variables() {
@@ -95,7 +102,21 @@ main() {
   done
   write_file "$ROOT$PROFILE_FILE" 0644 <<<"$profile"
   write_file "$ROOT$ENV_FILE" 0644 <<<"$env_lines"
-  write_file "$ROOT$ENROOT_ENV_FILE" 0644 <<<"$env_lines"
+  write_file "$ROOT$ENROOT_HOOK" 0755 <<'EOF'
+#!/bin/bash
+# Written by fmcluster nccl-env.sh: the node's NCCL environment (/etc/fmcluster/nccl.env) in the container, except the
+# variables the job sets itself (its own value wins; enroot runs this with the job step's environment).
+env_file="${FMCLUSTER_ROOT:-}/etc/fmcluster/nccl.env"
+[[ -r "$env_file" && -n "${ENROOT_ENVIRON:-}" ]] || exit 0
+while IFS= read -r line || [[ -n "$line" ]]; do
+  name="${line%%=*}"
+  if [[ "$line" == *=* && "$name" =~ ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$ && -z "${!name+set}" ]]; then
+    printf '%s\n' "$line" >>"$ENROOT_ENVIRON"
+  fi
+done <"$env_file"
+exit 0
+EOF
+  rm -f "$ROOT$OLD_ENROOT_ENV_FILE"
   log INFO "NCCL environment from $origin: ${names[*]}"
 }
 

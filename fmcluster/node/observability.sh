@@ -26,7 +26,11 @@
 #                          node_exporter/1.10.2/node_exporter-1.10.2.linux-amd64.tar.gz and .../sha256sums.txt,
 #                          slurm_exporter/1.7.0/prometheus-slurm-exporter_linux_amd64.tar.gz and
 #                          .../prometheus-slurm-exporter_1.7.0_checksums.txt; the dcgm-exporter image as `docker save`
-#                          output dcgm-exporter/<tag>/dcgm-exporter.tar with a SHA256SUMS file.
+#                          output dcgm-exporter/<tag>/dcgm-exporter.tar with a SHA256SUMS file, and for nodes without
+#                          docker (the PCS images) the dcgm-exporter binary per CPU architecture (NVIDIA publishes
+#                          none: the mirror job builds it from the tag's source),
+#                          dcgm-exporter/<version>/dcgm-exporter-<version>.linux-<amd64|arm64>.tar.gz (the binary at
+#                          the archive's top) with a SHA256SUMS file.
 #   --config-dir           fmcluster's dashboards directory (agent.yml, *.json); default: ../dashboards next to this
 #                          script, as in the fmcluster package.
 #
@@ -55,6 +59,9 @@ GRAFANA_VERSION=11.6.0
 # The image tag the dcgm-exporter README at tag 4.3.1-4.4.0 runs (nvcr.io/nvidia/k8s/dcgm-exporter:<tag>).
 DCGM_EXPORTER_TAG=4.3.1-4.4.0-ubuntu22.04
 DCGM_EXPORTER_IMAGE="nvcr.io/nvidia/k8s/dcgm-exporter:$DCGM_EXPORTER_TAG"
+DCGM_EXPORTER_VERSION="${DCGM_EXPORTER_TAG%-ubuntu*}"
+# the DCGM library dcgm-exporter 4.x loads at start (go-dcgm's dlopen of libdcgm.so.4; NVIDIA's datacenter-gpu-manager-4)
+DCGM_LIBRARY=libdcgm.so.4
 # DCGM_EXP_XID_ERRORS_COUNT counts each XID a GPU reported within this window (dcgm-exporter's default, 5 minutes)
 XID_COUNT_WINDOW_MS=300000
 INSTALL_ROOT="$ROOT/opt/fmcluster/observability"
@@ -63,8 +70,14 @@ TARGETS_DIR="$ETC/prometheus/targets"
 TEXTFILE_DIR="$ROOT/var/lib/fmcluster/node-exporter-textfile"
 SETTINGS="$ETC/observability.env"
 # dcgm-exporter's --hpc-job-mapping-dir: one file per GPU index holding the Slurm job ids running on it, written by
-# the Slurm prolog/epilog (see fmcluster/node/); dcgm-exporter turns them into the `hpc_job` label.
+# the Slurm prolog/epilog; dcgm-exporter turns them into the `hpc_job` label. HyperPod's AMI writes its own
+# (prolog.d/700_dcgm_job_map_register.sh into /run/slurm/dcgm-job-mapping; awsome-distributed-training,
+# 5.sagemaker-hyperpod/Extensions/observability/README.md), which slurm-hooks.sh then leaves in charge; elsewhere
+# fmcluster's slurm/gpu-job-map.sh writes /run/fmcluster/dcgm-job-mapping.
 JOB_MAP_DIR=/run/fmcluster/dcgm-job-mapping
+if [[ -f "$ROOT/opt/slurm/etc/prolog.d/700_dcgm_job_map_register.sh" ]]; then
+  JOB_MAP_DIR=/run/slurm/dcgm-job-mapping
+fi
 EFA_VENDOR=0x1d0f
 GRAFANA_USER=fmcluster-grafana
 
@@ -265,10 +278,11 @@ load_dcgm_image() {
 }
 
 # dcgm_command: how this node runs dcgm-exporter: in the pinned image when docker is there (HyperPod's AMI), else a
-# dcgm-exporter binary already on the node (the PCS sample AMIs have no docker, and NVIDIA publishes no binary
-# release, so an AMI that wants GPU metrics there brings its own). Prints the ExecStart command; status 1 when neither.
+# dcgm-exporter binary already on the node, else the mirror's binary for this CPU architecture (the PCS images have
+# no docker, and NVIDIA publishes no binary release), which needs DCGM's library on the node. Prints the ExecStart
+# command; status 1 (the reason logged) when none of them.
 dcgm_command() {
-  local docker binary args
+  local docker binary args dir
   args="-f /etc/fmcluster/dcgm-counters.csv -a :9400 --hpc-job-mapping-dir $JOB_MAP_DIR"
   args+=" --xid-count-window-size $XID_COUNT_WINDOW_MS"
   if docker="$(command -v docker)"; then
@@ -279,6 +293,14 @@ dcgm_command() {
       "-v $JOB_MAP_DIR:$JOB_MAP_DIR:ro $DCGM_EXPORTER_IMAGE" "$args"
   elif binary="$(command -v dcgm-exporter)"; then
     printf '%s %s\n' "$binary" "$args"
+  elif [[ -z "$MIRROR" ]]; then
+    return 1
+  elif ! ldconfig -p 2>/dev/null | grep -q "$DCGM_LIBRARY"; then
+    log WARN "the mirror's dcgm-exporter needs NVIDIA DCGM ($DCGM_LIBRARY), which this image lacks"
+    return 1
+  elif dir="$(install_release dcgm-exporter "$DCGM_EXPORTER_VERSION" "" \
+    "dcgm-exporter-$DCGM_EXPORTER_VERSION.linux-$ARCH.tar.gz" SHA256SUMS 0)"; then
+    printf '%s %s\n' "$dir/dcgm-exporter" "$args"
   else
     return 1
   fi
@@ -319,7 +341,7 @@ DCGM_FI_DRIVER_VERSION, label, Driver Version
 EOF
   counters_changed=$FMC_CHANGED
   if ! command="$(dcgm_command)"; then
-    skip_exporter dcgm "GPUs, but dcgm-exporter is not run: no docker with $DCGM_EXPORTER_IMAGE (not there, or it could not be loaded) and no dcgm-exporter binary; GPU metrics are missing"
+    skip_exporter dcgm "GPUs, but dcgm-exporter is not run: no docker with $DCGM_EXPORTER_IMAGE (not there, or it could not be loaded) and no dcgm-exporter binary (on the node or from the mirror); GPU metrics are missing (alert GpuNodeWithoutDcgm)"
     return 0
   fi
   if [[ "$command" == *" run --rm --name fmcluster-dcgm-exporter "* ]]; then
@@ -652,6 +674,17 @@ lustre_metrics() {
   fi
 }
 
+# gpu_metrics: how many NVIDIA GPUs the driver sees (one /proc/driver/nvidia/gpus/<PCI address> directory each; the
+# driver's README, "Procfs"), so a GPU node without a dcgm-exporter target can be told from a CPU node from outside
+# (alert GpuNodeWithoutDcgm). Nothing on a node without the driver.
+gpu_metrics() {
+  local -a gpus
+  [[ -d "$ROOT/proc/driver/nvidia/gpus" ]] || return 0
+  mapfile -t gpus < <(compgen -G "$ROOT/proc/driver/nvidia/gpus/*" || true)
+  printf '# HELP fmcluster_gpus NVIDIA GPUs the driver sees on this node (/proc/driver/nvidia/gpus).\n'
+  printf '# TYPE fmcluster_gpus gauge\nfmcluster_gpus %d\n' "${#gpus[@]}"
+}
+
 write_textfile() {
   local tmp
   mkdir -p "$TEXTFILE_DIR"
@@ -660,6 +693,7 @@ write_textfile() {
   {
     efa_metrics
     lustre_metrics
+    gpu_metrics
   } >"$tmp"
   chmod 0644 "$tmp"
   mv -f "$tmp" "$TEXTFILE_DIR/fmcluster.prom"

@@ -443,8 +443,11 @@ def test_sbatch_script_is_shellcheck_clean_ascii_and_strict():
 
 
 STUBS = {
-    # srun: record its arguments and the NCCL environment it was given, then print the fixture (as rank 0 does)
-    "srun": """{ printf '%s\\n' "$*"; env | grep -E '^(NCCL|FI|OFI_NCCL)_' | sort; } >"$STUB_DIR/srun.args"
+    # srun: the job's one-task-per-node check that every node reads the ECR credentials (all nodes share this test's
+    # directories); else record its arguments and the NCCL environment it was given, then print the fixture (as rank
+    # 0 does)
+    "srun": """if [[ "$*" == *" test -r "* ]]; then [[ -r "${!#}" ]]; exit; fi
+{ printf '%s\\n' "$*"; env | grep -E '^(NCCL|FI|OFI_NCCL)_' | sort; } >"$STUB_DIR/srun.args"
 if [[ -n "${ENROOT_CONFIG_PATH:-}" ]]; then
   credentials="$ENROOT_CONFIG_PATH/.credentials"
   { echo "$ENROOT_CONFIG_PATH"; stat -c %a "$credentials"; cat "$credentials"; } >"$STUB_DIR/enroot-credentials"

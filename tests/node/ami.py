@@ -87,6 +87,9 @@ def build(node: StubNode, profile: Profile, *, installed: tuple[str, ...] = ()) 
         if kind == "resource_config":
             continue  # the lifecycle tests write their own cluster's
         node.path(path).parent.mkdir(parents=True, exist_ok=True)
+        if kind == "ami_hook":  # a Slurm prolog/epilog script the image ships (its content is the image's)
+            node.path(path).write_text("#!/bin/bash\nexit 0\n")
+            node.path(path).chmod(0o755)
     node.set("kernel", profile["kernel"] + "\n")
     node.set("slurmd-unit", slurm["slurmd_unit"] + "\n")
     node.set("efa-driver", software["efa_driver"] + "\n")

@@ -1,18 +1,32 @@
-"""A real one-node Slurm (Debian's slurm-wlm 22.05 and munge) for testing fmcluster's Slurm pieces.
+"""A real one-node Slurm for testing fmcluster's Slurm pieces, in one of three versions (`SLURMS`):
 
-`real_slurm(tmp_path, **slurm_conf)` starts munged, slurmctld and slurmd in the foreground of their own processes,
-without systemd, with every file under `tmp_path` and a slurm.conf holding the given extra settings (Prolog=...,
-TaskProlog=...), and stops them by PID afterwards. The node offers 4 GPUs as GRES backed by character devices that
-act as /dev/null, so Slurm hands jobs GPU indexes (SLURM_JOB_GPUS) as it does on a GPU node; no job touches a GPU.
+* "22.05": Debian bookworm's slurm-wlm on this machine itself;
+* "24.11": Debian trixie's (24.11.5, PCS's oldest version) and "26.05": Debian forky's (26.05.5, PCS's newest), each in
+  a debootstrap chroot that `make test` builds once under /var/cache/fmcluster-test/ (tools/slurm-chroot.sh; FACTS.md,
+  "Machine"). A test asking for a chroot that is not there skips, saying how to build it.
 
-What needs root (munged --force, SlurmUser=root, SlurmdUser=root) skips the test with the reason when not root, as
-does a machine without slurm-wlm (`make test` installs it). Settings from FACTS.md (Toolchain, measured on this kind
-of machine): ProctrackType=proctrack/linuxproc and TaskPlugin=task/none, since there are no cgroups to manage here.
+`real_slurm(tmp_path, version, **slurm_conf)` starts munged, slurmctld and slurmd in the foreground of their own
+processes, without systemd, with every file under `tmp_path` and a slurm.conf holding the given extra settings
+(Prolog=..., TaskProlog=...), and stops them by PID afterwards. In a chroot, /proc is mounted and `tmp_path` and this
+checkout are bind-mounted at their own paths, so the same paths work inside and out (fmcluster's scripts run from the
+checkout, as Slurm runs them); everything mounted is unmounted at the end. The daemons and every command then run
+with the chroot's own bash, coreutils and /run. The node offers 4 GPUs as GRES backed by character devices that act
+as /dev/null, so Slurm hands jobs GPU indexes (SLURM_JOB_GPUS) as it does on a GPU node; no job touches a GPU.
+
+What stays emulated, and why: GPUs (no GPU here: GRES over /dev/null stand-ins, so Slurm's GPU bookkeeping is real but
+nothing runs on a GPU), EFA and Lustre (no EFA device or FSx file system reaches this machine; tests/node/ami.py's
+profiles and stubs stand in), and systemd (daemons run in the foreground, as `slurmd -D`).
+
+What needs root (munged --force, SlurmUser=root, SlurmdUser=root, chroot and mount) skips the test with the reason
+when not root, as does a machine without slurm-wlm (`make test` installs it). Settings from FACTS.md (Toolchain,
+measured on this kind of machine): ProctrackType=proctrack/linuxproc and TaskPlugin=task/none, since there are no
+cgroups to manage here.
 
 Example::
 
-    def test_something(tmp_path):
-        with real_slurm(tmp_path, TaskProlog="/path/task-prolog.sh") as slurm:
+    @pytest.mark.parametrize("version", SLURMS)
+    def test_something(tmp_path, version):
+        with real_slurm(tmp_path, version, TaskProlog="/path/task-prolog.sh") as slurm:
             job = slurm.run_batch("#!/bin/bash\\nenv\\n")
             assert job.state == "COMPLETED"
 """
@@ -35,20 +49,39 @@ import pytest
 DAEMONS = ("munged", "slurmctld", "slurmd")
 GPUS = 4
 START_TIMEOUT = 30
+CHECKOUT = Path(__file__).resolve().parents[2]
+CHROOT_CACHE = Path("/var/cache/fmcluster-test")
+CHROOTS = {"24.11": "trixie", "26.05": "forky"}
+"""Slurm version -> the Debian release whose slurm-wlm has it (FACTS.md, "Machine": trixie 24.11.5, forky 26.05.5)."""
+SLURMS = ("22.05", *CHROOTS)
+"""Every Slurm a test can run against: the host's, then the chroots'."""
+SEARCH_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def skip_reason() -> str | None:
-    """Why the real Slurm cannot run here, or None."""
+def chroot_dir(version: str) -> Path | None:
+    """The chroot holding Slurm `version`, or None for the host's own Slurm."""
+    return CHROOT_CACHE / f"slurm-{CHROOTS[version]}" if version in CHROOTS else None
+
+
+def skip_reason(version: str = "22.05") -> str | None:
+    """Why the real Slurm `version` cannot run here, or None."""
     if os.geteuid() != 0:
-        return "the real one-node Slurm needs root (munged --force, SlurmUser=root); run the tests as root"
-    missing = [tool for tool in (*DAEMONS, "sbatch", "scontrol", "sacct", "munge") if not _which(tool)]
+        return "the real one-node Slurm needs root (munged --force, SlurmUser=root, chroot); run the tests as root"
+    root = chroot_dir(version)
+    if root is not None and not (root / "usr/sbin/slurmctld").exists():
+        return f"no Slurm {version} chroot at {root}; `make test` builds it (tools/slurm-chroot.sh {CHROOTS[version]})"
+    missing = [tool for tool in (*DAEMONS, "sbatch", "scontrol", "sacct", "munge") if not _which(tool, root)]
     if missing:
         return f"Debian's slurm-wlm and munge are not installed ({', '.join(missing)}); `make test` installs them"
     return None
 
 
-def _which(tool: str) -> str | None:
-    return shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin")
+def _which(tool: str, root: Path | None = None) -> str | None:
+    """`tool`'s path as the (chrooted) system sees it."""
+    if root is None:
+        return shutil.which(tool, path=SEARCH_PATH)
+    found = shutil.which(tool, path=":".join(f"{root}{part}" for part in SEARCH_PATH.split(":")))
+    return found[len(str(root)) :] if found else None
 
 
 def _free_port() -> int:
@@ -66,17 +99,30 @@ class Job:
 
 @dataclass
 class RealSlurm:
-    """A running one-node Slurm; `env` is what Slurm's commands need (SLURM_CONF)."""
+    """A running one-node Slurm; `env` is what Slurm's commands need (SLURM_CONF); `root` its chroot, if any."""
 
     directory: Path
     node: str
     env: dict[str, str]
+    version: str = "22.05"
+    root: Path | None = None
 
-    def command(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    def argv(self, *args: str) -> list[str]:
+        """`args` as a command line that runs in this Slurm's system (inside its chroot, if it has one)."""
+        program = _which(args[0], self.root) or args[0]
+        if self.root is None:
+            return [program, *args[1:]]
+        return ["chroot", str(self.root), program, *args[1:]]
+
+    def command(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [_which(args[0]) or args[0], *args[1:]], env=self.env, capture_output=True, text=True, timeout=60,
+            self.argv(*args), env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=60,
             check=check,
         )  # fmt: skip
+
+    def host_path(self, path: str) -> Path:
+        """Where `path` of this Slurm's system is on this machine (e.g. the chroot's /run)."""
+        return Path(f"{self.root or ''}{path}")
 
     def run_batch(
         self,
@@ -91,10 +137,9 @@ class RealSlurm:
         path = self.directory / f"job-{time.monotonic_ns()}.sh"
         path.write_text(script)
         output = self.directory / f"{path.stem}.out"
-        submitted = subprocess.run(
-            [_which("sbatch"), "--parsable", f"--output={output}", f"--chdir={self.directory}", *options, str(path),
-             *args],
-            env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=60, check=True,
+        submitted = self.command(
+            "sbatch", "--parsable", f"--output={output}", f"--chdir={self.directory}", *options, str(path), *args,
+            env=env,
         )  # fmt: skip
         job_id = submitted.stdout.strip().split(";")[0]
         deadline = time.monotonic() + timeout
@@ -172,11 +217,38 @@ def _wait(predicate, what: str, directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def real_slurm(tmp_path: Path, **extra: str) -> Iterator[RealSlurm]:
-    """Start munged, slurmctld and slurmd for one test; stop them by PID at the end, whatever happened."""
-    reason = skip_reason()
+def _mounted(root: Path | None, tmp_path: Path) -> Iterator[None]:
+    """In the chroot `root`: /proc, and `tmp_path` and this checkout bind-mounted at their own paths; all unmounted
+    afterwards, in reverse order, whatever happened."""
+    if root is None:
+        yield
+        return
+    mounts: list[Path] = []
+    try:
+        for source, options in ((None, ["-t", "proc", "proc"]), (tmp_path, ["--bind"]), (CHECKOUT, ["--bind"])):
+            target = root / (str(source).lstrip("/") if source else "proc")
+            target.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", *options, *([str(source)] if source else []), str(target)], check=True)
+            mounts.append(target)
+        yield
+    finally:
+        for target in reversed(mounts):
+            subprocess.run(["umount", str(target)], check=False)
+
+
+@contextlib.contextmanager
+def real_slurm(tmp_path: Path, version: str = "22.05", **extra: str) -> Iterator[RealSlurm]:
+    """Start munged, slurmctld and slurmd (Slurm `version`, one of SLURMS) for one test; stop them by PID at the end,
+    and unmount what was mounted, whatever happened."""
+    reason = skip_reason(version)
     if reason:
         pytest.skip(reason)
+    root = chroot_dir(version)
+    with _mounted(root, tmp_path):
+        yield from _run(tmp_path, version, root, extra)
+
+
+def _run(tmp_path: Path, version: str, root: Path | None, extra: dict[str, str]) -> Iterator[RealSlurm]:
     directory = tmp_path / "slurm"
     for sub in ("state", "spool", "dev", "munge"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
@@ -192,13 +264,16 @@ def real_slurm(tmp_path: Path, **extra: str) -> Iterator[RealSlurm]:
         os.mknod(directory / "dev" / f"gpu{index}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     (directory / "gres.conf").write_text(f"Name=gpu File={directory / 'dev'}/gpu[0-{GPUS - 1}]\n")
     (directory / "plugstack.conf").write_text("")
+    if root is not None:  # Slurm 24.11+ slurmd loads a cgroup plugin at start; no cgroup tree is mounted here
+        (directory / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
     conf = directory / "slurm.conf"
     conf.write_text(_slurm_conf(directory, node, munge_socket, extra))
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_CONF": str(conf), "LANG": "C"}
+    env = {"PATH": SEARCH_PATH, "SLURM_CONF": str(conf), "LANG": "C"}
+    slurm = RealSlurm(directory, node, env, version, root)
     processes: list[subprocess.Popen] = []
     try:
         munged = [
-            _which("munged"), "--foreground", "--force", f"--key-file={key}", f"--socket={munge_socket}",
+            *slurm.argv("munged"), "--foreground", "--force", f"--key-file={key}", f"--socket={munge_socket}",
             f"--pid-file={munge_dir / 'munged.pid'}", f"--log-file={directory / 'munged.log'}",
             f"--seed-file={munge_dir / 'munged.seed'}",
         ]  # fmt: skip
@@ -206,9 +281,8 @@ def real_slurm(tmp_path: Path, **extra: str) -> Iterator[RealSlurm]:
         _wait(munge_socket.exists, "munged's socket", directory)
         for daemon in ("slurmctld", "slurmd"):
             log = (directory / f"{daemon}.out").open("w")
-            processes.append(subprocess.Popen([_which(daemon), "-D", "-f", str(conf)], env=env, stdout=log,
+            processes.append(subprocess.Popen(slurm.argv(daemon, "-D", "-f", str(conf)), env=env, stdout=log,
                                               stderr=subprocess.STDOUT))  # fmt: skip
-        slurm = RealSlurm(directory, node, env)
 
         def node_ready() -> bool:
             shown = slurm.command("scontrol", "show", "node", node, "--oneliner", check=False).stdout

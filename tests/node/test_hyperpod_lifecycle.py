@@ -45,7 +45,7 @@ from fmcluster.constructs.hyperpod import (
     lifecycle_settings,
 )
 from fmcluster.constructs.hyperpod.lifecycle import package_data, package_text
-from tests.stub_node import StubNode, fail_first, stub_env
+from tests.stub_node import RECORD, StubNode, fail_first, stub_env
 
 HYPERPOD_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "hyperpod"
 SCRIPTS = ("on_create.sh", "import-image.sh")
@@ -359,15 +359,15 @@ def test_controller_imports_the_training_image_once_into_the_file_system(node):
 
     images = node.path("/fsx/enroot/images")
     target = images / "team+train+v3.sqsh"
-    assert node.calls("enroot") == [
-        ["enroot", "import", "--output", f"{target}.partial", f"docker://{REGISTRY}#team/train:v3"]
-    ]
+    ((_, _, _, partial, source),) = node.calls("enroot")
+    assert source == f"docker://{REGISTRY}#team/train:v3"
+    assert re.fullmatch(rf"{re.escape(str(target))}\.partial\.ip-10-1-0-5\.[0-9]+", partial)  # this importer's own
     assert target.read_text() == f"squashfs of docker://{REGISTRY}#team/train:v3\n"
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     assert os.readlink(images / "training-image.sqsh") == "team+train+v3.sqsh"
     assert (images / "training-image.uri").read_text() == IMAGE + "\n"
     assert not (images / "team+train+v3.sqsh.lock").exists()
-    assert not Path(f"{target}.partial").exists()
+    assert not list(images.glob("*.partial*")) and not list(images.glob(".training-image*"))
     # ECR credentials reached enroot in a private directory that is gone afterwards
     credentials = (node.state / "enroot-credentials").read_text()
     assert credentials == f"machine {REGISTRY} login AWS password stub-ecr-password\n"
@@ -425,6 +425,56 @@ def test_a_stale_lock_is_taken_over(node):
     assert len(node.calls("enroot")) == 1
     assert not lock.exists()
     assert "past 7200s: taking the import over" in node.script_log("import-image")
+
+
+def test_a_stale_lock_another_node_took_over_first_is_given_back_not_removed(node):
+    """Two nodes find the same stale lock. The other one takes it over between this node's look at the lock and its
+    own takeover (the `stat` below does that, as that node would): this node must not remove the other's fresh lock
+    and import beside it."""
+    controller(node)
+    node.mount("/fsx")
+    node.parameter(f"/fmcluster/{CLUSTER}/image-uri", IMAGE)
+    lock = node.path("/fsx/enroot/images/team+train+v3.sqsh.lock")
+    lock.mkdir(parents=True)
+    (lock / "owner").write_text("ip-10-1-0-9 pid 7 since 2026-11-29T10:00:00Z\n")
+    node.add_stub(
+        "stat",
+        f"""echo $(( $(date +%s) - 3 * 3600 ))
+rm -rf {lock}; mkdir {lock}; echo "ip-10-1-0-8 pid 9 since now" >{lock}/owner""",
+    )
+    assert node.run().returncode == 0
+    assert node.calls("enroot") == []
+    assert (lock / "owner").read_text() == "ip-10-1-0-8 pid 9 since now\n"  # the other node's lock, back in place
+    assert "was taken over by another node first; nothing to do here" in node.script_log("import-image")
+    assert not list(lock.parent.glob("*.stale.*"))
+
+
+def test_another_importers_partial_file_is_never_touched(node):
+    controller(node)
+    node.mount("/fsx")
+    node.parameter(f"/fmcluster/{CLUSTER}/image-uri", IMAGE)
+    images = node.path("/fsx/enroot/images")
+    images.mkdir(parents=True)
+    theirs = images / "team+train+v3.sqsh.partial"  # what a node importing with the former name is writing
+    theirs.write_text("half an image\n")
+    assert node.run().returncode == 0
+    assert theirs.read_text() == "half an image\n"
+    assert (images / "team+train+v3.sqsh").read_text().startswith("squashfs of ")
+
+
+def test_the_image_link_is_replaced_atomically_and_only_when_it_changes(node):
+    controller(node)
+    node.mount("/fsx")
+    node.parameter(f"/fmcluster/{CLUSTER}/image-uri", IMAGE)
+    assert node.run().returncode == 0
+    link = node.path("/fsx/enroot/images/training-image.sqsh")
+    before = os.lstat(link)
+    assert node.run().returncode == 0  # again, as image-watch.sh does every 2 minutes: the link is left as it is
+    assert os.lstat(link).st_ino == before.st_ino and os.lstat(link).st_mtime_ns == before.st_mtime_ns
+    node.parameter(f"/fmcluster/{CLUSTER}/image-uri", IMAGE.replace(":v3", ":v4"))
+    assert node.run().returncode == 0
+    assert os.readlink(link) == "team+train+v4.sqsh"
+    assert not list(link.parent.glob(".training-image*"))  # the temporary link was renamed over the old one
 
 
 def test_ssm_and_enroot_failures_are_retried_with_backoff(node):
@@ -712,3 +762,60 @@ def test_settings_files_from_before_observability_mean_none(node):
                                                     "FMCLUSTER_ENDPOINT_PARAMETER", "FMCLUSTER_MIRROR"))))  # fmt: skip
     assert node.run().returncode == 0
     assert "step observability: skipped" in node.script_log("lifecycle")
+
+
+# -- the node is drained while the lifecycle runs (slurm-hold.sh; tests/node/test_real_slurm.py runs it on real Slurm)
+
+
+SCONTROL = (
+    RECORD
+    + """case "$1 $2" in
+  "show node") printf 'NodeName=%s Arch=x86_64 State=IDLE+DRAIN Reason=%s [root@2026-12-01T10:00:00]\\n' "$3" \\
+      "$(cat "$STUB_STATE/reason" 2>/dev/null)" ;;
+  "update NodeName="*)
+    for arg; do [[ "$arg" == Reason=* ]] && printf '%s' "${arg#Reason=}" >"$STUB_STATE/reason"; done
+    if [[ "$*" == *State=RESUME* ]]; then rm -f "$STUB_STATE/reason"; fi ;;
+esac
+"""
+)
+"""HyperPod's /opt/slurm/bin/scontrol as the lifecycle sees it once HyperPod has set up Slurm (OnInitComplete): it
+knows this node; `update` keeps the drain reason as slurmctld would (real behaviour: test_real_slurm.py)."""
+
+
+def with_scontrol(node: Node) -> None:
+    tool = node.path("/opt/slurm/bin/scontrol")
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    tool.write_text(SCONTROL)
+    tool.chmod(0o755)
+
+
+def test_a_compute_node_is_drained_first_and_resumed_last(node):
+    with_scontrol(node)
+    node.mount("/scratch")
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    updates = [call[1:] for call in node.calls("scontrol") if call[1] == "update"]
+    assert updates == [
+        ["update", "NodeName=ip-10-1-0-5", "State=DRAIN", "Reason=fmcluster lifecycle running"],
+        ["update", "NodeName=ip-10-1-0-5", "State=RESUME"],
+    ]
+    log = node.script_log("lifecycle")
+    assert log.index("step hold: done") < log.index("step install: starting")
+    assert log.index("step release: done") > log.index("step enroot: done")
+
+
+def test_a_node_whose_lifecycle_failed_stays_drained_naming_the_steps(node):
+    with_scontrol(node)
+    node.set("lsblk", 'NAME="/dev/nvme1n1" MODEL="Amazon EC2 NVMe Instance Storage" TYPE="disk"\n')
+    node.set("fs-nvme1n1", "ext4")  # nvme-raid.sh refuses to format it
+    assert node.run().returncode == 1
+    updates = [call[-1] for call in node.calls("scontrol") if call[1] == "update"]
+    assert updates == ["Reason=fmcluster lifecycle running", "Reason=fmcluster lifecycle failed at scratch"]
+
+
+def test_the_controller_is_never_drained(node):
+    with_scontrol(node)
+    controller(node)
+    node.mount("/scratch")
+    node.run()
+    assert node.calls("scontrol") == []

@@ -59,8 +59,10 @@ def node(tmp_path: Path) -> StubNode:
     fields = stub_env(tmp_path, tools=TOOLS, stubs=STUBS, python=True)
     env_file = tmp_path / "nccl.env"
     env_file.write_text("NCCL_DEBUG=WARN\n")
+    (tmp_path / "home").mkdir()
     fields["env"].update(
         TMPDIR=str(tmp_path),
+        HOME=str(tmp_path / "home"),  # read by every node here: this fixture's srun runs all it is given
         FMCLUSTER_IMAGE_STATUS=str(fields["root"] / "fsx/enroot/images/training-image.status"),
         FMCLUSTER_IMAGE_HELPER=str(NODE_DIR / "training-image.sh"),
         FMCLUSTER_NCCL_ENV_FILE=str(env_file),
@@ -139,8 +141,9 @@ def test_the_image_arrives_after_boot_and_jobs_then_find_it(node):
     node.set(f"ssm{PARAMETER}", IMAGE_V1 + "\n")
     check(node)
     images = node.path("/fsx/enroot/images")
-    assert node.calls("enroot") == [["enroot", "import", "--output", f"{images}/quickstart-image+0123456789abcdef.sqsh"
-                                     ".partial", f"docker://{REGISTRY}#quickstart-image:0123456789abcdef"]]  # fmt: skip
+    ((_, _, _, partial, source),) = node.calls("enroot")  # each importer writes its own partial file
+    assert partial.startswith(f"{images}/quickstart-image+0123456789abcdef.sqsh.partial.")
+    assert source == f"docker://{REGISTRY}#quickstart-image:0123456789abcdef"
     ready = run(node, "training-image.sh")
     assert (ready.returncode, ready.stdout, ready.stderr) == (0, "/fsx/enroot/images/training-image.sqsh\n", "")
     assert os.readlink(images / "training-image.sqsh") == "quickstart-image+0123456789abcdef.sqsh"
@@ -196,3 +199,45 @@ def test_a_node_without_status_says_so_and_the_job_falls_back_to_the_parameter(n
     job = nccl_tests(node)
     assert job.returncode == 0, job.stderr
     assert f"--container-image={REGISTRY}#quickstart-image:0123456789abcdef " in (node.state / "srun.args").read_text()
+
+
+# -- ECR credentials for a multi-node pull (nccl-tests.sbatch) ---------------------------------------------------
+
+
+SHARED_ONLY_SRUN = """if [[ "$*" == *"test -r "* ]]; then
+  [[ "${!#}" == "$STUB_STATE/shared/"* ]]; exit
+fi
+echo "$*" >"$STUB_STATE/srun.args"
+"""
+"""srun as a cluster whose nodes share only STUB_STATE/shared (the file system): a one-task-per-node `test -r` of a
+file elsewhere (a node-local home) fails on nodes 2..N, as it would there."""
+
+
+def test_ecr_credentials_go_where_every_node_reads_them(node):
+    node.set(f"ssm{PARAMETER}", IMAGE_V1 + "\n")
+    node.add_stub("srun", SHARED_ONLY_SRUN)
+    (node.state / "shared").mkdir()
+    (node.state / "home").mkdir()
+    node.env.update(FMCLUSTER_SHARED_DIR=str(node.state / "shared"), HOME=str(node.state / "home"))
+    job = nccl_tests(node)
+    assert job.returncode == 0, job.stderr
+    (probe,) = [call for call in node.calls("srun") if "test" in call]
+    assert probe[:5] == ["srun", "--nodes=2", "--ntasks-per-node=1", "test", "-r"]
+    assert probe[5].startswith(f"{node.state}/shared/.fmcluster-enroot-7.")
+    assert "read by all 2 nodes" in job.stderr
+    assert not list((node.state / "shared").iterdir())  # removed at the end
+
+
+def test_a_node_local_home_is_refused_for_the_ecr_credentials_of_a_multi_node_job(node):
+    """The defect: with the shared directory not writable, the credentials went to $HOME, node-local on HyperPod
+    without a shared home, and nodes 2..N could not pull the image."""
+    node.set(f"ssm{PARAMETER}", IMAGE_V1 + "\n")
+    node.add_stub("srun", SHARED_ONLY_SRUN)
+    (node.state / "home").mkdir()
+    node.env.update(FMCLUSTER_SHARED_DIR=str(node.state / "no-such-dir"), HOME=str(node.state / "home"))
+    job = nccl_tests(node)
+    assert job.returncode == 1
+    assert f"not every node of the job reads {node.state}/home; ECR credentials cannot go there" in job.stderr
+    assert "no directory every node of the job reads for the ECR credentials" in job.stderr
+    assert not (node.state / "srun.args").exists()  # the test never ran
+    assert not list((node.state / "home").iterdir())

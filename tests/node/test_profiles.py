@@ -9,8 +9,11 @@ the same scripts with the real tools that do run here.
 from __future__ import annotations
 
 import io
+import os
 import stat
+import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +27,15 @@ enroot-4.1.2-1.el8.<arch>.rpm, and the +caps ones)."""
 PYXIS_URL = "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.24.0.tar.gz"
 """GitHub's source archive of the pyxis tag v0.24.0 (its top directory is pyxis-0.24.0)."""
 
+ENROOT_FIXTURES = Path(__file__).parent / "fixtures" / "enroot-v4.1.2"
+# what enroot's packages install besides the binaries: its extra hooks under /usr/share/enroot/hooks.d (enroot's
+# Makefile at v4.1.2, `install -m 755 $(HOOKS_EXTRA) $(DATADIR)/hooks.d`; fixtures/enroot-v4.1.2/README.md)
+ENROOT_PACKAGE = f"""if [[ "$*" == *enroot* ]]; then
+  mkdir -p "$FMCLUSTER_ROOT/usr/share/enroot/hooks.d"
+  cp {ENROOT_FIXTURES}/50-slurm-pmi.sh {ENROOT_FIXTURES}/50-slurm-pytorch.sh "$FMCLUSTER_ROOT/usr/share/enroot/hooks.d/"
+fi
+"""
+
 INSTALL_STUBS = {
     # curl -fsSL -o FILE URL: the pyxis source archive (a real tar.gz), any other download an empty file; else IMDS
     "curl": """args=("$@"); out="${args[-2]}"; url="${args[-1]}"
@@ -34,12 +46,14 @@ if [[ "${args[-3]}" == -o ]]; then
 fi
 """
     + STUBS["curl"],
-    "apt-get": "exit 0",
+    "apt-get": ENROOT_PACKAGE + "exit 0",
     # yum install ... enroot.rpm: resolves enroot's Requires, GNU parallel among them, unless only EPEL has it
     "yum": """if [[ "$*" == *.rpm* && -f "$STUB_STATE/parallel-in-epel" ]]; then
   echo "Error: Package: enroot-4.1.2-1.el8.x86_64 Requires: parallel" >&2
   exit 1
-fi""",
+fi
+"""
+    + ENROOT_PACKAGE,
     "dpkg": "echo amd64",
     "gcc": "exit 0",
     # make -C DIR CPPFLAGS=... prefix=PREFIX install: what pyxis's Makefile installs, under FMCLUSTER_ROOT
@@ -145,12 +159,21 @@ def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(mac
     assert "ENROOT_RESTRICT_DEV no\n" in conf and "ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)\n" in conf
     base = "/opt/dlami/nvme" if profile.dlami else "/tmp"  # no /scratch yet in this test
     assert f"ENROOT_CACHE_PATH {base}/enroot/cache/group-$(id -g)\n" in conf
-    assert node.path("/etc/tmpfiles.d/fmcluster-enroot.conf").read_text().splitlines()[1:] == [
+    assert node.path("/etc/tmpfiles.d/fmcluster-enroot.conf").read_text().splitlines()[2:] == [
         "d /run/enroot 1777 root root -",
-        "d /run/pyxis 1777 root root -",
+        "d /run/pyxis 0755 root root -",  # as pyxis makes it (pyxis_slurmd.c, v0.24.0: mkdir(runtime_path, 0755))
+        f"d {base}/enroot/cache 1777 root root -",
+        f"d {base}/enroot/data 1777 root root -",
+        f"d {base}/enroot/tmp 1777 root root -",
     ]
-    for directory in ("/run/enroot", "/run/pyxis"):
-        assert stat.S_IMODE(node.path(directory).stat().st_mode) == 0o1777
+    assert stat.S_IMODE(node.path("/run/enroot").stat().st_mode) == 0o1777
+    assert stat.S_IMODE(node.path("/run/pyxis").stat().st_mode) == 0o755
+    # enroot's extra Slurm hooks, linked where enroot runs hooks (they come in /usr/share/enroot/hooks.d)
+    for hook in ("50-slurm-pmi.sh", "50-slurm-pytorch.sh"):
+        assert os.readlink(node.path(f"/etc/enroot/hooks.d/{hook}")) == f"/usr/share/enroot/hooks.d/{hook}"
+    # the PMI hook runs scontrol: Slurm's bin on the image's slurmd unit's PATH
+    drop_in = node.path(f"/etc/systemd/system/{slurm['slurmd_unit']}.d/fmcluster-path.conf").read_text()
+    assert f"Environment=PATH={slurm['prefix']}/bin:/usr/local/sbin:" in drop_in
     plugin = f"required {slurm['plugin_dir']}/spank_pyxis.so\n"
     assert node.path(f"{slurm['plugstack_dir']}/pyxis.conf").read_text() == plugin
     stack = node.path(f"{slurm['etc']}/plugstack.conf")
@@ -176,33 +199,76 @@ def test_without_a_path_to_the_downloads_enroot_fails_fast_saying_what_to_do(mac
 # -- nccl-env.sh -----------------------------------------------------------------------------------------------
 
 
-def test_the_nccl_environment_reaches_containers_through_enroots_environ_d(machine):
+def run_enroot_hook(node: Node, hook: Path, job_env: dict[str, str]) -> list[str]:
+    """`hook` as enroot runs it (src/runtime.sh, v4.1.2): with the job step's environment and ENROOT_ENVIRON, the
+    file that becomes the container's environment (here holding what the image's /etc/environment gave)."""
+    environ = node.root / "container-environment"
+    environ.write_text("PATH=/usr/local/bin:/usr/bin\n")
+    env = {"PATH": "/usr/bin:/bin", "FMCLUSTER_ROOT": str(node.root), "ENROOT_ENVIRON": str(environ), **job_env}
+    subprocess.run(["bash", str(hook)], env=env, check=True, timeout=30)
+    return environ.read_text().splitlines()
+
+
+def test_the_nccl_environment_reaches_containers_and_a_users_own_value_wins(machine):
     node, _ = machine
     node.set("ssm-value", '{"NCCL_DEBUG": "WARN"}')
+    node.path("/etc/enroot/environ.d").mkdir(parents=True)
+    old = node.path("/etc/enroot/environ.d/50-fmcluster-nccl.env")  # what fmcluster wrote before
+    old.write_text("NCCL_DEBUG=WARN\n")
     assert node.run("nccl-env.sh", "/fmcluster/x/gpu/nccl-env", env={"AWS_REGION": "us-east-1"}).returncode == 0
-    environ = node.path("/etc/enroot/environ.d/50-fmcluster-nccl.env").read_text()
-    assert environ == node.path("/etc/fmcluster/nccl.env").read_text()
-    assert environ.splitlines()[1:] == ["NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=^docker,lo,veth"]
+    hook = node.path("/etc/enroot/hooks.d/50-fmcluster-nccl.sh")
+    assert stat.S_IMODE(hook.stat().st_mode) == 0o755
+    assert not old.exists()  # enroot put environ.d over the job's own values, through pyxis
+    assert run_enroot_hook(node, hook, {}) == [
+        "PATH=/usr/local/bin:/usr/bin", "NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=^docker,lo,veth",
+    ]  # fmt: skip
+    # a job with its own NCCL_DEBUG: the container gets the node's other values, and no NCCL_DEBUG over the job's
+    # (pyxis keeps a job variable the container does not set; spank_import_container_env, v0.24.0)
+    assert run_enroot_hook(node, hook, {"NCCL_DEBUG": "INFO"}) == [
+        "PATH=/usr/local/bin:/usr/bin", "NCCL_SOCKET_IFNAME=^docker,lo,veth",
+    ]  # fmt: skip
 
 
 # -- slurm-hooks.sh --------------------------------------------------------------------------------------------
 
 
-def test_slurm_hooks_go_into_slurm_conf_on_hyperpod_and_are_named_for_pcs(machine):
+def test_slurm_hooks_never_write_hyperpods_slurm_conf_and_are_named_for_pcs(machine):
     node, profile = machine
     node.set(f"active-{profile.slurm['slurmd_unit']}", "")
+    conf = node.path(f"{profile.slurm['etc']}/slurm.conf")
+    before = conf.read_bytes() if conf.exists() else None
     result = node.run("slurm-hooks.sh")
     assert result.returncode == 0, result.stderr
+    assert not [call for call in node.calls("systemctl") if call[1] == "restart"]  # nothing for a daemon to re-read
     if profile["orchestrator"] == "pcs":
         # TaskProlog is no cluster-level Slurm custom setting of AWS PCS (PCS API reference, SlurmCustomSetting)
         assert "AWS PCS runs Slurm configless and takes no TaskProlog" in result.stderr
-        assert not [call for call in node.calls("systemctl") if call[1] == "restart"]
     else:
-        conf = node.path(f"{profile.slurm['etc']}/slurm.conf").read_text().splitlines()
-        assert conf[-3:] == [f"TaskProlog={NODE_DIR}/slurm/task-prolog.sh",
-                             f"Prolog={NODE_DIR}/slurm/gpu-job-map.sh",
-                             f"Epilog={NODE_DIR}/slurm/gpu-job-map.sh"]  # fmt: skip
-        assert ["systemctl", "restart", "slurmd.service"] in node.calls("systemctl")
+        # HyperPod's cluster agent rewrites slurm.conf (FACTS.md, "Node images"): it is never written; the AMI's own
+        # GPU job map (prolog.d/700_dcgm_job_map_register.sh) serves dcgm-exporter
+        assert conf.read_bytes() == before
+        assert "HyperPod's AMI maps jobs to GPUs itself" in result.stderr
+        assert not node.path(f"{profile.slurm['etc']}/prolog.d/710-fmcluster-gpu-job-map.sh").exists()
+
+
+@pytest.mark.parametrize("runs_prolog_d", [True, False])
+def test_without_the_amis_job_map_hyperpod_gets_fmclusters_in_prolog_d_never_in_slurm_conf(tmp_path, runs_prolog_d):
+    node = pcs_machine(tmp_path, "hyperpod-dlami-ubuntu2204")
+    for hook in ("prolog.d/700_dcgm_job_map_register.sh", "epilog.d/700_dcgm_job_map_cleanup.sh"):
+        node.path(f"/opt/slurm/etc/{hook}").unlink()  # an AMI from before the job map
+    conf = node.path("/opt/slurm/etc/slurm.conf")
+    if runs_prolog_d:  # (unconfirmed) that HyperPod's slurm.conf names the directories so; the script reads it
+        conf.write_text(conf.read_text() + "Prolog=/opt/slurm/etc/prolog.d/*\nEpilog=/opt/slurm/etc/epilog.d/*\n")
+    before = conf.read_bytes()
+    result = node.run("slurm-hooks.sh")
+    assert result.returncode == 0, result.stderr
+    assert conf.read_bytes() == before
+    for kind in ("prolog", "epilog"):
+        hook = node.path(f"/opt/slurm/etc/{kind}.d/710-fmcluster-gpu-job-map.sh")
+        assert (os.readlink(hook) if runs_prolog_d else hook.exists()) == (
+            str(NODE_DIR / "slurm/gpu-job-map.sh") if runs_prolog_d else False)  # fmt: skip
+    if not runs_prolog_d:
+        assert "GPU metrics carry no hpc_job label (slurm.conf is HyperPod's and is not changed)" in result.stderr
 
 
 # -- mount-lustre.sh and lnet-efa.sh (PCS nodes; HyperPod mounts /fsx itself) ------------------------------------
@@ -218,10 +284,10 @@ def test_lustre_goes_over_efa_where_the_image_is_an_fsx_efa_client_else_tcp(tmp_
     fstab = node.path("/etc/fstab").read_text()
     assert len(node.calls("mount")) == 1  # /fsx mounts in every case
     if ami.load(name)["lustre_efa_client"]:
-        assert "x-systemd.requires=fmcluster-lnet-efa.service" in fstab
+        assert "x-systemd.after=fmcluster-lnet-efa.service" in fstab
         assert any(call[1:4] == ["net", "add", "--net"] and call[4] == "efa" for call in node.calls("lnetctl"))
     else:
-        assert "x-systemd.requires" not in fstab and node.calls("lnetctl") == []
+        assert "fmcluster-lnet-efa" not in fstab and node.calls("lnetctl") == []
         assert "LNet over EFA is not possible here: Amazon Linux 2 is no FSx EFA client OS; using TCP" in (
             node.script_log("lnet-efa")
         )
@@ -236,7 +302,7 @@ def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "LNet over EFA could not be set up (see the lines above); using TCP" in node.script_log("lnet-efa")
     assert ["lnetctl", "net", "del", "--net", "efa"] in node.calls("lnetctl")
-    assert "x-systemd.requires" not in node.path("/etc/fstab").read_text() and len(node.calls("mount")) == 1
+    assert "fmcluster-lnet-efa" not in node.path("/etc/fstab").read_text() and len(node.calls("mount")) == 1
 
 
 def test_an_efa_driver_older_than_fsx_needs_means_tcp(tmp_path):

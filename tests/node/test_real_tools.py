@@ -30,6 +30,9 @@ from pathlib import Path
 import pytest
 
 from tests.node import ami
+from tests.node.test_scripts import DNS, STUBS, efa_devices
+from tests.node.test_scripts import TOOLS as SCRIPT_TOOLS
+from tests.node.test_scripts import Node as ScriptNode
 from tests.stub_node import StubNode, stub_env
 
 NODE_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node"
@@ -37,7 +40,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "enroot-v4.1.2"
 INSTANCE_STORE = "Amazon EC2 NVMe Instance Storage"
 TOOLS = (
     "bash", "env", "cat", "date", "mkdir", "mktemp", "chmod", "mv", "rm", "basename", "dirname", "sort", "readlink",
-    "id", "nproc",
+    "id", "nproc", "ln",
 )  # fmt: skip
 REAL = ("mount", "umount", "mountpoint", "blkid", "mkfs.xfs", "pvs")
 """Real system tools put on the scripts' PATH."""
@@ -280,7 +283,10 @@ def test_enroot_restrict_dev_y_would_replace_dev_and_hide_the_efa_devices(tmp_pa
     assert "/dev/null" in mounts and "infiniband" not in mounts
 
 
-def test_run_enroot_and_run_pyxis_are_made_1777_at_every_boot(enroot_node, tmp_path):
+def test_run_enroot_1777_and_run_pyxis_0755_are_made_at_every_boot(enroot_node, tmp_path):
+    """The real systemd-tmpfiles applies what enroot-pyxis.sh writes, as a boot does. /run/pyxis is root's 0755, as
+    pyxis's slurmd part makes it (pyxis_slurmd.c at v0.24.0: mkdir(runtime_path, 0755)); 1777 would let any user
+    create another user's pyxis runtime directory before them."""
     tmpfiles = _tool("systemd-tmpfiles")
     if not tmpfiles:
         pytest.skip("systemd-tmpfiles is not installed")
@@ -290,6 +296,55 @@ def test_run_enroot_and_run_pyxis_are_made_1777_at_every_boot(enroot_node, tmp_p
         shutil.rmtree(enroot_node.path(directory))  # a boot: /run is a fresh tmpfs
     subprocess.run([tmpfiles, "--create", f"--root={enroot_node.root}", str(conf)], check=True, capture_output=True,
                    timeout=30)  # fmt: skip
-    for directory in ("/run/enroot", "/run/pyxis"):
+    for directory, wanted in (("/run/enroot", 0o1777), ("/run/pyxis", 0o755)):
         mode = enroot_node.path(directory).stat().st_mode
+        assert stat.S_ISDIR(mode) and stat.S_IMODE(mode) == wanted, directory
+
+
+def test_enroot_dirs_come_back_for_every_user_after_scratch_is_rebuilt(enroot_node, tmp_path):
+    """A stop/start hands the instance blank disks; fmcluster-scratch.service rebuilds /scratch empty. The unit
+    enroot-pyxis.sh installs runs after it and re-creates enroot's directories (1777) with the real systemd-tmpfiles,
+    so the second user's `mkdir -p .../data/user-<uid>` works as the first one's."""
+    tmpfiles = _tool("systemd-tmpfiles")
+    if not tmpfiles:
+        pytest.skip("systemd-tmpfiles is not installed")
+    enroot_node.path("/scratch").mkdir()
+    (enroot_node.state / "mounted").write_text(f"{enroot_node.path('/scratch')}\n")  # nvme-raid.sh mounted it
+    assert enroot_node.run("enroot-pyxis.sh").returncode == 0
+    unit = enroot_node.path("/etc/systemd/system/fmcluster-enroot-dirs.service").read_text()
+    assert "After=local-fs.target fmcluster-scratch.service\n" in unit
+    command = unit.split("ExecStart=", 1)[1].splitlines()[0].split()
+    assert command[:2] == ["/usr/bin/systemd-tmpfiles", "--create"]
+    shutil.rmtree(enroot_node.path("/scratch/enroot"))  # the rebuilt, empty /scratch
+    subprocess.run([tmpfiles, "--create", f"--root={enroot_node.root}", str(enroot_node.path(command[2]))],
+                   check=True, capture_output=True, timeout=30)  # fmt: skip
+    for directory in ("cache", "data", "tmp"):
+        mode = enroot_node.path(f"/scratch/enroot/{directory}").stat().st_mode
         assert stat.S_ISDIR(mode) and stat.S_IMODE(mode) == 0o1777, directory
+
+
+# -- the /fsx line at every boot (systemd's own fstab generator) -------------------------------------------------
+
+
+def test_a_failed_lnet_efa_set_up_at_boot_never_stops_the_fsx_mount(tmp_path):
+    """systemd's real fstab generator turns the line mount-lustre.sh --efa writes into fsx.mount. With the former
+    x-systemd.requires= it carried Requires=fmcluster-lnet-efa.service, and a required unit that fails stops the mount
+    (systemd.unit(5), Requires=); lnet-efa.sh --boot exits 3 whenever it falls back to TCP, so a reboot then left no
+    /fsx. With x-systemd.after= the mount is only ordered after the LNet set-up."""
+    generator = Path("/usr/lib/systemd/system-generators/systemd-fstab-generator")
+    if not generator.exists():
+        pytest.skip("systemd's fstab generator is not installed")
+    (tmp_path / "node").mkdir()
+    node = ScriptNode(**stub_env(tmp_path / "node", tools=SCRIPT_TOOLS, stubs=STUBS, python=True))
+    ami.build(node, ami.load("pcs-sample-al2023"), installed=("lustre_client",))
+    efa_devices(node, [f"rdmap{n}s0" for n in range(8, 40)])
+    node.set("instance-type", "p5.48xlarge")
+    assert node.run("mount-lustre.sh", DNS, "abcdef12", "--efa").returncode == 0
+    out = tmp_path / "generated"
+    out.mkdir()
+    subprocess.run([str(generator), str(out), str(out), str(out)], check=True, capture_output=True, timeout=30,
+                   env={"SYSTEMD_FSTAB": str(node.path("/etc/fstab")), "SYSTEMD_PROC_CMDLINE": ""})  # fmt: skip
+    unit = (out / "fsx.mount").read_text().splitlines()
+    assert "After=fmcluster-lnet-efa.service" in unit
+    assert not [line for line in unit if line.startswith(("Requires=", "BindsTo=", "Requisite="))]
+    assert (out / "remote-fs.target.requires" / "fsx.mount").exists()  # and remote-fs.target still needs /fsx

@@ -48,12 +48,13 @@ DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 
 TOOLS = (
     "bash", "env", "cat", "date", "mkdir", "mktemp", "chmod", "mv", "rm", "basename", "dirname", "sort",
-    "readlink", "id", "uname", "tar", "gzip", "base64", "cp", "nproc",
+    "readlink", "id", "uname", "tar", "gzip", "base64", "cp", "nproc", "ln",
 )  # fmt: skip
 """Real commands the scripts may use: they only read, or write inside FMCLUSTER_ROOT."""
 
 RECORD_ONLY = (
     "sleep", "systemctl", "udevadm", "update-initramfs", "modprobe", "gpg", "rpm", "apt-get", "amazon-linux-extras",
+    "lctl",
 )  # fmt: skip
 """Stubs that only record their arguments and succeed."""
 STUBS = {
@@ -364,9 +365,47 @@ def test_lustre_efa_sets_up_lnet_over_efa_as_the_fsx_guide_describes(node):
     ]
     assert node.path("/etc/fstab").read_text() == (
         f"{DNS}@tcp:/abcdef12 /fsx lustre "
-        "defaults,_netdev,noatime,flock,x-systemd.requires=fmcluster-lnet-efa.service 0 0\n"
+        "defaults,_netdev,noatime,flock,x-systemd.after=fmcluster-lnet-efa.service 0 0\n"
     )
     assert len(node.calls("mount")) == 1
+
+
+LUSTRE_TUNABLES = [
+    "ldlm.namespaces.*.lru_max_age=600000",
+    "ldlm.namespaces.*.lru_size=19200",  # 100 x 192 CPUs
+    "osc.*OST*.max_rpcs_in_flight=32",
+    "mdc.*.max_rpcs_in_flight=64",
+    "mdc.*.max_mod_rpcs_in_flight=50",
+]
+"""The FSx for Lustre user guide's post-mount client tuning ("Performance tips"): lru_* for clients with more than
+64 GiB of memory, the RPC settings for clients with 64 or more vCPUs."""
+
+
+def test_a_large_client_gets_the_fsx_guides_post_mount_tunables_now_and_at_every_boot(node):
+    node.add_stub("nproc", "echo 192")  # p5.48xlarge: 192 vCPUs, 2 TiB of memory
+    node.path("/proc").mkdir()
+    node.path("/proc/meminfo").write_text("MemTotal:       2097152000 kB\nMemFree:        2000000000 kB\n")
+    assert node.run("mount-lustre.sh", DNS, "abcdef12").returncode == 0
+    assert [call[2] for call in node.calls("lctl")] == LUSTRE_TUNABLES
+    unit = node.path("/etc/systemd/system/fmcluster-lustre-tunables.service").read_text()
+    assert "After=remote-fs.target\n" in unit  # lctl set_param does not survive a reboot (the guide)
+    assert f"ExecStart={NODE_DIR}/mount-lustre.sh --tunables\n" in unit
+    node.log.unlink()
+    assert node.run("mount-lustre.sh", "--tunables").returncode == 0  # what the unit runs at boot
+    assert [call[2] for call in node.calls("lctl")] == LUSTRE_TUNABLES
+
+
+def test_a_small_client_gets_no_post_mount_tunables_and_a_failing_one_only_warns(node):
+    node.add_stub("nproc", "echo 8")
+    node.path("/proc").mkdir()
+    node.path("/proc/meminfo").write_text("MemTotal:       32000000 kB\n")
+    assert node.run("mount-lustre.sh", DNS, "abcdef12").returncode == 0
+    assert node.calls("lctl") == []
+    node.add_stub("nproc", "echo 64")
+    node.add_stub("lctl", "exit 1")
+    result = node.run("mount-lustre.sh", "--tunables")
+    assert result.returncode == 0
+    assert "lctl set_param osc.*OST*.max_rpcs_in_flight=32 failed; Lustre works without it" in result.stderr
 
 
 def test_lnet_efa_boot_mode_is_what_the_boot_unit_runs(node):

@@ -12,6 +12,7 @@ the EFA and Lustre inputs are a recorded p5 layout (hw_counters files) and recor
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -653,3 +654,103 @@ def test_a_mirrored_image_that_does_not_match_its_checksum_is_not_loaded(node):
     assert "not loading nvcr.io/nvidia/k8s/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04" in result.stderr
     assert [call[1] for call in node.calls("docker")] == ["image"]  # looked, never loaded
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text()) == []
+
+
+# -- dcgm-exporter on nodes without docker (PCS), per CPU architecture, from the mirror ------------------------------
+
+DCGM_LIBRARY = "\tlibdcgm.so.4 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libdcgm.so.4\n"
+"""`ldconfig -p`'s line for NVIDIA DCGM's library (datacenter-gpu-manager-4), which dcgm-exporter 4.x loads."""
+
+
+def publish_for(node: Node, arch: str, *components: str) -> None:
+    """The mirror's releases of `components` for CPU architecture `arch` (the same names, `arm64` for `amd64`)."""
+    for component in components:
+        release = RELEASES[component]
+        swapped = dataclasses.replace(
+            release, archive=release.archive.replace("amd64", arch),
+            top_dir=release.top_dir.replace("amd64", arch) if release.top_dir else None,
+        )  # fmt: skip
+        data = tarball(swapped)
+        base = f"s3/{MIRROR.removeprefix('s3://')}/{component}/{release.version}"
+        node.set(f"{base}/{swapped.archive}", data)
+        node.set(f"{base}/{swapped.sums}", f"{hashlib.sha256(data).hexdigest()}  {swapped.archive}\n")
+
+
+def publish_dcgm_binaries(node: Node) -> dict[str, str]:
+    """The mirror's dcgm-exporter binary archives, one per CPU architecture, with one SHA256SUMS listing both
+    (observability.sh's --mirror layout); returns each architecture's S3 key."""
+    base = f"{MIRROR.removeprefix('s3://')}/dcgm-exporter/4.3.1-4.4.0"
+    keys, sums = {}, ""
+    for arch in ("amd64", "arm64"):
+        archive = f"dcgm-exporter-4.3.1-4.4.0.linux-{arch}.tar.gz"
+        data = tarball(Release("dcgm-exporter", "4.3.1-4.4.0", "", archive, "SHA256SUMS", "dcgm-exporter", None))
+        node.set(f"s3/{base}/{archive}", data)
+        sums += f"{hashlib.sha256(data).hexdigest()}  {archive}\n"
+        keys[arch] = f"s3://{base}/{archive}"
+    node.set(f"s3/{base}/SHA256SUMS", sums)
+    return keys
+
+
+@pytest.mark.parametrize(("machine", "arch"), [("x86_64", "amd64"), ("aarch64", "arm64")])
+def test_a_gpu_node_without_docker_runs_the_mirrors_dcgm_exporter_for_its_architecture(node, machine, arch):
+    publish_for(node, arch, "node_exporter", "prometheus")
+    key = publish_dcgm_binaries(node)[arch]
+    node.add_stub("uname", f'[[ "${{1:-}}" == -m ]] && echo {machine} || echo Linux')
+    node.add_stub("ldconfig", f"printf '{DCGM_LIBRARY}'")
+    node.set("gpus", GPUS)
+    (node.bin / "docker").unlink()
+    result = node.run(
+        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", MIRROR, "--config-dir", str(DASHBOARDS)
+    )
+    assert result.returncode == 0, result.stderr
+    sources = [call[-2] for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
+    assert key in sources and not [s for s in sources if "dcgm-exporter" in s and s.endswith(".tar.gz") and s != key]
+    binary = node.path("/opt/fmcluster/observability/dcgm-exporter-4.3.1-4.4.0/dcgm-exporter")
+    assert binary.exists()
+    assert f"ExecStart={binary} -f /etc/fmcluster/dcgm-counters.csv -a :9400 " in node.unit(
+        "fmcluster-dcgm-exporter.service"
+    )
+    assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text())[0]["targets"] == [
+        "127.0.0.1:9400"
+    ]
+
+
+def test_the_mirrors_dcgm_exporter_is_not_run_without_nvidias_dcgm_library(node):
+    node.publish("node_exporter", "prometheus", where="s3")
+    publish_dcgm_binaries(node)
+    node.add_stub("ldconfig", "printf '\\tlibc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6\\n'")
+    node.set("gpus", GPUS)
+    (node.bin / "docker").unlink()
+    result = node.run(
+        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", MIRROR, "--config-dir", str(DASHBOARDS)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "the mirror's dcgm-exporter needs NVIDIA DCGM (libdcgm.so.4), which this image lacks" in result.stderr
+    assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text()) == []
+
+
+def test_on_hyperpod_dcgm_exporter_reads_the_amis_own_job_map(node):
+    """HyperPod's AMI maps jobs to GPUs itself (prolog.d/700_dcgm_job_map_register.sh into /run/slurm/dcgm-job-mapping;
+    awsome-distributed-training 5.sagemaker-hyperpod/Extensions/observability/README.md)."""
+    hook = node.path("/opt/slurm/etc/prolog.d/700_dcgm_job_map_register.sh")
+    hook.parent.mkdir(parents=True)
+    hook.write_text("#!/bin/bash\n")
+    node.publish("node_exporter", "prometheus")
+    node.set("gpus", GPUS)
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
+    assert result.returncode == 0, result.stderr
+    unit = node.unit("fmcluster-dcgm-exporter.service")
+    assert "--hpc-job-mapping-dir /run/slurm/dcgm-job-mapping" in unit
+    assert "-v /run/slurm/dcgm-job-mapping:/run/slurm/dcgm-job-mapping:ro" in unit
+
+
+def test_the_textfile_counts_the_gpus_the_driver_sees(node):
+    (node.bin / "lctl").unlink()
+    for address in ("0000:53:00.0", "0000:64:00.0"):
+        node.path(f"/proc/driver/nvidia/gpus/{address}").mkdir(parents=True)
+    assert node.run("--write-textfile").returncode == 0
+    assert node.path("/var/lib/fmcluster/node-exporter-textfile/fmcluster.prom").read_text().splitlines() == [
+        "# HELP fmcluster_gpus NVIDIA GPUs the driver sees on this node (/proc/driver/nvidia/gpus).",
+        "# TYPE fmcluster_gpus gauge",
+        "fmcluster_gpus 2",
+    ]

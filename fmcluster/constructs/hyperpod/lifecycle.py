@@ -35,6 +35,7 @@ LIFECYCLE_SCRIPTS: Mapping[str, str] = {
     "task-prolog.sh": "node/slurm/task-prolog.sh",
     "gpu-job-map.sh": "node/slurm/gpu-job-map.sh",
     "import-image.sh": "node/hyperpod/import-image.sh",
+    "slurm-hold.sh": "node/hyperpod/slurm-hold.sh",
     "ssm.sh": "node/hyperpod/ssm.sh",
     "lib.sh": "node/lib.sh",
     "nvme-raid.sh": "node/nvme-raid.sh",

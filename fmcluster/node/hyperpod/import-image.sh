@@ -14,8 +14,17 @@
 # The image becomes MOUNT_POINT/enroot/images/<repository, '/' as '+'>+<tag>.sqsh, made with `enroot import` (ECR
 # credentials from `aws ecr get-login-password`, in a private directory removed afterwards); training-image.sqsh
 # beside it links to the newest import and training-image.uri names it. An image imported before is not imported
-# again. A lock directory (<image>.sqsh.lock) makes sure only one node imports: a node that finds it leaves the work
-# to its holder, unless the lock is older than FMCLUSTER_IMPORT_LOCK_STALE seconds (default 7200), when it takes over.
+# again. A lock directory (<image>.sqsh.lock, made with mkdir, which one node wins) makes sure only one node imports:
+# a node that finds it leaves the work to its holder, unless the lock is older than FMCLUSTER_IMPORT_LOCK_STALE
+# seconds (default 7200), when it takes over. Taking over is a rename of the stale lock to a name of this node's
+# (one rename of a directory succeeds, the others find it gone), and only the node that moved the very lock it
+# judged stale (same owner line) may then make a new one; a node that moved a fresh lock by mistake puts it back. A
+# holder removes the lock at the end only while it still holds it. Each importer writes its own partial file
+# (<image>.sqsh.partial.<host>.<pid>), renamed over <image>.sqsh when complete, so even two importers never share
+# one, and a job never sees half an image.
+# The link is replaced only when it changes, atomically: a new link under a temporary name renamed over the old one
+# (`mv -T`, rename(2)); `ln -sfn` unlinks and re-creates it (not atomic on coreutils 8.22), so a job starting in
+# between would find no image.
 # AWS calls and the import are retried with backoff (lib.sh).
 # Log: /var/log/fmcluster/import-image.log
 set -euo pipefail
@@ -34,7 +43,9 @@ ECR_IMAGE='^([0-9]{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/([a-z0-9]
 STALE_SECONDS="${FMCLUSTER_IMPORT_LOCK_STALE:-7200}"
 LINK_NAME=training-image.sqsh
 LOCK=""
+TOKEN=""
 WORK=""
+PARTIAL=""
 
 usage() {
   printf 'usage: %s SSM_PARAMETER_NAME MOUNT_POINT\n' "$0" >&2
@@ -43,44 +54,76 @@ usage() {
 
 # take_lock DIR: hold DIR as the import lock; fails when another node holds a lock that is not stale.
 take_lock() {
-  local lock="$1" owner modified age
+  local lock="$1" owner modified age aside
   if mkdir "$lock" 2>/dev/null; then
-    printf '%s since %s\n' "$(hostname)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$lock/owner"
-    LOCK="$lock"
+    take_lock_owned "$lock"
     return 0
   fi
-  owner="$(cat "$lock/owner" 2>/dev/null || printf 'an unknown node')"
+  owner="$(cat "$lock/owner" 2>/dev/null || true)"
   if ! modified="$(stat -c %Y "$lock" 2>/dev/null)"; then
-    take_lock "$lock" # released in the meantime
+    mkdir "$lock" 2>/dev/null && take_lock_owned "$lock" # released in the meantime
     return
   fi
   age=$(($(date +%s) - modified))
   if ((age <= STALE_SECONDS)); then
-    log INFO "${lock#"$ROOT"} is held by $owner (${age}s ago): that node imports the image; nothing to do here"
+    log INFO "${lock#"$ROOT"} is held by ${owner:-an unknown node} (${age}s ago): that node imports the image; nothing to do here"
     return 1
   fi
-  log WARN "${lock#"$ROOT"} is ${age}s old (held by $owner), past ${STALE_SECONDS}s: taking the import over"
-  rm -rf "$lock"
-  take_lock "$lock"
+  aside="$lock.stale.$(hostname).$$"
+  if ! mv -T "$lock" "$aside" 2>/dev/null; then
+    log INFO "${lock#"$ROOT"} was taken over by another node first; nothing to do here"
+    return 1
+  fi
+  if [[ "$(cat "$aside/owner" 2>/dev/null || true)" != "$owner" ]]; then
+    # another node replaced the stale lock between our look and our rename: its lock goes back
+    mv -T "$aside" "$lock" 2>/dev/null || log WARN "could not give ${lock#"$ROOT"} back to its holder"
+    log INFO "${lock#"$ROOT"} was taken over by another node first; nothing to do here"
+    return 1
+  fi
+  rm -rf "$aside"
+  log WARN "${lock#"$ROOT"} was ${age}s old (held by ${owner:-an unknown node}), past ${STALE_SECONDS}s: taking the import over"
+  if ! mkdir "$lock" 2>/dev/null; then
+    log INFO "${lock#"$ROOT"} was taken by another node first; nothing to do here"
+    return 1
+  fi
+  take_lock_owned "$lock"
+}
+
+# take_lock_owned DIR: DIR (just made) becomes this process's lock.
+take_lock_owned() {
+  TOKEN="$(hostname) pid $$ since $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  printf '%s\n' "$TOKEN" >"$1/owner"
+  LOCK="$1"
 }
 
 cleanup() {
   if [[ -n "$WORK" ]]; then
     rm -rf "$WORK"
   fi
-  if [[ -n "$LOCK" ]]; then
+  if [[ -n "$PARTIAL" ]]; then
+    rm -f "$PARTIAL"
+  fi
+  # only a lock still ours: a takeover may have given it to another node meanwhile
+  if [[ -n "$LOCK" && "$(cat "$LOCK/owner" 2>/dev/null || true)" == "$TOKEN" ]]; then
     rm -rf "$LOCK"
   fi
 }
 
-# link IMAGES NAME URI: point training-image.sqsh at NAME and record URI in training-image.uri.
+# link IMAGES NAME URI: point training-image.sqsh at NAME, atomically and only when it points elsewhere, and record
+# URI in training-image.uri (rewritten only when it changed).
 link() {
-  ln -sfn "$2" "$1/$LINK_NAME"
-  write_file "$1/training-image.uri" 0644 <<<"$3"
+  local images="$1" name="$2" tmp
+  if [[ "$(readlink "$images/$LINK_NAME" 2>/dev/null || true)" != "$name" ]]; then
+    tmp="$images/.$LINK_NAME.$(hostname).$$"
+    ln -s "$name" "$tmp"
+    mv -T "$tmp" "$images/$LINK_NAME"
+    log INFO "${images#"$ROOT"}/$LINK_NAME -> $name"
+  fi
+  write_file "$images/training-image.uri" 0644 <<<"$3"
 }
 
 main() {
-  local parameter mount aws_region uri registry image_region repository tag images name target partial password
+  local parameter mount aws_region uri registry image_region repository tag images name target password
   (($# == 2)) || usage
   parameter="$1"
   mount="$2"
@@ -134,15 +177,20 @@ main() {
     umask 077
     printf 'machine %s login AWS password %s\n' "$registry" "$password" >"$WORK/.credentials"
   )
-  partial="$target.partial"
+  if [[ -f "$target" ]]; then # imported by the node that held the lock before us
+    link "$images" "$name" "$uri"
+    return 0
+  fi
+  PARTIAL="$target.partial.$(hostname).$$"
   import_once() {
-    rm -f "$partial"
-    ENROOT_CONFIG_PATH="$WORK" enroot import --output "$partial" "docker://$registry#$repository:$tag"
+    rm -f "$PARTIAL"
+    ENROOT_CONFIG_PATH="$WORK" enroot import --output "$PARTIAL" "docker://$registry#$repository:$tag"
   }
   log INFO "importing $uri into ${target#"$ROOT"}"
   retry import_once || die "enroot could not import $uri (see the lines above)"
-  chmod 0644 "$partial"
-  mv -f "$partial" "$target"
+  chmod 0644 "$PARTIAL"
+  mv -f "$PARTIAL" "$target"
+  PARTIAL=""
   link "$images" "$name" "$uri"
   log INFO "imported $uri: ${target#"$ROOT"}, linked as $LINK_NAME"
 }

@@ -7,6 +7,10 @@
 # Usage: on_create.sh
 #
 # Steps, in this order, each a process of its own:
+#   hold     slurm-hold.sh hold, on every node but the controller: the node is drained in Slurm until the lifecycle
+#            ends (HyperPod runs this script as OnInitComplete, after its own Slurm set-up: slurmd may have registered
+#            and could be given jobs); at the end `release` resumes it, or `fail` keeps it drained naming the failed
+#            steps. Draining changes slurmctld's node state only, never slurm.conf (HyperPod's; slurm-hooks.sh)
 #   install  copy fmcluster's node scripts to /opt/fmcluster/node (the /scratch boot unit runs nvme-raid.sh from
 #            there), the dashboards folder to /opt/fmcluster/dashboards, nccl-tests.sbatch to /opt/fmcluster/
 #   scratch  nvme-raid.sh: /scratch on the instance-store NVMe disks (nothing to do on types without them)
@@ -62,7 +66,7 @@ NCCL_TESTS=/opt/fmcluster/nccl-tests.sbatch
 SETTINGS_FILE="$HERE/fmcluster.env"
 RESOURCE_CONFIG="${SAGEMAKER_RESOURCE_CONFIG_PATH:-/opt/ml/config/resource_config.json}"
 SCRIPTS=(lib.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh slurm-hooks.sh import-image.sh observability.sh
-  image-watch.sh training-image.sh)
+  image-watch.sh training-image.sh slurm-hold.sh)
 SLURM_HOOKS=(task-prolog.sh gpu-job-map.sh)
 FMCLUSTER_CLUSTER=""
 FMCLUSTER_REGION=""
@@ -310,6 +314,11 @@ main() {
     fail_lifecycle "$group" group
   fi
   log INFO "cluster $FMCLUSTER_CLUSTER, instance group $group"
+  if [[ "$group" != "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
+    # slurmd runs already (OnInitComplete): no job lands here before the steps below are done (slurm-hold.sh)
+    run_step hold bash "$(script slurm-hold.sh)" hold
+    warn_only hold "Slurm may give this node a job before its set-up is done"
+  fi
 
   run_step install install_scripts
   run_step scratch bash "$(script nvme-raid.sh)"
@@ -342,7 +351,16 @@ main() {
   fi
 
   if ((${#FAILED[@]})); then
+    if [[ "$group" != "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
+      bash "$(script slurm-hold.sh)" fail "${FAILED[@]}" || true
+    fi
     fail_lifecycle "see the lines of each step above" "${FAILED[@]}"
+  fi
+  if [[ "$group" != "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
+    run_step release bash "$(script slurm-hold.sh)" release
+    if ((${#FAILED[@]})); then
+      fail_lifecycle "the node is set up but could not be given back to Slurm" "${FAILED[@]}"
+    fi
   fi
   log INFO "fmcluster lifecycle finished"
 }
