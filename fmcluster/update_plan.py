@@ -17,7 +17,7 @@ Replacing or deleting what holds data or the cluster itself (`PROTECTED_TYPES`) 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -139,7 +139,7 @@ def _refers_to(value: object, logical_ids: set[str]) -> str | None:
         target = value.get("Fn::GetAtt")
         if isinstance(target, list) and target and target[0] in logical_ids:
             return target[0]
-        values = value.values()
+        values: Iterable[object] = value.values()
     elif isinstance(value, list):
         values = value
     else:

@@ -205,7 +205,7 @@ def hyperpod_instance_type_problem(instance_type: str, region: str | None) -> st
     return instance_type_problem("hyperpod", region, f"ml.{instance_type}")
 
 
-def pcs_capacity_problem(capacity: str) -> str | None:
+def pcs_capacity_problem(capacity: object) -> str | None:
     """Capacity AWS PCS cannot consume: a SageMaker training plan."""
     if capacity == "training-plan":
         return (

@@ -16,6 +16,8 @@ import pytest
 from tests.conftest import EXAMPLES
 from tests.scanners import FAIL_SYNTH_ON_VALIDATION_ERRORS, checkov_findings, guard_findings, guard_validator
 
+pytestmark = pytest.mark.synth
+
 EXAMPLE_IDS = [path.stem for path in EXAMPLES]
 
 

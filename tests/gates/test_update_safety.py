@@ -16,6 +16,8 @@ from fmcluster.config import load, parse
 from fmcluster.update_plan import compare, refusal, stale_readers
 from tests.conftest import EXAMPLES, REPO, synthesize
 
+pytestmark = pytest.mark.synth
+
 
 def grown(example: str, change) -> dict:
     data = load(REPO / "examples" / f"{example}.yaml").model_dump(by_alias=True, exclude_none=True)

@@ -18,7 +18,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.node.real_slurm import real_slurm
+
+pytestmark = pytest.mark.real_tools
 
 NODE_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node"
 TASK_PROLOG = NODE_DIR / "slurm" / "task-prolog.sh"

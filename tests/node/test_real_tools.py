@@ -32,6 +32,8 @@ import pytest
 from tests.node import ami
 from tests.stub_node import StubNode, stub_env
 
+pytestmark = pytest.mark.real_tools
+
 NODE_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node"
 FIXTURES = Path(__file__).parent / "fixtures" / "enroot-v4.1.2"
 INSTANCE_STORE = "Amazon EC2 NVMe Instance Storage"

@@ -29,6 +29,8 @@ WEIGHTS = Weights.load(
     }
 )
 
+pytestmark = pytest.mark.synth
+
 
 def test_every_weight_has_a_source_or_says_it_is_an_estimate():
     data = yaml.safe_load((REPO / "fmcluster" / "deploy_times.yaml").read_text())

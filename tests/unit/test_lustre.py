@@ -33,6 +33,8 @@ REPOSITORIES = (
     Repository(path="/external/c4", s3_uri="s3://my-datasets/c4/"),
     {"path": "/scratch", "s3_uri": "s3://my-scratch/runs", "import": [], "export": []},
 )
+
+pytestmark = pytest.mark.synth
 TCP_988 = ("tcp", 988, 988)
 TCP_1018_1023 = ("tcp", 1018, 1023)
 ALL_TRAFFIC = ("-1", None, None)

@@ -31,6 +31,8 @@ from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.nccl import baseline_spec, nccl_environment
 from tests import support
 
+pytestmark = pytest.mark.synth
+
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 CLUSTER = "llm-pretrain"
 GROUPS = [("gpu", "p5.48xlarge"), ("b200", "p6-b200.48xlarge"), ("spare", "p5.48xlarge"), ("trn", "trn1.32xlarge")]

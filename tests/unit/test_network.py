@@ -11,6 +11,8 @@ from aws_cdk.assertions import Match, Template
 from fmcluster.constructs import TrainingNetwork
 from fmcluster.constructs.network import INTERFACE_ENDPOINTS
 
+pytestmark = pytest.mark.synth
+
 
 def resources(template: dict, kind: str) -> list[dict]:
     return [r["Properties"] for r in template["Resources"].values() if r["Type"] == kind]

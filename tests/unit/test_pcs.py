@@ -22,6 +22,8 @@ from fmcluster.constructs.pcs import PcsSlurmCluster, cluster_size
 from fmcluster.stacks.cluster_pcs import released_logical_id
 from tests.conftest import REPO, synthesize
 
+pytestmark = pytest.mark.synth
+
 
 def of_type(template: dict, kind: str) -> dict[str, dict]:
     return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}

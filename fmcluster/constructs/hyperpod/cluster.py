@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -390,7 +391,7 @@ class HyperPodSlurmCluster(Construct):
         storage: Sequence[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty],
         *,
         partition: str | None = None,
-        **extra: object,
+        **extra: Any,
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=name,
@@ -487,15 +488,18 @@ def _validated(
             problems.append(f"{where}.training_plan_arn: {message}")
     for index, name, first in repeated_names((index, group.name) for index, group in groups):
         problems.append(f"compute_groups[{index}].name: {repeated_group_name(name, f'compute_groups[{first}]')}")
-    typed = [("controller_instance_type", controller_instance_type), ("login_instance_type", login_instance_type)]
+    typed: list[tuple[str, str | None]] = [
+        ("controller_instance_type", controller_instance_type),
+        ("login_instance_type", login_instance_type),
+    ]
     typed += [(f"compute_groups[{index}].instance_type", group.instance_type) for index, group in groups]
     reported = {problem.split(":", 1)[0] for problem in problems}  # a type the Orchestrator model refused already
     problems += [
-        f"{prop}: {message}"
+        f"{prop}: {refused}"
         for prop, instance_type in typed
         if instance_type is not None
         and prop not in reported
-        and (message := hyperpod_instance_type_problem(instance_type, region))
+        and (refused := hyperpod_instance_type_problem(instance_type, region))
     ]
     problems += file_system_problems(file_system)
     if not is_token(controller_volume_gib) and not 1 <= controller_volume_gib <= 16384:

@@ -21,6 +21,7 @@ from fmcluster.config.checks import (
 )
 from fmcluster.config.models import ComputeGroup, Observability, Orchestrator, pcs_head_group, pcs_nodes
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
+from fmcluster.constructs.observability import GrafanaMode, PrometheusMode
 from fmcluster.constructs.props import compute_group_models, node_settings_problems, prop_problems
 
 DEFAULT_EXPECTED_NODES = 32
@@ -44,8 +45,8 @@ def validated(
     login_instance_type: str | None,
     file_system: LustreFileSystem | None,
     nccl_parameter_prefix: str | None,
-    prometheus: str,
-    grafana: str,
+    prometheus: PrometheusMode,
+    grafana: GrafanaMode,
     observability_mirror: str | None,
     ami_id: str | None,
     slurm_version: str,
