@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from tests import support
 from tests.conftest import EXAMPLES
 from tests.scanners import FAIL_SYNTH_ON_VALIDATION_ERRORS, checkov_findings, guard_findings, guard_validator
 
@@ -144,7 +145,7 @@ def careless(tmp_path_factory):
     from aws_cdk import aws_logs as logs
 
     outdir = tmp_path_factory.mktemp("careless")
-    app = cdk.App(outdir=str(outdir), context={FAIL_SYNTH_ON_VALIDATION_ERRORS: False})
+    app = support.app(outdir, {FAIL_SYNTH_ON_VALIDATION_ERRORS: False})
     stack = cdk.Stack(app, "careless")
     logs.LogGroup(stack, "Logs", retention=logs.RetentionDays.ONE_YEAR)
     cloudwatch.Alarm(
