@@ -42,7 +42,13 @@ def test_the_modules_with_examples_are_found():
     assert len(WITH_EXAMPLES) >= 18
 
 
-@pytest.mark.parametrize("path", WITH_EXAMPLES, ids=lambda path: str(path.relative_to(PACKAGE)))
+def _param(path: Path):
+    """A module whose examples build a CDK app is a `synth` test."""
+    marks = [pytest.mark.synth] if re.search(r">>> .*cdk\.App\(", path.read_text()) else []
+    return pytest.param(path, marks=marks, id=str(path.relative_to(PACKAGE)))
+
+
+@pytest.mark.parametrize("path", [_param(path) for path in WITH_EXAMPLES])
 def test_docstring_examples_hold(path, monkeypatch):
     module = load(path, monkeypatch)
     results = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)

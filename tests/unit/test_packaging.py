@@ -18,6 +18,8 @@ from packaging.version import Version
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.real_tools  # setuptools builds the wheel and the sdist
+
 PACKAGE_DATA_DIRS = ("node", "lambdas", "dashboards", "image")
 LOCK = REPO / "requirements.lock"
 
