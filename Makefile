@@ -10,16 +10,33 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 PYTEST_ARGS ?=
+# Both cores of a CI machine (or every core here): tests run in worker processes, grouped so that each example is
+# synthesized on one worker and each module's own apps are built once (tests/conftest.py). `-n 0` runs them in one.
+PYTEST_WORKERS ?= auto
+PYTEST := pytest -n $(PYTEST_WORKERS) --dist loadgroup
+FAST_TESTS := not examples and not synth and not real_tools
 
-.PHONY: setup synth synth-speed plan validate validate-live diagnose test lint deploy clean
+.PHONY: setup synth synth-speed plan validate validate-live diagnose test test-fast lint typecheck lock deploy clean
 
 setup: $(STAMP)/python $(STAMP)/node
 
-$(STAMP)/python: pyproject.toml
+# The library declares ranges (pyproject.toml); the exact set it was tested with is requirements.lock, installed here
+# as constraints, so every machine runs the same versions.
+$(STAMP)/python: pyproject.toml requirements.lock
 	@mkdir -p $(STAMP)
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --editable '.[dev]'
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --constraint requirements.lock --editable '.[dev]'
 	@touch $@
+
+# Re-resolve requirements.lock: the newest versions pyproject.toml's ranges admit, installed into a fresh virtual
+# environment and frozen. Run `make test` on the result before committing it (docs/development.md, "Dependencies").
+LOCK_VENV := .lock-venv
+lock:
+	rm -rf $(LOCK_VENV) && python3 -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --editable '.[dev]'
+	{ sed -n '1,2p' requirements.lock; $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | grep -v '^pip=='; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock
+	rm -rf $(LOCK_VENV)
 
 $(STAMP)/node: package.json package-lock.json
 	@mkdir -p $(STAMP)
@@ -89,12 +106,24 @@ diagnose: setup
 
 lint: setup
 	ruff check .
+	ruff format --check .
 
-test: lint $(STAMP)/test-tools $(STAMP)/node-tools $(SLURM_CHROOTS) $(STAMP)/checkov
-	pytest $(PYTEST_ARGS)
+# mypy over the whole package (settings in pyproject.toml). Its first run on a fresh clone reads aws-cdk-lib's
+# annotations (~2 min of CPU); later runs reuse .mypy_cache/ and take seconds.
+typecheck: setup
+	mypy
+
+# Every gate: ruff, mypy, and every test (the docstring examples included) with the real tools installed.
+test: lint typecheck $(STAMP)/test-tools $(STAMP)/node-tools $(SLURM_CHROOTS) $(STAMP)/checkov
+	$(PYTEST) $(PYTEST_ARGS)
+
+# The edit loop: ruff and the tests that synthesize nothing and need no real outside tool (markers in pyproject.toml).
+test-fast: setup
+	ruff check .
+	$(PYTEST) -m '$(FAST_TESTS)' $(PYTEST_ARGS)
 
 deploy: setup
 	cdk deploy --all --concurrency 8 --no-notices -c config=$(CONFIG)
 
 clean:
-	rm -rf cdk.out $(STAMP) .pytest_cache $(CHECKOV_VENV)
+	rm -rf cdk.out $(STAMP) .pytest_cache .mypy_cache $(CHECKOV_VENV)

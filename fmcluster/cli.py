@@ -190,7 +190,7 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
     storage.add_row("EFA", "yes" if lustre.efa else "no")
     storage.add_row("S3 links", str(len(lustre.repositories)))
     estimate = sizing.checkpoint_estimate(config)
-    if estimate is not None:
+    if estimate is not None and config.training is not None:
         storage.add_row(
             "checkpoint size",
             f"{estimate.size_bytes / 1e12:.2f} TB "

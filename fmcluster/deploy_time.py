@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -226,7 +226,7 @@ def _references(node: object) -> Iterator[str]:
             yield from _references(item)
 
 
-def _topological(edges: Mapping[str, object]) -> list[str]:
+def _topological(edges: Mapping[str, Iterable[str] | StackEstimate]) -> list[str]:
     """Names in an order where each comes after the names it depends on (`edges[name]` or `.depends_on`)."""
     order: list[str] = []
     state: dict[str, int] = {}

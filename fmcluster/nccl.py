@@ -371,7 +371,7 @@ def obsolete_variables(
     for name in sorted(env):
         value = str(env[name])
         why = _why_obsolete(name, value, plugin, nccl, instance, needed)
-        if why is None and name in sets:
+        if why is None and instance is not None and name in sets:
             why = (
                 f"aws-ofi-nccl {versions.ofi_nccl} sets {name}={sets[name]} itself on {instance.name}; "
                 "setting it overrides the plugin's per-platform choice (aws-ofi-nccl src/platform-aws.cpp)"

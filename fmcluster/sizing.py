@@ -93,7 +93,7 @@ def capacity_for(required_mbps: float, throughput_per_tib: int, *, efa: bool) ->
 def checkpoint_warnings(config: ClusterConfig) -> list[Problem]:
     """A warning when one full checkpoint cannot be written within `training.checkpoint_write_seconds`."""
     estimate = checkpoint_estimate(config)
-    if estimate is None or estimate.meets_target:
+    if estimate is None or estimate.meets_target or config.training is None:
         return []
     lustre = config.storage.lustre
     said = (

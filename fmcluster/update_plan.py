@@ -21,7 +21,7 @@ instance groups say what an update does to running nodes (`effects`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -285,7 +285,7 @@ def _refers_to(value: object, logical_ids: set[str]) -> str | None:
         target = value.get("Fn::GetAtt")
         if isinstance(target, list) and target and target[0] in logical_ids:
             return target[0]
-        values = value.values()
+        values: Iterable[object] = value.values()
     elif isinstance(value, list):
         values = value
     else:

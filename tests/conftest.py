@@ -1,13 +1,16 @@
-"""Shared fixtures: every example cluster file synthesized once per test session.
+"""Shared fixtures: each example cluster file synthesized at most once per test session, when a test first asks.
 
-`cdk synth` pays a jsii round trip to node per construct call, so each example's app is built and
-synthesized a single time here and every gate (cfn-lint, cdk-nag, snapshots, unit assertions) reads it.
-Construct tests read these examples (their stacks are kept, to find a construct's resources) and build only the
-library-user variants they need, with the harness in tests/support.py.
+`cdk synth` pays a jsii round trip to node per construct call, so each example's app is built and synthesized a
+single time here and every gate (cfn-lint, cdk-nag, snapshots, unit assertions) reads it; an example no selected test
+reads is never built (`make test-fast` builds none). Construct tests read these examples (their stacks are kept, to
+find a construct's resources) and build only the library-user variants they need, with the harness in
+tests/support.py. Markers (registered in pyproject.toml) say what a test costs; `examples` is set here on every test
+that reads a synthesized example.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +51,44 @@ def synthesize(path: Path, outdir: Path, config: ClusterConfig | None = None) ->
     return SynthesizedExample(**vars(result), path=path, config=config, built=stacks, guard_findings=guard)
 
 
+class Examples(Mapping[str, SynthesizedExample]):
+    """Every example in examples/, by file stem; each is synthesized the first time it is looked up."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._paths = {path.stem: path for path in EXAMPLES}
+        self._tmp_path_factory = tmp_path_factory
+        self._built: dict[str, SynthesizedExample] = {}
+
+    def __getitem__(self, stem: str) -> SynthesizedExample:
+        if stem not in self._built:
+            path = self._paths[stem]
+            self._built[stem] = synthesize(path, self._tmp_path_factory.mktemp(stem))
+        return self._built[stem]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
 @pytest.fixture(scope="session")
-def synthesized(tmp_path_factory) -> dict[str, SynthesizedExample]:
-    """Every example in examples/, by file stem, synthesized once for the whole session."""
-    return {path.stem: synthesize(path, tmp_path_factory.mktemp(path.stem)) for path in EXAMPLES}
+def synthesized(tmp_path_factory) -> Examples:
+    """Every example in examples/, by file stem, each synthesized once for the whole session when first read."""
+    return Examples(tmp_path_factory)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that reads a synthesized example `examples`, and give every test its xdist group.
+
+    Under `pytest -n N --dist loadgroup` (`make test`) a group runs on one worker: a test of one example (parametrized
+    by `example`) joins that example's group, so each example is synthesized on one worker; any other test stays with
+    its module, so a module's fixtures (apps of its own) are built once.
+    """
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        example = callspec.params.get("example") if callspec is not None else None
+        if "synthesized" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.examples)
+        group = f"example:{example}" if isinstance(example, str) else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))

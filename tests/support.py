@@ -59,6 +59,16 @@ def mask_asset_hashes(value: object) -> object:
     return json.loads(ASSET_HASH.sub("<asset-hash>", json.dumps(value, sort_keys=True)))
 
 
+def of_type(template: dict, kind: str) -> dict[str, dict]:
+    """Logical id -> resource, for every resource of type `kind` in one template."""
+    return {name: resource for name, resource in template["Resources"].items() if resource["Type"] == kind}
+
+
+def properties_of(template: dict, kind: str) -> list[dict]:
+    """The properties of every resource of type `kind` in one template."""
+    return [resource["Properties"] for resource in of_type(template, kind).values()]
+
+
 def region_of(stack: cdk.Stack) -> str:
     return LINT_REGION if cdk.Token.is_unresolved(stack.region) else stack.region
 
@@ -84,7 +94,7 @@ class StackTemplate:
         return self.stack.resolve(value)
 
     def of_type(self, kind: str) -> dict[str, dict]:
-        return {name: r for name, r in self.template["Resources"].items() if r["Type"] == kind}
+        return of_type(self.template, kind)
 
     def assertions(self) -> Template:
         return Template.from_json(self.template)

@@ -76,8 +76,8 @@ class Sections:
         """Each section of raw cluster-file data validated on its own."""
         account = data.get("account")
         groups = _list(data.get("compute"))
-        storage = data.get("storage") if isinstance(data.get("storage"), dict) else {}
-        lustre = storage.get("lustre") if isinstance(storage.get("lustre"), dict) else {}
+        storage: dict = data["storage"] if isinstance(data.get("storage"), dict) else {}
+        lustre: dict = storage["lustre"] if isinstance(storage.get("lustre"), dict) else {}
         return cls(
             name=data.get("name") if cluster_name_problem(data.get("name")) is None else None,
             region=data.get("region") if data.get("region") in REGIONS else None,

@@ -41,6 +41,7 @@ from fmcluster.config.value_rules import (
     unknown_instance_type,
 )
 from fmcluster.names import RESERVED_GROUP_NAMES
+from fmcluster.nccl import Versions as NcclVersions  # the `nccl` field shadows the module in Image
 
 MAX_NODES_PER_GROUP = 6758
 CLUSTER_TAG = "fmcluster:cluster"
@@ -135,9 +136,9 @@ class ComputeGroup(_Model):
     capacity: Capacity = "on-demand"
     reservation_id: str | None = Field(None, validate_default=True)
     training_plan_arn: str | None = Field(None, validate_default=True)
-    placement_group: bool = Field(None, validate_default=True)  # type: ignore[assignment]  # resolved below
+    placement_group: bool = Field(None, validate_default=True)  # resolved below
     root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 512
-    efa: bool = Field(None, validate_default=True)  # type: ignore[assignment]  # resolved below
+    efa: bool = Field(None, validate_default=True)  # resolved below
     deep_health_checks: tuple[DeepHealthCheck, ...] = ()
 
     @field_validator("name")
@@ -211,7 +212,7 @@ class ComputeGroup(_Model):
         row = catalog.CATALOG.get(instance_type) if instance_type else None
         if value is None:
             return bool(row and row.supports_efa)
-        if value is True and (problem := no_efa(instance_type, "set efa: false")):
+        if value is True and instance_type and (problem := no_efa(instance_type, "set efa: false")):
             raise fail(problem)
         return value
 
@@ -598,7 +599,7 @@ class Image(_Model):
             )
         return value
 
-    def nccl_versions(self) -> nccl.Versions:
+    def nccl_versions(self) -> NcclVersions:
         """The versions `fmcluster.nccl` judges (P5-class floors, plugin defaults, obsolete variables)."""
         return nccl.Versions(self.nccl, self.aws_ofi_nccl, self.efa_installer)
 

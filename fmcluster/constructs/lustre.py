@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -359,7 +359,7 @@ def _associate(
         else:
             assert data_bucket is not None  # checked in _validated
             location = f"s3://{data_bucket.bucket_name}/{link.path.lstrip('/')}/"
-        policies: dict[str, object] = {}
+        policies: dict[str, Any] = {}
         if link.import_:
             policies["auto_import_policy"] = fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
                 events=[event.upper() for event in link.import_]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -116,21 +116,22 @@ class TrainingNetwork(Construct):
                 "PrivateDefaultRoute",
                 route_table_id=private_routes.ref,
                 destination_cidr_block="0.0.0.0/0",
-                nat_gateway_id=self.nat_gateway.ref,
+                nat_gateway_id=cast(ec2.CfnNatGateway, self.nat_gateway).ref,  # made by _public_subnet
             )
 
         private_subnets = [compute] + ([secondary] if secondary else [])
         subnet_kind = "private" if egress == "nat" else "isolated"
+        subnets: dict[str, Any] = {
+            f"{subnet_kind}_subnet_ids": [subnet.ref for subnet in private_subnets],
+            f"{subnet_kind}_subnet_route_table_ids": [private_routes.ref] * len(private_subnets),
+        }
         self.vpc: ec2.IVpc = ec2.Vpc.from_vpc_attributes(
             self,
             "Imported",
             vpc_id=cfn_vpc.ref,
             vpc_cidr_block=cfn_vpc.attr_cidr_block,
             availability_zones=[subnet.attr_availability_zone for subnet in private_subnets],
-            **{
-                f"{subnet_kind}_subnet_ids": [subnet.ref for subnet in private_subnets],
-                f"{subnet_kind}_subnet_route_table_ids": [private_routes.ref] * len(private_subnets),
-            },
+            **subnets,
         )
         """The VPC as an `ec2.IVpc` for L2 constructs (its private or isolated subnets are the ones above)."""
         self.cfn_vpc = cfn_vpc

@@ -203,7 +203,7 @@ class ClusterObservability(Construct):
             self, "Dashboard", dashboard_name=f"fmcluster-{cluster_name}", default_interval=cdk.Duration.hours(6)
         )
         """The CloudWatch dashboard: FSx (with a file system), alarms, node-health events."""
-        if file_system_id is not None:
+        if file_system_id is not None and lustre_capacity_gib is not None:  # _validated: both or neither
             self._fsx(file_system_id, lustre_capacity_gib, lustre_throughput_per_tib)
         self._cluster_widgets()
 
@@ -274,12 +274,14 @@ class ClusterObservability(Construct):
         )
 
     def _grant_nodes(self, roles: Sequence[iam.IRole], *, query: bool) -> None:
+        workspace, parameter = self.workspace, self.endpoint_parameter
+        assert workspace is not None and parameter is not None  # called with prometheus='managed' only
         statements = [
-            iam.PolicyStatement(actions=["aps:RemoteWrite"], resources=[self.workspace.attr_arn]),
-            iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[self.endpoint_parameter.parameter_arn]),
+            iam.PolicyStatement(actions=["aps:RemoteWrite"], resources=[workspace.attr_arn]),
+            iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[parameter.parameter_arn]),
         ]
         if query:
-            statements.append(iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[self.workspace.attr_arn]))
+            statements.append(iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[workspace.attr_arn]))
         self.node_policy = iam.Policy(self, "NodeAccess", statements=statements, roles=list(roles))
         """Remote write (and query) on the workspace for the node roles, in this construct's stack."""
 
@@ -287,6 +289,7 @@ class ClusterObservability(Construct):
         """Let `grantee` remote-write to the workspace and read its endpoint parameter."""
         if self.workspace is None:
             raise ValueError("ClusterObservability: grant_remote_write needs prometheus='managed'")
+        assert self.endpoint_parameter is not None  # made with the workspace
         self.endpoint_parameter.grant_read(grantee)
         return iam.Grant.add_to_principal(
             grantee=grantee, actions=["aps:RemoteWrite"], resource_arns=[self.workspace.attr_arn]
@@ -336,7 +339,8 @@ class ClusterObservability(Construct):
         self._provision_dashboards(stack)
 
     def _provision_dashboards(self, stack: cdk.Stack) -> None:
-        workspace = self.grafana_workspace
+        workspace, prometheus = self.grafana_workspace, self.workspace
+        assert workspace is not None and prometheus is not None  # managed Grafana needs prometheus='managed'
         workspace_arn = f"arn:{stack.partition}:grafana:{stack.region}:{stack.account}:/workspaces/{workspace.attr_id}"
         handler, provider = provider_with_handler(
             self,
@@ -366,7 +370,7 @@ class ClusterObservability(Construct):
             properties={
                 "WorkspaceId": workspace.attr_id,
                 "Endpoint": workspace.attr_endpoint,
-                "PrometheusUrl": self.workspace.attr_prometheus_endpoint,
+                "PrometheusUrl": prometheus.attr_prometheus_endpoint,
                 "Region": stack.region,
                 "Dashboards": dashboard_files(),
             },

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from botocore.exceptions import ClientError
 
@@ -38,7 +39,7 @@ def reservation_checks(config: ClusterConfig, aws: Aws, now: datetime) -> list[C
         Check(
             f"capacity reservation {rid}",
             f"compute[{groups[0][0]}].reservation_id",
-            lambda rid=rid, groups=groups: check_reservation(config, aws, rid, groups, now),
+            partial(check_reservation, config, aws, rid, groups, now),
         )
         for rid, groups in _by(config.compute, "reservation_id").items()
     ]
@@ -49,7 +50,7 @@ def training_plan_checks(config: ClusterConfig, aws: Aws, now: datetime) -> list
         Check(
             f"training plan {arn.rsplit('/', 1)[-1]}",
             f"compute[{groups[0][0]}].training_plan_arn",
-            lambda arn=arn, groups=groups: check_training_plan(config, aws, arn, groups, now),
+            partial(check_training_plan, config, aws, arn, groups, now),
         )
         for arn, groups in _by(config.compute, "training_plan_arn").items()
     ]

@@ -9,6 +9,8 @@ use the bucket's KMS key).
 
 from __future__ import annotations
 
+from functools import partial
+
 from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig
@@ -26,7 +28,7 @@ def data_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
         Check(
             f"bucket of {repository.s3_uri}",
             f"storage.lustre.repositories[{index}].s3_uri",
-            lambda index=index, uri=repository.s3_uri: check_bucket(config, aws, index, uri),
+            partial(check_bucket, config, aws, index, repository.s3_uri),
         )
         for index, repository in enumerate(config.storage.lustre.repositories)
         if repository.s3_uri

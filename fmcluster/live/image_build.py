@@ -54,7 +54,7 @@ def check_image_build(config: ClusterConfig, aws: Aws, kept: Collected) -> list[
         return [Finding("ok", subject, f"SUCCEEDED ({build['id']})")]
     if status not in BAD:
         return [Finding("warning", subject, f"{status} ({build['id']}, phase {build.get('currentPhase', '?')})")]
-    failed = next((p for p in build.get("phases", []) if p.get("phaseStatus") in BAD), {})
+    failed: dict = next((p for p in build.get("phases", []) if p.get("phaseStatus") in BAD), {})
     why = "; ".join(c.get("message", "") for c in failed.get("contexts", []) if c.get("message"))
     logs = build.get("logs", {})
     lines: list[str] = []

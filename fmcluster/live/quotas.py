@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import defaultdict
+from functools import partial
 from typing import Any
 
 from fmcluster.config import ClusterConfig, Problem
@@ -95,7 +96,7 @@ def quota_checks(config: ClusterConfig, aws: Aws, types: InstanceTypes) -> list[
                 Check(
                     f"quota '{name}'",
                     members[0][0],
-                    lambda name=name, members=members: check_vcpus(quotas, types, name, members),
+                    partial(check_vcpus, quotas, types, name, members),
                 )
             )
     else:
@@ -104,13 +105,11 @@ def quota_checks(config: ClusterConfig, aws: Aws, types: InstanceTypes) -> list[
                 Check(
                     f"quota '{HYPERPOD_TYPE.format(ml_type=ml_type)}'",
                     members[0][0],
-                    lambda ml_type=ml_type, members=members: check_hyperpod_type(quotas, ml_type, members),
+                    partial(check_hyperpod_type, quotas, ml_type, members),
                 )
             )
         for name in (HYPERPOD_PER_CLUSTER, HYPERPOD_TOTAL):
-            checks.append(
-                Check(f"quota '{name}'", "compute", lambda name=name: check_hyperpod_instances(quotas, config, name))
-            )
+            checks.append(Check(f"quota '{name}'", "compute", partial(check_hyperpod_instances, quotas, config, name)))
     checks.append(
         Check(f"quota '{LUSTRE_STORAGE}'", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config))
     )

@@ -10,6 +10,7 @@ Sources: CloudFormation API reference (DescribeStacks StackStatus values, Descri
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -99,7 +100,7 @@ def stack_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check
         Check(
             f"stack {config.name}-{part}",
             f"{config.name}-{part}",
-            lambda name=f"{config.name}-{part}": check_stack(config, aws, name, kept),
+            partial(check_stack, config, aws, f"{config.name}-{part}", kept),
         )
         for part in stack_parts(config)
     ]

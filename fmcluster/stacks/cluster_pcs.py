@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import TYPE_CHECKING, cast
 
 import aws_cdk as cdk
 from constructs import Construct
@@ -16,6 +17,9 @@ from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_ec2 as ec2
 
 NAME_TAG_PRIORITY = 101
 """Above the default priority (100) with which ec2.LaunchTemplate sets its Name tag."""
@@ -60,7 +64,7 @@ class PcsClusterStack(cdk.Stack):
             grafana=config.observability.grafana,
             observability_mirror=observability_mirror(config, storage),
             ami_id=orchestrator.ami_id,
-            slurm_version=orchestrator.slurm_version,
+            slurm_version=orchestrator.slurm_version,  # type: ignore[arg-type]  # resolved for pcs by the model
             size=orchestrator.size,
             detailed_monitoring=config.compliance == "control-tower",
         )
@@ -90,7 +94,7 @@ def _keep_released_logical_ids(cluster: PcsSlurmCluster) -> None:
     """
     templates = {f"{name}LaunchTemplate": lt.launch_template for name, lt in cluster.launch_templates.items()}
     if cluster.login_template is not None:
-        templates["loginLaunchTemplate"] = cluster.login_template.node.default_child
+        templates["loginLaunchTemplate"] = cast("ec2.CfnLaunchTemplate", cluster.login_template.node.default_child)
         # ec2.LaunchTemplate tags its instances and volumes Name=<construct path>; a new path would be a new template
         # version, and PCS launches the login node's replacements from it.
         released_name = f"{cdk.Stack.of(cluster).stack_name}/loginLaunchTemplate"

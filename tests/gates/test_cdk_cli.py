@@ -7,7 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.real_tools
 
 CDK = REPO / "node_modules" / ".bin" / "cdk"
 

@@ -13,8 +13,11 @@ import json
 
 import pytest
 
+from tests import support
 from tests.conftest import EXAMPLES
 from tests.scanners import FAIL_SYNTH_ON_VALIDATION_ERRORS, checkov_findings, guard_findings, guard_validator
+
+pytestmark = pytest.mark.synth
 
 EXAMPLE_IDS = [path.stem for path in EXAMPLES]
 
@@ -142,7 +145,7 @@ def careless(tmp_path_factory):
     from aws_cdk import aws_logs as logs
 
     outdir = tmp_path_factory.mktemp("careless")
-    app = cdk.App(outdir=str(outdir), context={FAIL_SYNTH_ON_VALIDATION_ERRORS: False})
+    app = support.app(outdir, {FAIL_SYNTH_ON_VALIDATION_ERRORS: False})
     stack = cdk.Stack(app, "careless")
     logs.LogGroup(stack, "Logs", retention=logs.RetentionDays.ONE_YEAR)
     cloudwatch.Alarm(

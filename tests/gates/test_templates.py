@@ -10,6 +10,8 @@ from tests.conftest import EXAMPLES
 from tests.scanners import checkov_findings
 from tests.support import mask_asset_hashes
 
+pytestmark = pytest.mark.real_tools
+
 EXAMPLE_IDS = [path.stem for path in EXAMPLES]
 
 

@@ -17,6 +17,8 @@ from fmcluster.config.models import CLUSTER_TAG
 from fmcluster.update_plan import compare, create_only, refusal, refusals, stale_readers
 from tests.conftest import EXAMPLES, REPO, synthesize
 
+pytestmark = pytest.mark.synth
+
 
 def grown(example: str, change) -> dict:
     data = load(REPO / "examples" / f"{example}.yaml").model_dump(by_alias=True, exclude_none=True)

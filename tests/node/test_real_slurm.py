@@ -21,6 +21,8 @@ import pytest
 
 from tests.node.real_slurm import CHROOTS, SLURMS, real_slurm
 
+pytestmark = pytest.mark.real_tools
+
 NODE_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node"
 TASK_PROLOG = NODE_DIR / "slurm" / "task-prolog.sh"
 GPU_JOB_MAP = NODE_DIR / "slurm" / "gpu-job-map.sh"

@@ -35,6 +35,8 @@ from tests.node.test_scripts import TOOLS as SCRIPT_TOOLS
 from tests.node.test_scripts import Node as ScriptNode
 from tests.stub_node import StubNode, stub_env
 
+pytestmark = pytest.mark.real_tools
+
 NODE_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node"
 FIXTURES = Path(__file__).parent / "fixtures" / "enroot-v4.1.2"
 INSTANCE_STORE = "Amazon EC2 NVMe Instance Storage"

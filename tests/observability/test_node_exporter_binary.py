@@ -27,6 +27,8 @@ import pytest
 
 from tests.observability.conftest import FIXTURES, free_port, require_binary
 
+pytestmark = pytest.mark.real_tools
+
 SCRIPT = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "observability.sh"
 DEVICES = {"rdmap79s0": {"tx_bytes": 1042168029538, "rx_drops": 0}, "rdmap113s0": {"tx_bytes": 1047394519620,
            "rx_drops": 1523, "retrans_timeout_events": 17, "lifespan": 12}}  # fmt: skip

@@ -19,6 +19,8 @@ import yaml
 
 from tests.observability.conftest import DASHBOARDS, DOWN_NODE, FIXTURES, NODE, RULES, require_binary
 
+pytestmark = pytest.mark.real_tools
+
 DASHBOARD_FILES = sorted(DASHBOARDS.glob("*.json"))
 RULE_FILES = sorted(RULES.glob("*.yml"))
 GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "15s", "$instance": ".*", "$job": ".*"}

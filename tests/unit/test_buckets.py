@@ -14,6 +14,8 @@ from aws_cdk import aws_kms as kms
 from fmcluster.constructs.buckets import ProjectBuckets
 from tests import support
 
+pytestmark = pytest.mark.synth
+
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 TLS_ONLY = {"Bool": {"aws:SecureTransport": "false"}}
 

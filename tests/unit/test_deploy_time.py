@@ -17,7 +17,8 @@ import yaml
 
 from fmcluster.config import load
 from fmcluster.deploy_time import Weights, estimate_assembly, estimate_template, resource_dependencies
-from tests.conftest import CDK_JSON_CONTEXT, REPO
+from tests import support
+from tests.conftest import REPO
 
 WEIGHTS = Weights.load(
     {
@@ -28,6 +29,8 @@ WEIGHTS = Weights.load(
         "image_import": {"minutes": 10},
     }
 )
+
+pytestmark = pytest.mark.synth
 
 
 def test_every_weight_has_a_source_or_says_it_is_an_estimate():
@@ -130,13 +133,11 @@ def test_stacks_start_when_their_dependencies_are_done_and_the_longest_chain_is_
 def variants(tmp_path_factory) -> dict[str, object]:
     """The quickstart three ways, in one app (one synth): as it is, with 8 S3 links, and with its cluster stack made
     to wait for the image stack as it did before issue 15."""
-    import aws_cdk as cdk
-
     from fmcluster.stacks import build
 
     outdir = tmp_path_factory.mktemp("variants")
     data = yaml.safe_load((REPO / "examples" / "quickstart.yaml").read_text())
-    app = cdk.App(outdir=str(outdir), context=CDK_JSON_CONTEXT)
+    app = support.app(outdir)
     for name in ("base", "links", "waits"):
         variant = {**data, "name": name}
         if name == "links":

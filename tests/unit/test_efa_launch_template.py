@@ -23,6 +23,8 @@ from fmcluster.constructs.network import TrainingNetwork
 from fmcluster.node_scripts import bootstrap_user_data
 from tests import support
 
+pytestmark = pytest.mark.synth
+
 RESERVATION = "cr-0123456789abcdef0"
 DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 EFA_TYPES = ", ".join(name for name, row in catalog.CATALOG.items() if row.supports_efa)

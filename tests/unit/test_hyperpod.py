@@ -42,6 +42,8 @@ from fmcluster.constructs.observability import endpoint_parameter_name
 from fmcluster.node_scripts import dashboard_files
 from tests import support
 
+pytestmark = pytest.mark.synth
+
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 PLAN_ARN = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/llm-pretrain-2026q4"
 DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"

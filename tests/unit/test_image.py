@@ -32,6 +32,8 @@ from fmcluster.stacks.image import ImageStack
 from tests import support
 from tests.support import REPO
 
+pytestmark = pytest.mark.synth
+
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
 DOCKERFILE = REPO / "fmcluster" / "image" / "Dockerfile"
 BUILDSPEC = REPO / "fmcluster" / "image" / "buildspec.yml"

@@ -25,6 +25,7 @@ from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.storage import StorageStack
 from tests import support
 from tests.conftest import SynthesizedExample
+from tests.support import of_type
 
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 REPOSITORIES = (
@@ -33,14 +34,12 @@ REPOSITORIES = (
     Repository(path="/external/c4", s3_uri="s3://my-datasets/c4/"),
     {"path": "/scratch", "s3_uri": "s3://my-scratch/runs", "import": [], "export": []},
 )
+
+pytestmark = pytest.mark.synth
 TCP_988 = ("tcp", 988, 988)
 TCP_1018_1023 = ("tcp", 1018, 1023)
 ALL_TRAFFIC = ("-1", None, None)
 STATEFUL = ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Logs::LogGroup")
-
-
-def of_type(template: dict, kind: str) -> dict[str, dict]:
-    return {name: resource for name, resource in template["Resources"].items() if resource["Type"] == kind}
 
 
 @dataclass

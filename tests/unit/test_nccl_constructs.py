@@ -30,16 +30,15 @@ from fmcluster.constructs.nccl_tuning import NcclTuning, parameter_name
 from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.nccl import baseline_spec, nccl_environment
 from tests import support
+from tests.support import of_type
+
+pytestmark = pytest.mark.synth
 
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 CLUSTER = "llm-pretrain"
 GROUPS = [("gpu", "p5.48xlarge"), ("b200", "p6-b200.48xlarge"), ("spare", "p5.48xlarge"), ("trn", "trn1.32xlarge")]
 USER_ENV = {"NCCL_DEBUG": "WARN", "NCCL_BUFFSIZE": "4194304"}
 ONE_YEAR = 365
-
-
-def of_type(template: dict, kind: str) -> dict[str, dict]:
-    return {name: resource for name, resource in template["Resources"].items() if resource["Type"] == kind}
 
 
 @dataclass

@@ -6,8 +6,6 @@ Pure Python: no CDK app, no AWS.
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -382,7 +380,3 @@ def test_baseline_spec_has_the_line_rate_and_the_published_figures():
     assert baseline_spec("g5.4xlarge") == {"gpus": 1, "efa_gbps": 0, "published": []}  # no EFA below g5.8xlarge
     with pytest.raises(ValueError, match=r"unknown instance type 'x\.large'"):
         baseline_spec("x.large")
-
-
-def test_docstring_examples_hold():
-    assert doctest.testmod(nccl).failed == 0

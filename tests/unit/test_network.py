@@ -10,10 +10,9 @@ from aws_cdk.assertions import Match, Template
 
 from fmcluster.constructs import TrainingNetwork
 from fmcluster.constructs.network import INTERFACE_ENDPOINTS
+from tests.support import properties_of as resources
 
-
-def resources(template: dict, kind: str) -> list[dict]:
-    return [r["Properties"] for r in template["Resources"].values() if r["Type"] == kind]
+pytestmark = pytest.mark.synth
 
 
 @pytest.fixture(scope="module")

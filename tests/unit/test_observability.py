@@ -27,6 +27,8 @@ from fmcluster.stacks.observability import grafana_url
 from tests import support
 from tests.conftest import SynthesizedExample
 
+pytestmark = pytest.mark.synth
+
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 FILE_SYSTEM = "fs-0123456789abcdef0"
 COMBINATIONS = [

@@ -21,14 +21,10 @@ from fmcluster.constructs import LustreMount, LustreStorage, ProjectBuckets, Tra
 from fmcluster.constructs.pcs import PcsSlurmCluster, cluster_size
 from fmcluster.stacks.cluster_pcs import released_logical_id
 from tests.conftest import REPO, synthesize
+from tests.support import of_type
+from tests.support import properties_of as props
 
-
-def of_type(template: dict, kind: str) -> dict[str, dict]:
-    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
-
-
-def props(template: dict, kind: str) -> list[dict]:
-    return [r["Properties"] for r in of_type(template, kind).values()]
+pytestmark = pytest.mark.synth
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,8 @@ from fmcluster.constructs import (
 )
 from fmcluster.node_scripts import bootstrap_user_data
 
+pytestmark = pytest.mark.synth
+
 SOURCE = "cluster.yaml"
 ACCOUNT = "123456789012"
 RESERVATION = "cr-0123456789abcdef0"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -392,7 +393,7 @@ class HyperPodSlurmCluster(Construct):
         storage: Sequence[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty],
         *,
         partition: str | None = None,
-        **extra: object,
+        **extra: Any,
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=name,
@@ -492,7 +493,10 @@ def _validated(
         for message in training_plan_elsewhere(group.training_plan_arn, known(region), known(account)):
             problems.append(Problem(f"{where}.training_plan_arn", message))
     problems += repeated_group_problems(groups)
-    typed = [("controller_instance_type", controller_instance_type), ("login_instance_type", login_instance_type)]
+    typed: list[tuple[str, str | None]] = [
+        ("controller_instance_type", controller_instance_type),
+        ("login_instance_type", login_instance_type),
+    ]
     typed += [(f"compute_groups[{index}].instance_type", group.instance_type) for index, group in groups]
     reported = {problem.path for problem in problems}  # a type the Orchestrator model refused already
     problems += [

@@ -140,6 +140,7 @@ def lifecycle_archive_path() -> str:
 def acknowledge_deployment_findings(deployment: s3deploy.BucketDeployment, bucket: s3.IBucket) -> None:
     """cdk-nag findings of CDK's BucketDeployment function (one per stack), each with its reason."""
     function = deployment.handler_role.node.scope
+    assert function is not None  # the role's scope: the deployment's function
     stack = cdk.Stack.of(deployment)
     policy = deployment.handler_role.node.try_find_child("DefaultPolicy")
     statements = stack.resolve(policy.document.to_json())["Statement"] if isinstance(policy, iam.Policy) else []

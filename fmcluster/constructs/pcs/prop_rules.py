@@ -10,6 +10,7 @@ from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
 from fmcluster.config.orchestrators import pcs
 from fmcluster.config.value_rules import api_name_problem
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
+from fmcluster.constructs.observability import GrafanaMode, PrometheusMode
 from fmcluster.constructs.props import (
     compute_group_models,
     node_settings_problems,
@@ -41,8 +42,8 @@ def validated(
     login_instance_type: str | None,
     file_system: LustreFileSystem | None,
     nccl_parameter_prefix: str | None,
-    prometheus: str,
-    grafana: str,
+    prometheus: PrometheusMode,
+    grafana: GrafanaMode,
     observability_mirror: str | None,
     ami_id: str | None,
     slurm_version: str,

@@ -251,7 +251,7 @@ def is_complete(event: dict, context: object, codebuild=None, ecr=None, ssm=None
 
 def put_build_status(ssm, spec: ImageSpec, build: dict, *, state: str) -> None:
     """Tell the nodes a build is running ("building") or has failed: the image-build parameter, as JSON."""
-    started = build.get("startTime")
+    started: Any = build.get("startTime")
     status = {
         "state": state,
         "build": build.get("id"),

@@ -251,6 +251,7 @@ def _candidates(run: Run) -> tuple[set[str], str]:
 
 def _identify(run: Run) -> None:
     fits, evidence = _candidates(run)
+    declared: str | None
     if run._declared:
         declared, source = run._declared, "'# Collective test starting' line"
     else:
@@ -314,7 +315,8 @@ def _lines(text: str) -> list[tuple[int, str, bool]]:
         if line.strip():
             lines.append((number, label, line.strip()))
     headers = {label for _, label, line in lines if line.startswith("#") and line.lstrip("#").split()[:1] == ["size"]}
-    reader = min(headers) if len(headers) > 1 and None not in headers else None
+    numbered = {label for label in headers if label is not None}
+    reader = min(numbered) if len(headers) > 1 and None not in headers else None
     return [(number, line, reader is None or label == reader) for number, label, line in lines]
 
 
