@@ -37,6 +37,8 @@ TRAINING_PLAN_ARN_PATTERN = re.compile(
     r"^arn:aws[a-z-]*:sagemaker:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):training-plan/[A-Za-z0-9-]{1,63}$"
 )
 AMI_ID_PATTERN = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
+IMAGE_REFRESH_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+"""`orchestrator.image_refresh`: a label that, when changed, re-resolves the default node image."""
 S3_URI_PATTERN = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>/[^\s]*)?$")
 LUSTRE_DNS_NAME_PATTERN = re.compile(r"^(fs|fc)i?-[0-9a-f]{8,}\..{4,253}$")
 """FSx for Lustre DNS names (botocore `fsx` DNSName, the same as `sagemaker` ClusterDnsName)."""
@@ -268,14 +270,15 @@ NEURON_ACCELERATORS = ("AWS Trainium", "AWS Inferentia")
 """Accelerators that need the AWS Neuron driver rather than NVIDIA's."""
 
 
-def sample_image_problem(instance_type: str) -> str | None:
-    """An instance type the AWS PCS sample AMI cannot drive: its accelerators need the AWS Neuron driver, and the
-    sample AMI's release notes list the NVIDIA driver and CUDA only (no Neuron; unconfirmed, so refuse)."""
+def node_image_problem(instance_type: str) -> str | None:
+    """An instance type the default PCS node image (the PCS-Ready DLAMI) cannot drive: its accelerators need the AWS
+    Neuron driver, and the image is built on the NVIDIA-driver DLAMI (Deep Learning Base AMI, Ubuntu 24.04; its
+    release notes list the NVIDIA driver and CUDA, no Neuron), so refuse."""
     row = catalog.CATALOG.get(instance_type)
     if row is None or not row.accelerator.startswith(NEURON_ACCELERATORS):
         return None
     return (
-        f"required for {instance_type} ({row.accelerator}): the AWS PCS sample AMI carries the NVIDIA driver and "
-        "CUDA, not the AWS Neuron driver these accelerators need; give an image with Neuron (for example one built "
-        "from a Neuron DLAMI with AWS's PCS software installers)"
+        f"required for {instance_type} ({row.accelerator}): the default PCS node image (the PCS-Ready DLAMI) carries "
+        "the NVIDIA driver and CUDA, not the AWS Neuron driver these accelerators need; give an image with Neuron "
+        "(for example one built from a Neuron DLAMI with AWS's PCS software installers)"
     )

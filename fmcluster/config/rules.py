@@ -20,13 +20,13 @@ from fmcluster.config.checks import (
     cluster_name_problem,
     grafana_without_source,
     mixed_architectures_problem,
+    node_image_problem,
     pcs_capacity_problem,
     pcs_deep_health_checks_problem,
     pcs_node_limit_problem,
     pcs_size_problem,
     repeated_group_name,
     repeated_names,
-    sample_image_problem,
     training_plan_elsewhere,
 )
 from fmcluster.config.errors import Problem
@@ -240,7 +240,7 @@ def neuron_nodes_bring_their_image(config: Sections) -> Iterator[Problem]:
     if config.orchestrator is None or config.orchestrator.type != "pcs" or config.orchestrator.ami_id is not None:
         return
     for instance_type in dict.fromkeys(group.instance_type for _, group in config.groups()):
-        if problem := sample_image_problem(instance_type):
+        if problem := node_image_problem(instance_type):
             yield Problem("orchestrator.ami_id", problem)
             return
 

@@ -58,6 +58,7 @@ class PcsClusterStack(cdk.Stack):
             grafana=config.observability.grafana,
             observability_mirror=observability_mirror(config, storage),
             ami_id=orchestrator.ami_id,
+            image_refresh=orchestrator.image_refresh,
             slurm_version=orchestrator.slurm_version,
             size=orchestrator.size,
             detailed_monitoring=config.compliance == "control-tower",

@@ -11,13 +11,13 @@ from fmcluster.config.checks import (
     api_name_problem,
     is_token,
     mixed_architectures_problem,
+    node_image_problem,
     pcs_capacity_problem,
     pcs_deep_health_checks_problem,
     pcs_node_limit_problem,
     pcs_size_problem,
     repeated_group_name,
     repeated_names,
-    sample_image_problem,
 )
 from fmcluster.config.models import ComputeGroup, Observability, Orchestrator, pcs_head_group, pcs_nodes
 from fmcluster.constructs.lustre import LustreFileSystem, file_system_problems
@@ -48,6 +48,7 @@ def validated(
     grafana: str,
     observability_mirror: str | None,
     ami_id: str | None,
+    image_refresh: str | None,
     slurm_version: str,
     expected_nodes: int | None,
     size: str | None,
@@ -68,6 +69,7 @@ def validated(
         "login_instance_type": login_instance_type,
         "slurm_version": slurm_version,
         "ami_id": ami_id,
+        "image_refresh": image_refresh,
     }
     problems += prop_problems(Orchestrator, **settings)
     problems += node_settings_problems(
@@ -106,8 +108,8 @@ def validated(
     if problem := pcs_size_problem(given_size, nodes):
         problems.append(f"size: {problem}")
     head = pcs_head_group(orchestrator, observability)
-    sample_image_problems = [sample_image_problem(group.instance_type) for group in groups] if ami_id is None else []
-    problems += [f"ami_id: {problem}" for problem in dict.fromkeys(filter(None, sample_image_problems))][:1]
+    node_image_problems = [node_image_problem(group.instance_type) for group in groups] if ami_id is None else []
+    problems += [f"ami_id: {problem}" for problem in dict.fromkeys(filter(None, node_image_problems))][:1]
     if ami_id is not None and not is_token(ami_id):
         types = [group.instance_type for group in groups] + ([head[2]] if head else [])
         if problem := mixed_architectures_problem(types):
