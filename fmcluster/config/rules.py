@@ -33,6 +33,7 @@ from fmcluster.config.errors import Problem
 from fmcluster.config.models import (
     ClusterConfig,
     ComputeGroup,
+    Image,
     Lustre,
     Network,
     Observability,
@@ -41,6 +42,7 @@ from fmcluster.config.models import (
     pcs_head_group,
     pcs_nodes,
 )
+from fmcluster.config.node_images import DEFAULT_NODE_IMAGES, cuda_driver_problem
 from fmcluster.config.regions import REGIONS
 from fmcluster.config.service_rules import service_problems
 
@@ -62,6 +64,7 @@ class Sections:
     lustre: Lustre | None
     repositories: tuple[Repository | None, ...]
     observability: Observability | None
+    image: Image | None
 
     @classmethod
     def of(cls, config: ClusterConfig) -> Sections:
@@ -76,6 +79,7 @@ class Sections:
             lustre=config.storage.lustre,
             repositories=config.storage.lustre.repositories,
             observability=config.observability,
+            image=config.image,
         )
 
     @classmethod
@@ -98,6 +102,7 @@ class Sections:
             lustre=_valid(Lustre, lustre),
             repositories=tuple(_valid(Repository, item) for item in _list(lustre.get("repositories"))),
             observability=_valid(Observability, data.get("observability") or {}),
+            image=_valid(Image, data.get("image") or {}),
         )
 
     def groups(self) -> Iterator[tuple[int, ComputeGroup]]:
@@ -245,6 +250,14 @@ def neuron_nodes_bring_their_image(config: Sections) -> Iterator[Problem]:
             return
 
 
+def training_image_runs_on_the_node_driver(config: Sections) -> Iterator[Problem]:
+    """The training image's CUDA against the NVIDIA driver of the default node image (config/node_images.py)."""
+    if config.image is None or config.orchestrator is None or config.orchestrator.ami_id is not None:
+        return
+    if problem := cuda_driver_problem(config.image.cuda, DEFAULT_NODE_IMAGES[config.orchestrator.type]):
+        yield Problem("image.cuda", problem)
+
+
 def grafana_has_a_source(config: Sections) -> Iterator[Problem]:
     if config.observability is None:
         return
@@ -283,6 +296,7 @@ RULES: tuple[Rule, ...] = (
     pcs_cluster_size,
     one_architecture_per_image,
     neuron_nodes_bring_their_image,
+    training_image_runs_on_the_node_driver,
     services_accept,
 )
 

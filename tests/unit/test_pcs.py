@@ -136,6 +136,8 @@ def test_user_data_mounts_lustre_over_efa_only_where_the_node_can(b300):
     user_data = {key[:4]: str(data["UserData"]) for key, data in templates.items()}
     assert "--lustre-efa" in user_data["b300"]
     assert "--lustre-efa" not in user_data["devL"]
+    for data in user_data.values():  # every node builds pyxis against the cluster's Slurm, not the image's newest
+        assert "--slurm-version 26.05" in data
 
 
 @pytest.mark.parametrize(

@@ -495,6 +495,7 @@ class PcsSlurmCluster(Construct):
                 bundle_s3_uri=self.node_bundle_uri(),
                 observability=observability,
                 image_parameter=self.image_parameter_name if watch_image else None,
+                slurm_version=self.slurm_version,
             ),
         )
         self.launch_templates[group.name] = template
@@ -525,6 +526,7 @@ class PcsSlurmCluster(Construct):
                 bundle_s3_uri=self.node_bundle_uri(),
                 observability=observability,
                 image_parameter=self.image_parameter_name if self.file_system is not None else None,
+                slurm_version=self.slurm_version,
             ),
             block_devices=[
                 ec2.BlockDevice(
