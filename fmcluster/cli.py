@@ -19,6 +19,8 @@ from fmcluster.update_command import add_update_arguments, plan_update
 
 DEFAULT_FILE = "examples/quickstart.yaml"
 EXIT_INVALID = 2
+EXIT_UNCHECKED = 1
+"""`validate --live`: no error found, but a check did not run (access denied, throttled, AWS's error)."""
 PLAN_WIDTH = 140
 """The plan's tables need about this many columns; rich assumes 80 when output is not a terminal."""
 
@@ -82,7 +84,8 @@ def load_or_report(path: str) -> ClusterConfig | None:
 
 
 def validate_live(path: str, config: ClusterConfig) -> int:
-    """Run the live preflight: problems to stderr (exit 2 on any error), or one line without credentials."""
+    """Run the live preflight: problems to stderr (exit 2 on any error, 1 when no error was found but a check did
+    not run), or one line without credentials."""
     from fmcluster import live  # boto3 loads only for --live
 
     progress = Console(stderr=True)
@@ -93,15 +96,23 @@ def validate_live(path: str, config: ClusterConfig) -> int:
         return EXIT_INVALID
     for problem in problems:
         print(problem.render(path), file=sys.stderr)
-    errors = [problem for problem in problems if live.is_error(problem)]
-    if errors:
+    if any(live.is_error(problem) for problem in problems):
         return EXIT_INVALID
-    print(f"{path}: valid, and the account in {config.region} is ready for it ({len(problems)} note(s) or warning(s))")
+    unchecked = [problem for problem in problems if live.is_unchecked(problem)]
+    if unchecked:
+        print(
+            f"{path}: valid, but {len(unchecked)} live check(s) did not run (above), so the account in "
+            f"{config.region} is not known to be ready for it",
+            file=sys.stderr,
+        )
+        return EXIT_UNCHECKED
+    print(f"{path}: valid, and every live check ran: the account in {config.region} is ready for it "
+          f"({len(problems)} note(s) or warning(s))")  # fmt: skip
     return 0
 
 
 def run_diagnose(path: str, config: ClusterConfig, collect_dir: str | None) -> int:
-    """Print the diagnosis; exit 0 healthy, 1 problems found, 2 could not diagnose."""
+    """Print the diagnosis; exit 0 healthy (every check ran), 1 problems found, 2 not everything could be diagnosed."""
     from fmcluster import live  # boto3 loads only for live commands
     from fmcluster.live.diagnose import collect
 
@@ -111,7 +122,7 @@ def run_diagnose(path: str, config: ClusterConfig, collect_dir: str | None) -> i
     except live.NoCredentials as error:
         print(f"{path}: diagnose: {error}", file=sys.stderr)
         return EXIT_INVALID
-    print(diagnosis.report())
+    print(diagnosis.report(redacted=collect_dir is not None))  # what --collect writes, it prints
     if collect_dir:
         print(f"collected: {collect(diagnosis, collect_dir, config.name)}", file=sys.stderr)
     return diagnosis.exit_code

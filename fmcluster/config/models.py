@@ -1,4 +1,4 @@
-"""The cluster file as typed, frozen models (the contract is the README's key table).
+"""The cluster file as typed, frozen models (the contract is the key table in docs/cluster-file.md).
 
 Each model checks its own keys, including rules that depend on an earlier key of the same model (pydantic
 validates fields in declaration order, so a dependent field is declared after what it depends on and its
@@ -49,6 +49,9 @@ HEAD_GROUP_NAME = "head"
 2023-02-10: 3-25 characters, `(?!pcs_)^[A-Za-z][A-Za-z0-9-]+`, no underscore), reserved so no compute group takes it."""
 HEAD_NODE_INSTANCE_TYPE = "m5.xlarge"
 """The PCS head node made when there is no login node but metrics need one: Slurm exporter and Grafana fit 4 vCPUs."""
+CLUSTER_TAG = "fmcluster:cluster"
+"""The tag every stack of a cluster file puts on what it builds (value: the file's `name`); launch templates pass it to
+the instances they launch, so a cluster's own instances are found by it."""
 RESERVED_GROUP_NAMES = ("controller", LOGIN_GROUP, HEAD_GROUP_NAME)
 LUSTRE_EFA_CAPACITY_STEP_GIB = {1000: 4800, 500: 9600, 250: 19200, 125: 38400}
 """FSx for Lustre user guide, "Increasing storage capacity": EFA-enabled file systems grow in these steps."""

@@ -1,7 +1,8 @@
 """The caller's AWS session for read-only checks: clients, the IAM action behind each call, and how failures read.
 
-Every call goes through `Aws.call`, which knows the IAM action it needs (`ACTIONS`, also the README's policy),
-turns "access denied" into `Denied(action)` and "no usable credentials" into `NoCredentials`.
+Every call goes through `Aws.call` (or `Aws.pages`, botocore's paginator), which knows the IAM action it needs
+(`ACTIONS`, also the README's policy), turns "access denied" into `Denied(action)`, a call still throttled after
+botocore's retries into `Throttled(action, code)` and "no usable credentials" into `NoCredentials`.
 
 >>> Aws.action("ec2", "DescribeCapacityReservations")
 'ec2:DescribeCapacityReservations'
@@ -11,13 +12,14 @@ turns "access denied" into `Denied(action)` and "no usable credentials" into `No
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from collections.abc import Callable, Iterator
-from functools import cache
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
-import botocore.session
 from botocore import xform_name
 from botocore.config import Config
 from botocore.exceptions import (
@@ -28,8 +30,10 @@ from botocore.exceptions import (
     PartialCredentialsError,
     ProfileNotFound,
     SSOError,
+    StubResponseError,
     TokenRetrievalError,
 )
+from botocore.retries.standard import ThrottledRetryableChecker
 
 PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("sts", "GetCallerIdentity"): "sts:GetCallerIdentity",
@@ -37,6 +41,7 @@ PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("ec2", "DescribeInstanceTypeOfferings"): "ec2:DescribeInstanceTypeOfferings",
     ("ec2", "DescribeInstanceTypes"): "ec2:DescribeInstanceTypes",
     ("ec2", "DescribeImages"): "ec2:DescribeImages",
+    ("ec2", "DescribeInstances"): "ec2:DescribeInstances",
     ("ec2", "DescribeVpcs"): "ec2:DescribeVpcs",
     ("ec2", "DescribeAddresses"): "ec2:DescribeAddresses",
     ("ec2", "DescribeNatGateways"): "ec2:DescribeNatGateways",
@@ -90,7 +95,19 @@ CREDENTIAL_CODES = frozenset(
 )
 """Error codes that mean the credentials themselves are unusable (STS API reference, common errors)."""
 
+THROTTLE_CODES = frozenset(ThrottledRetryableChecker._THROTTLED_ERROR_CODES)
+"""Error codes of a throttled call: botocore's own list (botocore/retries/standard.py), which its standard retry mode
+already retries with backoff; a call still throttled after the last attempt becomes `Throttled`."""
+
 RETRIES = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=10, read_timeout=30)
+
+RATE_LIMITS: dict[tuple[str, str], float] = {("ec2", "GetConsoleOutput"): 10.0, ("logs", "GetLogEvents"): 10.0}
+"""Calls per second fmcluster allows itself for calls it makes once per node. EC2 API reference, "Request throttling":
+each API has its own token bucket; a non-mutating action's holds 100 tokens refilled at 20 per second (the page's
+DescribeHosts example; that GetConsoleOutput has those figures is unconfirmed). CloudWatch Logs' quota for
+GetLogEvents is 25 per second per account and Region (unconfirmed: the figure was not found in AWS's page here).
+Half the refill or less leaves room for other callers in the account, so a group of thousands of nodes is read at a
+steady pace instead of being throttled; botocore's standard retries cover the rest."""
 
 
 class Denied(Exception):
@@ -99,6 +116,15 @@ class Denied(Exception):
     def __init__(self, action: str):
         super().__init__(action)
         self.action = action
+
+
+class Throttled(Exception):
+    """AWS kept refusing `action` for its rate limit (`code`) after every retry."""
+
+    def __init__(self, action: str, code: str):
+        super().__init__(f"{action} throttled ({code})")
+        self.action = action
+        self.code = code
 
 
 class NoCredentials(Exception):
@@ -110,14 +136,24 @@ class Aws:
     """Clients for one region from one session; `call` runs one API operation and names the IAM action it needs.
 
     `clients` maps a boto3 service name to a ready client (tests pass botocore-stubbed ones); otherwise clients
-    come from `session` (default: boto3's usual chain of profile, environment, SSO, ...).
+    come from `session` (default: boto3's usual chain of profile, environment, SSO, ...). `rate_limits` replaces
+    `RATE_LIMITS` (tests, whose stubs answer at once, pass {}).
     """
 
-    def __init__(self, region: str, *, session: boto3.Session | None = None, clients: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        region: str,
+        *,
+        session: boto3.Session | None = None,
+        clients: dict[str, Any] | None = None,
+        rate_limits: dict[tuple[str, str], float] | None = None,
+    ):
         self.region = region
         self._session = session
         self._clients: dict[str, Any] = dict(clients or {})
         self._lock = threading.Lock()
+        limits = RATE_LIMITS if rate_limits is None else rate_limits
+        self._limits = {key: RateLimit(rate) for key, rate in limits.items()}
 
     @staticmethod
     def action(service: str, operation: str) -> str:
@@ -141,11 +177,27 @@ class Aws:
             return self._clients[service]
 
     def call(self, service: str, operation: str, **params: Any) -> dict[str, Any]:
-        """One API call: the parsed response, or `Denied`/`NoCredentials`; other client errors pass through."""
-        action = self.action(service, operation)
-        try:
+        """One API call: the parsed response, or `Denied`/`Throttled`/`NoCredentials`; other client errors pass."""
+        limit = self._limits.get((service, operation))
+        if limit is not None:
+            limit.wait()
+        with self._translated(service, operation):
             method: Callable[..., dict[str, Any]] = getattr(self.client(service), xform_name(operation))
             return method(**params)
+
+    def pages(self, service: str, operation: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
+        """Every item under `key` across the pages of a paginated operation, read with botocore's paginator for it
+        (its model knows each API's token names: NextToken, nextToken, Marker, ...)."""
+        with self._translated(service, operation):
+            paginator = self.client(service).get_paginator(xform_name(operation))
+            for page in paginator.paginate(**params):
+                yield from page.get(key, [])
+
+    @contextmanager
+    def _translated(self, service: str, operation: str) -> Iterator[None]:
+        action = self.action(service, operation)
+        try:
+            yield
         except ProfileNotFound as error:
             raise NoCredentials(f"{error}; check AWS_PROFILE (aws configure list-profiles)") from None
         except (NoCredentialsError, PartialCredentialsError) as error:
@@ -156,34 +208,32 @@ class Aws:
                 raise NoCredentials(f"AWS rejected the credentials: {code}: {error_message(error)}") from None
             if code in DENIED_CODES:
                 raise Denied(action) from None
+            if code in THROTTLE_CODES:
+                raise Throttled(action, code) from None
             raise
+        except StubResponseError as error:
+            # botocore's Stubber (tests) reports a call it was not given as a BotoCoreError; it must fail the test,
+            # never read as an AWS failure that a check reports and goes on from.
+            raise AssertionError(str(error)) from None
         except (SSOError, TokenRetrievalError, CredentialRetrievalError) as error:
             raise NoCredentials(f"AWS credentials could not be loaded: {error}") from None
 
-    def pages(self, service: str, operation: str, key: str, **params: Any) -> Iterator[dict[str, Any]]:
-        """Every item under `key` across the pages of a paginated operation.
 
-        The token's name comes from botocore's paginator model: most APIs use NextToken, PCS, CodeBuild and
-        CloudWatch Logs use nextToken; reading one name for all would silently stop after the first page."""
-        input_token, output_token = page_tokens(service, operation)
-        while True:
-            page = self.call(service, operation, **params)
-            yield from page.get(key, [])
-            token = page.get(output_token)
-            if not token:
-                return
-            params = {**params, input_token: token}
+class RateLimit:
+    """At most `per_second` calls a second across threads: each caller waits for its slot (a leaky bucket)."""
 
+    def __init__(self, per_second: float):
+        self._interval = 1.0 / per_second
+        self._next = 0.0
+        self._lock = threading.Lock()
 
-@cache
-def page_tokens(service: str, operation: str) -> tuple[str, str]:
-    """(request token, response token) of a paginated operation, from botocore's paginators-1 data.
-
-    >>> page_tokens("pcs", "ListComputeNodeGroups"), page_tokens("cloudformation", "DescribeStackEvents")
-    (('nextToken', 'nextToken'), ('NextToken', 'NextToken'))
-    """
-    config = botocore.session.get_session().get_paginator_model(service).get_paginator(operation)
-    return config["input_token"], config["output_token"]
+    def wait(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self._interval
+        if slot > now:
+            time.sleep(slot - now)
 
 
 def error_code(error: ClientError) -> str:
@@ -192,3 +242,23 @@ def error_code(error: ClientError) -> str:
 
 def error_message(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Message", "")).strip()
+
+
+SAGEMAKER_NOT_FOUND = re.compile(r"not found|does not exist|could not find", re.I)
+
+
+def sagemaker_not_found(error: ClientError) -> bool:
+    """SageMaker's "no such resource": `ResourceNotFound` as its model declares, or `ValidationException` with a
+    not-found message, which its Describe APIs are known to answer (aws/aws-sdk issue 165 for DescribeTrainingJob;
+    aws-controllers-k8s/community issue 431 quotes "Requested resource not found", "Could not find endpoint").
+    Whether DescribeCluster and DescribeTrainingPlan answer so is unconfirmed: both forms are read.
+
+    >>> from botocore.exceptions import ClientError
+    >>> sagemaker_not_found(ClientError({"Error": {"Code": "ValidationException",
+    ...     "Message": "Cluster demo not found"}}, "DescribeCluster"))
+    True
+    """
+    code = error_code(error)
+    if code in ("ResourceNotFound", "ResourceNotFoundException"):
+        return True
+    return code == "ValidationException" and SAGEMAKER_NOT_FOUND.search(error_message(error)) is not None

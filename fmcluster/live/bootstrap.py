@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig, Problem
 from fmcluster.live.aws import Aws, error_code, error_message
-from fmcluster.live.runner import Check
+from fmcluster.live.runner import Check, unchecked
 
 STACK = "CDKToolkit"
 MIN_VERSION = 6
@@ -44,7 +44,15 @@ def check_bootstrap(config: ClusterConfig, aws: Aws, account: str) -> list[Probl
         return [Problem("region", f"the CDK bootstrap stack {STACK} is {status}; fix or delete it, then {command}")]
     outputs = {row.get("OutputKey"): row.get("OutputValue") for row in stack.get("Outputs", [])}
     version = outputs.get("BootstrapVersion")
-    if version is not None and version.isdigit() and int(version) < MIN_VERSION:
+    if version is None or not version.isdigit():
+        return [
+            unchecked(
+                "region",
+                f"the version of the CDK bootstrap stack {STACK}",
+                f"it has no numeric BootstrapVersion output ({version!r}); {command} to update it",
+            )
+        ]
+    if int(version) < MIN_VERSION:
         return [
             Problem(
                 "region",

@@ -1,17 +1,25 @@
 """Known causes of failed deploys and nodes: an AWS error text pattern, what it means, the fix, and its source.
 
 The table is data: each entry's pattern was written from a real failure message reported in public (the source
-names where), and tests/live/test_causes.py matches each against that message. `explain` returns the first
-entry whose pattern matches, so specific entries come before general ones.
+names where), and tests/live/test_causes.py matches each against that message. A cause is matched in the failure
+record itself first (a stack event's reason, a node's status message, PCS's errorInfo, a build phase's context),
+then in the error lines of the tail that came with it, newest first (the failed step's line before the steps that
+ran before it), never in the tail's other lines: an incidental line must not override the real cause. Within one
+text the table's order decides, so specific entries come before general ones. A fix that depends on how the group
+gets its capacity (on-demand, capacity-block, odcr, training-plan) has one text per capacity type.
 
 >>> explain("VcpuLimitExceeded: You have requested more vCPU capacity than your current vCPU limit of 0 allows").name
+'ec2-vcpu-quota'
+>>> tail = ["ERROR: RunInstances: VcpuLimitExceeded", "INFO: retrying after InsufficientInstanceCapacity"]
+>>> explain("CREATE_FAILED", tail).name  # the INFO line is incidental: it reports no failure
 'ec2-vcpu-quota'
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -21,9 +29,29 @@ class Cause:
     cause: str
     fix: str
     source: str
+    fixes: tuple[tuple[str, str], ...] = ()
+    """(capacity type, fix) where the general `fix` does not fit that capacity type."""
 
     def matches(self, text: str) -> bool:
         return re.search(self.pattern, text, flags=re.IGNORECASE | re.DOTALL) is not None
+
+    def for_capacity(self, capacity: str | None) -> Cause:
+        """This cause with the fix for `capacity` (None: the general fix)."""
+        fix = dict(self.fixes).get(capacity or "")
+        return replace(self, fix=fix) if fix else self
+
+
+RESERVED_FIX = (
+    "the group launches into its reservation_id: check that it is active, in this zone and has a free instance "
+    "for every node (`fmcluster validate FILE --live` counts the cluster's own instances as its own). Buying "
+    "on-demand capacity does not apply"
+)
+PLAN_FIX = (
+    "the group's capacity comes from its training plan: check the plan's status, zone and reserved count "
+    "(`fmcluster validate FILE --live`); nodes beyond the plan's count get no capacity"
+)
+ERROR_LINE = re.compile(r"\b(error|fatal|failed|failure|denied|exception)\b", re.I)
+"""A tail line that reports a failure (fmcluster's node scripts log `ERROR:`; the AWS CLI says "An error occurred")."""
 
 
 CAUSES: tuple[Cause, ...] = (
@@ -35,12 +63,22 @@ CAUSES: tuple[Cause, ...] = (
         "AWS CDK developer guide, Bootstrapping (the error a deploy to an unbootstrapped environment prints)",
     ),
     Cause(
+        "hyperpod-insufficient-capacity",
+        r"We currently do not have sufficient capacity for the requested instance type",
+        "SageMaker has no free capacity of the requested instance type for the HyperPod cluster in its zone",
+        "reserve the capacity with a SageMaker training plan (compute[].capacity: training-plan), or choose an "
+        "availability_zone_id whose offerings list the type (`fmcluster validate FILE --live` checks them)",
+        "github.com/awslabs/awsome-distributed-ai/issues/204 (HyperPod's FailureMessage)",
+        fixes=(("training-plan", PLAN_FIX),),
+    ),
+    Cause(
         "insufficient-capacity",
         r"InsufficientInstanceCapacity|do not have sufficient \S+ capacity in the Availability Zone",
         "EC2 has no free capacity of this instance type in the zone right now",
         "use a capacity block or ODCR in that zone (compute[].capacity and reservation_id), or another "
         "availability_zone_id that offers the type; on-demand GPU capacity comes and goes",
         "github.com/aws/aws-parallelcluster/issues/1216",
+        fixes=(("capacity-block", RESERVED_FIX), ("odcr", RESERVED_FIX), ("training-plan", PLAN_FIX)),
     ),
     Cause(
         "unsupported-in-zone",
@@ -144,6 +182,11 @@ CAUSES: tuple[Cause, ...] = (
 )
 
 
-def explain(text: str) -> Cause | None:
-    """The first known cause whose pattern matches `text`, else None."""
-    return next((cause for cause in CAUSES if cause.matches(text)), None)
+def explain(record: str, tail: Sequence[str] = (), capacity: str | None = None) -> Cause | None:
+    """The known cause of the failure `record`, else of the newest error line of `tail` that has one; its fix fits
+    `capacity` (the group's capacity type, when the failure belongs to one group). None when nothing matches."""
+    for text in (record, *(line for line in reversed(tail) if ERROR_LINE.search(line))):
+        cause = next((cause for cause in CAUSES if text and cause.matches(text)), None)
+        if cause is not None:
+            return cause.for_capacity(capacity)
+    return None

@@ -1,6 +1,9 @@
 """`fmcluster diagnose FILE`: read the deployed cluster the file describes and say what failed, why, and the fix.
 
->>> # diagnose(load("cluster.yaml"), Aws("us-east-1")).exit_code -> 0 healthy, 1 problems, 2 could not diagnose
+>>> # diagnose(load("cluster.yaml"), Aws("us-east-1")).exit_code -> 0 healthy, 1 problems, 2 not all diagnosed
+
+Exit 0 only when every check ran and found nothing wrong; a check that could not run (access denied, throttled, an
+AWS error) is an `unknown` finding that names it, and makes the exit 2 when nothing else is wrong.
 """
 
 from __future__ import annotations
@@ -17,17 +20,16 @@ from rich.console import Console
 
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws
-from fmcluster.live.findings import Collected, Finding, report
+from fmcluster.live.findings import Collected, Finding, report, unknown
 from fmcluster.live.hyperpod import hyperpod_checks
 from fmcluster.live.image import image_build_checks
 from fmcluster.live.pcs import pcs_checks
-from fmcluster.live.redact import redact
+from fmcluster.live.redact import redact, redact_text
 from fmcluster.live.runner import Check, run_checks
 from fmcluster.live.stacks import stack_checks
 from fmcluster.live.validation import validation_checks
 
 HEALTHY, PROBLEMS, UNDIAGNOSED = 0, 1, 2
-NOT_DIAGNOSED = "not diagnosed: "
 
 
 @dataclass(frozen=True)
@@ -39,15 +41,18 @@ class Diagnosis:
     def exit_code(self) -> int:
         if any(f.level == "problem" for f in self.findings):
             return PROBLEMS
+        if any(f.level == "unknown" for f in self.findings):
+            return UNDIAGNOSED
         stacks = [f for f in self.findings if f.subject.startswith("stack ")]
-        unread = [f for f in stacks if f.message == "not deployed" or f.message.startswith(NOT_DIAGNOSED)]
-        return UNDIAGNOSED if len(unread) == len(stacks) else HEALTHY
+        return UNDIAGNOSED if all(f.message == "not deployed" for f in stacks) else HEALTHY
 
-    def report(self) -> str:
+    def report(self, *, redacted: bool = False) -> str:
+        """The report; `redacted` passes it through the redactor (what `--collect` writes and prints)."""
         stacks = [f for f in self.findings if f.subject.startswith("stack ")]
         if all(f.message == "not deployed" for f in stacks):
             return "nothing to diagnose: none of the file's stacks is deployed in this account and region"
-        return report(self.findings)
+        text = report(self.findings)
+        return redact_text(text) if redacted else text
 
 
 def diagnose(
@@ -64,8 +69,8 @@ def diagnose(
     kept.keep("account", {"Account": account, "Region": aws.region, "Cluster": config.name})
     checks: list[Check] = [
         *stack_checks(config, aws, kept),
-        *hyperpod_checks(config, aws, kept),
-        *pcs_checks(config, aws, kept),
+        *hyperpod_checks(config, aws, kept, workers),
+        *pcs_checks(config, aws, kept, workers),
         *image_build_checks(config, aws, kept),
         *validation_checks(config, aws, kept, now),
     ]
@@ -74,15 +79,16 @@ def diagnose(
 
 
 def _not_diagnosed(check: Check, reason: str) -> Finding:
-    return Finding("warning", check.label, NOT_DIAGNOSED + reason)
+    return unknown(check.label, "", reason)
 
 
 def collect(diagnosis: Diagnosis, directory: str | Path, name: str) -> Path:
-    """Write the report and everything read, secrets redacted, to DIR/fmcluster-diagnose-<name>-<time>.tar.gz."""
+    """Write the report and everything read, both through the one redactor, to
+    DIR/fmcluster-diagnose-<name>-<time>.tar.gz."""
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     archive = target / f"fmcluster-diagnose-{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.tar.gz"
-    files = {"report.txt": diagnosis.report() + "\n"}
+    files = {"report.txt": diagnosis.report(redacted=True) + "\n"}
     for key, data in diagnosis.collected.items.items():
         files[f"{key}.json"] = json.dumps(redact(data), indent=2, default=str) + "\n"
     with tarfile.open(archive, "w:gz") as tar:

@@ -1,5 +1,8 @@
 """What `fmcluster diagnose` found: one `Finding` per subject, ordered most-likely-cause first, and the report.
 
+Levels: `problem` (something failed), `unknown` (a check, or part of one, could not run: the reason names the IAM
+action refused, the throttled call or AWS's error; nothing is known there, so it is never ok), `warning`, `ok`.
+
 >>> print(Finding("ok", "stack demo-network", "CREATE_COMPLETE").render())
 ok       stack demo-network: CREATE_COMPLETE
 """
@@ -12,8 +15,9 @@ from typing import Any, Literal
 
 from fmcluster.live.causes import Cause, explain
 
-Level = Literal["problem", "warning", "ok"]
-ORDER = {"problem": 0, "warning": 1, "ok": 2}
+Level = Literal["problem", "unknown", "warning", "ok"]
+ORDER = {"problem": 0, "unknown": 1, "warning": 2, "ok": 3}
+NOT_CHECKED = "not checked: "
 
 
 @dataclass(frozen=True)
@@ -42,15 +46,38 @@ class Finding:
         return "\n".join(lines)
 
 
-def problem(subject: str, message: str, *, key: str = "", text: str = "", details: tuple[str, ...] = ()) -> Finding:
-    """A problem whose known cause (if any) is matched in `text` (default: the message) and the details."""
-    return Finding("problem", subject, message, key, explain("\n".join([text or message, *details])), details)
+def problem(
+    subject: str,
+    message: str,
+    *,
+    key: str = "",
+    text: str = "",
+    details: tuple[str, ...] = (),
+    capacity: str | None = None,
+) -> Finding:
+    """A problem whose known cause (if any) is matched in its failure record `text` (default: the message), else in
+    the error lines of `details`, with the fix for the group's `capacity` type when the failure belongs to a group."""
+    return Finding("problem", subject, message, key, explain(text or message, details, capacity), details)
+
+
+def unknown(subject: str, what: str, reason: str, *, key: str = "") -> Finding:
+    """What could not be read (`what`) and why (`reason`): a refused IAM action, a throttled call, AWS's error."""
+    return Finding("unknown", subject, f"{NOT_CHECKED}{what}: {reason}" if what else NOT_CHECKED + reason, key)
 
 
 def report(findings: list[Finding]) -> str:
-    """Problems with a known cause first, then other problems, warnings and what is fine (stable within each)."""
+    """Problems with a known cause first, then other problems, what could not be checked, warnings and what is fine
+    (stable within each), and a last line saying whether everything was checked."""
     ranked = sorted(findings, key=lambda f: (ORDER[f.level], f.cause is None if f.level == "problem" else False))
-    return "\n".join(finding.render() for finding in ranked)
+    return "\n".join([*(finding.render() for finding in ranked), coverage(findings)])
+
+
+def coverage(findings: list[Finding]) -> str:
+    """'checked: everything fmcluster diagnoses' or 'NOT CHECKED: 2 subjects (...)': the report's last line."""
+    missing = [f.subject for f in findings if f.level == "unknown"]
+    if not missing:
+        return "checked: every check ran"
+    return f"NOT CHECKED: {len(missing)} check(s) did not run in full, so nothing is known there: {'; '.join(missing)}"
 
 
 @dataclass

@@ -4,96 +4,135 @@ HyperPod writes each node's lifecycle-script output to CloudWatch Logs, group
 `/aws/sagemaker/Clusters/<cluster name>/<cluster id>`, stream `LifecycleConfig/<instance group>/<instance id>`
 (SageMaker HyperPod developer guide, "Amazon CloudWatch Logs for HyperPod"; the id is the last part of the
 cluster ARN). fmcluster's on_create.sh ends a failed run with one line, `fmcluster lifecycle FAILED at <steps>:
-<reason> (log: /var/log/fmcluster/lifecycle.log)`, which the diagnosis shows first.
-Sources: SageMaker API reference (DescribeCluster ClusterStatus, ListClusterNodes InstanceStatus).
+<reason> (log: /var/log/fmcluster/lifecycle.log)`, which the diagnosis shows first. A cluster InService with an
+instance group below its target count is a problem (HyperPod keeps the cluster InService while nodes fail); nodes are
+listed across every page (ListClusterNodes' paginator), and each failed node's log is read on its own, so one that
+cannot be read leaves the others' and says why.
+Sources: SageMaker API reference (DescribeCluster ClusterStatus, InstanceGroups CurrentCount/TargetCount,
+ListClusterNodes InstanceStatus).
 """
 
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig
-from fmcluster.live.aws import Aws, error_code
-from fmcluster.live.findings import Collected, Finding, problem
-from fmcluster.live.runner import Check
+from fmcluster.live.aws import Aws, sagemaker_not_found
+from fmcluster.live.findings import Collected, Finding, problem, unknown
+from fmcluster.live.logs import log_tail
+from fmcluster.live.runner import STOPPED, Check, stopped_reason
 
 TAIL = 40
 FAILED_LINE = re.compile(r"fmcluster lifecycle FAILED at .*")
 BAD_NODE = ("Failure", "NotFound")
 
 
-def hyperpod_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check]:
+def hyperpod_checks(config: ClusterConfig, aws: Aws, kept: Collected, workers: int = 8) -> list[Check]:
     if config.orchestrator.type != "hyperpod-slurm":
         return []
-    return [Check(f"HyperPod cluster {config.name}", "compute", lambda: check_cluster(config, aws, kept))]
+    return [Check(f"HyperPod cluster {config.name}", "compute", lambda: check_cluster(config, aws, kept, workers))]
 
 
 def log_group(cluster_arn: str, name: str) -> str:
     return f"/aws/sagemaker/Clusters/{name}/{cluster_arn.rsplit('/', 1)[-1]}"
 
 
-def check_cluster(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Finding]:
+def group_keys(config: ClusterConfig) -> dict[str, tuple[str, str | None]]:
+    """HyperPod instance group name -> (cluster-file key, capacity type) of what made it."""
+    keys: dict[str, tuple[str, str | None]] = {
+        group.name: (f"compute[{index}]", group.capacity) for index, group in enumerate(config.compute)
+    }
+    keys.update(controller=("orchestrator.controller_instance_type", None),
+                login=("orchestrator.login_instance_type", None))  # fmt: skip
+    return keys
+
+
+def check_cluster(config: ClusterConfig, aws: Aws, kept: Collected, workers: int = 8) -> list[Finding]:
     name = config.name
     subject = f"HyperPod cluster {name}"
     try:
         cluster = aws.call("sagemaker", "DescribeCluster", ClusterName=name)
     except ClientError as error:
-        if error_code(error) != "ResourceNotFound":
+        if not sagemaker_not_found(error):
             raise
         return [Finding("warning", subject, "not found (the cluster stack has not created it)")]
     kept.keep("hyperpod/cluster", cluster)
     status = cluster.get("ClusterStatus", "")
+    keys = group_keys(config)
+    capacities = {group.capacity for group in config.compute}
+    capacity = capacities.pop() if len(capacities) == 1 else None
+    groups = cluster.get("InstanceGroups", [])
+    shown = ", ".join(f"{g['InstanceGroupName']} {g.get('CurrentCount', 0)}/{g.get('TargetCount', 0)}" for g in groups)
+    short = [g for g in groups if g.get("CurrentCount", 0) < g.get("TargetCount", 0)]
     findings = []
-    groups = ", ".join(
-        f"{g['InstanceGroupName']} {g.get('CurrentCount', 0)}/{g.get('TargetCount', 0)}"
-        for g in cluster.get("InstanceGroups", [])
-    )
-    if status == "InService":
-        findings.append(Finding("ok", subject, f"InService; nodes {groups}"))
-    elif status == "Failed" or status == "RollingBack":
+    if status in ("Failed", "RollingBack"):
         failure = cluster.get("FailureMessage", "")
-        findings.append(problem(subject, f"{status}: {failure}", key="compute", text=failure))
+        findings.append(problem(subject, f"{status}: {failure}", key="compute", text=failure, capacity=capacity))
+    elif status == "InService" and short:
+        for group in short:
+            key, group_capacity = keys.get(group["InstanceGroupName"], ("compute", None))
+            findings.append(
+                problem(
+                    f"HyperPod instance group {group['InstanceGroupName']}",
+                    f"InService, but {group.get('CurrentCount', 0)} of its {group.get('TargetCount', 0)} nodes are "
+                    f"running; HyperPod replaces nodes that fail (nodes {shown})",
+                    key=key,
+                    capacity=group_capacity,
+                )
+            )
+    elif status == "InService":
+        findings.append(Finding("ok", subject, f"InService; nodes {shown}"))
     else:
-        findings.append(Finding("warning", subject, f"{status}; nodes {groups}"))
-    nodes = list(aws.pages("sagemaker", "ListClusterNodes", "ClusterNodeSummaries", ClusterName=name))
+        findings.append(Finding("warning", subject, f"{status}; nodes {shown}"))
+    try:
+        nodes = list(aws.pages("sagemaker", "ListClusterNodes", "ClusterNodeSummaries", ClusterName=name))
+    except STOPPED as error:
+        return [*findings, unknown(f"HyperPod nodes of {name}", "their states", stopped_reason(error), key="compute")]
     kept.keep("hyperpod/nodes", nodes)
-    group_keys = {group.name: f"compute[{index}]" for index, group in enumerate(config.compute)}
-    group_keys.update(controller="orchestrator.controller_instance_type", login="orchestrator.login_instance_type")
-    for node in nodes:
-        state = node.get("InstanceStatus", {})
-        if state.get("Status") not in BAD_NODE:
-            continue
-        findings.append(failed_node(aws, cluster, node, group_keys.get(node["InstanceGroupName"], ""), kept))
+    failed = [node for node in nodes if node.get("InstanceStatus", {}).get("Status") in BAD_NODE]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for found in pool.map(lambda node: failed_node(aws, cluster, node, keys, kept), failed):
+            findings += found
     return findings
 
 
-def failed_node(aws: Aws, cluster: dict[str, Any], node: dict[str, Any], key: str, kept: Collected) -> Finding:
+def failed_node(
+    aws: Aws, cluster: dict[str, Any], node: dict[str, Any], keys: dict[str, tuple[str, str | None]], kept: Collected
+) -> list[Finding]:
+    """The failed node (its status is the failure record), with its lifecycle log's tail, or why it was not read."""
     group, instance = node["InstanceGroupName"], node["InstanceId"]
+    key, capacity = keys.get(group, ("", None))
     state = node.get("InstanceStatus", {})
     group_name = log_group(cluster["ClusterArn"], cluster["ClusterName"])
     stream = f"LifecycleConfig/{group}/{instance}"
+    subject = f"HyperPod node {instance} ({group})"
+    message = f"{state.get('Status')}: {state.get('Message', '')}".rstrip(": ")
+    where = f"log: {group_name} stream {stream}"
     try:
-        events = aws.call(
-            "logs", "GetLogEvents", logGroupName=group_name, logStreamName=stream, limit=TAIL, startFromHead=False
-        ).get("events", [])
-        lines = [event["message"].rstrip() for event in events]
-    except ClientError as error:
-        if error_code(error) != "ResourceNotFoundException":
-            raise
+        lines = log_tail(aws, group_name, stream, TAIL)
+    except STOPPED as error:
+        # The node failed either way: its own status is the record; only the log is unknown.
+        return [
+            problem(subject, f"{message} ({where})", key=key, text=state.get("Message", ""), capacity=capacity),
+            unknown(subject, "its lifecycle log", stopped_reason(error), key=key),
+        ]
+    if lines is None:
         lines = [f"(no lifecycle log: {group_name} {stream} does not exist; the node failed before its scripts ran)"]
     kept.keep(f"hyperpod/lifecycle/{group}/{instance}", lines)
     step = next((match[0] for line in reversed(lines) if (match := FAILED_LINE.search(line))), "")
-    message = f"{state.get('Status')}: {state.get('Message', '')}".rstrip(": ")
     if step:
         message += f"; {step}"
-    where = f"log: {group_name} stream {stream}"
-    return problem(
-        f"HyperPod node {instance} ({group})",
-        f"{message} ({where})",
-        key=key,
-        text=state.get("Message", ""),
-        details=tuple(lines[-15:]),
-    )
+    return [
+        problem(
+            subject,
+            f"{message} ({where})",
+            key=key,
+            text=state.get("Message", "") or step,
+            details=tuple(lines[-15:]),
+            capacity=capacity,
+        )
+    ]

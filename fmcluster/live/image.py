@@ -11,8 +11,9 @@ from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws, error_code, error_message
-from fmcluster.live.findings import Collected, Finding, problem
-from fmcluster.live.runner import Check
+from fmcluster.live.findings import Collected, Finding, problem, unknown
+from fmcluster.live.logs import log_tail
+from fmcluster.live.runner import STOPPED, Check, stopped_reason
 
 TAIL = 30
 BAD = ("FAILED", "FAULT", "TIMED_OUT", "STOPPED")
@@ -56,17 +57,20 @@ def check_image_build(config: ClusterConfig, aws: Aws, kept: Collected) -> list[
     why = "; ".join(c.get("message", "") for c in failed.get("contexts", []) if c.get("message"))
     logs = build.get("logs", {})
     lines: list[str] = []
-    if logs.get("groupName") and logs.get("streamName"):
-        events = aws.call(
-            "logs",
-            "GetLogEvents",
-            logGroupName=logs["groupName"],
-            logStreamName=logs["streamName"],
-            limit=TAIL,
-            startFromHead=False,
-        ).get("events", [])
-        lines = [event["message"].rstrip() for event in events]
-        kept.keep("image/build-log", lines)
     where = f"log: {logs.get('groupName')} stream {logs.get('streamName')}" if logs.get("groupName") else "no log"
     message = f"{status} in phase {failed.get('phaseType', '?')}: {why or 'no reason given'} ({build['id']}; {where})"
-    return [problem(subject, message, key="image", text=why, details=tuple(lines[-15:]))]
+    found = []
+    if logs.get("groupName") and logs.get("streamName"):
+        # The build failed whatever its log says: a log that cannot be read, or was never created (a build that
+        # failed before its container started writes none), never hides the failure.
+        try:
+            tail = log_tail(aws, logs["groupName"], logs["streamName"], TAIL)
+        except STOPPED as error:
+            found.append(unknown(subject, "its build log", stopped_reason(error), key="image"))
+        else:
+            if tail is None:
+                lines = ["(no build log: the stream was never created; the build failed before it wrote any)"]
+            else:
+                lines = tail
+                kept.keep("image/build-log", lines)
+    return [problem(subject, message, key="image", text=why, details=tuple(lines[-15:])), *found]

@@ -11,20 +11,25 @@ import threading
 from typing import Any
 
 from fmcluster.config import ClusterConfig, Problem
+from fmcluster.config.models import pcs_head_group
 from fmcluster.live.aws import Aws
 from fmcluster.live.runner import Check
 
 
 def instance_types_of(config: ClusterConfig) -> dict[str, str]:
-    """Every EC2 instance type the file launches -> the key that names it first (compute, then the head nodes)."""
+    """Every EC2 instance type the file launches -> the key that names it first (compute, then the head nodes: for
+    HyperPod the controller and login, for PCS the login node or the head node of its own group)."""
     found: dict[str, str] = {}
     for index, group in enumerate(config.compute):
         found.setdefault(group.instance_type, f"compute[{index}].instance_type")
     orchestrator = config.orchestrator
     if orchestrator.type == "hyperpod-slurm":  # PCS runs the Slurm controller itself
         found.setdefault(orchestrator.controller_instance_type, "orchestrator.controller_instance_type")
-    if orchestrator.login_instance_type:
-        found.setdefault(orchestrator.login_instance_type, "orchestrator.login_instance_type")
+        if orchestrator.login_instance_type:
+            found.setdefault(orchestrator.login_instance_type, "orchestrator.login_instance_type")
+    elif (head := pcs_head_group(orchestrator, config.observability)) is not None:
+        key, _, instance_type = head  # the login node, or the head node metrics need (fmcluster builds its group)
+        found.setdefault(instance_type, key)
     return found
 
 

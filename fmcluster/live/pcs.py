@@ -1,43 +1,57 @@
-"""An AWS PCS cluster's state: the cluster, each node group with the errors PCS reports, and its nodes' boot.
+"""An AWS PCS cluster's state: the cluster, each node group with the errors PCS reports, and every node's boot.
 
 PCS shows nothing for a node that boots but never joins Slurm. fmcluster's user data runs bootstrap.sh, whose log
 lines also go to stderr, which cloud-init copies to the instance's console; EC2 keeps the console output
-(GetConsoleOutput, the last 64 KB). So for every running node the diagnosis reads the console and, where
-bootstrap.sh ended with `bootstrap finished with failures: <steps>`, shows that line and the tail. Instances are
-found by the tag PCS puts on them, `aws:pcs:compute-node-group-id` (unconfirmed: when none is found the report
-says so and names the tag). A group with fewer running instances than its minimum is a problem too.
+(GetConsoleOutput, the last 64 KB). So the diagnosis reads the console of every running node of every group (at a
+pace under EC2's rate limit, `aws.RATE_LIMITS`, `workers` at a time) and, where bootstrap.sh ended with `bootstrap
+finished with failures: <steps>`, shows that line and the tail. Each group states how many consoles it read ("consoles
+read: 100 of 100"); a console that could not be read is counted and its reason given, never taken as a good boot.
+Instances are found by the tag PCS puts on them, `aws:pcs:compute-node-group-id` (unconfirmed: when none is found
+the report says so and names the tag). A group with fewer running instances than its minimum is a problem, and so is
+an ACTIVE group (or cluster) that reports errorInfo: PCS keeps a group ACTIVE while it fails to launch nodes.
 Sources: AWS PCS API reference (GetCluster, ListComputeNodeGroups, GetComputeNodeGroup: status values, errorInfo,
 scalingConfiguration); EC2 API reference (DescribeInstances, GetConsoleOutput). fmcluster names the PCS cluster
-after the file's `name`, each compute node group after its compute group, the head group `login` or
-`fmcluster_head`.
+after the file's `name`, each compute node group after its compute group, the head node's group `login` (with a
+login node) or `head` (`fmcluster.config.models.pcs_head_group`).
 """
 
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig
+from fmcluster.config.models import pcs_head_group
 from fmcluster.live.aws import Aws, error_code
-from fmcluster.live.findings import Collected, Finding, problem
-from fmcluster.live.runner import Check
+from fmcluster.live.findings import Collected, Finding, problem, unknown
+from fmcluster.live.runner import STOPPED, Check, stopped_reason
 
 FAILED = ("CREATE_FAILED", "UPDATE_FAILED", "DELETE_FAILED")
 GROUP_TAG = "aws:pcs:compute-node-group-id"
 BOOTSTRAP_FAILED = re.compile(r"bootstrap finished with failures: .*")
-CONSOLES = 8
-"""Consoles read per node group: enough to see a pattern, few enough to stay quick on a 100-node group."""
 TAIL = 15
 
 
-def pcs_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check]:
+def pcs_checks(config: ClusterConfig, aws: Aws, kept: Collected, workers: int = 8) -> list[Check]:
     if config.orchestrator.type != "pcs":
         return []
-    return [Check(f"PCS cluster {config.name}", "compute", lambda: check_pcs(config, aws, kept))]
+    return [Check(f"PCS cluster {config.name}", "compute", lambda: check_pcs(config, aws, kept, workers))]
 
 
-def check_pcs(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Finding]:
+def group_keys(config: ClusterConfig) -> dict[str, tuple[str, str | None]]:
+    """PCS node group name -> (cluster-file key, capacity type) of what made it."""
+    keys: dict[str, tuple[str, str | None]] = {
+        group.name: (f"compute[{index}]", group.capacity) for index, group in enumerate(config.compute)
+    }
+    head = pcs_head_group(config.orchestrator, config.observability)
+    if head is not None:
+        keys[head[1]] = (head[0], None)
+    return keys
+
+
+def check_pcs(config: ClusterConfig, aws: Aws, kept: Collected, workers: int = 8) -> list[Finding]:
     subject = f"PCS cluster {config.name}"
     try:
         cluster = aws.call("pcs", "GetCluster", clusterIdentifier=config.name)["cluster"]
@@ -46,37 +60,44 @@ def check_pcs(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Finding]
             raise
         return [Finding("warning", subject, "not found (the cluster stack has not created it)")]
     kept.keep("pcs/cluster", cluster)
-    findings = [_state(subject, cluster, "orchestrator")]
-    keys = {group.name: f"compute[{index}]" for index, group in enumerate(config.compute)}
-    keys.update(login="orchestrator.login_instance_type", fmcluster_head="observability")
+    findings = [_state(subject, cluster, "orchestrator", None)]
+    keys = group_keys(config)
     for summary in aws.pages("pcs", "ListComputeNodeGroups", "computeNodeGroups", clusterIdentifier=config.name):
-        group = aws.call(
-            "pcs", "GetComputeNodeGroup", clusterIdentifier=config.name, computeNodeGroupIdentifier=summary["id"]
-        )["computeNodeGroup"]
-        kept.keep(f"pcs/node-groups/{summary['name']}", group)
-        key = keys.get(summary["name"], "")
-        findings.append(_state(f"PCS node group {summary['name']}", group, key))
+        name = summary["name"]
+        key, capacity = keys.get(name, ("", None))
+        try:
+            group = aws.call(
+                "pcs", "GetComputeNodeGroup", clusterIdentifier=config.name, computeNodeGroupIdentifier=summary["id"]
+            )["computeNodeGroup"]
+        except STOPPED as error:
+            findings.append(unknown(f"PCS node group {name}", "its state", stopped_reason(error), key=key))
+            continue
+        kept.keep(f"pcs/node-groups/{name}", group)
+        findings.append(_state(f"PCS node group {name}", group, key, capacity))
         if group.get("status") == "ACTIVE":
-            findings += node_boots(aws, group, key, kept)
+            findings += node_boots(aws, group, key, kept, workers)
     return findings
 
 
-def node_boots(aws: Aws, group: dict, key: str, kept: Collected) -> list[Finding]:
-    """A group short of its minimum, and each node whose bootstrap failed (console output)."""
-    instances = [
-        instance
-        for reservation in aws.pages(
-            "ec2",
-            "DescribeInstances",
-            "Reservations",
-            Filters=[
-                {"Name": f"tag:{GROUP_TAG}", "Values": [group["id"]]},
-                {"Name": "instance-state-name", "Values": ["pending", "running"]},
-            ],
-        )
-        for instance in reservation.get("Instances", [])
-    ]
+def node_boots(aws: Aws, group: dict, key: str, kept: Collected, workers: int = 8) -> list[Finding]:
+    """A group short of its minimum, each node whose bootstrap failed (console output), and how many were read."""
     subject = f"PCS node group {group['name']}"
+    try:
+        instances = [
+            instance
+            for reservation in aws.pages(
+                "ec2",
+                "DescribeInstances",
+                "Reservations",
+                Filters=[
+                    {"Name": f"tag:{GROUP_TAG}", "Values": [group["id"]]},
+                    {"Name": "instance-state-name", "Values": ["pending", "running"]},
+                ],
+            )
+            for instance in reservation.get("Instances", [])
+        ]
+    except STOPPED as error:
+        return [unknown(subject, "its instances and their boots", stopped_reason(error), key=key)]
     minimum = group.get("scalingConfiguration", {}).get("minInstanceCount", 0)
     findings = []
     if len(instances) < minimum:
@@ -84,30 +105,58 @@ def node_boots(aws: Aws, group: dict, key: str, kept: Collected) -> list[Finding
         if not instances:
             found += f" (none found by tag {GROUP_TAG}={group['id']})"
         findings.append(problem(subject, found + "; PCS replaces nodes that fail to launch or register", key=key))
-    for instance in sorted(instances, key=lambda i: i["InstanceId"])[:CONSOLES]:
-        # botocore decodes the API's base64 Output itself (its decode_console_output handler).
-        output = aws.call("ec2", "GetConsoleOutput", InstanceId=instance["InstanceId"], Latest=True).get("Output")
-        lines = output.splitlines() if output else []
-        kept.keep(f"pcs/console/{group['name']}/{instance['InstanceId']}", lines[-200:])
+    ids = sorted(instance["InstanceId"] for instance in instances)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        consoles = list(pool.map(lambda instance: _console(aws, instance), ids))
+    unread: dict[str, int] = {}
+    failed = 0
+    for instance, (lines, reason) in zip(ids, consoles, strict=True):
+        if reason:
+            unread[reason] = unread.get(reason, 0) + 1
+            continue
+        kept.keep(f"pcs/console/{group['name']}/{instance}", lines[-200:])
         failure = next((m[0] for line in reversed(lines) if (m := BOOTSTRAP_FAILED.search(line))), "")
         if failure:
+            failed += 1
             findings.append(
                 problem(
-                    f"PCS node {instance['InstanceId']} ({group['name']})",
+                    f"PCS node {instance} ({group['name']})",
                     f"{failure}: the node may never have joined Slurm (console output; on the node: "
                     "/var/log/fmcluster/bootstrap.log)",
                     key=key,
+                    text=failure,
                     details=tuple(lines[-TAIL:]),
                 )
             )
+    read = len(ids) - sum(unread.values())
+    if unread:
+        reasons = "; ".join(f"{count} {reason}" for reason, count in unread.items())
+        findings.append(unknown(subject, f"boots: consoles read {read} of {len(ids)}", reasons, key=key))
+    elif ids:
+        findings.append(Finding("ok" if not failed else "warning", subject,
+                                f"consoles read: {read} of {len(ids)} ({failed} with a failed bootstrap)"))  # fmt: skip
     return findings
 
 
-def _state(subject: str, resource: dict, key: str) -> Finding:
+def _console(aws: Aws, instance: str) -> tuple[list[str], str]:
+    """(console lines, "") or ([], why it was not read)."""
+    try:
+        # botocore decodes the API's base64 Output itself (its decode_console_output handler).
+        output = aws.call("ec2", "GetConsoleOutput", InstanceId=instance, Latest=True).get("Output")
+    except STOPPED as error:
+        return [], f"not read: {stopped_reason(error)}"
+    if not output:
+        return [], "returned an empty console (nothing written to it yet)"
+    return output.splitlines(), ""
+
+
+def _state(subject: str, resource: dict, key: str, capacity: str | None) -> Finding:
     status = resource.get("status", "")
     errors = "; ".join(f"{e.get('code', '')}: {e.get('message', '')}" for e in resource.get("errorInfo", []))
     if status in FAILED:
-        return problem(subject, f"{status}: {errors or 'PCS gave no reason'}", key=key, text=errors)
+        return problem(subject, f"{status}: {errors or 'PCS gave no reason'}", key=key, text=errors, capacity=capacity)
+    if status == "ACTIVE" and errors:
+        return problem(subject, f"ACTIVE but PCS reports errors: {errors}", key=key, text=errors, capacity=capacity)
     if status == "ACTIVE":
-        return Finding("ok", subject, "ACTIVE" + (f" (last errors: {errors})" if errors else ""))
+        return Finding("ok", subject, "ACTIVE")
     return Finding("warning", subject, status + (f": {errors}" if errors else ""))

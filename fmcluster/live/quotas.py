@@ -11,7 +11,7 @@ quota" (EC2-VPC Elastic IPs); SageMaker HyperPod prerequisites, "Quotas" (per-ty
 "Maximum number instances allowed per SageMaker HyperPod cluster", "Total number of instances allowed across
 SageMaker HyperPod clusters"); FSx quota "Lustre Persistent_2 storage
 capacity" L-8F1B9C74 as ListServiceQuotas names it in public account listings (unconfirmed in AWS's FSx guide). A
-quota not found becomes a note, never an error.
+quota not found is "not checked", never an error and never ready.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from collections import defaultdict
 from typing import Any
 
 from fmcluster.config import ClusterConfig, Problem
+from fmcluster.config.models import pcs_head_group
 from fmcluster.live.aws import Aws
 from fmcluster.live.instances import InstanceTypes
-from fmcluster.live.runner import Check
+from fmcluster.live.runner import Check, unchecked
 
 ON_DEMAND_QUOTAS = {
     "p": "Running On-Demand P instances",
@@ -132,16 +133,18 @@ Members = list[tuple[str, str, int]]
 
 def _on_demand_groups(config: ClusterConfig) -> dict[str, Members]:
     """On-Demand vCPU quota name -> what uses it: on-demand and ODCR groups (ODCR instances are On-Demand
-    instances) and the login node. Capacity blocks are left out: whether they count is (unconfirmed)."""
+    instances) and the head node (the login node, or the head group metrics need). Capacity blocks are left out:
+    whether they count is (unconfirmed)."""
     found: dict[str, Members] = defaultdict(list)
     for index, group in enumerate(config.compute):
         if group.capacity in ("on-demand", "odcr") and group.count:
             found[on_demand_quota(group.instance_type)].append(
                 (f"compute[{index}].count", group.instance_type, group.count)
             )
-    login = config.orchestrator.login_instance_type
-    if login:
-        found[on_demand_quota(login)].append(("orchestrator.login_instance_type", login, 1))
+    head = pcs_head_group(config.orchestrator, config.observability)
+    if head is not None:
+        key, _, instance_type = head
+        found[on_demand_quota(instance_type)].append((key, instance_type, 1))
     return dict(found)
 
 
@@ -159,17 +162,17 @@ def check_vcpus(quotas: ServiceQuotas, types: InstanceTypes, name: str, members:
     path = members[0][0]
     if not name:
         kinds = ", ".join(sorted({t for _, t, _ in members}))
-        return [Problem(path, f"note: no known On-Demand vCPU quota for {kinds}; not checked")]
+        return [unchecked(path, f"the On-Demand vCPU quota of {kinds}", "fmcluster knows no quota for the family")]
     parts, needed = [], 0
     for _, instance_type, count in members:
         vcpus = types.vcpus(instance_type)
         if vcpus is None:
-            return [Problem(path, f"note: EC2 does not describe {instance_type}; quota '{name}' not checked")]
+            return [unchecked(path, f"quota '{name}'", f"EC2 does not describe {instance_type}")]
         needed += vcpus * count
         parts.append(f"{count} x {instance_type} x {vcpus}")
     quota = quotas.named("ec2", name)
     if quota is None:
-        return [Problem(path, f"note: Service Quotas has no EC2 quota named '{name}'; not checked")]
+        return [unchecked(path, f"quota '{name}'", "Service Quotas lists no EC2 quota of that name or code")]
     if needed > quota["Value"]:
         return [
             Problem(
@@ -205,7 +208,7 @@ def check_hyperpod_type(quotas: ServiceQuotas, ml_type: str, members: Members) -
     quota = quotas.named("sagemaker", name)
     path = members[0][0]
     if quota is None:
-        return [Problem(path, f"note: Service Quotas has no SageMaker quota named '{name}'; not checked")]
+        return [unchecked(path, f"quota '{name}'", "Service Quotas lists no SageMaker quota of that name")]
     needed = sum(count for _, _, count in members)
     if needed > quota["Value"]:
         return [
@@ -223,7 +226,7 @@ def check_hyperpod_instances(quotas: ServiceQuotas, config: ClusterConfig, name:
     """The cluster's instances (compute, controller, login) against a HyperPod instance-count quota `name`."""
     quota = quotas.named("sagemaker", name)
     if quota is None:
-        return [Problem("compute", f"note: Service Quotas has no SageMaker quota named '{name}'; not checked")]
+        return [unchecked("compute", f"quota '{name}'", "Service Quotas lists no SageMaker quota of that name or code")]
     login = 1 if config.orchestrator.login_instance_type else 0
     needed = config.total_nodes + 1 + login
     parts = f"{config.total_nodes} compute, 1 controller" + (", 1 login" if login else "")
@@ -242,7 +245,7 @@ def check_lustre_storage(quotas: ServiceQuotas, config: ClusterConfig) -> list[P
     quota = quotas.named("fsx", LUSTRE_STORAGE)
     path = "storage.lustre.capacity_gib"
     if quota is None:
-        return [Problem(path, f"note: Service Quotas has no FSx quota named '{LUSTRE_STORAGE}'; not checked")]
+        return [unchecked(path, f"quota '{LUSTRE_STORAGE}'", "Service Quotas lists no FSx quota of that name or code")]
     capacity = config.storage.lustre.capacity_gib
     if capacity > quota["Value"]:
         unit = quota.get("Unit", "")
@@ -305,7 +308,7 @@ def _headroom(
 ) -> list[Problem]:
     quota = quotas.named(service_code, name)
     if quota is None:
-        return [Problem(path, f"note: Service Quotas has no quota named '{name}'; not checked")]
+        return [unchecked(path, f"quota '{name}'", "Service Quotas lists no quota of that name or code")]
     if used + 1 > quota["Value"]:
         return [
             Problem(

@@ -1,9 +1,10 @@
-"""Run independent live checks concurrently, with a progress display, and turn what stops a check into a warning.
+"""Run independent live checks concurrently, with a progress display, and turn what stops a check into its own result.
 
 A check is a function returning results (`Problem`s for validate, `Finding`s for diagnose). Problems whose message
-starts with "warning:" or "note:" inform; every other problem is an error. A check the caller's policy refuses
-becomes one warning naming the missing IAM action; one that fails on AWS's side becomes a warning with AWS's error.
-Missing credentials stop the whole run.
+starts with "warning:" or "note:" inform; one that starts with "not checked:" says a check (or part of one) could
+not run, with the reason: the IAM action refused, the call throttled, AWS's error. It is a level of its own: no
+error was found there, and nothing is known either, so a run with one never reads as ready. Every other problem is
+an error. Missing credentials stop the whole run.
 
 >>> [p.message for p in run_checks([Check("two", "x", lambda: [Problem("x", "note: 2")])], console=None)]
 ['note: 2']
@@ -21,9 +22,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
 from fmcluster.config import Problem
-from fmcluster.live.aws import Denied, error_code, error_message
+from fmcluster.live.aws import Denied, Throttled, error_code, error_message
 
+STOPPED = (Denied, Throttled, ClientError, BotoCoreError)
+"""What stops a read without stopping the run: a refused or throttled call, AWS's error, botocore's own."""
 INFORMATIVE = ("warning:", "note:")
+NOT_CHECKED = "not checked:"
 README_POLICY = "the read-only policy in fmcluster's README grants it"
 
 
@@ -37,19 +41,42 @@ class Check:
 
 
 def is_error(problem: Problem) -> bool:
-    return not problem.message.startswith(INFORMATIVE)
+    return not problem.message.startswith((*INFORMATIVE, NOT_CHECKED))
+
+
+def is_unchecked(problem: Problem) -> bool:
+    return problem.message.startswith(NOT_CHECKED)
 
 
 def denied_reason(action: str) -> str:
     return f"access denied to {action} ({README_POLICY})"
 
 
+def throttled_reason(error: Throttled) -> str:
+    return f"{error.action} throttled ({error.code}) after botocore's retries; run again later"
+
+
+def stopped_reason(error: Exception) -> str:
+    """Why a call stopped a check, in one line: the refused IAM action, the throttle, or AWS's own error."""
+    if isinstance(error, Denied):
+        return denied_reason(error.action)
+    if isinstance(error, Throttled):
+        return throttled_reason(error)
+    if isinstance(error, ClientError):
+        return f"{error_code(error)}: {error_message(error)}"
+    return str(error)
+
+
 def denied(path: str, label: str, action: str) -> Problem:
-    return Problem(path, f"warning: {label} not checked: {denied_reason(action)}")
+    return Problem(path, f"{NOT_CHECKED} {label}: {denied_reason(action)}")
+
+
+def unchecked(path: str, what: str, reason: str) -> Problem:
+    return Problem(path, f"{NOT_CHECKED} {what}: {reason}")
 
 
 def not_checked(check: Check, reason: str) -> Problem:
-    return Problem(check.path, f"warning: {check.label} not checked: {reason}")
+    return unchecked(check.path, check.label, reason)
 
 
 def run_checks(
@@ -61,7 +88,7 @@ def run_checks(
 ) -> list[Any]:
     """Every check's results, in the order of `checks` (not of completion); `console` None shows no progress.
 
-    A check stopped by a refused call or an AWS error yields one `failed(check, reason)` instead."""
+    A check stopped by a refused or throttled call or an AWS error yields one `failed(check, reason)` instead."""
     results: list[list[Any]] = [[] for _ in checks]
     with Progress(
         SpinnerColumn(),
@@ -85,11 +112,7 @@ def run_checks(
 def _guarded(check: Check, failed: Callable[[Check, str], Any]) -> list[Any]:
     try:
         return check.run()
-    except Denied as error:
-        return [failed(check, denied_reason(error.action))]
-    except ClientError as error:
-        return [failed(check, f"{error_code(error)}: {error_message(error)}")]
     except AssertionError:
         raise  # botocore's Stubber (tests) signals an unexpected call this way; it is no AWS failure to report
-    except BotoCoreError as error:
-        return [failed(check, str(error))]
+    except STOPPED as error:
+        return [failed(check, stopped_reason(error))]

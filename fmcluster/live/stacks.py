@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, ComputeGroup
 from fmcluster.live.aws import Aws, error_code, error_message
 from fmcluster.live.findings import Collected, Finding, problem
 from fmcluster.live.runner import Check
@@ -63,24 +63,28 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
 
 def owner(config: ClusterConfig, logical_id: str) -> str:
     """'LustreFileSystem4AFDAE78' -> 'storage.lustre: FSx for Lustre (LustreStorage)'."""
-    for index, group in enumerate(config.compute):
-        name = re.sub(r"[^A-Za-z0-9]", "", group.name)
-        if any(
-            logical_id.startswith(prefix)
-            for prefix in (
-                f"Slurm{name}NodeGroup",
-                f"Slurm{name}Queue",
-                f"{name}LaunchTemplate",
-                f"NcclEnvironment{name}",
-            )
-        ):
-            return f"compute[{index}] ({group.name}): its node group, queue, launch template or NCCL environment"
-        if logical_id.startswith(f"{name}PlacementGroup"):
+    found = group_of(config, logical_id)
+    if found is not None:
+        index, group, what = found
+        if what == "placement group":
             return f"compute[{index}].placement_group ({group.name}): its cluster placement group"
+        return f"compute[{index}] ({group.name}): its node group, queue, launch template or NCCL environment"
     for prefix, key, what in CONSTRUCTS:
         if logical_id.startswith(prefix):
             return f"{key}: {what}"
     return "a resource fmcluster does not map to a key"
+
+
+def group_of(config: ClusterConfig, logical_id: str) -> tuple[int, ComputeGroup, str] | None:
+    """(index, compute group, what of it) that made the resource `logical_id`, or None."""
+    for index, group in enumerate(config.compute):
+        name = re.sub(r"[^A-Za-z0-9]", "", group.name)
+        prefixes = (f"Slurm{name}NodeGroup", f"Slurm{name}Queue", f"{name}LaunchTemplate", f"NcclEnvironment{name}")
+        if logical_id.startswith(prefixes):
+            return index, group, "node group"
+        if logical_id.startswith(f"{name}PlacementGroup"):
+            return index, group, "placement group"
+    return None
 
 
 def stack_parts(config: ClusterConfig) -> tuple[str, ...]:
@@ -126,7 +130,9 @@ def check_stack(config: ClusterConfig, aws: Aws, name: str, kept: Collected) -> 
         f"{status}; first failure: {first['LogicalResourceId']} ({first.get('ResourceType', '?')}) "
         f"{first.get('ResourceStatus')}: {reason}"
     )
-    return [problem(subject, message, key=owner(config, first["LogicalResourceId"]), text=reason)]
+    found = group_of(config, first["LogicalResourceId"])
+    capacity = found[1].capacity if found else None
+    return [problem(subject, message, key=owner(config, first["LogicalResourceId"]), text=reason, capacity=capacity)]
 
 
 def _last_operation(aws: Aws, name: str) -> list[dict[str, Any]]:

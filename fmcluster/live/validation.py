@@ -102,12 +102,10 @@ def check_alarms(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Findi
     ]
     if not names:
         return []
-    alarms = [
+    alarms = [  # DescribeAlarms takes at most 100 names, and pages its answer (botocore's paginator)
         alarm
         for start in range(0, len(names), 100)
-        for alarm in aws.call("cloudwatch", "DescribeAlarms", AlarmNames=names[start : start + 100]).get(
-            "MetricAlarms", []
-        )
+        for alarm in aws.pages("cloudwatch", "DescribeAlarms", "MetricAlarms", AlarmNames=names[start : start + 100])
     ]
     kept.keep("alarms", alarms)
     firing = [alarm for alarm in alarms if alarm.get("StateValue") == "ALARM"]

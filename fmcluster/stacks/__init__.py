@@ -6,6 +6,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from fmcluster.config import ClusterConfig
+from fmcluster.config.models import CLUSTER_TAG
 from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
 from fmcluster.stacks.cluster_pcs import PcsClusterStack
 from fmcluster.stacks.image import ImageStack
@@ -117,7 +118,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         description=f"fmcluster {config.name}: Amazon Managed Prometheus, Grafana, alarms and node-health events",
     )
     stacks = ClusterStacks(network, storage, image, cluster, observability, links)
-    tags = {**config.tags, "fmcluster:cluster": config.name}
+    tags = {**config.tags, CLUSTER_TAG: config.name}
     for stack in stacks.all():  # only these stacks: other stacks of a library user's app keep their own tags
         stack_tags = cdk.Tags.of(stack)
         for key, value in tags.items():

@@ -92,7 +92,7 @@ class Stubs:
 
     def aws(self) -> Aws:
         """An Aws of the stubbed clients only: a call to any other service fails the test, never reaches AWS."""
-        return Aws(self.region, clients=self.clients, session=NoSession())
+        return Aws(self.region, clients=self.clients, session=NoSession(), rate_limits={})  # paced in test_aws
 
     def assert_done(self) -> None:
         for service, stubber in self._stubbers.items():

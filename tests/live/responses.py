@@ -28,6 +28,9 @@ DOCUMENTED_ERRORS = {
     "AccessDenied": "S3 and CloudFormation error responses",
     "ValidationError": "CloudFormation API reference, common errors (DescribeStacks of a missing stack)",
     "ExpiredToken": "STS API reference, common errors",
+    "ValidationException": "SageMaker's Describe APIs answer it for a missing resource (aws/aws-sdk issue 165, "
+    "DescribeTrainingJob; unconfirmed for DescribeCluster and DescribeTrainingPlan)",
+    "RequestLimitExceeded": "EC2 API reference, Request throttling (the code of a throttled EC2 call)",
 }
 
 
@@ -122,6 +125,7 @@ VCPUS = {
     "p5.48xlarge": 192,
     "p5en.48xlarge": 192,
     "g5.12xlarge": 48,
+    "m5.xlarge": 4,
     "m5.4xlarge": 16,
     "m5.8xlarge": 32,
     "p6-b300.48xlarge": 192,
@@ -396,7 +400,8 @@ LIFECYCLE_FAILED = (
 """HyperPod's message as awslabs/awsome-distributed-ai issue 188 reports it."""
 
 
-def hyperpod_cluster(status: str = "Failed", failure: str = LIFECYCLE_FAILED) -> dict:
+def hyperpod_cluster(status: str = "Failed", failure: str = LIFECYCLE_FAILED, gpus: int = 1) -> dict:
+    """The quickstart's cluster, `gpus` of its 2 gpu nodes running."""
     row = {
         "ClusterArn": CLUSTER_ARN,
         "ClusterName": "quickstart",
@@ -404,7 +409,7 @@ def hyperpod_cluster(status: str = "Failed", failure: str = LIFECYCLE_FAILED) ->
         "CreationTime": NOW - timedelta(minutes=50),
         "InstanceGroups": [
             {"InstanceGroupName": "controller", "InstanceType": "ml.m5.4xlarge", "CurrentCount": 1, "TargetCount": 1},
-            {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "CurrentCount": 1, "TargetCount": 2},
+            {"InstanceGroupName": "gpu", "InstanceType": "ml.p5.48xlarge", "CurrentCount": gpus, "TargetCount": 2},
         ],
         "NodeRecovery": "Automatic",
     }
@@ -443,7 +448,9 @@ LIFECYCLE_TAIL = [
 on_create.sh's `fail_lifecycle` line; the AWS CLI error between them is the CLI's own text."""
 
 
-def log_events(lines: list[str]) -> dict:
+def log_events(lines: list[str], backward: str = "b/00000000000000000000000000000000000000000000000000000000") -> dict:
+    """One GetLogEvents page; `backward` is the nextBackwardToken it returns (the same token as the one passed in
+    means the start of the stream was reached: CloudWatch Logs API reference, GetLogEvents)."""
     start = int((NOW - timedelta(minutes=20)).timestamp() * 1000)
     return {
         "events": [
@@ -451,8 +458,20 @@ def log_events(lines: list[str]) -> dict:
             for i, line in enumerate(lines)
         ],
         "nextForwardToken": "f/00000000000000000000000000000000000000000000000000000000",
-        "nextBackwardToken": "b/00000000000000000000000000000000000000000000000000000000",
+        "nextBackwardToken": backward,
     }
+
+
+def queue_log_tail(stub, group: str, stream: str, limit: int, *pages: list[str]) -> None:
+    """GetLogEvents pages read backwards from the newest (`pages` newest first), then the page that ends the stream:
+    no events and the token it was given."""
+    ask = {"logGroupName": group, "logStreamName": stream, "limit": limit, "startFromHead": False}
+    token = None
+    for index, lines in enumerate([*pages, []]):
+        following = f"b/{min(index + 1, len(pages)):056d}"
+        params = {**ask, "nextToken": token} if token else ask
+        stub.ok("logs", "GetLogEvents", log_events(lines, following), params)
+        token = following
 
 
 SAMPLES.update(
@@ -519,23 +538,34 @@ def pcs_group(
     return {"computeNodeGroup": row}
 
 
-def instances(*ids: str) -> dict:
+def instances(*ids: str, reservation: str | None = None, tags: dict[str, str] | None = None) -> dict:
+    """Running instances, optionally launched into `reservation` (EC2 Instance.CapacityReservationId) with `tags`."""
+
+    def row(instance: str) -> dict:
+        found = {
+            "InstanceId": instance,
+            "InstanceType": "p5.48xlarge",
+            "State": {"Code": 16, "Name": "running"},
+            "LaunchTime": NOW - timedelta(minutes=25),
+            "SubnetId": "subnet-0123456789abcdef0",
+        }
+        if reservation:
+            found["CapacityReservationId"] = reservation
+        if tags:
+            found["Tags"] = [{"Key": key, "Value": value} for key, value in tags.items()]
+        return found
+
+    return {"Reservations": [{"ReservationId": "r-0123456789abcdef0", "OwnerId": ACCOUNT,
+                              "Instances": [row(instance) for instance in ids]}]}  # fmt: skip
+
+
+def own_instances_query(reservation: str, cluster: str) -> dict:
+    """DescribeInstances' Filters for a cluster's own instances in a reservation (botocore ec2 filter names)."""
     return {
-        "Reservations": [
-            {
-                "ReservationId": "r-0123456789abcdef0",
-                "OwnerId": ACCOUNT,
-                "Instances": [
-                    {
-                        "InstanceId": instance,
-                        "InstanceType": "p5.48xlarge",
-                        "State": {"Code": 16, "Name": "running"},
-                        "LaunchTime": NOW - timedelta(minutes=25),
-                        "SubnetId": "subnet-0123456789abcdef0",
-                    }
-                    for instance in ids
-                ],
-            }
+        "Filters": [
+            {"Name": "capacity-reservation-id", "Values": [reservation]},
+            {"Name": "tag:fmcluster:cluster", "Values": [cluster]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
         ]
     }
 

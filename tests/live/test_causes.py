@@ -17,6 +17,9 @@ REAL_MESSAGES = {
     "provisioning additional capacity. You can currently get c5n.18xlarge capacity by not specifying an Availability "
     "Zone in your request or choosing us-east-1b, us-east-1d, us-east-1f, us-east-1c. (Service: AmazonAutoScaling; "
     "Status Code: 400; Error Code: ValidationError; Request ID: 2996fd43-acc0-11e9-bf48-6b6dbfbd66b4)",
+    # github.com/awslabs/awsome-distributed-ai/issues/204: HyperPod's DescribeCluster FailureMessage.
+    "hyperpod-insufficient-capacity": "We currently do not have sufficient capacity for the requested instance "
+    "type(s). Please try again.",
     # github.com/scylladb/scylla-cluster-tests/pull/5123
     "unsupported-in-zone": "An error occurred (Unsupported) when calling the RunInstances operation: Your requested "
     "instance type (is4gen.8xlarge) is not supported in your requested Availability Zone (us-east-1e). Please retry "
@@ -76,3 +79,46 @@ def test_the_real_message_is_explained_by_its_cause(name):
 
 def test_an_unknown_message_has_no_cause():
     assert explain("Resource creation cancelled") is None
+
+
+def test_the_failure_record_wins_over_its_tail():
+    """The node's own status message is the record; an error line in the tail before it does not override it."""
+    tail = [
+        "2026-11-30T09:40:01Z on_create.sh[2817] ERROR: step scratch: VcpuLimitExceeded seen while probing (retried)",
+        "2026-11-30T09:40:09Z on_create.sh[2817] ERROR: fmcluster lifecycle FAILED at step nccl-env",
+    ]
+    assert explain(REAL_MESSAGES["lifecycle-script-failed"], tail).name == "lifecycle-script-failed"
+
+
+def test_only_error_lines_of_a_tail_count_and_the_newest_first():
+    tail = [
+        "2026-11-30T09:35:11Z bootstrap.sh[1802] ERROR: RunInstances said VcpuLimitExceeded",
+        "2026-11-30T09:35:12Z bootstrap.sh[1802] INFO: note: InsufficientInstanceCapacity is retried by PCS",
+        "2026-11-30T09:36:11Z mount-lustre.sh[1830] ERROR: FSx: do not permit Lustre LNET network traffic on port 988",
+    ]
+    assert explain("bootstrap finished with failures: mount-lustre", tail).name == "fsx-lustre-ports"
+    assert explain("bootstrap finished with failures: x", tail[:2]).name == "ec2-vcpu-quota"  # INFO is incidental
+
+
+def test_hyperpods_own_capacity_message_is_not_the_ec2_one():
+    assert explain(REAL_MESSAGES["hyperpod-insufficient-capacity"]).name == "hyperpod-insufficient-capacity"
+    assert explain(REAL_MESSAGES["insufficient-capacity"]).name == "insufficient-capacity"
+
+
+@pytest.mark.parametrize(
+    ("name", "capacity", "says", "never"),
+    [
+        ("insufficient-capacity", "on-demand", "capacity block or ODCR", "training plan"),
+        ("insufficient-capacity", None, "capacity block or ODCR", "training plan"),
+        ("insufficient-capacity", "capacity-block", "reservation_id", "capacity block or ODCR"),
+        ("insufficient-capacity", "odcr", "reservation_id", "capacity block or ODCR"),
+        ("insufficient-capacity", "training-plan", "training plan", "capacity block or ODCR"),
+        ("hyperpod-insufficient-capacity", "on-demand", "training plan", "capacity block"),
+        ("hyperpod-insufficient-capacity", "training-plan", "plan's status", "training-plan)"),
+    ],
+)
+def test_fixes_fit_the_groups_capacity_type(name, capacity, says, never):
+    """A group already on a capacity block is not told to buy one; one on a training plan is sent to its plan."""
+    cause = explain(REAL_MESSAGES[name], capacity=capacity)
+    assert cause.name == name
+    assert says in cause.fix and never not in cause.fix

@@ -19,10 +19,10 @@ from tests.live.responses import (
     console,
     identity,
     instances,
-    log_events,
     pcs_cluster,
     pcs_group,
     pcs_group_summaries,
+    queue_log_tail,
     stack,
 )
 from tests.live.test_diagnose import NCCL_METRICS, queue_alarm_stacks, queue_image_build, queue_nccl
@@ -68,6 +68,7 @@ def test_a_pcs_node_that_never_joined_is_diagnosed_from_its_console(stubs):
         "problem  PCS node group gpu: 1 of its 2 static instances are running; PCS replaces nodes that fail to launch "
         "or register\n         from: compute[0]",
         BOOT_FAILED,
+        "warning  PCS node group gpu: consoles read: 1 of 1 (1 with a failed bootstrap)",
     ]
     assert kept.items["pcs/console/gpu/i-0123456789abcdef0"] == BOOT_CONSOLE
 
@@ -89,12 +90,7 @@ def test_a_failed_image_build_with_its_phase_and_log_tail(stubs):
     stub = stubs()
     queue_image_build(stub, "FAILED", name="llm-pretrain")
     logs = build()["builds"][0]["logs"]
-    stub.ok(
-        "logs",
-        "GetLogEvents",
-        log_events(BUILD_LOG),
-        {"logGroupName": logs["groupName"], "logStreamName": logs["streamName"], "limit": 30, "startFromHead": False},
-    )
+    queue_log_tail(stub, logs["groupName"], logs["streamName"], 30, BUILD_LOG)
     [finding] = check_image_build(config_of(PCS_BLOCK), stub.aws(), Collected())
     assert finding.render() == (
         "problem  training image build: FAILED in phase BUILD: Error while executing command: bash "
@@ -182,3 +178,149 @@ def test_pcs_node_groups_on_a_second_page_are_read(stubs):
         ("PCS node group gpu", "CREATE_FAILED: PCS gave no reason"),
         ("PCS node group login", "UPDATE_FAILED: PCS gave no reason"),
     ]
+
+
+FILTERS = {
+    "Filters": [
+        {"Name": "tag:aws:pcs:compute-node-group-id", "Values": [GPU_GROUP_ID]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]},
+    ]
+}
+GOOD_CONSOLE = [line for line in BOOT_CONSOLE if "ERROR" not in line]
+"""The same boot without its failure: bootstrap.sh's INFO line and cloud-init's own."""
+
+
+def hundred_node_group(stub, failed: set[str], *, deny: set[str] = frozenset()) -> tuple[str, ...]:
+    """A 100-node ACTIVE gpu group: consoles of `failed` show a failed bootstrap, those of `deny` are refused."""
+    ids = tuple(f"i-0{index:016x}" for index in range(100))
+    stub.ok("pcs", "GetCluster", pcs_cluster(), GROUP)
+    stub.ok("pcs", "ListComputeNodeGroups", pcs_group_summaries(("gpu", GPU_GROUP_ID, "ACTIVE")), GROUP)
+    group = pcs_group("gpu", GPU_GROUP_ID, count=100)
+    stub.ok("pcs", "GetComputeNodeGroup", group, {**GROUP, "computeNodeGroupIdentifier": GPU_GROUP_ID})
+    stub.ok("ec2", "DescribeInstances", instances(*ids), FILTERS)
+    for instance in ids:  # workers=1: read in instance id order
+        ask = {"InstanceId": instance, "Latest": True}
+        if instance in deny:
+            stub.denied("ec2", "GetConsoleOutput", ask)
+        else:
+            stub.ok("ec2", "GetConsoleOutput", console(instance, BOOT_CONSOLE if instance in failed else GOOD_CONSOLE),
+                    ask)  # fmt: skip
+    return ids
+
+
+def test_a_100_node_group_with_3_failed_boots_reports_all_3(stubs):
+    """Every console is read, not the lowest 8: failures at ids 17, 58 and 99 are all found, and the count is said."""
+    stub = stubs()
+    failed = {f"i-0{index:016x}" for index in (17, 58, 99)}
+    hundred_node_group(stub, failed)
+    findings = check_pcs(config_of(PCS_BLOCK), stub.aws(), Collected(), workers=1)
+    assert sorted(f.subject for f in findings if f.level == "problem") == sorted(
+        f"PCS node {instance} (gpu)" for instance in failed
+    )
+    assert findings[-1].render() == "warning  PCS node group gpu: consoles read: 100 of 100 (3 with a failed bootstrap)"
+
+
+def test_refused_consoles_are_counted_and_never_read_as_good_boots(stubs):
+    """The issue's reproduction: `ec2:GetConsoleOutput` denied. Before, the whole PCS check was dropped and diagnose
+    exited 0; now the group's state stays, and the consoles not read are an unknown with the action refused."""
+    stub = stubs()
+    ids = tuple(f"i-0{index:016x}" for index in range(100))
+    hundred_node_group(stub, set(), deny=set(ids[3:]))
+    findings = check_pcs(config_of(PCS_BLOCK), stub.aws(), Collected(), workers=1)
+    assert [f.render() for f in findings] == [
+        "ok       PCS cluster llm-pretrain: ACTIVE",
+        "ok       PCS node group gpu: ACTIVE",
+        "unknown  PCS node group gpu: not checked: boots: consoles read 3 of 100: 97 not read: access denied to "
+        "ec2:GetConsoleOutput (the read-only policy in fmcluster's README grants it)\n         from: compute[0]",
+    ]
+
+
+def test_a_refused_console_read_makes_diagnose_exit_non_zero_and_name_the_check(stubs):
+    stub = stubs()
+    stub.ok("sts", "GetCallerIdentity", identity(), {})
+    for part in ("network", "storage", "image", "cluster", "observability"):
+        name = f"llm-pretrain-{part}"
+        stub.ok("cloudformation", "DescribeStacks", stack(name, "CREATE_COMPLETE"), {"StackName": name})
+    stub.ok("pcs", "GetCluster", pcs_cluster(), GROUP)
+    stub.ok("pcs", "ListComputeNodeGroups", pcs_group_summaries(("gpu", GPU_GROUP_ID, "ACTIVE")), GROUP)
+    group = pcs_group("gpu", GPU_GROUP_ID, count=1)
+    stub.ok("pcs", "GetComputeNodeGroup", group, {**GROUP, "computeNodeGroupIdentifier": GPU_GROUP_ID})
+    stub.ok("ec2", "DescribeInstances", instances("i-0123456789abcdef0"), FILTERS)
+    stub.denied("ec2", "GetConsoleOutput", {"InstanceId": "i-0123456789abcdef0", "Latest": True})
+    queue_image_build(stub, "SUCCEEDED", name="llm-pretrain")
+    stub.ok("cloudwatch", "ListMetrics", {"Metrics": []},
+            {**NCCL_METRICS, "Dimensions": [{"Name": "Cluster", "Value": "llm-pretrain"}]})  # fmt: skip
+    for part in ("storage", "observability"):
+        stub.ok("cloudformation", "ListStackResources", {"StackResourceSummaries": []},
+                {"StackName": f"llm-pretrain-{part}"})  # fmt: skip
+    result = diagnose(config_of(PCS_BLOCK), stub.aws(), workers=1, now=NOW)
+    assert result.exit_code == 2
+    assert result.report().splitlines()[-1] == (
+        "NOT CHECKED: 1 check(s) did not run in full, so nothing is known there: PCS node group gpu"
+    )
+    assert "healthy" not in result.report()
+
+
+def test_an_active_group_with_errors_is_a_problem_with_its_cause(stubs):
+    """PCS keeps a group ACTIVE while launches fail; its errorInfo is the failure record (PCS API reference,
+    ComputeNodeGroup.errorInfo). PCS's own error texts have no public example here: EC2's message is the one
+    matched (unconfirmed that PCS passes it through unchanged)."""
+    stub = stubs()
+    message = "We currently do not have sufficient p5.48xlarge capacity in the Availability Zone you requested."
+    group = pcs_group("gpu", GPU_GROUP_ID, count=0, errors=(("InsufficientInstanceCapacity", message),))
+    queue_pcs(stub, group, ())
+    _, found, *_ = check_pcs(config_of(PCS_BLOCK), stub.aws(), Collected())
+    assert found.level == "problem" and found.message.startswith("ACTIVE but PCS reports errors: ")
+    # The group is on a capacity block: it is not told to buy one.
+    assert found.cause.name == "insufficient-capacity" and "reservation_id" in found.cause.fix
+    assert "capacity block or ODCR" not in found.cause.fix
+
+
+def test_the_head_node_group_maps_to_its_key_under_its_real_name(stubs):
+    """fmcluster names the PCS head node's group `head` (fmcluster.config.models.HEAD_GROUP_NAME), not
+    `fmcluster_head` (a PCS group name cannot hold '_'); without a login node it exists for managed Prometheus."""
+    stub = stubs()
+    stub.ok("pcs", "GetCluster", pcs_cluster(), GROUP)
+    stub.ok("pcs", "ListComputeNodeGroups", pcs_group_summaries(("head", "pcs_head000001", "CREATE_FAILED")), GROUP)
+    stub.ok("pcs", "GetComputeNodeGroup", pcs_group("head", "pcs_head000001", "CREATE_FAILED"),
+            {**GROUP, "computeNodeGroupIdentifier": "pcs_head000001"})  # fmt: skip
+    _, head = check_pcs(config_of(PCS_BLOCK), stub.aws(), Collected())
+    assert (head.subject, head.key) == ("PCS node group head", "observability.prometheus")
+
+
+def test_a_build_whose_log_stream_was_never_created_is_still_reported_failed(stubs):
+    stub = stubs()
+    queue_image_build(stub, "FAILED", name="llm-pretrain")
+    logs = build()["builds"][0]["logs"]
+    stub.error("logs", "GetLogEvents", "ResourceNotFoundException", "The specified log stream does not exist.",
+               params={"logGroupName": logs["groupName"], "logStreamName": logs["streamName"], "limit": 30,
+                       "startFromHead": False})  # fmt: skip
+    [finding] = check_image_build(config_of(PCS_BLOCK), stub.aws(), Collected())
+    assert finding.level == "problem" and finding.message.startswith("FAILED in phase BUILD")
+    assert finding.details == ("(no build log: the stream was never created; the build failed before it wrote any)",)
+
+
+def test_a_log_tail_whose_first_page_is_empty_is_read_on(stubs):
+    """CloudWatch Logs API reference, GetLogEvents: a page "might only be partially full, or even empty"; the tail
+    goes on until the token comes back unchanged."""
+    stub = stubs()
+    queue_image_build(stub, "FAILED", name="llm-pretrain")
+    logs = build()["builds"][0]["logs"]
+    queue_log_tail(stub, logs["groupName"], logs["streamName"], 30, [], BUILD_LOG)
+    [finding] = check_image_build(config_of(PCS_BLOCK), stub.aws(), Collected())
+    assert finding.details == tuple(BUILD_LOG)
+
+
+def test_a_throttled_call_names_the_action_and_the_throttle(stubs):
+    stub = stubs()
+    stub.ok("pcs", "GetCluster", pcs_cluster(), GROUP)
+    stub.ok("pcs", "ListComputeNodeGroups", pcs_group_summaries(("gpu", GPU_GROUP_ID, "ACTIVE")), GROUP)
+    stub.ok("pcs", "GetComputeNodeGroup", pcs_group("gpu", GPU_GROUP_ID, count=0),
+            {**GROUP, "computeNodeGroupIdentifier": GPU_GROUP_ID})  # fmt: skip
+    stub.error("ec2", "DescribeInstances", "RequestLimitExceeded", "Request limit exceeded.", status=503,
+               params=FILTERS)  # fmt: skip
+    findings = check_pcs(config_of(PCS_BLOCK), stub.aws(), Collected())
+    assert findings[-1].render() == (
+        "unknown  PCS node group gpu: not checked: its instances and their boots: ec2:DescribeInstances throttled "
+        "(RequestLimitExceeded) after botocore's retries; run again later\n         from: compute[0]"
+    )

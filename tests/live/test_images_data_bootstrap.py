@@ -120,8 +120,8 @@ def test_a_bucket_in_another_region_with_an_empty_prefix_and_a_kms_key(stubs):
 
 def test_a_listing_denied_names_the_action(stubs):
     assert bucket_messages(stubs, list_denied=True) == [
-        "cluster.yaml: storage.lustre.repositories[0].s3_uri: warning: listing s3://my-datasets/tokenized/ not "
-        "checked: access denied to s3:ListBucket (the read-only policy in fmcluster's README grants it)"
+        "cluster.yaml: storage.lustre.repositories[0].s3_uri: not checked: listing s3://my-datasets/tokenized/: "
+        "access denied to s3:ListBucket (the read-only policy in fmcluster's README grants it)"
     ]
 
 
@@ -156,4 +156,15 @@ def test_a_failed_or_old_bootstrap_stack(stubs):
     assert bootstrap_messages(stubs, bootstrap_stack(version="5")) == [
         "cluster.yaml: region: the CDK bootstrap stack is version 5; fmcluster's templates need 6 or later: run "
         "`cdk bootstrap aws://123456789012/us-east-1`"
+    ]
+
+
+def test_a_bootstrap_stack_without_a_version_is_not_checked_never_passed(stubs):
+    """CDK developer guide, Bootstrapping: the stack's output BootstrapVersion carries the version; without it the
+    version is unknown, which is not ok."""
+    stack = bootstrap_stack()
+    stack["Stacks"][0]["Outputs"] = stack["Stacks"][0]["Outputs"][:1]
+    assert bootstrap_messages(stubs, stack) == [
+        "cluster.yaml: region: not checked: the version of the CDK bootstrap stack CDKToolkit: it has no numeric "
+        "BootstrapVersion output (None); run `cdk bootstrap aws://123456789012/us-east-1` to update it"
     ]

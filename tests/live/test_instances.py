@@ -59,7 +59,9 @@ def test_hyperpod_gaps_are_warnings_and_include_the_controller(stubs):
     ]
 
 
-def test_reserved_groups_are_left_to_the_capacity_checks(stubs):
+def test_reserved_groups_are_left_to_the_capacity_checks_and_the_pcs_head_node_is_checked(stubs):
+    """With managed Prometheus and no login node, PCS files get a head node group of their own (m5.xlarge,
+    fmcluster.config.models.pcs_head_group): its type is checked like any node's; the reserved gpu group is not."""
     text = """\
 name: llm-pretrain
 region: us-east-1
@@ -68,5 +70,7 @@ compute:
   - {name: gpu, instance_type: p5.48xlarge, count: 16, capacity: capacity-block, reservation_id: cr-0123456789abcdef0}
 orchestrator: {type: pcs}
 """
-    config = config_of(text)
-    assert check_offerings(config, stubs().aws()) == []  # no call at all: the stub has nothing queued
+    assert messages(stubs, text, offerings("use1-az6"), ("m5.xlarge",), "use1-az6") == [
+        "cluster.yaml: observability.prometheus: m5.xlarge is not offered in use1-az6 (us-east-1): EC2 lists no "
+        "offering of it there; choose a type or zone that has it"
+    ]

@@ -24,17 +24,25 @@ from tests.live.responses import (
     bootstrap_stack,
     capacity_reservation,
     identity,
+    instance_types,
+    instances,
     nat_gateways,
     offerings,
+    own_instances_query,
     quota,
     quotas,
     vpcs,
 )
 
 
-def queue_account(stub, reservation: dict | None, *, account: str = ACCOUNT, deny: bool = False) -> None:
+def queue_account(
+    stub, reservation: dict | None, *, account: str = ACCOUNT, deny: bool = False, own: tuple[str, ...] | None = None
+) -> None:
     """Every call the PCS capacity-block file makes, in call order per service (checks run one at a time);
-    with `deny`, the reservation and bootstrap calls are refused as EC2 and CloudFormation refuse them."""
+    with `deny`, the reservation and bootstrap calls are refused as EC2 and CloudFormation refuse them; `own`: the
+    cluster's own instances in the reservation, when the reservation has fewer free than the file needs. The file
+    has no login node and managed Prometheus, so PCS gets a head node group of its own (m5.xlarge): its offering and
+    its On-Demand Standard vCPU quota are checked too."""
     stub.ok("sts", "GetCallerIdentity", identity(account), {})
     ask = {"CapacityReservationIds": [RESERVATION]}
     if deny:
@@ -42,6 +50,18 @@ def queue_account(stub, reservation: dict | None, *, account: str = ACCOUNT, den
         stub.error("ec2", "DescribeCapacityReservations", "UnauthorizedOperation", message, status=403, params=ask)
     else:
         stub.ok("ec2", "DescribeCapacityReservations", reservation, ask)
+    if own is not None:
+        tags = {"fmcluster:cluster": "llm-pretrain"}
+        stub.ok("ec2", "DescribeInstances", instances(*own, reservation=RESERVATION, tags=tags),
+                own_instances_query(RESERVATION, "llm-pretrain"))  # fmt: skip
+    stub.ok("ec2", "DescribeInstanceTypeOfferings", offerings("use1-az6", "m5.xlarge"), {
+        "LocationType": "availability-zone-id",
+        "Filters": [{"Name": "location", "Values": ["use1-az6"]}, {"Name": "instance-type", "Values": ["m5.xlarge"]}],
+    })  # fmt: skip
+    both = ["m5.xlarge", "p5.48xlarge"]  # read once for every type (quotas, image), reserved or not
+    stub.ok("ec2", "DescribeInstanceTypes", instance_types(*both), {"InstanceTypes": both})
+    standard = quota("ec2", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances", "L-1216C47A", 640.0)
+    stub.ok("service-quotas", "ListServiceQuotas", quotas(standard), {"ServiceCode": "ec2"})
     fsx = quota("fsx", "Lustre Persistent_2 storage capacity", "L-8F1B9C74", 100800.0)
     stub.ok("service-quotas", "ListServiceQuotas", quotas(fsx), {"ServiceCode": "fsx"})
     stub.ok("ec2", "DescribeVpcs", vpcs(1), {})
@@ -70,7 +90,7 @@ THREE_PROBLEMS = [
 
 def test_a_reservation_in_another_zone_too_small_and_of_another_type_in_one_run(stubs):
     stub = stubs()
-    queue_account(stub, WRONG_EVERYTHING)
+    queue_account(stub, WRONG_EVERYTHING, own=())
     problems = live.preflight(config_of(PCS_BLOCK), stub.aws(), now=NOW, workers=1)
     assert [p.render("cluster.yaml") for p in problems] == THREE_PROBLEMS
     assert sum(live.is_error(p) for p in problems) == 3
@@ -91,12 +111,47 @@ def test_a_denied_call_becomes_a_warning_naming_the_action_and_the_rest_still_ru
     queue_account(stub, None, deny=True)
     problems = live.preflight(config_of(PCS_BLOCK), stub.aws(), now=NOW, workers=1)
     assert [p.render("cluster.yaml") for p in problems] == [
-        "cluster.yaml: compute[0].reservation_id: warning: capacity reservation cr-0123456789abcdef0 not checked: "
-        "access denied to ec2:DescribeCapacityReservations (the read-only policy in fmcluster's README grants it)",
-        "cluster.yaml: region: warning: CDK bootstrap stack CDKToolkit not checked: access denied to "
+        "cluster.yaml: compute[0].reservation_id: not checked: capacity reservation cr-0123456789abcdef0: access "
+        "denied to ec2:DescribeCapacityReservations (the read-only policy in fmcluster's README grants it)",
+        "cluster.yaml: region: not checked: CDK bootstrap stack CDKToolkit: access denied to "
         "cloudformation:DescribeStacks (the read-only policy in fmcluster's README grants it)",
     ]
     assert not any(live.is_error(p) for p in problems)
+    assert all(live.is_unchecked(p) for p in problems)
+
+
+def test_cli_with_checks_that_did_not_run_never_says_ready_and_exits_1(stubs, tmp_path, monkeypatch, capsys):
+    stub = stubs()
+    queue_account(stub, None, deny=True)
+    monkeypatch.setattr(live, "Aws", lambda region: stub.aws())
+    monkeypatch.setattr(live, "preflight", functools.partial(live.preflight, now=NOW, workers=1))
+    path = write(tmp_path, PCS_BLOCK)
+    assert cli.main(["validate", path, "--live"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "is ready" not in err
+    assert err.splitlines()[-1] == (
+        f"{path}: valid, but 2 live check(s) did not run (above), so the account in us-east-1 is not known to be "
+        "ready for it"
+    )
+
+
+def test_cli_on_a_deployed_clusters_file_with_its_own_instances_in_the_block_exits_0(
+    stubs, tmp_path, monkeypatch, capsys
+):
+    """The deployed cluster's 16 nodes use the block up (0 of 16 available); they are found by the block's id and
+    the cluster's tag (DescribeInstances filters capacity-reservation-id and tag:fmcluster:cluster), so a re-check
+    of the same file passes."""
+    stub = stubs()
+    deployed = tuple(f"i-0{index:016x}" for index in range(16))
+    queue_account(stub, capacity_reservation(total=16, available=0), own=deployed)
+    monkeypatch.setattr(live, "Aws", lambda region: stub.aws())
+    monkeypatch.setattr(live, "preflight", functools.partial(live.preflight, now=NOW, workers=1))
+    path = write(tmp_path, PCS_BLOCK)
+    assert cli.main(["validate", path, "--live"]) == 0
+    out, _ = capsys.readouterr()
+    assert out == (
+        f"{path}: valid, and every live check ran: the account in us-east-1 is ready for it (1 note(s) or warning(s))\n"
+    )
 
 
 def test_expired_credentials_stop_the_run(stubs):
@@ -140,7 +195,7 @@ def test_cli_without_credentials_prints_one_line_and_exits_2(tmp_path, monkeypat
 
 def test_cli_reports_every_problem_and_exits_2(stubs, tmp_path, monkeypatch, capsys):
     stub = stubs()
-    queue_account(stub, WRONG_EVERYTHING)
+    queue_account(stub, WRONG_EVERYTHING, own=())
     monkeypatch.setattr(live, "Aws", lambda region: stub.aws())
     monkeypatch.setattr(live, "preflight", functools.partial(live.preflight, now=NOW, workers=1))
     path = write(tmp_path, PCS_BLOCK)
@@ -157,7 +212,9 @@ def test_cli_ready_account_exits_0(stubs, tmp_path, monkeypatch, capsys):
     path = write(tmp_path, PCS_BLOCK)
     assert cli.main(["validate", path, "--live"]) == 0
     out, _ = capsys.readouterr()
-    assert out == f"{path}: valid, and the account in us-east-1 is ready for it (1 note(s) or warning(s))\n"
+    assert out == (
+        f"{path}: valid, and every live check ran: the account in us-east-1 is ready for it (1 note(s) or warning(s))\n"
+    )
 
 
 def test_checks_run_concurrently_and_report_in_their_own_order():

@@ -89,15 +89,15 @@ def test_hyperpod_type_quota_too_low(stubs):
     ]
 
 
-def test_hyperpod_type_quota_missing_is_a_note(stubs):
+def test_hyperpod_type_quota_missing_is_not_checked(stubs):
     stub = stubs()
     stub.ok("service-quotas", "ListServiceQuotas", quotas(), {"ServiceCode": "sagemaker"})
     stub.ok("service-quotas", "ListAWSDefaultServiceQuotas", quotas(), {"ServiceCode": "sagemaker"})
     assert render(
         check_hyperpod_type(ServiceQuotas(stub.aws()), "ml.p5.48xlarge", [("compute[0].count", "p5.48xlarge", 2)])
     ) == [
-        "cluster.yaml: compute[0].count: note: Service Quotas has no SageMaker quota named 'ml.p5.48xlarge for "
-        "cluster usage'; not checked"
+        "cluster.yaml: compute[0].count: not checked: quota 'ml.p5.48xlarge for cluster usage': Service Quotas "
+        "lists no SageMaker quota of that name"
     ]
 
 
