@@ -290,6 +290,7 @@ def bootstrap_commands(
     bundle_s3_uri: str | None = None,
     observability: NodeObservability | None = None,
     image_parameter: str | None = None,
+    slurm_version: str | None = None,
 ) -> list[str]:
     """The shell commands of the user data (see `bootstrap_user_data` for the arguments)."""
     _check(lustre_dns_name, lustre_mount_name, lustre_mount_point, lustre_efa, nccl_parameter_name)
@@ -309,6 +310,8 @@ def bootstrap_commands(
             arguments.append("--lustre-efa")
     if nccl_parameter_name is not None:
         arguments += ["--nccl-parameter", shlex.quote(nccl_parameter_name)]
+    if slurm_version is not None:
+        arguments += ["--slurm-version", shlex.quote(slurm_version)]
     if bundle_s3_uri is not None:
         arguments += ["--bundle", shlex.quote(bundle_s3_uri)]
     if image_parameter is not None:
@@ -341,6 +344,7 @@ def bootstrap_user_data(
     bundle_s3_uri: str | None = None,
     observability: NodeObservability | None = None,
     image_parameter: str | None = None,
+    slurm_version: str | None = None,
     multipart: bool = True,
 ) -> ec2.UserData:
     """EC2 user data that installs fmcluster's node scripts and runs `bootstrap.sh` at first boot.
@@ -378,6 +382,9 @@ def bootstrap_user_data(
         image_parameter: the training image's SSM parameter (`/fmcluster/<cluster>/image-uri`): the node runs
             image-watch.sh from the bundle, which brings the image to /fsx when it is published (give it to one node,
             the head node; needs `bundle_s3_uri`). Omitted: no watcher on this node.
+        slurm_version: the cluster's Slurm version (AWS PCS): pyxis is built against
+            /opt/aws/pcs/scheduler/slurm-<version> and the node fails when the image lacks it. Omitted: every Slurm
+            version the image holds.
         multipart: return MIME multi-part user data with one shell part, the form AWS PCS requires (it merges
             its own parts in); False returns a plain shell script. Omitted: True.
     """
@@ -393,6 +400,7 @@ def bootstrap_user_data(
             bundle_s3_uri=bundle_s3_uri,
             observability=observability,
             image_parameter=image_parameter,
+            slurm_version=slurm_version,
         )
     )
     user_data = shell

@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from fmcluster.config import ClusterConfig, ConfigError, Problem, load  # noqa: F401  (load: the doctest)
-from fmcluster.config.checks import PCS_SIZES, pcs_size_problem
-from fmcluster.config.models import pcs_nodes
+from fmcluster.config.orchestrators.pcs import SIZES as PCS_SIZES
+from fmcluster.config.orchestrators.pcs import nodes as pcs_nodes
+from fmcluster.config.orchestrators.pcs import size_problem as pcs_size_problem
 
 CONTEXT_FILE = "cdk.context.json"
 

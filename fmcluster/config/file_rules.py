@@ -20,12 +20,14 @@ from fmcluster.config.api_rules import service_problems
 from fmcluster.config.models import (
     ClusterConfig,
     ComputeGroup,
+    Image,
     Lustre,
     Network,
     Observability,
     Orchestrator,
     Repository,
 )
+from fmcluster.config.node_images import DEFAULT_NODE_IMAGES, cuda_driver_problem
 from fmcluster.config.regions import REGIONS
 from fmcluster.config.value_rules import (
     S3_URI_PATTERN,
@@ -55,6 +57,7 @@ class Sections:
     lustre: Lustre | None
     repositories: tuple[Repository | None, ...]
     observability: Observability | None
+    image: Image | None
 
     @classmethod
     def of(cls, config: ClusterConfig) -> Sections:
@@ -69,6 +72,7 @@ class Sections:
             lustre=config.storage.lustre,
             repositories=config.storage.lustre.repositories,
             observability=config.observability,
+            image=config.image,
         )
 
     @classmethod
@@ -91,6 +95,7 @@ class Sections:
             lustre=_valid(Lustre, lustre),
             repositories=tuple(_valid(Repository, item) for item in _list(lustre.get("repositories"))),
             observability=_valid(Observability, data.get("observability") or {}),
+            image=_valid(Image, data.get("image") or {}),
         )
 
     def groups(self) -> Iterator[tuple[int, ComputeGroup]]:
@@ -208,6 +213,14 @@ def orchestrator_rules(config: Sections) -> Iterator[Problem]:
     yield from rules.file_problems(config.orchestrator, config.observability, groups, None not in config.compute)
 
 
+def training_image_runs_on_the_node_driver(config: Sections) -> Iterator[Problem]:
+    """The training image's CUDA against the NVIDIA driver of the default node image (config/node_images.py)."""
+    if config.image is None or config.orchestrator is None or config.orchestrator.ami_id is not None:
+        return
+    if problem := cuda_driver_problem(config.image.cuda, DEFAULT_NODE_IMAGES[config.orchestrator.type]):
+        yield Problem("image.cuda", problem)
+
+
 def grafana_has_a_source(config: Sections) -> Iterator[Problem]:
     if config.observability is None:
         return
@@ -243,6 +256,7 @@ RULES: tuple[Rule, ...] = (
     repositories_do_not_overlap,
     grafana_has_a_source,
     orchestrator_rules,
+    training_image_runs_on_the_node_driver,
     services_accept,
 )
 

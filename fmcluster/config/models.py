@@ -32,6 +32,7 @@ from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az
 from fmcluster.config.value_rules import (
     AMI_ID_PATTERN,
     GROUP_NAME_PATTERN,
+    IMAGE_REFRESH_PATTERN,
     S3_URI_PATTERN,
     TRAINING_PLAN_ARN_PATTERN,
     cluster_name_problem,
@@ -91,10 +92,11 @@ RepositoryEvent = Literal["new", "changed", "deleted"]
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 """HyperPod's on-start deep health checks (botocore sagemaker DeepHealthCheckType)."""
 
-PCS_SLURM_VERSIONS = ("24.11", "25.05", "25.11")
-"""Slurm versions AWS PCS runs (PCS user guide, Slurm versions; 2026-11)."""
-PCS_DEFAULT_SLURM_VERSION = "25.11"
-"""The newest: its AWS PCS sample AMI (Amazon Linux 2023) carries an NVIDIA driver for Blackwell (P6)."""
+PCS_SLURM_VERSIONS = ("24.11", "25.05", "25.11", "26.05")
+"""Slurm versions AWS PCS creates clusters with (botocore pcs `SchedulerRequest.version`: "Valid Values: 24.11 | 25.05 |
+25.11 | 26.05", botocore 1.44.8; tests/unit/test_service_data.py reads them from the model)."""
+PCS_DEFAULT_SLURM_VERSION = PCS_SLURM_VERSIONS[-1]
+"""The newest PCS runs (26.05): also the only one with PCS's instance health checks (FACTS.md, Node images)."""
 EC2_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 LUSTRE_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
@@ -241,6 +243,7 @@ class Orchestrator(_Model):
     login_instance_type: str | None = None
     slurm_version: str | None = Field(None, validate_default=True)
     ami_id: str | None = None
+    image_refresh: str | None = None
     size: Literal["small", "medium", "large"] | None = None
 
     @field_validator("slurm_version", mode="before")
@@ -266,6 +269,21 @@ class Orchestrator(_Model):
             raise fail("only for orchestrator.type: pcs (HyperPod nodes run SageMaker's HyperPod image)")
         if not AMI_ID_PATTERN.match(value):
             raise fail(f"must be an AMI id like ami-0123456789abcdef0; got {value!r}")
+        return value
+
+    @field_validator("image_refresh")
+    @classmethod
+    def _image_refresh(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if info.data.get("type") != "pcs":
+            raise fail("only for orchestrator.type: pcs (HyperPod nodes run SageMaker's HyperPod image)")
+        if info.data.get("ami_id") is not None:
+            raise fail(
+                "only without orchestrator.ami_id: it re-resolves the default PCS-Ready DLAMI, not an image of yours"
+            )
+        if not IMAGE_REFRESH_PATTERN.match(value):
+            raise fail(f"must be 1-64 letters, digits, '.', '_' or '-' (a label such as 2026-12-01); got {value!r}")
         return value
 
     @field_validator("size")

@@ -40,6 +40,8 @@ TRAINING_PLAN_ARN_PATTERN = re.compile(
     r"^arn:aws[a-z-]*:sagemaker:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):training-plan/[A-Za-z0-9-]{1,63}$"
 )
 AMI_ID_PATTERN = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
+IMAGE_REFRESH_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+"""`orchestrator.image_refresh`: a label that, when changed, re-resolves the default node image."""
 S3_URI_PATTERN = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>/[^\s]*)?$")
 LUSTRE_DNS_NAME_PATTERN = re.compile(r"^(fs|fc)i?-[0-9a-f]{8,}\..{4,253}$")
 """FSx for Lustre DNS names (botocore `fsx` DNSName, the same as `sagemaker` ClusterDnsName)."""

@@ -159,7 +159,7 @@ CAUSES: tuple[Cause, ...] = (
         r"InvalidAMIID\.(?:NotFound|Malformed)|The image id '\[?ami-[0-9a-f]+\]?' does not exist",
         "the AMI does not exist in this region or is not shared with the account",
         "set orchestrator.ami_id to an AMI of this region (AMIs are regional; copy it with `aws ec2 copy-image`), "
-        "or remove it to use the PCS sample AMI",
+        "or remove it to use the PCS-Ready DLAMI",
         "EC2 API reference, error codes (InvalidAMIID.NotFound)",
     ),
     Cause(

@@ -48,7 +48,7 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("HyperPodCluster", "compute", "the SageMaker HyperPod cluster (HyperPodSlurmCluster)"),
     ("HyperPodLifecycle", "orchestrator", "the lifecycle scripts and their bucket"),
     ("HyperPod", "orchestrator", "the HyperPod execution role and node logs"),
-    ("SlurmSampleImage", "orchestrator.ami_id", "the PCS sample AMI lookup"),
+    ("SlurmNodeImage", "orchestrator.ami_id", "the PCS-Ready DLAMI resolution (orchestrator.image_refresh)"),
     ("SlurmCluster", "orchestrator", "the AWS PCS cluster (PcsSlurmCluster)"),
     ("Slurmlogin", "orchestrator.login_instance_type", "the login node group"),
     ("Slurmhead", "observability", "the head node group"),

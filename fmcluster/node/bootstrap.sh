@@ -5,7 +5,7 @@
 # and, given the node bundle, fmcluster's other node files and the metrics collectors.
 #
 # Usage: bootstrap.sh [--lustre-dns-name DNS_NAME --lustre-mount-name MOUNT_NAME [--lustre-mount-point DIR]
-#                      [--lustre-efa]] [--nccl-parameter SSM_PARAMETER_NAME]
+#                      [--lustre-efa]] [--nccl-parameter SSM_PARAMETER_NAME] [--slurm-version VERSION]
 #                     [--bundle S3_URI [--image-parameter SSM_PARAMETER_NAME]
 #                      [--observability OBSERVABILITY_ARGUMENTS...]]
 #
@@ -34,6 +34,8 @@
 # slurm-hooks, image-watch (the image is not on the boot path: jobs pull it from ECR) and observability only warn, in
 # one line naming the step, what follows and its log. Steps that run from the bundle are skipped (and named) when it
 # could not be installed. Each step is idempotent.
+# --slurm-version: the cluster's Slurm version (AWS PCS); every step then uses that version's Slurm of the image
+# (/opt/aws/pcs/scheduler/slurm-VERSION: pyxis is built against it, the exporters find its bin/), not the newest.
 # Log: /var/log/fmcluster/bootstrap.log
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -45,7 +47,8 @@ shopt -s globstar nullglob
 
 usage() {
   printf 'usage: %s [--lustre-dns-name DNS --lustre-mount-name NAME [--lustre-mount-point DIR] [--lustre-efa]]' "$0" >&2
-  printf ' [--nccl-parameter NAME] [--bundle S3_URI [--image-parameter NAME] [--observability ARGUMENTS...]]\n' >&2
+  printf ' [--nccl-parameter NAME] [--slurm-version VERSION]' >&2
+  printf ' [--bundle S3_URI [--image-parameter NAME] [--observability ARGUMENTS...]]\n' >&2
   exit 2
 }
 
@@ -92,7 +95,8 @@ main() {
   local -a failed=() failed_logs=() lustre_args nccl_args=() observability_args=()
   while (($#)); do
     case "$1" in
-      --lustre-dns-name | --lustre-mount-name | --lustre-mount-point | --nccl-parameter | --bundle | --image-parameter)
+      --lustre-dns-name | --lustre-mount-name | --lustre-mount-point | --nccl-parameter | --bundle | --image-parameter | \
+        --slurm-version)
         (($# >= 2)) || usage
         case "$1" in
           --lustre-dns-name) dns_name="$2" ;;
@@ -101,6 +105,7 @@ main() {
           --nccl-parameter) parameter="$2" ;;
           --bundle) bundle="$2" ;;
           --image-parameter) image_parameter="$2" ;; # image-watch.sh (from the bundle) on this node
+          --slurm-version) export FMCLUSTER_SLURM_VERSION="$2" ;; # lib.sh's slurm_prefixes, in every step
         esac
         shift 2
         ;;

@@ -296,13 +296,19 @@ main() {
   require_root
   shopt -s extglob
   mapfile -t prefixes < <(slurm_prefixes)
+  if ((${#prefixes[@]} == 0)); then
+    die "pyxis must be built against the cluster's Slurm $FMCLUSTER_SLURM_VERSION, which this image lacks; use an" \
+      "image that carries it (the PCS-Ready DLAMI's versions: README, supported images) or another slurm_version"
+  fi
   if [[ "${prefixes[*]}" == /usr && ! -x "$ROOT/usr/bin/srun" ]]; then
     die "no Slurm on this node (looked in /opt/slurm, /opt/aws/pcs/scheduler/slurm-*, /usr); pyxis needs it"
   fi
   if ! command -v enroot >/dev/null 2>&1; then
     install_enroot
   fi
-  for prefix in "${prefixes[@]}"; do # every Slurm version of the image, as the PCS user guide asks
+  # the cluster's Slurm version (FMCLUSTER_SLURM_VERSION); without it every version of the image, as the PCS user
+  # guide ("Install SPANK plugins") asks
+  for prefix in "${prefixes[@]}"; do
     if [[ ! -f "$ROOT$prefix/lib/slurm/$PYXIS_PLUGIN" ]]; then
       install_pyxis "$prefix"
     fi

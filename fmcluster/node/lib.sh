@@ -153,16 +153,27 @@ install_unit() {
 }
 
 # slurm_prefixes: where this image keeps Slurm (bin/, include/, lib/slurm/), oldest first: /opt/slurm on HyperPod,
-# every /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (an AMI may hold several; PCS user guide, "Install SPANK
-# plugins"), else /usr. slurm_prefix: the last of them (on PCS the newest version).
+# /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (an image may hold several; PCS user guide, "Install SPANK
+# plugins"), else /usr. On PCS with FMCLUSTER_SLURM_VERSION set (bootstrap.sh --slurm-version: the cluster's version),
+# only that version's directory, and nothing (status 1) when the image lacks it: a node must not build against or
+# run the Slurm of another version than its controller's. slurm_prefix: the last of them.
 slurm_prefixes() {
-  local dir
+  local dir wanted="${FMCLUSTER_SLURM_VERSION:-}"
   local -a found
   if [[ -x "$ROOT/opt/slurm/bin/sinfo" || -d "$ROOT/opt/slurm/etc" ]]; then
     printf '/opt/slurm\n'
     return 0
   fi
   mapfile -t found < <(compgen -G "$ROOT/opt/aws/pcs/scheduler/slurm-*" | sort -V)
+  if [[ -n "$wanted" && ${#found[@]} -gt 0 ]]; then
+    if [[ -d "$ROOT/opt/aws/pcs/scheduler/slurm-$wanted" ]]; then
+      printf '/opt/aws/pcs/scheduler/slurm-%s\n' "$wanted"
+      return 0
+    fi
+    log ERROR "this image has no Slurm $wanted (the cluster's version) under /opt/aws/pcs/scheduler; it has" \
+      "${found[*]#"$ROOT/opt/aws/pcs/scheduler/"}"
+    return 1
+  fi
   if ((${#found[@]} == 0)); then
     printf '/usr\n'
   fi

@@ -64,6 +64,7 @@ class PcsClusterStack(cdk.Stack):
             grafana=config.observability.grafana,
             observability_mirror=observability_mirror(config, storage),
             ami_id=orchestrator.ami_id,
+            image_refresh=orchestrator.image_refresh,
             slurm_version=orchestrator.slurm_version,  # type: ignore[arg-type]  # resolved for pcs by the model
             size=orchestrator.size,
             detailed_monitoring=config.compliance == "control-tower",

@@ -1,6 +1,8 @@
-"""The PCS sample-image lookup handler. EC2 is emulated by botocore's Stubber, not moto: moto cannot hold
-images owned by 'amazon' under chosen names, and the Stubber still validates every request and response
-against EC2's real API model."""
+"""The PCS node-image resolver. SSM is emulated by botocore's Stubber, not moto: moto holds no `/aws/service/pcs/...`
+public parameter, and the Stubber still validates every request and response against SSM's real API model.
+
+The parameter's name is AWS's (PCS user guide; awsome-distributed-training
+`architectures/aws-pcs/assets/pcs-ready-dlami-with-enroot-pyxis.yaml`, Mappings.DLAMIConfigs)."""
 
 from __future__ import annotations
 
@@ -8,65 +10,77 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from fmcluster.lambdas.pcs_ami.handler import image_name_filter, newest_image, on_event
+from fmcluster.lambdas.pcs_ami.handler import on_event, parameter_name
 
-IMAGES = [
-    {
-        "ImageId": "ami-0aaaaaaaaaaaaaaaa",
-        "Name": "aws-pcs-sample_ami-al2023-x86_64-slurm-25.11-2026-08-01",
-        "CreationDate": "2026-08-01T10:00:00.000Z",
-    },
-    {
-        "ImageId": "ami-0bbbbbbbbbbbbbbbb",
-        "Name": "aws-pcs-sample_ami-al2023-x86_64-slurm-25.11-2026-11-02",
-        "CreationDate": "2026-11-02T10:00:00.000Z",
-    },
-]
+X86_PARAMETER = "/aws/service/pcs/ami/dlami-base-ubuntu2404/x86_64/latest/ami-id"
 
 
-def event(request="Create", **properties):
-    return {
-        "RequestType": request,
-        "ResourceProperties": {"SlurmVersion": "25.11", "Architecture": "x86_64", **properties},
-    }
+def event(request="Create", old=None, physical=None, **properties):
+    built = {"RequestType": request, "ResourceProperties": {"Architecture": "x86_64", **properties}}
+    if old is not None:
+        built["OldResourceProperties"] = {"Architecture": "x86_64", **old}
+    if physical is not None:
+        built["PhysicalResourceId"] = physical
+    return built
 
 
-def stubbed(images):
-    ec2 = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    stub = Stubber(ec2)
-    stub.add_response(
-        "describe_images",
-        {"Images": images},
-        {
-            "Owners": ["amazon"],
-            "Filters": [
-                {"Name": "name", "Values": ["aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*"]},
-                {"Name": "state", "Values": ["available"]},
-            ],
-        },
-    )
+def stubbed(value="ami-0bbbbbbbbbbbbbbbb", name=X86_PARAMETER):
+    ssm = boto3.client("ssm", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ssm)
+    stub.add_response("get_parameter", {"Parameter": {"Name": name, "Type": "String", "Value": value}}, {"Name": name})
     stub.activate()
-    return ec2, stub
+    return ssm, stub
 
 
-def test_create_returns_the_newest_image():
-    ec2, stub = stubbed(IMAGES)
-    result = on_event(event(), None, ec2=ec2)
-    stub.assert_no_pending_responses()
-    assert result == {
+def test_create_resolves_the_parameter_once():
+    ssm, stub = stubbed()
+    assert on_event(event(), None, ssm=ssm) == {
         "PhysicalResourceId": "ami-0bbbbbbbbbbbbbbbb",
-        "Data": {"ImageId": "ami-0bbbbbbbbbbbbbbbb", "Name": IMAGES[1]["Name"]},
+        "Data": {"ImageId": "ami-0bbbbbbbbbbbbbbbb"},
     }
+    stub.assert_no_pending_responses()
 
 
-def test_no_matching_image_fails_the_deploy_with_what_to_do():
-    ec2, _ = stubbed([])
-    with pytest.raises(LookupError, match=r"set orchestrator\.ami_id"):
-        on_event(event(), None, ec2=ec2)
+def test_an_update_that_changes_nothing_that_resolves_keeps_the_image():
+    """A new ServiceToken (the function was replaced) or any other property: the node groups keep their image."""
+    ssm, stub = stubbed()
+    result = on_event(
+        event("Update", old={"ServiceToken": "arn:old"}, physical="ami-0aaaaaaaaaaaaaaaa", ServiceToken="arn:new"),
+        None,
+        ssm=ssm,
+    )
+    assert result == {"PhysicalResourceId": "ami-0aaaaaaaaaaaaaaaa", "Data": {"ImageId": "ami-0aaaaaaaaaaaaaaaa"}}
+    with pytest.raises(AssertionError):
+        stub.assert_no_pending_responses()  # the parameter was not read
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [({"Refresh": "2026-11-01"}, {"Refresh": "2026-12-01"}), ({}, {"Refresh": "1"})],
+)
+def test_a_new_refresh_label_resolves_again(old, new):
+    ssm, stub = stubbed()
+    result = on_event(event("Update", old=old, physical="ami-0aaaaaaaaaaaaaaaa", **new), None, ssm=ssm)
+    assert result["PhysicalResourceId"] == "ami-0bbbbbbbbbbbbbbbb"
+    stub.assert_no_pending_responses()
+
+
+def test_a_new_architecture_resolves_its_own_parameter():
+    arm = "/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id"
+    ssm, stub = stubbed("ami-0cccccccccccccccc", name=arm)
+    result = on_event(event("Update", old={}, physical="ami-0aaaaaaaaaaaaaaaa", Architecture="arm64"), None, ssm=ssm)
+    assert result["Data"] == {"ImageId": "ami-0cccccccccccccccc"}
+    stub.assert_no_pending_responses()
+
+
+def test_a_parameter_that_holds_no_ami_id_fails_the_deploy_with_what_to_do():
+    ssm, _ = stubbed("not-an-image")
+    with pytest.raises(LookupError, match=r"holds 'not-an-image', not an AMI id; set orchestrator\.ami_id"):
+        on_event(event(), None, ssm=ssm)
 
 
 def test_delete_calls_nothing():
-    assert on_event({"RequestType": "Delete", "PhysicalResourceId": "ami-1"}, None, ec2=object()) == {
+    assert on_event({"RequestType": "Delete", "PhysicalResourceId": "ami-1"}, None, ssm=object()) == {
         "PhysicalResourceId": "ami-1"
     }
 
@@ -75,31 +89,16 @@ def test_delete_calls_nothing():
     ("bad", "message"),
     [
         ({"RequestType": "Poke"}, "RequestType must be Create, Update or Delete; got 'Poke'"),
-        (event(SlurmVersion="latest"), "SlurmVersion must look like 25.11; got 'latest'"),
         (event(Architecture="sparc"), "Architecture must be one of x86_64, arm64; got 'sparc'"),
-        ({"RequestType": "Create"}, "SlurmVersion must look like 25.11; got 'None'"),
+        ({"RequestType": "Create"}, "Architecture must be one of x86_64, arm64; got 'None'"),
     ],
 )
 def test_malformed_events_raise_a_clear_error(bad, message):
     with pytest.raises(ValueError) as error:
-        on_event(bad, None, ec2=object())
+        on_event(bad, None, ssm=object())
     assert str(error.value) == message
 
 
-@pytest.mark.parametrize(
-    ("version", "architecture", "expected"),
-    [
-        # PCS user guide, "Using sample AMIs" / sample AMI release notes (FACTS.md, Service truth): Amazon Linux 2
-        # images for Slurm 25.05 and earlier, Amazon Linux 2023 images from 25.11.
-        ("24.11", "arm64", "aws-pcs-sample_ami-amzn2-arm64-slurm-24.11*"),
-        ("25.05", "x86_64", "aws-pcs-sample_ami-amzn2-x86_64-slurm-25.05*"),
-        ("25.11", "x86_64", "aws-pcs-sample_ami-al2023-x86_64-slurm-25.11*"),
-        ("26.05", "arm64", "aws-pcs-sample_ami-al2023-arm64-slurm-26.05*"),
-    ],
-)
-def test_the_filter_names_the_sample_ami_os_of_each_slurm_version(version, architecture, expected):
-    assert image_name_filter(version, architecture) == expected
-
-
-def test_newest_image_wins():
-    assert newest_image(list(reversed(IMAGES)))["ImageId"] == "ami-0bbbbbbbbbbbbbbbb"
+@pytest.mark.parametrize("architecture", ["x86_64", "arm64"])
+def test_the_parameter_is_awss_for_each_architecture(architecture):
+    assert parameter_name(architecture) == f"/aws/service/pcs/ami/dlami-base-ubuntu2404/{architecture}/latest/ami-id"

@@ -53,6 +53,13 @@ def load(name: str) -> Profile:
     return Profile(data["name"], facts, sources)
 
 
+def custom(profile: Profile, name: str, **facts) -> Profile:
+    """`profile` with some facts replaced: a custom image built on it (`orchestrator.ami_id`), as a test states it.
+    The replaced facts are the test's own assumptions, not an image's documented state."""
+    sources = {key: f"(custom image {name}: stated by the test)" for key in facts}
+    return Profile(name, {**profile.facts, **facts}, {**profile.sources, **sources})
+
+
 PROFILES = tuple(sorted(path.stem for path in PROFILES_DIR.glob("*.json")))
 PCS_PROFILES = tuple(name for name in PROFILES if load(name)["orchestrator"] == "pcs")
 HYPERPOD_PROFILES = tuple(name for name in PROFILES if load(name)["orchestrator"] == "hyperpod")
@@ -69,20 +76,24 @@ def build(node: StubNode, profile: Profile, *, installed: tuple[str, ...] = ()) 
     node.path("/etc").mkdir(parents=True, exist_ok=True)
     node.path("/etc/os-release").write_text(_os_release(profile["os_release"]))
     slurm = profile.slurm
-    for directory in ("bin", "include/slurm", "lib/slurm"):
-        node.path(f"{slurm['prefix']}/{directory}").mkdir(parents=True, exist_ok=True)
-    for command in ("sinfo", "squeue", "srun", "scontrol"):
-        tool = node.path(f"{slurm['prefix']}/bin/{command}")
-        tool.write_text("#!/bin/sh\nexit 0\n")
-        tool.chmod(0o755)
-    node.path(f"{slurm['prefix']}/include/slurm/spank.h").write_text("/* Slurm's SPANK header */\n")
-    node.path(slurm["etc"]).mkdir(parents=True, exist_ok=True)
+    for version in slurm.get("versions", [slurm["version"]]):  # an image may hold several Slurm versions (PCS)
+        prefix = slurm["prefix"].replace(slurm["version"], version)
+        for directory in ("bin", "include/slurm", "lib/slurm"):
+            node.path(f"{prefix}/{directory}").mkdir(parents=True, exist_ok=True)
+        for command in ("sinfo", "squeue", "srun", "scontrol"):
+            tool = node.path(f"{prefix}/bin/{command}")
+            tool.write_text("#!/bin/sh\nexit 0\n")
+            tool.chmod(0o755)
+        node.path(f"{prefix}/include/slurm/spank.h").write_text("/* Slurm's SPANK header */\n")
+        node.path(slurm["etc"].replace(slurm["version"], version)).mkdir(parents=True, exist_ok=True)
     if profile["orchestrator"] == "hyperpod":
         node.path(f"{slurm['etc']}/slurm.conf").write_text("ClusterName=hyperpod\nSlurmctldHost=ip-10-1-0-5\n")
     if software.get("pyxis"):
         node.path(f"{slurm['plugin_dir']}/spank_pyxis.so").write_text("")
     if software.get("enroot"):
         node.add_stub("enroot", "exit 0")
+    if software.get("nvidia_container_cli"):  # the NVIDIA container toolkit (libnvidia-container-tools)
+        node.add_stub("nvidia-container-cli", "exit 0")
     for path, kind in profile["files"].items():
         if kind == "resource_config":
             continue  # the lifecycle tests write their own cluster's

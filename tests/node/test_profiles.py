@@ -46,7 +46,8 @@ if [[ "${args[-3]}" == -o ]]; then
 fi
 """
     + STUBS["curl"],
-    "apt-get": ENROOT_PACKAGE + "exit 0",
+    # apt-get install lustre-client-modules-<kernel>: the FSx client repository's module package brings the client
+    "apt-get": ENROOT_PACKAGE + '[[ "$*" == *lustre-client-modules-* ]] && rm -f "$STUB_STATE/no-lustre"; exit 0',
     # yum install ... enroot.rpm: resolves enroot's Requires, GNU parallel among them, unless only EPEL has it
     "yum": """if [[ "$*" == *.rpm* && -f "$STUB_STATE/parallel-in-epel" ]]; then
   echo "Error: Package: enroot-4.1.2-1.el8.x86_64 Requires: parallel" >&2
@@ -94,7 +95,7 @@ def test_every_profile_states_every_fact_with_a_source(name):
     profile = ami.load(name)
     for fact in ami.FACTS:
         assert profile.sources[fact].strip(), f"{name}: {fact} has no source"
-    assert set(ami.PCS_PROFILES) == {"pcs-sample-al2023", "pcs-sample-amzn2"}
+    assert ami.PCS_PROFILES == ("pcs-ready-dlami-ubuntu2404",)
     assert ami.HYPERPOD_PROFILES == ("hyperpod-dlami-ubuntu2204",)
     readme = (ami.PROFILES_DIR / "README.md").read_text()
     assert f"`{name}`" in readme
@@ -130,7 +131,9 @@ def test_nvme_raid_uses_what_the_image_made_of_the_disks(machine):
 
 def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(machine):
     node, profile = machine
-    result = node.run("enroot-pyxis.sh")
+    # on PCS the construct passes the cluster's version (bootstrap.sh --slurm-version); HyperPod has one /opt/slurm
+    cluster = {"FMCLUSTER_SLURM_VERSION": profile.slurm["version"]} if profile["orchestrator"] == "pcs" else {}
+    result = node.run("enroot-pyxis.sh", env=cluster)
     assert result.returncode == 0, result.stderr
     slurm = profile.slurm
     ubuntu = profile["os_release"]["ID"] == "ubuntu"
@@ -294,7 +297,7 @@ def test_lustre_goes_over_efa_where_the_image_is_an_fsx_efa_client_else_tcp(tmp_
 
 
 def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
-    node = pcs_machine(tmp_path, "pcs-sample-al2023")
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
     efa_devices(node, ["rdmap0s0"])
     # lnetctl fails to add the efa network (and shows none)
     node.add_stub("lnetctl", '[[ "$1 $2" == "net show" || "$1 $2 ${4:-}" == "net add efa" ]] && exit 1\nexit 0')
@@ -306,7 +309,7 @@ def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
 
 
 def test_an_efa_driver_older_than_fsx_needs_means_tcp(tmp_path):
-    node = pcs_machine(tmp_path, "pcs-sample-al2023")
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
     efa_devices(node, ["rdmap0s0"])
     node.set("efa-driver", "2.10.0\n")
     result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa", env={"FMCLUSTER_INSTANCE_TYPE": "g5.48xlarge"})
@@ -316,7 +319,7 @@ def test_an_efa_driver_older_than_fsx_needs_means_tcp(tmp_path):
 
 
 def test_lustre_mount_failing_fails_the_node_in_one_line(tmp_path):
-    node = pcs_machine(tmp_path, "pcs-sample-al2023")
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
     node.set("mount-failures", "99")
     result = node.run("bootstrap.sh", "--lustre-dns-name", DNS, "--lustre-mount-name", "abcdef12",
                       env={"FMCLUSTER_RETRY_ATTEMPTS": "2"})  # fmt: skip
@@ -326,16 +329,30 @@ def test_lustre_mount_failing_fails_the_node_in_one_line(tmp_path):
     )
 
 
-def test_pyxis_is_built_for_every_slurm_version_a_pcs_image_holds(tmp_path):
-    """The PCS user guide ("Install SPANK plugins"): with several Slurm versions in the AMI, build for each."""
-    node = pcs_machine(tmp_path, "pcs-sample-al2023")
+def test_pyxis_is_built_for_the_clusters_slurm_version_not_the_newest_on_the_image(tmp_path):
+    """The PCS-Ready DLAMI holds Slurm 25.05 and 25.11 (profile); a 25.05 cluster gets pyxis for 25.05 only."""
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
     node.set("pyxis.tar.gz", pyxis_archive())
-    node.path("/opt/aws/pcs/scheduler/slurm-25.05/include/slurm").mkdir(parents=True)
-    node.path("/opt/aws/pcs/scheduler/slurm-25.05/include/slurm/spank.h").write_text("")
-    result = node.run("enroot-pyxis.sh")
+    result = node.run("enroot-pyxis.sh", env={"FMCLUSTER_SLURM_VERSION": "25.05"})
     assert result.returncode == 0, result.stderr
     built = [arg for call in node.calls("make") for arg in call if arg.startswith("prefix=")]
-    assert built == ["prefix=/opt/aws/pcs/scheduler/slurm-25.05", "prefix=/opt/aws/pcs/scheduler/slurm-25.11"]
-    for version in ("25.05", "25.11"):
-        conf = node.path(f"/etc/aws/pcs/scheduler/slurm-{version}/plugstack.conf.d/pyxis.conf")
-        assert conf.read_text() == f"required /opt/aws/pcs/scheduler/slurm-{version}/lib/slurm/spank_pyxis.so\n"
+    assert built == ["prefix=/opt/aws/pcs/scheduler/slurm-25.05"]
+    conf = node.path("/etc/aws/pcs/scheduler/slurm-25.05/plugstack.conf.d/pyxis.conf")
+    assert conf.read_text() == "required /opt/aws/pcs/scheduler/slurm-25.05/lib/slurm/spank_pyxis.so\n"
+    assert not node.path("/etc/aws/pcs/scheduler/slurm-25.11/plugstack.conf.d/pyxis.conf").exists()
+
+
+def test_a_cluster_version_the_image_lacks_fails_the_enroot_step(tmp_path):
+    """26.05 is a version PCS creates (botocore pcs), but the profile's image holds 25.05 and 25.11 only."""
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    result = node.run("enroot-pyxis.sh", env={"FMCLUSTER_SLURM_VERSION": "26.05"})
+    assert result.returncode == 1
+    assert (
+        "ERROR: this image has no Slurm 26.05 (the cluster's version) under /opt/aws/pcs/scheduler; it has "
+        "slurm-25.05 slurm-25.11" in result.stderr
+    )
+    assert result.stderr.splitlines()[-1].endswith(
+        "ERROR: pyxis must be built against the cluster's Slurm 26.05, which this image lacks; use an image that "
+        "carries it (the PCS-Ready DLAMI's versions: README, supported images) or another slurm_version"
+    )
+    assert node.calls("make") == []

@@ -199,7 +199,7 @@ def test_disks_in_lvm_without_the_dlami_volume_fail_clearly_and_are_not_touched(
 
 
 def test_a_raw_disk_gets_real_xfs_mounted_at_scratch_and_survives_a_rerun_and_a_reboot(node, tmp_path):
-    """The PCS sample AMIs leave the disks raw (profile pcs-sample-al2023); one disk is used as it is."""
+    """A custom image that leaves the instance-store disks raw (no dlami-nvme); one disk is used as it is."""
     with loop_devices(tmp_path, 1) as (disk,):
         node.disks(disk)
         result = node.run("nvme-raid.sh")

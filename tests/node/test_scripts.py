@@ -127,10 +127,19 @@ class Node(StubNode):
 
 @pytest.fixture
 def node(tmp_path: Path) -> Node:
-    """A PCS sample AMI (al2023) node, as a custom image on it with enroot, pyxis and the Lustre client would be;
-    tests/node/test_profiles.py runs the scripts on every profile as it is."""
+    """A PCS node on a custom Amazon Linux 2023 image (`orchestrator.ami_id`) with enroot, pyxis and the Lustre client
+    and its instance-store disks left raw (no dlami-nvme); tests/node/test_profiles.py runs the scripts on every
+    supported image's profile as it is."""
     built = Node(**stub_env(tmp_path, tools=TOOLS, stubs=STUBS, python=True))
-    ami.build(built, ami.load("pcs-sample-al2023"), installed=("enroot", "pyxis", "lustre_client"))
+    pcs = ami.load("pcs-ready-dlami-ubuntu2404")
+    image = ami.custom(
+        pcs,
+        "al2023",
+        os_release={"ID": "amzn", "VERSION_ID": "2023"},
+        nvme={"assembled_by": None},
+        slurm={**pcs.slurm, "versions": [pcs.slurm["version"]]},
+    )
+    ami.build(built, image, installed=("enroot", "pyxis", "lustre_client"))
     return built
 
 
@@ -331,7 +340,7 @@ def test_lustre_already_mounted_does_nothing(node):
 
 
 def test_missing_lustre_client_is_installed_with_dnf_on_amazon_linux_2023(node):
-    node.set("no-lustre", "")  # the node is the PCS sample AMI on al2023 (os-release from the profile)
+    node.set("no-lustre", "")  # the custom Amazon Linux 2023 image of the fixture, without its Lustre client
     assert node.run("mount-lustre.sh", DNS, "abcdef12").returncode == 0
     assert node.calls("dnf") == [["dnf", "install", "-y", "lustre-client"]]
 
@@ -770,7 +779,7 @@ def test_bootstrap_hands_every_argument_after_observability_to_observability_sh(
                       *OBSERVABILITY_ARGS, env={"AWS_REGION": "us-west-2"})  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert observability_calls(node) == [[str(node.path("/opt/fmcluster/node/observability.sh")), *OBSERVABILITY_ARGS]]
-    # PCS keeps sinfo in /opt/aws/pcs/scheduler/slurm-<version>/bin (profile pcs-sample-al2023)
+    # PCS keeps sinfo in /opt/aws/pcs/scheduler/slurm-<version>/bin (profile pcs-ready-dlami-ubuntu2404)
     assert (node.state / "observability-path").read_text() == (
         f"{node.path('/opt/aws/pcs/scheduler/slurm-25.11/bin')}\n"
     )

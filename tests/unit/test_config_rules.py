@@ -1136,7 +1136,7 @@ INVALID = [
         {"orchestrator.kind": "pcs"},
         [
             "orchestrator.kind: unknown key; allowed here: type, controller_instance_type, login_instance_type, "
-            "slurm_version, ami_id, size"
+            "slurm_version, ami_id, image_refresh, size"
         ],
         "unknown-orchestrator",
     ),
@@ -1529,7 +1529,10 @@ def test_a_required_key_left_empty_is_still_required() -> None:
     [
         pytest.param(
             {**PCS, "orchestrator.slurm_version": "23.11"},
-            ["orchestrator.slurm_version: must be a Slurm version AWS PCS supports (24.11, 25.05, 25.11); got '23.11'"],
+            [
+                "orchestrator.slurm_version: must be a Slurm version AWS PCS supports (24.11, 25.05, 25.11, 26.05); "
+                "got '23.11'"
+            ],
             id="slurm-version-unsupported",
         ),
         pytest.param(
@@ -1588,14 +1591,39 @@ def test_a_required_key_left_empty_is_still_required() -> None:
             ],
             id="ami-id-arm64-groups-with-the-x86-head-node",
         ),
-        pytest.param(  # PCS AMI release notes: the sample AMIs list the NVIDIA driver, CUDA and EFA, no Neuron driver
+        pytest.param(  # DLAMI Base (Ubuntu 24.04) release notes: the NVIDIA driver, CUDA and EFA, no Neuron driver
             {**PCS, "compute[0].instance_type": "trn1.32xlarge"},
             [
-                "orchestrator.ami_id: required for trn1.32xlarge (AWS Trainium): the AWS PCS sample AMI carries the "
-                "NVIDIA driver and CUDA, not the AWS Neuron driver these accelerators need; give an image with Neuron "
-                "(for example one built from a Neuron DLAMI with AWS's PCS software installers)"
+                "orchestrator.ami_id: required for trn1.32xlarge (AWS Trainium): the default PCS node image (the "
+                "PCS-Ready DLAMI) carries the NVIDIA driver and CUDA, not the AWS Neuron driver these accelerators "
+                "need; give an image with Neuron (for example one built from a Neuron DLAMI with AWS's PCS software "
+                "installers)"
             ],
-            id="trainium-on-the-sample-ami",
+            id="trainium-on-the-pcs-ready-dlami",
+        ),
+        pytest.param(
+            {**PCS, "orchestrator.image_refresh": "2026-12-01", "orchestrator.ami_id": "ami-0123456789abcdef0"},
+            [
+                "orchestrator.image_refresh: only without orchestrator.ami_id: it re-resolves the default PCS-Ready "
+                "DLAMI, not an image of yours"
+            ],
+            id="image-refresh-with-an-ami-id",
+        ),
+        pytest.param(
+            {**PCS, "orchestrator.image_refresh": "next week"},
+            [
+                "orchestrator.image_refresh: must be 1-64 letters, digits, '.', '_' or '-' (a label such as "
+                "2026-12-01); got 'next week'"
+            ],
+            id="image-refresh-not-a-label",
+        ),
+        pytest.param(
+            {"orchestrator.image_refresh": "1"},
+            [
+                "orchestrator.image_refresh: only for orchestrator.type: pcs (HyperPod nodes run SageMaker's "
+                "HyperPod image)"
+            ],
+            id="image-refresh-on-hyperpod",
         ),
     ],
 )
@@ -1604,7 +1632,11 @@ def test_pcs_orchestrator_rules(changes: dict[str, object], expected: list[str])
 
 
 def test_pcs_defaults_and_yaml_number_versions() -> None:
-    assert parse(changed(PCS), source="cluster.yaml").orchestrator.slurm_version == "25.11"
+    # the newest of botocore pcs SchedulerRequest.version's valid values
+    assert parse(changed(PCS), source="cluster.yaml").orchestrator.slurm_version == "26.05"
+    assert parse(changed({**PCS, "orchestrator.slurm_version": "26.05"}), source="c").orchestrator.slurm_version == (
+        "26.05"
+    )
     assert (
         parse(changed({**PCS, "orchestrator.slurm_version": 25.05}), source="c").orchestrator.slurm_version == "25.05"
     )

@@ -37,10 +37,11 @@ def b300(synthesized) -> dict:
     return synthesized["p6-b300-isolated"].templates["b300-isolated-cluster"]
 
 
-def test_cluster_runs_slurm_25_11_sized_for_its_nodes(block):
+def test_cluster_runs_the_newest_slurm_pcs_creates_sized_for_its_nodes(block):
     (cluster,) = props(block, "AWS::PCS::Cluster")
     assert cluster["Name"] == "llm-pretrain"
-    assert cluster["Scheduler"] == {"Type": "SLURM", "Version": "25.11"}
+    # botocore pcs SchedulerRequest.version: "Valid Values: 24.11 | 25.05 | 25.11 | 26.05"
+    assert cluster["Scheduler"] == {"Type": "SLURM", "Version": "26.05"}
     # 16 GPU nodes + 1 login node: SMALL manages 32 (PCS API reference, Cluster.size), not twice 17
     assert cluster["Size"] == "MEDIUM"
 
@@ -85,10 +86,12 @@ def test_on_demand_group_sits_in_its_placement_group_and_p6_b300_card_zero_is_en
     assert sum(i["InterfaceType"] == "efa-only" for i in gpu["NetworkInterfaces"]) == 16
 
 
-def test_root_volume_maps_to_the_amazon_linux_root_device(block):
+def test_root_volume_maps_to_the_pcs_ready_dlami_root_device(block):
+    """awsome-distributed-training architectures/aws-pcs/assets/pcs-ready-dlami-with-enroot-pyxis.yaml:
+    DLAMIConfigs.ubuntu2404.deviceName /dev/sda1."""
     for resource in of_type(block, "AWS::EC2::LaunchTemplate").values():
         (volume,) = resource["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"]
-        assert volume["DeviceName"] == "/dev/xvda"
+        assert volume["DeviceName"] == "/dev/sda1"
         assert volume["Ebs"]["Encrypted"] is True
 
 
@@ -105,14 +108,19 @@ def test_node_role_is_under_the_aws_pcs_path_and_may_register_with_this_cluster_
             "Resource": {"Fn::GetAtt": ["SlurmClusterB946DAE9", "Arn"]},
         }
     ]
-    ssm = [s for s in statements if s["Action"] == "ssm:GetParameter"]
+    ssm = [s for s in statements if s["Action"] == "ssm:GetParameter" and "aws/service" not in str(s["Resource"])]
     # this cluster's own parameters: the NCCL environment, the image URI and the image build's status
     assert [s["Resource"] for s in ssm] == ["arn:aws:ssm:us-east-1:123456789012:parameter/fmcluster/llm-pretrain/*"]
 
 
-def test_without_ami_id_nodes_run_the_sample_image_looked_up_at_deploy_time(block, b300):
-    lookups = props(block, "Custom::PcsSampleImage")
-    assert lookups == [{"ServiceToken": lookups[0]["ServiceToken"], "SlurmVersion": "25.11", "Architecture": "x86_64"}]
+def test_without_ami_id_nodes_run_the_pcs_ready_dlami_resolved_once_at_deploy_time(block, b300):
+    lookups = props(block, "Custom::PcsNodeImage")
+    # no Slurm version among the properties: a version upgrade keeps the image (it holds several versions)
+    assert lookups == [{"ServiceToken": lookups[0]["ServiceToken"], "Architecture": "x86_64"}]
+    statements = [s for p in props(block, "AWS::IAM::Policy") for s in p["PolicyDocument"]["Statement"]]
+    (read,) = [s for s in statements if "aws/service" in str(s["Resource"])]
+    assert read["Action"] == "ssm:GetParameter"
+    assert read["Resource"] == "arn:aws:ssm:us-east-1::parameter/aws/service/pcs/ami/dlami-base-ubuntu2404/*"
     for group in props(b300, "AWS::PCS::ComputeNodeGroup"):
         assert group["AmiId"]["Fn::GetAtt"][1] == "ImageId"
     functions = props(block, "AWS::Lambda::Function")
@@ -124,6 +132,8 @@ def test_user_data_mounts_lustre_over_efa_only_where_the_node_can(b300):
     user_data = {key[:4]: str(data["UserData"]) for key, data in templates.items()}
     assert "--lustre-efa" in user_data["b300"]
     assert "--lustre-efa" not in user_data["devL"]
+    for data in user_data.values():  # every node builds pyxis against the cluster's Slurm, not the image's newest
+        assert "--slurm-version 26.05" in data
 
 
 @pytest.mark.parametrize(
@@ -158,7 +168,7 @@ PCS_NAME = "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]
         ({"security_groups": []}, "security_groups: needs at least one group (the EFA group)"),
         # PCS user guide, Slurm versions
         ({"slurm_version": "23.11"},
-         "slurm_version: must be a Slurm version AWS PCS supports (24.11, 25.05, 25.11); got '23.11'"),
+         "slurm_version: must be a Slurm version AWS PCS supports (24.11, 25.05, 25.11, 26.05); got '23.11'"),
         # botocore pcs Size: SMALL | MEDIUM | LARGE
         ({"size": "HUGE"}, "size: must be SMALL, MEDIUM or LARGE; got 'HUGE'"),
         # PCS API reference, Cluster.size: SMALL manages up to 32 instances (33 = 32 compute nodes + the login node)

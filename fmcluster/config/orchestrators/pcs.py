@@ -119,16 +119,17 @@ def mixed_architectures_problem(instance_types: Iterable[str]) -> str | None:
     )
 
 
-def sample_image_problem(instance_type: str) -> str | None:
-    """An instance type the AWS PCS sample AMI cannot drive: its accelerators need the AWS Neuron driver, and the
-    sample AMI's release notes list the NVIDIA driver and CUDA only (no Neuron; unconfirmed, so refuse)."""
+def node_image_problem(instance_type: str) -> str | None:
+    """An instance type the default PCS node image (the PCS-Ready DLAMI) cannot drive: its accelerators need the AWS
+    Neuron driver, and the image is built on the NVIDIA-driver DLAMI (Deep Learning Base AMI, Ubuntu 24.04; its
+    release notes list the NVIDIA driver and CUDA, no Neuron), so refuse."""
     row = catalog.CATALOG.get(instance_type)
     if row is None or not row.accelerator.startswith(NEURON_ACCELERATORS):
         return None
     return (
-        f"required for {instance_type} ({row.accelerator}): the AWS PCS sample AMI carries the NVIDIA driver and "
-        "CUDA, not the AWS Neuron driver these accelerators need; give an image with Neuron (for example one built "
-        "from a Neuron DLAMI with AWS's PCS software installers)"
+        f"required for {instance_type} ({row.accelerator}): the default PCS node image (the PCS-Ready DLAMI) carries "
+        "the NVIDIA driver and CUDA, not the AWS Neuron driver these accelerators need; give an image with Neuron "
+        "(for example one built from a Neuron DLAMI with AWS's PCS software installers)"
     )
 
 
@@ -193,6 +194,6 @@ def file_problems(
             yield Problem("orchestrator.ami_id", problem)
         return
     for instance_type in dict.fromkeys(group.instance_type for _, group in groups):
-        if problem := sample_image_problem(instance_type):
+        if problem := node_image_problem(instance_type):
             yield Problem("orchestrator.ami_id", problem)
             return

@@ -35,9 +35,11 @@ from fmcluster.tokens import is_token
 GPU_JOB_MAP = f"{INSTALL_DIR}/slurm/gpu-job-map.sh"
 """fmcluster's Slurm Prolog and Epilog (the node bundle installs it before slurmd starts)."""
 LOGIN_ROOT_VOLUME_GIB = 200
-ROOT_DEVICE = "/dev/xvda"
-"""Root device of Amazon Linux 2023, which the AWS PCS sample AMIs (and most PCS images) are built on; a
-mismatch would attach a second volume and leave the root at the AMI's size."""
+ROOT_DEVICE = "/dev/sda1"
+"""Root device of the PCS-Ready DLAMI (Ubuntu 24.04): awsome-distributed-training
+`architectures/aws-pcs/assets/pcs-ready-dlami-with-enroot-pyxis.yaml` (DLAMIConfigs.ubuntu2404.deviceName). A
+mismatch would attach a second volume and leave the root at the AMI's size; an `ami_id` of another OS family
+(Amazon Linux: /dev/xvda) needs `root_device_name`."""
 PURCHASE_OPTIONS: dict[str, PurchaseOption] = {
     "on-demand": "ONDEMAND",
     "odcr": "ONDEMAND",
@@ -47,6 +49,8 @@ PURCHASE_OPTIONS: dict[str, PurchaseOption] = {
 ASSET_READ_ACTIONS = ("s3:GetObject*", "s3:GetBucket*", "s3:List*")
 """What `Asset.grant_read` allows (CDK's bucket read grant)."""
 LUSTRE_MOUNT_POINT = LUSTRE_MOUNT_PATH
+NODE_IMAGE_PARAMETERS = "/aws/service/pcs/ami/dlami-base-ubuntu2404"
+"""Where AWS publishes the PCS-Ready DLAMI per architecture (`<arch>/latest/ami-id`; FACTS.md, Node images)."""
 
 PurchaseOption = Literal["ONDEMAND", "CAPACITY_BLOCK"]
 
@@ -83,10 +87,9 @@ class PcsSlurmCluster(Construct):
     (`/fmcluster/<cluster>/*` and `nccl_parameter_prefix`), pull the cluster's training image (ECR repositories
     tagged for `cluster_name`, as `TrainingImage` tags its repository; nothing of the image is referenced, so the
     nodes boot while it builds), read the node bundle and, with `buckets`, the project's data
-    (`ProjectBuckets.grant_node_access`). Without an `ami_id`, a node group runs the newest AWS PCS sample AMI
-    (NVIDIA driver, EFA; Amazon Linux 2 up to Slurm 25.05, Amazon Linux 2023 from 25.11) for the Slurm version and
-    the instance's architecture, looked up at deploy time by a custom resource and kept until the version changes;
-    production clusters usually pin an image of their own.
+    (`ProjectBuckets.grant_node_access`). Without an `ami_id`, a node group runs the PCS-Ready DLAMI (Ubuntu 24.04,
+    NVIDIA driver, EFA, PCS agent and Slurm) for the instance's architecture, resolved at deploy time by a custom
+    resource from AWS's SSM public parameter and kept until `image_refresh` changes.
 
     Example::
 
@@ -132,8 +135,12 @@ class PcsSlurmCluster(Construct):
             run none on the nodes. Omitted: "none".
         observability_mirror: an S3 prefix holding every binary and image observability.sh installs, for nodes
             without an internet path; the role must be able to read it. Omitted: the public release sites.
-        ami_id: one image for every node group (one CPU architecture). Omitted: the AWS PCS sample AMI.
-        slurm_version: a Slurm version AWS PCS supports. Omitted: 25.11.
+        ami_id: one image for every node group (one CPU architecture). Omitted: the PCS-Ready DLAMI per architecture
+            (`node_image`).
+        image_refresh: a label (e.g. "2026-12-01") of the default image's resolution: change it to move every node
+            group to the PCS-Ready DLAMI AWS publishes then (the node groups roll). Omitted: resolved once, at create.
+        slurm_version: a Slurm version AWS PCS creates clusters with (24.11, 25.05, 25.11, 26.05); pyxis is built
+            against this version's Slurm on the node. Omitted: 26.05.
         expected_nodes: how many instances the node groups will hold; picks the size when `size` is omitted: the
             smallest that manages twice as many (SMALL 32, MEDIUM 512, LARGE 2,048). Omitted: the compute groups'
             nodes and the head node, or 32 without compute groups.
@@ -177,6 +184,7 @@ class PcsSlurmCluster(Construct):
         grafana: GrafanaMode = "none",
         observability_mirror: str | None = None,
         ami_id: str | None = None,
+        image_refresh: str | None = None,
         slurm_version: str = PCS_DEFAULT_SLURM_VERSION,
         expected_nodes: int | None = None,
         size: str | None = None,
@@ -197,6 +205,7 @@ class PcsSlurmCluster(Construct):
             grafana=grafana,
             observability_mirror=observability_mirror,
             ami_id=ami_id,
+            image_refresh=image_refresh,
             slurm_version=slurm_version,
             expected_nodes=expected_nodes,
             size=size,
@@ -204,6 +213,7 @@ class PcsSlurmCluster(Construct):
         super().__init__(scope, construct_id)
         self.cluster_name = cluster_name
         self.slurm_version = slurm_version
+        self.image_refresh = image_refresh
         self.subnet = subnet
         self.security_groups = tuple(security_groups)
         self.file_system = file_system
@@ -310,7 +320,7 @@ class PcsSlurmCluster(Construct):
         """A static node group of `count` instances on a launch template of your own (and, with `queue`, a Slurm
         partition named `name`); `compute_groups` and `login_instance_type` use it for theirs.
 
-        `ami_id` omitted: the AWS PCS sample AMI for the cluster's Slurm version and the type's architecture.
+        `ami_id` omitted: the PCS-Ready DLAMI for the type's architecture (`node_image`).
 
         Give the nodes the node bundle (the default `job_hook` runs a script from it; a missing Prolog drains a node
         at its first job), or build the cluster with `job_hook=None`.
@@ -327,7 +337,7 @@ class PcsSlurmCluster(Construct):
         problems: list[Problem] = []
         if ami_id is not None and not is_token(ami_id) and not AMI_ID_PATTERN.match(ami_id):
             problems.append(Problem("ami_id", f"must be an AMI id like ami-0123456789abcdef0; got {ami_id!r}"))
-        elif ami_id is None and (problem := pcs_rules.sample_image_problem(instance_type)):
+        elif ami_id is None and (problem := pcs_rules.node_image_problem(instance_type)):
             problems.append(Problem("ami_id", problem))
         if name in self.node_groups:
             problems.append(Problem("name", f"a node group named {name!r} exists already"))
@@ -339,7 +349,7 @@ class PcsSlurmCluster(Construct):
             f"{name}NodeGroup",
             name=name,
             cluster_id=self.cluster.attr_id,
-            ami_id=ami_id or self.sample_image(instance_architecture(instance_type)),
+            ami_id=ami_id or self.node_image(instance_architecture(instance_type)),
             custom_launch_template=pcs.CfnComputeNodeGroup.CustomLaunchTemplateProperty(
                 template_id=launch_template_id, version=launch_template_version
             ),
@@ -364,15 +374,24 @@ class PcsSlurmCluster(Construct):
             )
         return group
 
-    def sample_image(self, architecture: str) -> str:
-        """The AMI id (a deploy-time token) of the newest AWS PCS sample AMI for `architecture`."""
+    def node_image(self, architecture: str) -> str:
+        """The AMI id (a deploy-time token) of the PCS-Ready DLAMI for `architecture`, resolved once and kept.
+
+        A custom resource reads the SSM public parameter
+        `/aws/service/pcs/ami/dlami-base-ubuntu2404/<arch>/latest/ami-id` at Create and again only when
+        `image_refresh` changes (fmcluster/lambdas/pcs_ami/handler.py), so an unrelated stack update never moves a
+        node group onto a newer image.
+        """
         if architecture not in self._images:
+            properties = {"Architecture": architecture}
+            if self.image_refresh is not None:
+                properties["Refresh"] = self.image_refresh
             image = cdk.CustomResource(
                 self,
-                f"SampleImage{architecture.replace('_', '')}",
+                f"NodeImage{architecture.replace('_', '')}",
                 service_token=self._provider().service_token,
-                resource_type="Custom::PcsSampleImage",
-                properties={"SlurmVersion": self.slurm_version, "Architecture": architecture},
+                resource_type="Custom::PcsNodeImage",
+                properties=properties,
             )
             self._images[architecture] = image.get_att_string("ImageId")
         return self._images[architecture]
@@ -381,18 +400,21 @@ class PcsSlurmCluster(Construct):
         if self._image_provider is None:
             handler, self._image_provider = provider_with_handler(
                 self,
-                "SampleImageLookup",
-                "SampleImageProvider",
+                "NodeImageLookup",
+                "NodeImageProvider",
                 code="pcs_ami",
                 timeout=cdk.Duration.seconds(60),
-                description="Finds the newest AWS PCS sample AMI for a Slurm version and CPU architecture",
-                calls="looks up the newest AWS PCS sample AMI (ec2:DescribeImages)",
+                description="Resolves the PCS-Ready DLAMI for a CPU architecture once (SSM public parameter)",
+                calls="reads the PCS-Ready DLAMI's SSM public parameter (ssm:GetParameter)",
             )
-            handler.add_to_role_policy(iam.PolicyStatement(actions=["ec2:DescribeImages"], resources=["*"]))
+            parameters = cdk.Stack.of(self).format_arn(
+                service="ssm", account="", resource="parameter", resource_name=f"{NODE_IMAGE_PARAMETERS.lstrip('/')}/*"
+            )
+            handler.add_to_role_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[parameters]))
             acknowledge_wildcards(
                 handler,
-                resources=["*"],
-                reason="ec2:DescribeImages supports no resource-level permission; it only reads image metadata",
+                resources=[parameters],
+                reason="Reads only AWS's public PCS-Ready DLAMI parameters (one per CPU architecture)",
             )
         return self._image_provider
 
@@ -469,6 +491,7 @@ class PcsSlurmCluster(Construct):
                 bundle_s3_uri=self.node_bundle_uri(),
                 observability=observability,
                 image_parameter=self.image_parameter_name if watch_image else None,
+                slurm_version=self.slurm_version,
             ),
         )
         self.launch_templates[group.name] = template
@@ -499,6 +522,7 @@ class PcsSlurmCluster(Construct):
                 bundle_s3_uri=self.node_bundle_uri(),
                 observability=observability,
                 image_parameter=self.image_parameter_name if self.file_system is not None else None,
+                slurm_version=self.slurm_version,
             ),
             block_devices=[
                 ec2.BlockDevice(

@@ -46,6 +46,7 @@ def validated(
     grafana: GrafanaMode,
     observability_mirror: str | None,
     ami_id: str | None,
+    image_refresh: str | None,
     slurm_version: str,
     expected_nodes: int | None,
     size: str | None,
@@ -66,6 +67,7 @@ def validated(
         "login_instance_type": login_instance_type,
         "slurm_version": slurm_version,
         "ami_id": ami_id,
+        "image_refresh": image_refresh,
     }
     problems += prop_problems(Orchestrator, **settings)
     problems += node_settings_problems(
@@ -106,10 +108,8 @@ def validated(
     if problem := pcs.size_problem(given_size, nodes):
         problems.append(Problem("size", problem))
     head = pcs.head_group(orchestrator, observability)
-    sample_image_problems = (
-        [pcs.sample_image_problem(group.instance_type) for group in groups] if ami_id is None else []
-    )
-    problems += [Problem("ami_id", problem) for problem in dict.fromkeys(filter(None, sample_image_problems))][:1]
+    node_image_problems = [pcs.node_image_problem(group.instance_type) for group in groups] if ami_id is None else []
+    problems += [Problem("ami_id", problem) for problem in dict.fromkeys(filter(None, node_image_problems))][:1]
     if ami_id is not None and not is_token(ami_id):
         types = [group.instance_type for group in groups] + ([head[2]] if head else [])
         if problem := pcs.mixed_architectures_problem(types):

@@ -1,11 +1,18 @@
-"""Custom resource: the newest AWS PCS sample AMI for a Slurm version and CPU architecture.
+"""Custom resource: the PCS-Ready DLAMI for a CPU architecture, resolved once at deploy time and then kept.
 
-Resolved at deploy time (never at synth) so `cdk synth` needs no AWS call. AWS publishes these images under
-names `aws-pcs-sample_ami-<os>-<architecture>-slurm-<version>-<date>`, owned by Amazon, without an SSM parameter;
-the handler lists them and returns the most recent. The OS depends on the Slurm version: Amazon Linux 2
-(`amzn2`) up to Slurm 25.05, Amazon Linux 2023 (`al2023`) from 25.11 (PCS user guide, "Using sample AMIs" and the
-sample AMI release notes). The result only changes when the resource's properties
-change, so nodes are not replaced by a new image on an unrelated deploy.
+AWS publishes the PCS-Ready DLAMI (Ubuntu 24.04 with the PCS agent and Slurm preinstalled) as the SSM public
+parameter `/aws/service/pcs/ami/dlami-base-ubuntu2404/<architecture>/latest/ami-id` (PCS user guide;
+awsome-distributed-training `architectures/aws-pcs/assets/pcs-ready-dlami-with-enroot-pyxis.yaml`). A
+CloudFormation parameter of type `AWS::SSM::Parameter::Value<...>` would re-resolve `/latest/` on every stack update
+and roll every node group onto a newer image on an unrelated change (awsome-distributed-training
+`architectures/aws-pcs/README.md` warns of it), so the id is resolved here, at Create, and kept:
+
+- Create: read the parameter, return its AMI id (also the physical id).
+- Update: read it again only when `Architecture` or `Refresh` changed (`orchestrator.image_refresh`); any other
+  change (a new Lambda, so a new ServiceToken) keeps the image resolved before.
+- Delete: nothing to remove.
+
+Resolved at deploy time, never at synth, so `cdk synth` needs no AWS call.
 """
 
 from __future__ import annotations
@@ -19,48 +26,59 @@ import boto3
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
-VERSION_PATTERN = re.compile(r"^\d{2}\.\d{2}$")
 ARCHITECTURES = ("x86_64", "arm64")
-FIRST_AL2023_SLURM = (25, 11)
-"""The first Slurm version whose AWS PCS sample AMI is Amazon Linux 2023; older ones are Amazon Linux 2."""
+PARAMETER = "/aws/service/pcs/ami/dlami-base-ubuntu2404/{architecture}/latest/ami-id"
+"""The PCS-Ready DLAMI's SSM public parameter (FACTS.md, Node images)."""
+AMI_ID = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
+RESOLVING = ("Architecture", "Refresh")
+"""The properties whose change re-resolves the image; nothing else does."""
 
 
-def image_name_filter(slurm_version: str, architecture: str) -> str:
-    """The DescribeImages name filter of the AWS PCS sample AMIs of a Slurm version (amzn2 to 25.05, then al2023).
+def parameter_name(architecture: str) -> str:
+    """The SSM public parameter of the PCS-Ready DLAMI for `architecture`.
 
-    >>> image_name_filter("25.05", "x86_64")
-    'aws-pcs-sample_ami-amzn2-x86_64-slurm-25.05*'
+    >>> parameter_name("arm64")
+    '/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id'
     """
-    if not VERSION_PATTERN.match(slurm_version):
-        raise ValueError(f"SlurmVersion must look like 25.11; got {slurm_version!r}")
     if architecture not in ARCHITECTURES:
         raise ValueError(f"Architecture must be one of {', '.join(ARCHITECTURES)}; got {architecture!r}")
-    major, minor = (int(part) for part in slurm_version.split("."))
-    system = "al2023" if (major, minor) >= FIRST_AL2023_SLURM else "amzn2"
-    return f"aws-pcs-sample_ami-{system}-{architecture}-slurm-{slurm_version}*"
+    return PARAMETER.format(architecture=architecture)
 
 
-def newest_image(images: list[dict]) -> dict:
-    """The image with the latest CreationDate (ISO 8601 strings sort in time order)."""
-    if not images:
-        raise LookupError("no AWS PCS sample AMI matches; set orchestrator.ami_id to an image of your own")
-    return max(images, key=lambda image: image["CreationDate"])
+def resolve(architecture: str, ssm) -> str:
+    """The AMI id the parameter holds now."""
+    name = parameter_name(architecture)
+    value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+    if not AMI_ID.match(value):
+        raise LookupError(f"SSM parameter {name} holds {value!r}, not an AMI id; set orchestrator.ami_id instead")
+    return value
 
 
-def on_event(event: dict, context: object, ec2=None) -> dict:
-    """CDK Provider framework entry point: Create/Update look the image up, Delete has nothing to remove."""
+def must_resolve(event: dict) -> bool:
+    """Whether this event asks for the parameter to be read (Create, or an Update that changed what resolves)."""
+    if event["RequestType"] == "Create":
+        return True
+    new = event.get("ResourceProperties") or {}
+    old = event.get("OldResourceProperties") or {}
+    return any(new.get(key) != old.get(key) for key in RESOLVING) or not AMI_ID.match(
+        str(event.get("PhysicalResourceId"))
+    )
+
+
+def on_event(event: dict, context: object, ssm=None) -> dict:
+    """CDK Provider framework entry point (see the module docstring)."""
     request = event.get("RequestType")
     if request not in ("Create", "Update", "Delete"):
         raise ValueError(f"RequestType must be Create, Update or Delete; got {request!r}")
     if request == "Delete":
         return {"PhysicalResourceId": event.get("PhysicalResourceId", "none")}
     properties = event.get("ResourceProperties") or {}
-    name_filter = image_name_filter(str(properties.get("SlurmVersion")), str(properties.get("Architecture")))
-    ec2 = ec2 or boto3.client("ec2")
-    images = ec2.describe_images(
-        Owners=["amazon"],
-        Filters=[{"Name": "name", "Values": [name_filter]}, {"Name": "state", "Values": ["available"]}],
-    )["Images"]
-    image = newest_image(images)
-    LOG.info(json.dumps({"event": "resolved", "filter": name_filter, "image": image["ImageId"], "name": image["Name"]}))
-    return {"PhysicalResourceId": image["ImageId"], "Data": {"ImageId": image["ImageId"], "Name": image["Name"]}}
+    architecture = str(properties.get("Architecture"))
+    parameter_name(architecture)  # a bad architecture fails before any call
+    if not must_resolve(event):
+        image = event["PhysicalResourceId"]
+        LOG.info(json.dumps({"event": "kept", "architecture": architecture, "image": image}))
+        return {"PhysicalResourceId": image, "Data": {"ImageId": image}}
+    image = resolve(architecture, ssm or boto3.client("ssm"))
+    LOG.info(json.dumps({"event": "resolved", "architecture": architecture, "image": image}))
+    return {"PhysicalResourceId": image, "Data": {"ImageId": image}}
