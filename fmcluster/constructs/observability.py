@@ -257,17 +257,26 @@ class ClusterObservability(Construct):
         )
 
     def _alert_manager(self, stack: cdk.Stack) -> str:
-        """AMP's alert manager definition: every alert to the topic, grouped per alert and node."""
+        """AMP's alert manager definition: every alert to the topic, one notification per cluster and alert name.
+
+        Grouping by `cluster` and `alertname` (Alertmanager's `group_by`) puts every firing instance of one cause in
+        one message, re-sent every 4 hours while it lasts; nodes lost together also raise SlurmNodesDown, which
+        NodeNotReporting inhibits for the same cluster (one page for one cause).
+        """
         subject = "fmcluster " + self.cluster_name + ": {{ .CommonLabels.alertname }} ({{ .CommonLabels.severity }})"
         return "\n".join(
             [
                 "alertmanager_config: |",
                 "  route:",
                 "    receiver: sns",
-                "    group_by: [alertname, instance, device, state]",
+                "    group_by: [cluster, alertname]",
                 "    group_wait: 30s",
                 "    group_interval: 5m",
                 "    repeat_interval: 4h",
+                "  inhibit_rules:",
+                "    - source_matchers: [alertname = NodeNotReporting]",
+                "      target_matchers: [alertname = SlurmNodesDown]",
+                "      equal: [cluster]",
                 "  receivers:",
                 "    - name: sns",
                 "      sns_configs:",

@@ -157,6 +157,13 @@ def test_workspace_has_the_rules_and_routes_alerts_to_the_topic(synthesized):
     rendered = "".join(part if isinstance(part, str) else "<topic-arn>" for part in definition)
     config = yaml.safe_load(yaml.safe_load(rendered)["alertmanager_config"])
     assert config["route"]["receiver"] == "sns"
+    # one notification per cluster and cause (Alertmanager's group_by), and a node loss pages once, not twice
+    assert config["route"]["group_by"] == ["cluster", "alertname"]
+    assert config["inhibit_rules"] == [{
+        "source_matchers": ["alertname = NodeNotReporting"], "target_matchers": ["alertname = SlurmNodesDown"],
+        "equal": ["cluster"]}]  # fmt: skip
+    alerts = yaml.safe_load(rule_file("alerts.yml"))["groups"][0]["rules"]
+    assert {"NodeNotReporting", "SlurmNodesDown"} <= {rule["alert"] for rule in alerts}
     (receiver,) = config["receivers"]
     assert receiver["sns_configs"][0]["topic_arn"] == "<topic-arn>"
     assert receiver["sns_configs"][0]["sigv4"] == {"region": "us-east-1"}
