@@ -215,6 +215,27 @@ def pcs_capacity_problem(capacity: str) -> str | None:
     return None
 
 
+HYPERPOD_ROOT_VOLUME = (
+    "HyperPod sizes each node's root volume itself (SageMaker API ClusterEbsVolumeConfig: for the root volume \"you "
+    "can't specify the VolumeSizeInGB field\"); root_volume_gib sizes AWS PCS nodes' root volumes: remove it with "
+    "hyperpod-slurm"
+)
+PCS_CONTROLLER = (
+    "AWS PCS runs the Slurm controller itself (a managed service; orchestrator.size picks its capacity), so no "
+    "instance type is used; remove it with pcs"
+)
+
+
+def hyperpod_root_volume_problem(given_keys: Iterable[str]) -> str | None:
+    """A root volume size asked of a HyperPod group (`given_keys`: the keys the group was given)."""
+    return HYPERPOD_ROOT_VOLUME if "root_volume_gib" in given_keys else None
+
+
+def pcs_controller_type_problem(given_keys: Iterable[str]) -> str | None:
+    """A controller instance type asked of an AWS PCS cluster (`given_keys`: the orchestrator's keys as given)."""
+    return PCS_CONTROLLER if "controller_instance_type" in given_keys else None
+
+
 def pcs_deep_health_checks_problem(checks: Iterable[str]) -> str | None:
     """Deep health checks asked of an AWS PCS group (they are HyperPod's)."""
     if tuple(checks):

@@ -19,8 +19,10 @@ from fmcluster.config.checks import (
     S3_URI_PATTERN,
     cluster_name_problem,
     grafana_without_source,
+    hyperpod_root_volume_problem,
     mixed_architectures_problem,
     pcs_capacity_problem,
+    pcs_controller_type_problem,
     pcs_deep_health_checks_problem,
     pcs_node_limit_problem,
     pcs_size_problem,
@@ -140,6 +142,21 @@ def deep_health_checks_need_hyperpod(config: Sections) -> Iterator[Problem]:
     for index, group in config.groups():
         if problem := pcs_deep_health_checks_problem(group.deep_health_checks):
             yield Problem(f"compute[{index}].deep_health_checks", problem)
+
+
+def root_volume_needs_pcs(config: Sections) -> Iterator[Problem]:
+    if config.orchestrator is None or config.orchestrator.type != "hyperpod-slurm":
+        return
+    for index, group in config.groups():
+        if problem := hyperpod_root_volume_problem(group.model_fields_set):
+            yield Problem(f"compute[{index}].root_volume_gib", problem)
+
+
+def controller_type_needs_hyperpod(config: Sections) -> Iterator[Problem]:
+    if config.orchestrator is None or config.orchestrator.type != "pcs":
+        return
+    if problem := pcs_controller_type_problem(config.orchestrator.model_fields_set):
+        yield Problem("orchestrator.controller_instance_type", problem)
 
 
 def training_plan_in_cluster_region(config: Sections) -> Iterator[Problem]:
@@ -273,6 +290,8 @@ def _s3_key(uri: str) -> str:
 RULES: tuple[Rule, ...] = (
     capacity_matches_orchestrator,
     deep_health_checks_need_hyperpod,
+    root_volume_needs_pcs,
+    controller_type_needs_hyperpod,
     training_plan_in_cluster_region,
     group_names_unique,
     reservation_holds_one_type,

@@ -717,6 +717,10 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
                                                                                "us-east-1:210987654321")}]},
          "compute_groups[0].training_plan_arn: the training plan belongs to account 210987654321, the cluster to "
          "123456789012"),
+        ({"compute_groups": [{**GPU, "root_volume_gib": 1024}]}, "compute_groups[0].root_volume_gib: HyperPod "
+         "sizes each node's root volume itself (SageMaker API ClusterEbsVolumeConfig: for the root volume \"you "
+         "can't specify the VolumeSizeInGB field\"); root_volume_gib sizes AWS PCS nodes' root volumes: remove it "
+         "with hyperpod-slurm"),
         ({"controller_instance_type": "ml.m5.4xlarge"}, "controller_instance_type: give the EC2 name 'm5.4xlarge'; "
          "HyperPod's 'ml.' prefix is added for you"),
         ({"login_instance_type": "big"}, "login_instance_type: must be an EC2 instance type like m5.4xlarge; "
@@ -753,7 +757,8 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
     ids=[
         "name-dash", "name-underscore", "no-groups", "duplicate-group", "uppercase-group", "reserved-group",
         "trailing-dash", "negative-count", "too-many", "connectivity-one-node", "not-a-group", "capacity-block",
-        "plan-without-arn", "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "ml-prefix",
+        "plan-without-arn", "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "root-volume",
+        "ml-prefix",
         "bad-login-type",
         "no-security-group", "not-a-file-system", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
         "prometheus", "grafana", "grafana-without-prometheus", "managed-grafana-without-prometheus", "mirror",

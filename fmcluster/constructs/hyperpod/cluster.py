@@ -17,6 +17,7 @@ from constructs import Construct
 from fmcluster.config.checks import (
     HYPERPOD_CLUSTER_NAME_PATTERN,
     hyperpod_instance_type_problem,
+    hyperpod_root_volume_problem,
     is_token,
     repeated_group_name,
     repeated_names,
@@ -485,6 +486,11 @@ def _validated(
             )
         for message in training_plan_elsewhere(group.training_plan_arn, region, account):
             problems.append(f"{where}.training_plan_arn: {message}")
+        given = compute_groups[index]
+        if message := hyperpod_root_volume_problem(
+            given.model_fields_set if isinstance(given, ComputeGroup) else given
+        ):
+            problems.append(f"{where}.root_volume_gib: {message}")
     for index, name, first in repeated_names((index, group.name) for index, group in groups):
         problems.append(f"compute_groups[{index}].name: {repeated_group_name(name, f'compute_groups[{first}]')}")
     typed = [("controller_instance_type", controller_instance_type), ("login_instance_type", login_instance_type)]
