@@ -8,7 +8,12 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from fmcluster.constructs.compliance import acknowledge_deploy_time_functions, acknowledge_findings, customer_key
+from fmcluster.constructs.compliance import (
+    AUTO_DELETE_PROVIDER,
+    acknowledge_deploy_time_functions,
+    acknowledge_findings,
+    customer_key,
+)
 from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.constructs.nag import acknowledge_wildcards
 
@@ -36,7 +41,6 @@ NODE_CHECKPOINT_ACTIONS = (
 """Nodes read, write and prune checkpoints and upload nccl-tests logs (fmcluster/node/nccl-tests.sbatch); large
 objects go up in multipart uploads, which s3:PutObject authorizes (S3 user guide, "Multipart upload and
 permissions")."""
-AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
 """The id CDK gives, in each stack, to the custom-resource provider behind `auto_delete_objects`."""
 
 

@@ -23,7 +23,12 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from fmcluster.constructs.compliance import LAMBDA_IN_VPC, acknowledge_deploy_time_functions, acknowledge_findings
+from fmcluster.constructs.compliance import (
+    LAMBDA_IN_VPC,
+    S3_NOTIFICATIONS_HANDLER,
+    acknowledge_deploy_time_functions,
+    acknowledge_findings,
+)
 from fmcluster.constructs.functions import (
     LAMBDA_RUNTIME,
     function_log_group,
@@ -38,8 +43,6 @@ from fmcluster.nccl import LINE_RATE_FRACTION, MIN_BASELINE_MESSAGE_BYTES, PUBLI
 METRICS_NAMESPACE = "fmcluster/nccl"
 RESULTS_PREFIX = "nccl-tests/"
 """Where nccl-tests.sbatch uploads: nccl-tests/<instance_type>/<nodes>n/<job>.log."""
-S3_NOTIFICATIONS_HANDLER = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
-"""The id CDK gives, in each stack, to the singleton Lambda behind `add_event_notification`."""
 
 
 class NcclValidation(Construct):
