@@ -826,3 +826,9 @@ def test_the_lifecycle_archive_is_the_same_bytes_on_every_machine():
     assert {(entry.compress_type, entry.date_time, entry.external_attr >> 16) for entry in entries} == {
         (zipfile.ZIP_STORED, (1980, 1, 1, 0, 0, 0), 0o100644)
     }
+
+
+def test_the_orchestrator_is_sent_with_the_managed_slurm_strategy(quickstart):
+    """AWS's API-driven Slurm examples send SlurmConfigStrategy: Managed (HyperPod's default, drift-checked); the
+    enum is CloudFormation's (cfn-lint schema ClusterOrchestratorSlurmConfig) and botocore's."""
+    assert quickstart.props["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
