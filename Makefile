@@ -64,14 +64,14 @@ synth: setup
 	cdk synth --quiet --no-notices -c config=$(CONFIG)
 	fmcluster plan $(CONFIG) --assembly cdk.out
 
-# The synth's cost against an empty CDK app's, side by side (needs hyperfine; see the README's "Synth speed").
+# The synth's cost against an empty CDK app's, side by side (needs hyperfine; see docs/development.md, "Synth speed").
 synth-speed: setup
 	python tools/synth_speed.py --config $(CONFIG)
 
 plan validate: setup
 	fmcluster $@ $(CONFIG)
 
-# Read-only calls to the account with your credentials (AWS_PROFILE, ...); see the README's IAM policy.
+# Read-only calls to the account with your credentials (AWS_PROFILE, ...); see the README's IAM policies.
 validate-live: setup
 	fmcluster validate $(CONFIG) --live
 

@@ -1,4 +1,4 @@
-"""The cluster file as typed, frozen models (the contract is the README's key table).
+"""The cluster file as typed, frozen models (the contract is the key table in docs/cluster-file.md).
 
 Each model checks its own keys, including rules that depend on an earlier key of the same model (pydantic
 validates fields in declaration order, so a dependent field is declared after what it depends on and its

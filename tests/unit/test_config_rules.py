@@ -1,4 +1,4 @@
-"""Every rule of the cluster-file contract (the README's key table), one change to a valid file per case.
+"""Every rule of the cluster-file contract (the key table in docs/cluster-file.md), one change to a valid file per case.
 
 Each case starts from a minimal valid file (like examples/quickstart.yaml), applies one change through
 `changed()` and asserts the exact lines `fmcluster validate` would print.
