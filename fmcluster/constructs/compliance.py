@@ -189,7 +189,10 @@ SINGLETON_LOG_RETENTION = logs.RetentionDays.ONE_YEAR
 
 def log_cdk_singletons(stack: cdk.Stack) -> list[logs.LogGroup]:
     """A log group (one year) for each CDK singleton function of `stack`, which the function logs to
-    (`LoggingConfig.LogGroup`), so none is created at run time; `encrypt_log_groups` then encrypts it."""
+    (`LoggingConfig.LogGroup`), so none is created at run time; `encrypt_log_groups` then encrypts it.
+
+    The groups go with the stack on `cdk destroy` (they hold CDK's housekeeping, not data; the function, which refers
+    to its group, is deleted first, after its last run)."""
     created = []
     for construct_id, (child_id, log_group_id) in CDK_SINGLETON_FUNCTIONS.items():
         singleton = stack.node.try_find_child(construct_id)
@@ -198,7 +201,9 @@ def log_cdk_singletons(stack: cdk.Stack) -> list[logs.LogGroup]:
             continue
         if stack.node.try_find_child(log_group_id) is not None:
             continue  # given already
-        group = logs.LogGroup(stack, log_group_id, retention=SINGLETON_LOG_RETENTION)
+        group = logs.LogGroup(
+            stack, log_group_id, retention=SINGLETON_LOG_RETENTION, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
         function.add_property_override("LoggingConfig", {"LogGroup": group.log_group_name})
         created.append(group)
     return created
