@@ -130,6 +130,21 @@ def orchestrator_takes_groups(config: Sections) -> Iterator[Problem]:
             yield Problem(f"compute[{index}].deep_health_checks", problem)
 
 
+def root_volume_needs_pcs(config: Sections) -> Iterator[Problem]:
+    if config.orchestrator is None or config.orchestrator.type != "hyperpod-slurm":
+        return
+    for index, group in config.groups():
+        if problem := orchestrators.hyperpod.root_volume_problem(group.model_fields_set):
+            yield Problem(f"compute[{index}].root_volume_gib", problem)
+
+
+def controller_type_needs_hyperpod(config: Sections) -> Iterator[Problem]:
+    if config.orchestrator is None or config.orchestrator.type != "pcs":
+        return
+    if problem := orchestrators.pcs.controller_type_problem(config.orchestrator.model_fields_set):
+        yield Problem("orchestrator.controller_instance_type", problem)
+
+
 def training_plan_in_cluster_region(config: Sections) -> Iterator[Problem]:
     for index, group in config.groups():
         for message in training_plan_elsewhere(group.training_plan_arn, config.region, config.account):
@@ -248,6 +263,8 @@ def _s3_key(uri: str) -> str:
 
 RULES: tuple[Rule, ...] = (
     orchestrator_takes_groups,
+    root_volume_needs_pcs,
+    controller_type_needs_hyperpod,
     training_plan_in_cluster_region,
     group_names_unique,
     reservation_holds_one_type,

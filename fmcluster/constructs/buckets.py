@@ -14,7 +14,7 @@ from fmcluster.constructs.acknowledgments import (
     acknowledge_wildcards,
 )
 from fmcluster.constructs.functions import quiet_redundant_depends_on
-from fmcluster.constructs.keys import customer_key
+from fmcluster.constructs.keys import AUTO_DELETE_PROVIDER, customer_key
 
 NONCURRENT_CHECKPOINT_TRANSITION = cdk.Duration.days(30)
 """Old checkpoint versions move to Glacier Instant Retrieval after this long (still read in milliseconds)."""
@@ -40,7 +40,6 @@ NODE_CHECKPOINT_ACTIONS = (
 """Nodes read, write and prune checkpoints and upload nccl-tests logs (fmcluster/node/nccl-tests.sbatch); large
 objects go up in multipart uploads, which s3:PutObject authorizes (S3 user guide, "Multipart upload and
 permissions")."""
-AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
 """The id CDK gives, in each stack, to the custom-resource provider behind `auto_delete_objects`."""
 
 

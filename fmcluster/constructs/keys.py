@@ -80,13 +80,50 @@ def customer_key(
     return key
 
 
+AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
+"""The id CDK gives, in each stack, to the provider behind `auto_delete_objects` (its function: child `Handler`)."""
+S3_NOTIFICATIONS_HANDLER = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
+"""The id CDK gives, in each stack, to the singleton Lambda behind `add_event_notification` (child `Resource`)."""
+CDK_SINGLETON_FUNCTIONS = {
+    AUTO_DELETE_PROVIDER: ("Handler", "AutoDeleteObjectsLogs"),
+    S3_NOTIFICATIONS_HANDLER: ("Resource", "BucketNotificationsLogs"),
+}
+"""CDK singletons whose function is a plain `AWS::Lambda::Function` resource with no log group of its own: Lambda
+would create `/aws/lambda/<name>` at the first invocation, unencrypted and kept forever."""
+SINGLETON_LOG_RETENTION = logs.RetentionDays.ONE_YEAR
+
+
+def log_cdk_singletons(stack: cdk.Stack) -> list[logs.LogGroup]:
+    """A log group (one year) for each CDK singleton function of `stack`, which the function logs to
+    (`LoggingConfig.LogGroup`), so none is created at run time; `encrypt_log_groups` then encrypts it.
+
+    The groups go with the stack on `cdk destroy` (they hold CDK's housekeeping, not data; the function, which refers
+    to its group, is deleted first, after its last run)."""
+    created = []
+    for construct_id, (child_id, log_group_id) in CDK_SINGLETON_FUNCTIONS.items():
+        singleton = stack.node.try_find_child(construct_id)
+        function = singleton.node.try_find_child(child_id) if singleton is not None else None
+        if not isinstance(function, cdk.CfnResource) or function.cfn_resource_type != "AWS::Lambda::Function":
+            continue
+        if stack.node.try_find_child(log_group_id) is not None:
+            continue  # given already
+        group = logs.LogGroup(
+            stack, log_group_id, retention=SINGLETON_LOG_RETENTION, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
+        function.add_property_override("LoggingConfig", {"LogGroup": group.log_group_name})
+        created.append(group)
+    return created
+
+
 def encrypt_log_groups(scope: IConstruct, key: kms.IKey) -> None:
     """Encrypt every log group under `scope` that has no key yet with `key`, and let CloudWatch Logs use it.
 
-    Call it once per stack, after its constructs are built: it also reaches the log groups CDK makes itself (with
-    `@aws-cdk/aws-lambda:useCdkManagedLogGroup`, one per function of a Provider framework or a CDK singleton). A key
-    of another stack is acknowledged for the Control Tower rule, which cannot follow a cross-stack reference.
+    Call it once per stack, after its constructs are built: it first gives CDK's singleton functions a log group
+    (`log_cdk_singletons`), and reaches the log groups CDK makes itself (with
+    `@aws-cdk/aws-lambda:useCdkManagedLogGroup`, one per function of a Provider framework). A key of another stack is
+    acknowledged for the Control Tower rule, which cannot follow a cross-stack reference.
     """
+    log_cdk_singletons(cdk.Stack.of(scope))
     let_logs_use(key)
     key_stack, key_arn = cdk.Stack.of(key), key.key_arn
     elsewhere = key_stack is not cdk.Stack.of(scope)

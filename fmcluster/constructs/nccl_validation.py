@@ -36,6 +36,7 @@ from fmcluster.constructs.functions import (
     lambda_code,
     quiet_redundant_depends_on,
 )
+from fmcluster.constructs.keys import S3_NOTIFICATIONS_HANDLER
 from fmcluster.constructs.nccl_tuning import group_pair_problems
 from fmcluster.nccl import LINE_RATE_FRACTION, MIN_BASELINE_MESSAGE_BYTES, PUBLISHED_MARGIN, baseline_spec
 from fmcluster.problems import Problem, raise_if_any
@@ -43,8 +44,6 @@ from fmcluster.problems import Problem, raise_if_any
 METRICS_NAMESPACE = "fmcluster/nccl"
 RESULTS_PREFIX = "nccl-tests/"
 """Where nccl-tests.sbatch uploads: nccl-tests/<instance_type>/<nodes>n/<job>.log."""
-S3_NOTIFICATIONS_HANDLER = "BucketNotificationsHandler050a0587b7544547bf325f094a3db834"
-"""The id CDK gives, in each stack, to the singleton Lambda behind `add_event_notification`."""
 
 
 class NcclValidation(Construct):
@@ -59,11 +58,11 @@ class NcclValidation(Construct):
     one for an instance type not in `groups`, is logged as a structured rejection and counted in RejectedResults.
 
     The baseline of an instance type is a published nccl-tests figure for the same node count (90% of it:
-    `fmcluster.nccl.PUBLISHED_ALL_REDUCE`, 2x p4de and 2x p5), else `line_rate_fraction` of the EFA line rate from
-    the instance catalog. One alarm per instance type in `groups` (`alarms`) goes off when a run falls below it and
-    stays so until a run meets it again; `rejected_alarm` goes off for a rejected upload. Both notify `alarm_topic` on
-    alarm and on recovery; without a topic there are no alarms until `add_alarms(scope, topic)` makes them (an alarm
-    that notifies nobody is what Control Tower's CT.CLOUDWATCH.PR.1 forbids).
+    `fmcluster.nccl.PUBLISHED_ALL_REDUCE`: 2x p4de, 2x p5, 2x p6-b300, 4x p6-b200), else `line_rate_fraction` of the EFA
+    line rate from the instance catalog. One alarm per instance type in `groups` (`alarms`) goes off when a run falls
+    below it and stays so until a run meets it again; `rejected_alarm` goes off for a rejected upload. Both notify
+    `alarm_topic` on alarm and on recovery; without a topic there are no alarms until `add_alarms(scope, topic)` makes
+    them (an alarm that notifies nobody is what Control Tower's CT.CLOUDWATCH.PR.1 forbids).
 
     The function may read `nccl-tests/*` of the bucket (and decrypt with its key, when the bucket has one) and put
     metric data in namespace fmcluster/nccl only. When `results_bucket` lives in another stack, the notification is

@@ -262,13 +262,17 @@ class TrainingNetwork(Construct):
         services = {key: getattr(ec2.InterfaceVpcEndpointAwsService, name) for key, name in INTERFACE_ENDPOINTS.items()}
         if pcs_endpoint:
             services["Pcs"] = ec2.InterfaceVpcEndpointAwsService(PCS_ENDPOINT_SERVICE)
+        # one interface per AZ: with a secondary subnet, clients there keep their endpoints when the compute AZ fails
+        # (each service must be offered in both zones: DescribeVpcEndpointServices' AvailabilityZones, unconfirmed
+        # here for every service and zone)
+        endpoint_subnets = [self.compute_subnet] + ([self.secondary_subnet] if self.secondary_subnet else [])
         for construct_id, service in services.items():
             ec2.InterfaceVpcEndpoint(
                 self,
                 f"{construct_id}Endpoint",
                 vpc=self.vpc,
                 service=service,
-                subnets=self.compute_subnets,
+                subnets=ec2.SubnetSelection(subnets=endpoint_subnets),
                 security_groups=[self.endpoint_security_group],
                 open=False,
                 private_dns_enabled=True,

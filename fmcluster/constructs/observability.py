@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from importlib.resources import files
 from typing import Literal
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_grafana as grafana_
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
@@ -22,7 +23,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from fmcluster import names
-from fmcluster.config.models import Observability, is_lustre_capacity
+from fmcluster.config.models import Observability, Orchestrator, is_lustre_capacity
 from fmcluster.config.value_rules import grafana_without_source
 from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.keys import customer_key
@@ -32,6 +33,7 @@ from fmcluster.tokens import is_token
 
 PrometheusMode = Literal["managed", "none"]
 GrafanaMode = Literal["self-hosted", "managed", "none"]
+OrchestratorType = Literal["hyperpod-slurm", "pcs"]
 RULE_NAMESPACES = {"fmcluster-recording": "recording.yml", "fmcluster-alerts": "alerts.yml"}
 """AMP rule groups namespace -> rule file under fmcluster/dashboards/rules/."""
 DASHBOARD_FILES = ("efa.json", "fsx.json", "gpu.json", "slurm.json")
@@ -49,10 +51,15 @@ CLOUDWATCH_READ_ACTIONS = (
     "cloudwatch:GetInsightRuleReport",
 )
 """What Amazon Managed Grafana's CloudWatch data source reads (AMG user guide, "CloudWatch data source" policy)."""
-HYPERPOD_EVENT = "SageMaker HyperPod Cluster Event"
-"""detail-type of HyperPod's instance and cluster events (SageMaker HyperPod cluster events reference)."""
-EC2_STATE_CHANGE = "EC2 Instance State-change Notification"
-HEALTH_EVENT = "AWS Health Event"
+HYPERPOD_STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
+"""detail-type of the event HyperPod sends when a cluster's status changes (SageMaker developer guide, "Events that
+Amazon SageMaker AI sends to Amazon EventBridge", HyperPod cluster state change: detail.ClusterName,
+detail.ClusterStatus). Not `SageMaker HyperPod Cluster Event`: the cluster events reference says those exist only for
+clusters with `NodeProvisioningMode: Continuous`, which fmcluster does not set (botocore sagemaker CreateCluster:
+"only supported for EKS orchestrated clusters"; see docs/observability.md)."""
+HYPERPOD_FAILED_STATUSES = ("Failed", "RollingBack")
+"""The botocore sagemaker `ClusterStatus` values that mean a create or update did not take (the others: Creating,
+Deleting, InService, SystemUpdating, Updating, are planned work)."""
 
 
 def endpoint_parameter_name(cluster_name: str) -> str:
@@ -78,9 +85,12 @@ class ClusterObservability(Construct):
 
     Always: an SNS topic for every alarm and alert (encrypted with a customer KMS key that CloudWatch, EventBridge and
     Amazon Managed Service for Prometheus may use; HTTPS only), with an email subscription when `alarm_email` is
-    given; EventBridge rules that send HyperPod cluster events above Info level for this cluster, EC2 instances
-    stopping or terminating, and AWS Health events about EC2 (scheduled retirements, hardware issues) to the topic;
-    and a CloudWatch dashboard of the alarms and those events.
+    given; with `orchestrator="hyperpod-slurm"` an EventBridge rule that sends this cluster's HyperPod status changes
+    to Failed or RollingBack to the topic (EventBridge may publish only for this construct's rules, and use the key
+    only for this topic); and a CloudWatch dashboard of the alarms and those events. No rule watches EC2 instance
+    state or AWS Health events: an event pattern cannot select one cluster's instances (no tags in EC2 state-change
+    events, instance ids unknown at synth), HyperPod's instances are not in this account, and a lost node is caught
+    from outside it by the Prometheus rules (NodeNotReporting, SlurmNodesDown); see docs/observability.md.
 
     `prometheus="managed"`: an Amazon Managed Service for Prometheus workspace with fmcluster's recording and alert
     rules (fmcluster/dashboards/rules/) as two rule groups namespaces and an alert manager that routes to the topic;
@@ -106,6 +116,8 @@ class ClusterObservability(Construct):
 
     Args:
         cluster_name: the cluster's name: resource names, the HyperPod event filter, the SSM parameter path.
+        orchestrator: "hyperpod-slurm" (a HyperPod cluster named `cluster_name`: its state-change rule) or "pcs"
+            (no HyperPod rule). Omitted: "hyperpod-slurm".
         prometheus: "managed" or "none". Omitted: "managed".
         grafana: "self-hosted", "managed" or "none". Omitted: "self-hosted".
         alarm_email: an address subscribed to the topic (AWS sends a confirmation mail first). Omitted: none.
@@ -128,6 +140,7 @@ class ClusterObservability(Construct):
         construct_id: str,
         *,
         cluster_name: str,
+        orchestrator: OrchestratorType = "hyperpod-slurm",
         prometheus: PrometheusMode = "managed",
         grafana: GrafanaMode = "self-hosted",
         alarm_email: str | None = None,
@@ -137,7 +150,7 @@ class ClusterObservability(Construct):
         node_roles: Sequence[iam.IRole] = (),
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
-        _validated(prometheus, grafana, alarm_email, file_system_id, lustre_capacity_gib)
+        _validated(prometheus, grafana, alarm_email, file_system_id, lustre_capacity_gib, orchestrator)
         super().__init__(scope, construct_id)
         self.cluster_name = cluster_name
         stack = cdk.Stack.of(self)
@@ -157,8 +170,7 @@ class ClusterObservability(Construct):
             enforce_ssl=True,
         )
         """Every alarm, alert and node-health event of the cluster arrives here."""
-        for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
-            self._let_publish_encrypted(iam.ServicePrincipal(service))
+        self._let_publish_encrypted(iam.ServicePrincipal("cloudwatch.amazonaws.com"))
         # The topic has a policy of its own (TLS only, Prometheus, EventBridge), which replaces SNS's default one, so
         # CloudWatch alarms must be allowed by name: without this statement every alarm action fails with "... is not
         # authorized to perform: SNS:Publish" (AWS Knowledge Center, "cloudwatch-receive-sns-for-alarm-trigger").
@@ -197,7 +209,7 @@ class ClusterObservability(Construct):
         if grafana == "managed":
             self._managed_grafana(stack)
 
-        self.event_rules = self._event_rules()
+        self.event_rules = self._event_rules(orchestrator)
         self.alarms: list[cloudwatch.Alarm] = []
         self.dashboard = cloudwatch.Dashboard(
             self, "Dashboard", dashboard_name=f"fmcluster-{cluster_name}", default_interval=cdk.Duration.hours(6)
@@ -249,17 +261,26 @@ class ClusterObservability(Construct):
         )
 
     def _alert_manager(self, stack: cdk.Stack) -> str:
-        """AMP's alert manager definition: every alert to the topic, grouped per alert and node."""
+        """AMP's alert manager definition: every alert to the topic, one notification per cluster and alert name.
+
+        Grouping by `cluster` and `alertname` (Alertmanager's `group_by`) puts every firing instance of one cause in
+        one message, re-sent every 4 hours while it lasts; nodes lost together also raise SlurmNodesDown, which
+        NodeNotReporting inhibits for the same cluster (one page for one cause).
+        """
         subject = "fmcluster " + self.cluster_name + ": {{ .CommonLabels.alertname }} ({{ .CommonLabels.severity }})"
         return "\n".join(
             [
                 "alertmanager_config: |",
                 "  route:",
                 "    receiver: sns",
-                "    group_by: [alertname, instance, device, state]",
+                "    group_by: [cluster, alertname]",
                 "    group_wait: 30s",
                 "    group_interval: 5m",
                 "    repeat_interval: 4h",
+                "  inhibit_rules:",
+                "    - source_matchers: [alertname = NodeNotReporting]",
+                "      target_matchers: [alertname = SlurmNodesDown]",
+                "      equal: [cluster]",
                 "  receivers:",
                 "    - name: sns",
                 "      sns_configs:",
@@ -390,44 +411,64 @@ class ClusterObservability(Construct):
             )
         )
 
-    def _event_rules(self) -> dict[str, events.Rule]:
-        patterns = {
-            "HyperPodEvents": events.EventPattern(
-                source=["aws.sagemaker"],
-                detail_type=[HYPERPOD_EVENT],
-                detail={
-                    "EventDetails": {"ClusterName": [self.cluster_name], "EventLevel": [{"anything-but": ["Info"]}]}
-                },
-            ),
-            "InstanceStateChanges": events.EventPattern(
-                source=["aws.ec2"],
-                detail_type=[EC2_STATE_CHANGE],
-                detail={"state": ["stopping", "stopped", "shutting-down", "terminated"]},
-            ),
-            "Ec2HealthEvents": events.EventPattern(
-                source=["aws.health"],
-                detail_type=[HEALTH_EVENT],
-                detail={"service": ["EC2"], "eventTypeCategory": ["issue", "scheduledChange"]},
-            ),
-        }
-        descriptions = {
-            "HyperPodEvents": f"HyperPod events above Info level of cluster {self.cluster_name} (node health, "
-            "replacement, provisioning failures) to the alarm topic",
-            "InstanceStateChanges": "EC2 instances of this account and region stopping or terminating (an event "
-            "pattern cannot select one cluster's instances) to the alarm topic",
-            "Ec2HealthEvents": "AWS Health issues and scheduled changes (retirements, maintenance) of EC2 instances "
-            "to the alarm topic",
-        }
-        rules = {}
-        for name, pattern in patterns.items():
-            rules[name] = events.Rule(
+    def _event_rules(self, orchestrator: str) -> dict[str, events.Rule]:
+        """This cluster's EventBridge rules, name -> rule, each publishing to the topic."""
+        rules: dict[str, events.Rule] = {}
+        if orchestrator == "hyperpod-slurm":
+            rules["HyperPodStateChanges"] = events.Rule(
                 self,
-                name,
-                event_pattern=pattern,
-                description=descriptions[name],
-                targets=[targets.SnsTopic(self.topic)],
+                "HyperPodStateChanges",
+                rule_name=f"fmcluster-{self.cluster_name}-hyperpod-failures",
+                event_pattern=events.EventPattern(
+                    source=["aws.sagemaker"],
+                    detail_type=[HYPERPOD_STATE_CHANGE],
+                    detail={"ClusterName": [self.cluster_name], "ClusterStatus": list(HYPERPOD_FAILED_STATUSES)},
+                ),
+                description=f"HyperPod cluster {self.cluster_name} turning Failed or RollingBack, to the alarm topic",
+                targets=[_TopicTarget(self.topic)],
             )
+        if rules:
+            self._let_rules_publish(list(rules.values()))
         return rules
+
+    def _let_rules_publish(self, rules: Sequence[events.Rule]) -> None:
+        """EventBridge may publish to the topic, and have SNS use the key, for these rules only.
+
+        Topic policy: the EventBridge user guide's statement ("Amazon SNS permissions": events.amazonaws.com,
+        sns:Publish on the topic) with the rules' ARNs as `aws:SourceArn`. Key policy: the SNS developer guide's
+        statement for AWS services publishing to an encrypted topic (kms:GenerateDataKey*, kms:Decrypt) with
+        `aws:SourceArn` and the topic's ARN as `kms:EncryptionContext:aws:sns:topicArn`, the context SNS encrypts
+        under. The rules are named, so their ARNs are known without referring to them, and the context names any topic
+        of this account and region: the key policy cannot refer to the topic or the rules, which refer to the key (a
+        dependency cycle). Delivery through these conditions has not been measured on AWS here (unconfirmed).
+        """
+        stack = cdk.Stack.of(self)
+        rule_arns = [
+            stack.format_arn(service="events", resource="rule", resource_name=rule.node.default_child.name)
+            for rule in rules
+        ]
+        topics_here = stack.format_arn(service="sns", resource="*", arn_format=cdk.ArnFormat.NO_RESOURCE_NAME)
+        principal = iam.ServicePrincipal("events.amazonaws.com")
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeRulesOfThisCluster",
+                principals=[principal],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={"ArnEquals": {"aws:SourceArn": rule_arns}},
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[principal],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions={
+                    "ArnEquals": {"aws:SourceArn": rule_arns},
+                    "ArnLike": {"kms:EncryptionContext:aws:sns:topicArn": topics_here},
+                },
+            )
+        )
 
     def _fsx(self, file_system_id: str, capacity_gib: int, throughput_per_tib: int | None) -> None:
         def metric(name: str, statistic: str) -> cloudwatch.Metric:
@@ -523,7 +564,7 @@ class ClusterObservability(Construct):
             if self.alarms
             else cloudwatch.TextWidget(markdown="No CloudWatch alarms: no file system to watch.", width=12, height=4),
             cloudwatch.GraphWidget(
-                title="Node and instance events sent to the alarm topic",
+                title="HyperPod events sent to the alarm topic",
                 width=12,
                 left=[
                     cloudwatch.Metric(
@@ -536,15 +577,40 @@ class ClusterObservability(Construct):
                     )
                     for name, rule in self.event_rules.items()
                 ],
+            )
+            if self.event_rules
+            else cloudwatch.TextWidget(
+                markdown="No EventBridge rules: node loss is judged by the Prometheus rules (docs/observability.md).",
+                width=12,
+                height=4,
             ),
         )
 
 
+@jsii.implements(events.IRuleTarget)
+class _TopicTarget:
+    """A rule target that publishes to `topic` without granting anything: `targets.SnsTopic` adds an unconditioned
+    sns:Publish for every EventBridge rule of the account, which `ClusterObservability._let_rules_publish` replaces
+    with one limited to this construct's rules."""
+
+    def __init__(self, topic: sns.ITopic) -> None:
+        self.topic = topic
+
+    def bind(self, _rule: events.IRule, _id: str | None = None) -> events.RuleTargetConfig:
+        return events.RuleTargetConfig(arn=self.topic.topic_arn)
+
+
 def _validated(
-    prometheus: str, grafana: str, alarm_email: str | None, file_system_id: str | None, capacity_gib: int | None
+    prometheus: str,
+    grafana: str,
+    alarm_email: str | None,
+    file_system_id: str | None,
+    capacity_gib: int | None,
+    orchestrator: str,
 ) -> None:
     """Nothing; or ValueError naming every problem with the props, in the cluster file's words."""
     problems = prop_problems(Observability, prometheus=prometheus, grafana=grafana, alarm_email=alarm_email)
+    problems += [replace(problem, path="orchestrator") for problem in prop_problems(Orchestrator, type=orchestrator)]
     if problem := grafana_without_source(grafana, prometheus):
         problems.append(Problem("grafana", problem))
     if (file_system_id is None) != (capacity_gib is None):

@@ -59,6 +59,7 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("Observability", "observability", "Prometheus, Grafana, alarms and events (Observability)"),
     ("CustomCDKBucketDeployment", "orchestrator", "the node-software upload (CDK BucketDeployment)"),
     ("CustomS3AutoDeleteObjects", "storage.retain_on_delete", "emptying buckets on delete"),
+    ("AutoDeleteObjectsLogs", "storage.retain_on_delete", "the log group of CDK's bucket-emptying function"),
 )
 
 

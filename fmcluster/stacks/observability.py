@@ -47,6 +47,7 @@ class ObservabilityStack(cdk.Stack):
             self,
             "Observability",
             cluster_name=config.name,
+            orchestrator=config.orchestrator.type,
             prometheus=observability.prometheus,
             grafana=observability.grafana,
             alarm_email=observability.alarm_email,

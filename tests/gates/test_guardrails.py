@@ -40,6 +40,33 @@ def test_every_log_group_is_encrypted_with_a_customer_key(synthesized, example):
 
 
 @pytest.mark.parametrize("example", EXAMPLE_IDS)
+def test_every_function_logs_to_a_log_group_of_its_template_none_made_at_run_time(synthesized, example):
+    """Lambda creates /aws/lambda/<function> at the first invocation (no key, no retention) unless the function
+    names a log group (`LoggingConfig.LogGroup`, CloudFormation AWS::Lambda::Function) or one of that name exists.
+    CDK's singletons (BucketNotificationsHandler, the S3 auto-delete provider) do neither by themselves."""
+    templates = synthesized[example].templates
+    missing = []
+    for stack, template in templates.items():
+        resources = template["Resources"]
+        groups = {
+            logical_id: r["Properties"] for logical_id, r in resources.items() if r["Type"] == "AWS::Logs::LogGroup"
+        }
+        named = {json.dumps(group.get("LogGroupName")) for group in groups.values()}
+        for logical_id, function in resources.items():
+            if function["Type"] != "AWS::Lambda::Function":
+                continue
+            target = function["Properties"].get("LoggingConfig", {}).get("LogGroup", {})
+            by_config = isinstance(target, dict) and groups.get(target.get("Ref"), {})
+            by_name = json.dumps({"Fn::Join": ["", ["/aws/lambda/", {"Ref": logical_id}]]}) in named
+            group = by_config or next(
+                (g for g in groups.values() if json.dumps(g.get("LogGroupName")) == json.dumps(
+                    {"Fn::Join": ["", ["/aws/lambda/", {"Ref": logical_id}]]})), None)  # fmt: skip
+            if not (by_config or by_name) or "RetentionInDays" not in group or "KmsKeyId" not in group:
+                missing.append(f"{stack}/{logical_id}")
+    assert missing == []
+
+
+@pytest.mark.parametrize("example", EXAMPLE_IDS)
 def test_every_key_lets_logs_use_it_only_for_this_accounts_log_groups(synthesized, example):
     keys = _resources(synthesized[example].templates, "AWS::KMS::Key")
     assert keys

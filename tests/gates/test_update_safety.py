@@ -21,7 +21,7 @@ pytestmark = pytest.mark.synth
 
 
 def grown(example: str, change) -> dict:
-    data = load(REPO / "examples" / f"{example}.yaml").model_dump(by_alias=True, exclude_none=True)
+    data = load(REPO / "examples" / f"{example}.yaml").model_dump(by_alias=True, exclude_none=True, exclude_unset=True)
     change(data)
     return data
 

@@ -76,6 +76,10 @@ REAL_RUNS = {
         ("all_reduce", 32, 0, 0, True, TRUNCATED.format(17179869184))
     ],
     "awsome-distributed-training_all_reduce_p5_eks_mpirun-tags.log": [("all_reduce", 7, 0, 0, True, None)],
+    # sendrecv prints redop `sum` and never checks its in-place half (src/sendrecv.cu): told apart from all_reduce by
+    # the in-place N/A of a validated run; the excerpts stop before the summary lines
+    "nccl-tests-214_sendrecv_2n_rows-cut.log": [("sendrecv", 5, 2, 2, True, TRUNCATED.format(4096))],
+    "nccl-tests-104_sendrecv_old-format.log": [("sendrecv", 1, 0, 0, False, TRUNCATED.format(37748744))],
 }
 REAL_REJECTED = {
     "nccl-tests-15_all_reduce_init-failure.log": "nccl-tests failed and the log holds no result table header: "
@@ -278,8 +282,9 @@ def table(size: int, count: int, redop: str, root: int, *, kind: str = "float", 
         (table(1048576, 262144, "sum", 0), "reduce"),
         # src/broadcast.cu: send = receive = count, a root, no reduction
         (table(1048576, 262144, "none", 3), "broadcast"),
-        # src/sendrecv.cu: send = receive = count, no root, no reduction
-        (table(1048576, 262144, "none", -1), "sendrecv"),
+        # src/sendrecv.cu: send = receive = count, no root, the -o operation's name, in-place never checked
+        (table(1048576, 262144, "sum", -1).replace("1.40  0\n#", "1.40  N/A\n#"), "sendrecv"),
+        (table(1048576, 262144, "max", -1).replace("1.40  0\n#", "1.40  N/A\n#"), "sendrecv"),
         # src/reduce_scatter.cu: send = count x ranks, a reduction
         (table(1048576, 16384, "sum", -1), "reduce_scatter"),
         # bfloat16 (2 B): all_reduce
@@ -374,3 +379,73 @@ def test_the_per_iteration_layout_is_read():
     (parsed,) = run.rows
     assert parsed.out_of_place == nccl_log.Measurement(time_us=4607.6, algbw=233.04, busbw=436.94, wrong=0)
     assert parsed.in_place == nccl_log.Measurement(time_us=4565.6, algbw=235.18, busbw=440.96, wrong=0)
+
+
+# --- sendrecv against all_reduce ----------------------------------------------------------------------------------
+def test_every_sendrecv_table_of_the_real_corpus_is_identified_as_sendrecv():
+    """The corpus's sendrecv logs (real/README.md): each is sendrecv, and nothing but the excerpt's cut is wrong."""
+    names = sorted(path.name for path in REAL.glob("*sendrecv*.log"))
+    assert len(names) >= 2
+    for name in names:
+        runs = nccl_log.parse((REAL / name).read_text())
+        assert [run.collective for run in runs] == ["sendrecv"], name
+        assert all(run.problem is None or run.problem.startswith("truncated:") for run in runs), name
+
+
+def test_a_complete_sendrecv_log_is_accepted():
+    (run,) = nccl_log.parse(fixture("sendrecv_p5_2n_nccl-tests-2.19.log"))
+    assert summary(run) == ("sendrecv", 32, 16, 2, True, None)
+    assert run.identified_by == "'# Collective test starting' line"
+    assert run.largest_size == 16 * GIB
+
+
+def test_a_sendrecv_table_that_cannot_be_told_from_all_reduce_is_rejected():
+    """-c 0 prints N/A in both halves, so the in-place check says nothing, and no line names the collective."""
+    (run,) = nccl_log.parse(fixture("sendrecv_p5_2n_no-validation_undeclared.log"))
+    assert run.collective is None
+    assert run.problem == (
+        "cannot tell which collective the table measured: no '# Collective test starting' line or binary name, "
+        "and the rows fit all_reduce, sendrecv (8 B = 2 x float (4 B) x 1, redop sum, root -1)"
+    )
+    declared = "0: # Collective test starting: sendrecv_perf\n" + fixture("sendrecv_p5_2n_no-validation_undeclared.log")
+    (run,) = nccl_log.parse(declared)
+    assert (run.collective, run.problem, run.validated) == ("sendrecv", None, False)
+
+
+def test_a_table_named_all_reduce_whose_in_place_half_is_unchecked_is_rejected():
+    text = fixture("sendrecv_p5_2n_nccl-tests-2.19.log").replace("sendrecv_perf", "all_reduce_perf")
+    (run,) = nccl_log.parse(text)
+    assert run.problem == (
+        "the table's rows do not fit all_reduce (named by the '# Collective test starting' line): "
+        "8 B = 2 x float (4 B) x 1, redop sum, root -1"
+    )
+
+
+def test_a_table_named_sendrecv_whose_in_place_half_is_checked_is_rejected():
+    (run,) = nccl_log.parse("# Collective test starting: sendrecv_perf\n" + table(1048576, 262144, "sum", -1))
+    assert run.problem.startswith("the table's rows do not fit sendrecv (named by the '# Collective test starting'")
+
+
+def test_no_nccl_tests_version_prints_redop_none_for_a_same_size_rootless_table():
+    (run,) = nccl_log.parse(table(1048576, 262144, "none", -1))
+    assert run.collective is None
+    assert run.problem.endswith(
+        "and the rows fit none of them (1048576 B = 262144 x float (4 B) x 1, redop none, root -1)"
+    )
+
+
+# --- a run the job stopped ----------------------------------------------------------------------------------------
+STOPPED = "# fmcluster: nccl-tests did not finish: the job reached its time limit less 120 s (USR1 from Slurm)"
+
+
+def test_a_run_the_job_stopped_mid_table_is_a_failure():
+    """fmcluster/node/nccl-tests.sbatch appends STOPPED when its time-limit trap stops the test."""
+    cut = table(1048576, 262144, "sum", -1).replace(FOOTER, "")
+    (run,) = nccl_log.parse(cut + STOPPED + "\n")
+    assert run.problem == f"nccl-tests failed: {STOPPED} (line 20)"  # 16 rank lines, "#", the header, a row
+
+
+def test_a_run_stopped_before_its_first_table_is_a_parse_error():
+    with pytest.raises(nccl_log.ParseError) as error:
+        nccl_log.parse("0: # nThread 1 nGpus 1 minBytes 8 maxBytes 68719476736\n0: #\n" + STOPPED + "\n")
+    assert str(error.value) == f"nccl-tests failed and the log holds no result table header: {STOPPED} (line 3)"

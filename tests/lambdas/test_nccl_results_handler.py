@@ -19,17 +19,27 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
+import signal as sig
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from fmcluster.nccl import LINE_RATE_FRACTION, MIN_BASELINE_MESSAGE_BYTES, PUBLISHED_MARGIN, baseline_spec
+from fmcluster.nccl import (
+    LINE_RATE_FRACTION,
+    MIN_BASELINE_MESSAGE_BYTES,
+    NCCL_TESTS_MAX_BYTES,
+    PUBLISHED_ALL_REDUCE,
+    PUBLISHED_MARGIN,
+    baseline_spec,
+)
 from tests.lambdas.test_nccl_log import fixture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,6 +106,13 @@ LARGEST = {
         ("p5en.48xlarge", 4, 16 * GIB, 280.0, "70% of the 3200 Gbps EFA line rate (400 GB/s); nothing published"),
         ("p4de.24xlarge", 4, 2 * GIB, 35.0, "70% of the 400 Gbps EFA line rate (50 GB/s); nothing published"),
         ("p5.48xlarge", 2, GIB, 280.0, "70% of the 3200 Gbps EFA line rate (400 GB/s); nothing published"),
+        # awsome-distributed-ai architectures/aws-pcs/tests/compute-test.md: 2x p6-b300 654 GB/s at 16 GiB, 751 at
+        # 64 GiB; 4x p6-b200 377 GB/s at 16 GiB (untuned); other node counts fall back to the line rate
+        ("p6-b300.48xlarge", 2, 64 * GIB, 675.9, "90% of the published 751.0 GB/s for 2x p6-b300.48xlarge at 64 GiB"),
+        ("p6-b300.48xlarge", 2, 32 * GIB, 588.6, "90% of the published 654.0 GB/s for 2x p6-b300.48xlarge at 16 GiB"),
+        ("p6-b300.48xlarge", 4, 64 * GIB, 560.0, "70% of the 6400 Gbps EFA line rate (800 GB/s); nothing published"),
+        ("p6-b200.48xlarge", 4, 16 * GIB, 339.3, "90% of the published 377.0 GB/s for 4x p6-b200.48xlarge at 16 GiB"),
+        ("p6-b200.48xlarge", 2, 16 * GIB, 280.0, "70% of the 3200 Gbps EFA line rate (400 GB/s); nothing published"),
     ],
 )
 def test_baseline_prefers_a_published_figure_for_the_same_node_count(instance_type, nodes, largest, threshold, basis):
@@ -180,7 +197,8 @@ def logged(capsys) -> list[dict]:
         ("all_reduce_p4de_2n_mpirun.log", "nccl-tests/p4de.24xlarge/2n/77.log", 0.0),
         ("all_reduce_p5en_4n_nccl-tests-2.20.log", "nccl-tests/p5en.48xlarge/4n/9001.log", 0.0),
         ("all_reduce_p5en_4n_degraded.log", "nccl-tests/p5en.48xlarge/4n/9002.log", 1.0),
-        ("all_reduce_p6-b200_2n_no-validation.log", "nccl-tests/p6-b200.48xlarge/2n/12.log", 0.0),
+        # -c 0: published, never judged (nothing checked the results)
+        ("all_reduce_p6-b200_2n_no-validation.log", "nccl-tests/p6-b200.48xlarge/2n/12.log", None),
     ],
 )
 def test_a_result_publishes_its_metrics_and_its_verdict(aws, capsys, name, key, below):
@@ -194,8 +212,9 @@ def test_a_result_publishes_its_metrics_and_its_verdict(aws, capsys, name, key, 
     (run,) = handler.nccl_log.parse(fixture(name))
     for size_class, best in run.size_classes().items():
         assert metric(cloudwatch, "BusBandwidth", **dims, SizeClass=size_class) == [best]
-    assert metric(cloudwatch, "BelowBaseline", **dims) == [below]
-    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType=instance_type) == [below]
+    verdict = [] if below is None else [below]
+    assert metric(cloudwatch, "BelowBaseline", **dims) == verdict
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType=instance_type) == verdict
     assert metric(cloudwatch, "RejectedResults", Cluster=CLUSTER) == []
     (entry,) = logged(capsys)
     assert entry["message"] == "published nccl-tests result" and entry["key"] == key
@@ -210,6 +229,43 @@ def test_the_degraded_run_names_its_baseline(aws, capsys):
     (entry,) = logged(capsys)
     assert entry["baseline_gbs"] == 280.0
     assert entry["baseline_basis"] == "70% of the 3200 Gbps EFA line rate (400 GB/s); nothing published"
+
+
+def test_a_run_without_validation_names_why_it_was_not_judged(aws, capsys):
+    s3, _ = aws
+    handler.handler(
+        upload(s3, "nccl-tests/p6-b200.48xlarge/2n/12.log", fixture("all_reduce_p6-b200_2n_no-validation.log"))
+    )
+    (entry,) = logged(capsys)
+    assert (entry["validated"], entry["baseline_gbs"]) == (False, None)
+    assert entry["baseline_basis"] == (
+        "not judged: validation was off (-c 0): a fast run with wrong results would pass, so it neither sets nor clears"
+    )
+
+
+def test_a_healthy_sendrecv_log_is_published_with_its_collective_and_never_judged(aws, capsys):
+    s3, cloudwatch = aws
+    key = "nccl-tests/p5.48xlarge/2n/31.log"
+    assert handler.handler(upload(s3, key, fixture("sendrecv_p5_2n_nccl-tests-2.19.log"))) == {
+        "accepted": 1,
+        "rejected": 0,
+    }
+    dims = {"Cluster": CLUSTER, "InstanceType": "p5.48xlarge", "Nodes": "2", "Collective": "sendrecv"}
+    (run,) = handler.nccl_log.parse(fixture("sendrecv_p5_2n_nccl-tests-2.19.log"))
+    assert metric(cloudwatch, "LargestMessageBusBandwidth", **dims) == [run.largest_bus_bandwidth]
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType="p5.48xlarge") == []
+    assert metric(cloudwatch, "RejectedResults", Cluster=CLUSTER) == []
+
+
+def test_a_sendrecv_table_it_cannot_tell_from_all_reduce_is_rejected(aws, capsys):
+    s3, cloudwatch = aws
+    key = "nccl-tests/p5.48xlarge/2n/32.log"
+    body = fixture("sendrecv_p5_2n_no-validation_undeclared.log")
+    assert handler.handler(upload(s3, key, body)) == {"accepted": 0, "rejected": 1}
+    assert metric(cloudwatch, "RejectedResults", Cluster=CLUSTER) == [1.0]
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType="p5.48xlarge") == []
+    (entry,) = logged(capsys)
+    assert entry["reason"].startswith("cannot tell which collective the table measured")
 
 
 def test_a_run_too_short_to_judge_publishes_no_verdict(aws):
@@ -447,6 +503,9 @@ if [[ -n "${ENROOT_CONFIG_PATH:-}" ]]; then
   credentials="$ENROOT_CONFIG_PATH/.credentials"
   { echo "$ENROOT_CONFIG_PATH"; stat -c %a "$credentials"; cat "$credentials"; } >"$STUB_DIR/enroot-credentials"
 fi
+if [[ -n "${STUB_SRUN_HANG:-}" ]]; then  # a hung collective: some rows, then nothing
+  head -n "$STUB_SRUN_HANG" "$STUB_DIR/output.log"; touch "$STUB_DIR/hanging"; exec /bin/sleep 120
+fi
 cat "$STUB_DIR/output.log"
 exit "${STUB_SRUN_STATUS:-0}"
 """,
@@ -506,6 +565,7 @@ def sbatch(tmp_path):
         )
 
     run.dir = tmp_path
+    run.env = base
     return run
 
 
@@ -521,7 +581,7 @@ def test_sbatch_runs_all_reduce_in_the_image_and_uploads_what_the_handler_accept
         "--nodes=2 --ntasks-per-node=8 --mpi=pmix --cpu-bind=none -u -l "
         "--container-image=123456789012.dkr.ecr.us-east-1.amazonaws.com#llm-pretrain-training:2026-11-29 "
         "--container-env=NCCL_DEBUG,NCCL_SOCKET_IFNAME "
-        "/opt/nccl-tests/bin/all_reduce_perf -b 8 -e 16G -f 2 -g 1 -c 1"
+        "/opt/nccl-tests/bin/all_reduce_perf -b 8 -e 64G -f 2 -g 1 -c 1"
     )
     assert srun_env == ["NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=^docker,lo,veth"]
     key = "nccl-tests/p5.48xlarge/2n/4242.log"
@@ -603,6 +663,51 @@ def test_sbatch_uploads_the_log_of_a_failed_run_and_exits_with_its_status(sbatch
     assert result.returncode == 3
     assert "all_reduce_perf failed with exit status 3; uploading its output anyway" in result.stderr
     assert (sbatch.dir / "uploaded.log").read_text() == P5_LOG
+
+
+def test_sbatch_has_a_time_limit_with_a_warning_signal_for_its_trap():
+    directives = [line for line in SBATCH.read_text().splitlines() if line.startswith("#SBATCH ")]
+    assert "#SBATCH --time=01:00:00" in directives
+    assert "#SBATCH --signal=B:USR1@120" in directives  # sbatch(1): B: signals the batch shell only
+
+
+@pytest.mark.parametrize(
+    ("signal", "reason"),
+    [
+        (sig.SIGUSR1, "the job reached its time limit less 120 s (USR1 from Slurm)"),
+        (sig.SIGTERM, "the job was cancelled or preempted (SIGTERM)"),
+    ],
+)
+def test_sbatch_stops_a_hung_test_and_uploads_a_failed_result(sbatch, aws, signal, reason):
+    """Emulated: Slurm's signal is sent by the test (real Slurm: tests/node/test_real_slurm.py runs sbatch itself)."""
+    process = subprocess.Popen(
+        ["bash", str(SBATCH), *ARGS],
+        env={**sbatch.env, "STUB_SRUN_HANG": "60"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not (sbatch.dir / "hanging").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 1, stderr
+    uploaded = (sbatch.dir / "uploaded.log").read_text()
+    assert uploaded.endswith(f"# fmcluster: nccl-tests did not finish: {reason}\n")
+    assert f"stopping the test: {reason}" in stderr
+    s3, cloudwatch = aws
+    key = "nccl-tests/p5.48xlarge/2n/4242.log"
+    s3.put_object(Bucket=BUCKET, Key=key, Body=uploaded.encode())
+    assert handler.handler(s3_event(key)) == {"accepted": 0, "rejected": 1}
+    assert metric(cloudwatch, "RejectedResults", Cluster=CLUSTER) == [1.0]
+
+
+def test_sbatch_sweep_reaches_the_largest_published_message():
+    """The default -e is the largest size any published figure was measured at (fmcluster.nccl)."""
+    default = re.search(r'MAX_BYTES="\$\{FMCLUSTER_NCCL_TESTS_MAX_BYTES:-(\d+)G\}"', SBATCH.read_text())[1]
+    assert f"{default}G" == NCCL_TESTS_MAX_BYTES
+    assert int(default) * GIB == max(p.message_bytes for p in PUBLISHED_ALL_REDUCE)
 
 
 def test_sbatch_retries_the_upload_then_gives_up(sbatch):

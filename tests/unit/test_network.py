@@ -66,6 +66,20 @@ def test_hyperpod_networks_have_no_pcs_endpoint():
     assert len(names) == len(INTERFACE_ENDPOINTS) + 1 and not any(str(name).endswith(".pcs") for name in names)
 
 
+def test_interface_endpoints_sit_in_both_azs_when_there_is_a_secondary_subnet(isolated):
+    private = {
+        logical_id for logical_id, r in isolated["Resources"].items()
+        if r["Type"] == "AWS::EC2::Subnet" and r["Properties"]["CidrBlock"] in ("172.16.0.0/21", "172.16.8.0/22")
+    }  # fmt: skip
+    interface = [e for e in resources(isolated, "AWS::EC2::VPCEndpoint") if e.get("VpcEndpointType") == "Interface"]
+    assert interface and all({ref["Ref"] for ref in e["SubnetIds"]} == private for e in interface)
+    stack = cdk.Stack(cdk.App(), "One", env=cdk.Environment(region="us-east-1"))
+    TrainingNetwork(stack, "N", availability_zone_id="use1-az6", egress="none")
+    single = [e for e in resources(Template.from_stack(stack).to_json(), "AWS::EC2::VPCEndpoint")
+              if e.get("VpcEndpointType") == "Interface"]  # fmt: skip
+    assert {len(e["SubnetIds"]) for e in single} == {1}
+
+
 def test_secondary_az_gets_its_own_private_subnet(isolated):
     subnets = {s["CidrBlock"]: s["AvailabilityZoneId"] for s in resources(isolated, "AWS::EC2::Subnet")}
     assert subnets == {"172.16.0.0/21": "usw2-az2", "172.16.8.0/22": "usw2-az1"}

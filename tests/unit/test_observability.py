@@ -16,7 +16,8 @@ from aws_cdk.assertions import Template
 
 from fmcluster.constructs.observability import (
     DASHBOARD_FILES,
-    HYPERPOD_EVENT,
+    HYPERPOD_FAILED_STATUSES,
+    HYPERPOD_STATE_CHANGE,
     ClusterObservability,
     dashboard_files,
     endpoint_parameter_name,
@@ -49,7 +50,8 @@ class Synthesized:
     """One stack per combination in one app, synthesized once with tests/support.py; the quickstart's own
     observability stack (`composed`, as `build()` composes it) comes from the session."""
 
-    def __init__(self, outdir, quickstart: SynthesizedExample) -> None:
+    def __init__(self, outdir, examples: dict[str, SynthesizedExample]) -> None:
+        quickstart = examples["quickstart"]
         app = support.app(outdir)
         self.stacks: dict[str, cdk.Stack] = {}
         self.constructs: dict[str, ClusterObservability] = {}
@@ -62,10 +64,15 @@ class Synthesized:
                 file_system_id=FILE_SYSTEM, lustre_capacity_gib=4800, lustre_throughput_per_tib=250, node_roles=[role],
             )  # fmt: skip
             self.stacks[combination_id(combination)] = stack
+        pcs = cdk.Stack(app, "pcs", env=ENV)
+        ClusterObservability(pcs, "Observability", cluster_name="llm", orchestrator="pcs", prometheus="none",
+                             grafana="none")  # fmt: skip
+        self.stacks["pcs"] = pcs
         self.built = support.synthesize(app, list(self.stacks.values()))
         self.templates = {
             name: Template.from_json(self.built.templates[stack.stack_name]) for name, stack in self.stacks.items()
         }
+        self.examples = examples
         composed, cluster = quickstart.built.observability, quickstart.built.cluster
         self.templates["composed"] = Template.from_json(quickstart.templates[composed.stack_name])
         self.node_role_id = cluster.resolve(cluster.get_logical_id(cluster.node_role.node.default_child))
@@ -74,7 +81,7 @@ class Synthesized:
 
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory, synthesized) -> Synthesized:
-    return Synthesized(tmp_path_factory.mktemp("observability"), synthesized["quickstart"])
+    return Synthesized(tmp_path_factory.mktemp("observability"), synthesized)
 
 
 def resources(template: Template, kind: str) -> list[dict]:
@@ -133,7 +140,7 @@ def test_each_combination_creates_what_its_options_ask_for(synthesized, combinat
         s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
     )
     assert any(s.get("Principal") == {"Service": "events.amazonaws.com"} for s in statements)
-    assert len(resources(template, "AWS::Events::Rule")) == 3
+    assert len(resources(template, "AWS::Events::Rule")) == 1  # HyperPod's state changes, nothing account-wide
     template.resource_count_is("AWS::CloudWatch::Alarm", 1)
     template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
     (key,) = resources(template, "AWS::KMS::Key")
@@ -170,6 +177,13 @@ def test_workspace_has_the_rules_and_routes_alerts_to_the_topic(synthesized):
     rendered = "".join(part if isinstance(part, str) else "<topic-arn>" for part in definition)
     config = yaml.safe_load(yaml.safe_load(rendered)["alertmanager_config"])
     assert config["route"]["receiver"] == "sns"
+    # one notification per cluster and cause (Alertmanager's group_by), and a node loss pages once, not twice
+    assert config["route"]["group_by"] == ["cluster", "alertname"]
+    assert config["inhibit_rules"] == [{
+        "source_matchers": ["alertname = NodeNotReporting"], "target_matchers": ["alertname = SlurmNodesDown"],
+        "equal": ["cluster"]}]  # fmt: skip
+    alerts = yaml.safe_load(rule_file("alerts.yml"))["groups"][0]["rules"]
+    assert {"NodeNotReporting", "SlurmNodesDown"} <= {rule["alert"] for rule in alerts}
     (receiver,) = config["receivers"]
     assert receiver["sns_configs"][0]["topic_arn"] == "<topic-arn>"
     assert receiver["sns_configs"][0]["sigv4"] == {"region": "us-east-1"}
@@ -206,15 +220,18 @@ def test_managed_grafana_reads_the_workspace_and_gets_the_dashboards(synthesized
 
 
 def test_events_and_the_fsx_alarm(synthesized):
+    """The one rule: HyperPod's cluster state change (SageMaker developer guide, "Events that Amazon SageMaker AI sends
+    to Amazon EventBridge"); `ClusterStatus` values from botocore sagemaker's ClusterStatus enum."""
     template = synthesized.templates[combination_id(("none", "none", None))]
-    patterns = [rule["EventPattern"] for rule in resources(template, "AWS::Events::Rule")]
-    hyperpod = next(p for p in patterns if p["source"] == ["aws.sagemaker"])
-    assert hyperpod["detail-type"] == [HYPERPOD_EVENT] == ["SageMaker HyperPod Cluster Event"]
-    assert hyperpod["detail"]["EventDetails"]["ClusterName"] == ["llm"]
-    ec2 = next(p for p in patterns if p["source"] == ["aws.ec2"])
-    assert ec2["detail"]["state"] == ["stopping", "stopped", "shutting-down", "terminated"]
-    for rule in resources(template, "AWS::Events::Rule"):
-        assert rule["Targets"][0]["Arn"]["Ref"].startswith("ObservabilityAlarmTopic")
+    (rule,) = resources(template, "AWS::Events::Rule")
+    assert rule["EventPattern"] == {
+        "source": ["aws.sagemaker"],
+        "detail-type": [HYPERPOD_STATE_CHANGE],
+        "detail": {"ClusterName": ["llm"], "ClusterStatus": ["Failed", "RollingBack"]},
+    }
+    assert HYPERPOD_STATE_CHANGE == "SageMaker HyperPod Cluster State Change"
+    assert rule["Targets"][0]["Arn"]["Ref"].startswith("ObservabilityAlarmTopic")
+    assert "RoleArn" not in rule["Targets"][0]  # the EventBridge guide: resource policies only for SNS targets
     (alarm,) = resources(template, "AWS::CloudWatch::Alarm")
     assert alarm["MetricName"] == "FreeDataStorageCapacity" and alarm["Namespace"] == "AWS/FSx"
     assert alarm["Dimensions"] == [{"Name": "FileSystemId", "Value": FILE_SYSTEM}]
@@ -290,3 +307,62 @@ def test_grants_need_a_managed_prometheus():
         observability.grant_remote_write(role)
     with pytest.raises(ValueError, match="grant_query needs prometheus='managed'"):
         observability.grant_query(role)
+
+
+def test_botocore_lists_the_statuses_the_rule_treats_as_failures():
+    import botocore.session
+
+    statuses = botocore.session.get_session().get_service_model("sagemaker").shape_for("ClusterStatus").enum
+    assert set(HYPERPOD_FAILED_STATUSES) <= set(statuses)
+    assert set(statuses) - set(HYPERPOD_FAILED_STATUSES) == {
+        "Creating", "Deleting", "InService", "SystemUpdating", "Updating"
+    }  # fmt: skip
+
+
+def test_eventbridge_may_publish_and_use_the_key_for_this_clusters_rules_only(synthesized):
+    """Topic policy in the EventBridge user guide's form ("Amazon SNS permissions"), key policy in the SNS developer
+    guide's form for AWS services publishing to an encrypted topic; both scoped by aws:SourceArn to the rule."""
+    template = synthesized.templates[combination_id(("none", "none", None))]
+    (rule,) = resources(template, "AWS::Events::Rule")
+    assert rule["Name"] == "fmcluster-llm-hyperpod-failures"
+    rule_arn = ["arn:aws:events:us-east-1:123456789012:rule/fmcluster-llm-hyperpod-failures"]
+    statements = [s for p in resources(template, "AWS::SNS::TopicPolicy") for s in p["PolicyDocument"]["Statement"]]
+    events_statements = [s for s in statements if s.get("Principal") == {"Service": "events.amazonaws.com"}]
+    assert len(events_statements) == 1  # targets.SnsTopic's unconditioned grant is not there
+    (publish,) = events_statements
+    assert publish["Action"] == "sns:Publish"
+    assert publish["Condition"] == {"ArnEquals": {"aws:SourceArn": rule_arn}}
+    (key,) = resources(template, "AWS::KMS::Key")
+    (use,) = [s for s in key["KeyPolicy"]["Statement"] if s["Principal"] == {"Service": "events.amazonaws.com"}]
+    assert sorted(use["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert use["Condition"]["ArnEquals"] == {"aws:SourceArn": rule_arn}
+    assert use["Condition"]["ArnLike"] == {
+        "kms:EncryptionContext:aws:sns:topicArn": "arn:aws:sns:us-east-1:123456789012:*"
+    }
+
+
+def test_a_pcs_cluster_gets_no_hyperpod_rule_and_no_eventbridge_access(synthesized):
+    template = synthesized.templates["pcs"]
+    template.resource_count_is("AWS::Events::Rule", 0)
+    body = json.dumps(template.to_json())
+    assert "events.amazonaws.com" not in body and "aws.sagemaker" not in body
+    (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard")
+    assert "No EventBridge rules" in json.dumps(dashboard["DashboardBody"])
+
+
+@pytest.mark.parametrize("example", ["p5-capacity-block", "p6-b300-isolated", "quickstart", "hyperpod-training-plan"])
+def test_each_examples_event_rules_match_what_its_orchestrator_emits(synthesized, example):
+    """Done-when of issue 24: a PCS template has no HyperPod rule; a HyperPod one matches its state changes only."""
+    built = synthesized.examples[example]
+    patterns = [
+        rule["Properties"]["EventPattern"]
+        for stack in built.templates.values()
+        for rule in stack.get("Resources", {}).values()
+        if rule["Type"] == "AWS::Events::Rule" and "EventPattern" in rule["Properties"]
+    ]
+    hyperpod = [p for p in patterns if p.get("source") == ["aws.sagemaker"]]
+    if built.config.orchestrator.type == "pcs":
+        assert hyperpod == []
+    else:
+        assert [p["detail-type"] for p in hyperpod] == [[HYPERPOD_STATE_CHANGE]]
+    assert not [p for p in patterns if p.get("source") in (["aws.ec2"], ["aws.health"])]

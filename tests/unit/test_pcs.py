@@ -397,7 +397,7 @@ def test_node_role_reads_the_bundle_and_the_wildcards_are_acknowledged_finding_b
 
 def test_with_prometheus_none_nodes_get_the_bundle_but_no_observability_arguments(tmp_path):
     path = REPO / "examples" / "p5-capacity-block.yaml"
-    data = load(path).model_dump(by_alias=True, exclude_none=True)
+    data = load(path).model_dump(by_alias=True, exclude_none=True, exclude_unset=True)  # the file as written
     data["observability"] = {**data.get("observability", {}), "prometheus": "none", "grafana": "none"}
     result = synthesize(path, tmp_path, parse(data))
     assert result.nag == []
@@ -410,7 +410,7 @@ def test_with_prometheus_none_nodes_get_the_bundle_but_no_observability_argument
 def test_compliance_control_tower_turns_on_detailed_monitoring_without_an_acknowledgment(tmp_path):
     # CT.EC2.PR.10 (ct-ec2-pr-10.guard in cdklabs.cdk-validator-cfnguard 0.0.62): LaunchTemplateData.Monitoring.Enabled
     path = REPO / "examples" / "p5-capacity-block.yaml"
-    data = load(path).model_dump(by_alias=True, exclude_none=True)
+    data = load(path).model_dump(by_alias=True, exclude_none=True, exclude_unset=True)  # the file as written
     data["compliance"] = "control-tower"
     result = synthesize(path, tmp_path, parse(data))
     assert (result.nag, result.guard_findings) == ([], [])
@@ -484,3 +484,17 @@ def test_without_a_file_system_no_node_watches_for_the_image(scope):
     cluster = PcsSlurmCluster(stack, "Slurm", **required, compute_groups=[GPU], login_instance_type="m5.xlarge")
     user_data = json.dumps(assertions.Template.from_stack(stack).find_resources("AWS::EC2::LaunchTemplate"))
     assert "image-uri" not in user_data and set(cluster.node_groups) == {"gpu", "login"}
+
+
+def test_node_groups_wait_for_the_policy_that_lets_nodes_register(block, b300):
+    """Nodes call pcs:RegisterComputeNodeGroupInstance at boot (AWS PCS user guide, the node IAM instance profile);
+    the node group must not launch them before the policy holding it exists."""
+    for template in (block, b300):
+        resources = template["Resources"]
+        (policy_id,) = [
+            logical_id for logical_id, r in resources.items() if r["Type"] == "AWS::IAM::Policy"
+            and any("pcs:RegisterComputeNodeGroupInstance" in json.dumps(s["Action"])
+                    for s in r["Properties"]["PolicyDocument"]["Statement"])
+        ]  # fmt: skip
+        groups = [r for r in resources.values() if r["Type"] == "AWS::PCS::ComputeNodeGroup"]
+        assert groups and all(policy_id in group.get("DependsOn", []) for group in groups)

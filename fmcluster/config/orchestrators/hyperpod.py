@@ -34,6 +34,18 @@ def capacity_problem(capacity: object) -> str | None:
     return None
 
 
+ROOT_VOLUME = (
+    "HyperPod sizes each node's root volume itself (SageMaker API ClusterEbsVolumeConfig: for the root volume \"you "
+    "can't specify the VolumeSizeInGB field\"); root_volume_gib sizes AWS PCS nodes' root volumes: remove it with "
+    "hyperpod-slurm"
+)
+
+
+def root_volume_problem(given_keys: Iterable[str]) -> str | None:
+    """A root volume size asked of a HyperPod group (`given_keys`: the keys the group was given)."""
+    return ROOT_VOLUME if "root_volume_gib" in given_keys else None
+
+
 def deep_health_checks_problem(checks: Iterable[str]) -> str | None:
     """HyperPod runs both of its deep health checks (whether a group can is `checks.deep_health_checks_problem`)."""
     return None

@@ -70,6 +70,17 @@ def capacity_problem(capacity: object) -> str | None:
     return None
 
 
+CONTROLLER = (
+    "AWS PCS runs the Slurm controller itself (a managed service; orchestrator.size picks its capacity), so no "
+    "instance type is used; remove it with pcs"
+)
+
+
+def controller_type_problem(given_keys: Iterable[str]) -> str | None:
+    """A controller instance type asked of an AWS PCS cluster (`given_keys`: the orchestrator's keys as given)."""
+    return CONTROLLER if "controller_instance_type" in given_keys else None
+
+
 def deep_health_checks_problem(checks: Iterable[str]) -> str | None:
     """Deep health checks asked of an AWS PCS group (they are HyperPod's)."""
     if tuple(checks):

@@ -56,6 +56,7 @@ EFA_INTERFACE_TYPE = "efa-only"
 """EFA devices without an ENA part take no IP address, so a node uses one address of the subnet, not one per card
 (EC2's current multi-card guidance; `efa` would give every EFA device an IP address too)."""
 SLURM_CONFIG_STRATEGIES = ("Managed", "Overwrite", "Merge")
+DEFAULT_SLURM_CONFIG_STRATEGY = "Managed"
 MAX_SECURITY_GROUPS = 5
 
 
@@ -139,7 +140,10 @@ class HyperPodSlurmCluster(Construct):
             write to it). Omitted: no access logs; the scripts' only writer is the stack's own deployment.
         controller_volume_gib: size of the controller's extra EBS volume, 1-16384 GiB. Omitted: 500.
         slurm_config_strategy: "Managed", "Overwrite" or "Merge" (how HyperPod treats slurm.conf changes made
-            outside the API). Omitted: HyperPod's default.
+            outside the API). Omitted: "Managed", sent explicitly as AWS's API-driven examples do (SageMaker HyperPod
+            reference, "SlurmConfigStrategy": Managed is the default, detects drift and blocks manual changes; it can
+            be changed later through UpdateCluster, and CloudFormation updates it in place: `Orchestrator/Slurm` is
+            not create-only).
         prometheus: "managed": every node runs fmcluster/node/observability.sh (node, EFA, Lustre and GPU exporters
             and a Prometheus agent) remote-writing to the Amazon Managed Service for Prometheus workspace whose
             endpoint is in the SSM parameter `endpoint_parameter_name(cluster_name)` (give the same cluster name to a
@@ -187,7 +191,7 @@ class HyperPodSlurmCluster(Construct):
         image_repositories: Sequence[ecr.IRepository] | None = None,
         access_logs_bucket: s3.IBucket | None = None,
         controller_volume_gib: int = CONTROLLER_VOLUME_GIB,
-        slurm_config_strategy: str | None = None,
+        slurm_config_strategy: str = DEFAULT_SLURM_CONFIG_STRATEGY,
         prometheus: PrometheusMode = "none",
         grafana: GrafanaMode = "none",
         observability_mirror: str | None = None,
@@ -492,6 +496,11 @@ def _validated(
         problems += orchestrator_group_problems(hyperpod, where, group)
         for message in training_plan_elsewhere(group.training_plan_arn, known(region), known(account)):
             problems.append(Problem(f"{where}.training_plan_arn", message))
+        given = compute_groups[index]
+        if message := hyperpod.root_volume_problem(
+            given.model_fields_set if isinstance(given, ComputeGroup) else given
+        ):
+            problems.append(Problem(f"{where}.root_volume_gib", message))
     problems += repeated_group_problems(groups)
     typed: list[tuple[str, str | None]] = [
         ("controller_instance_type", controller_instance_type),

@@ -361,6 +361,9 @@ class PcsSlurmCluster(Construct):
             subnet_ids=[self.subnet.subnet_id],
             purchase_option=purchase_option,
         )
+        # nodes call pcs:RegisterComputeNodeGroupInstance as they boot; the statement granting it is in the role's
+        # default policy, which the node group does not reference: without this, instances may start before it exists
+        group.node.add_dependency(self.role.node.find_child("DefaultPolicy"))
         self.node_groups[name] = group
         if queue:
             self.queues[name] = pcs.CfnQueue(

@@ -13,10 +13,11 @@ fmcluster/nccl with dimensions Cluster, InstanceType, Nodes (and Collective, for
                                 dimensions Cluster, InstanceType only: the alarm's series, whatever the node count)
 and, for any upload or table it rejects, RejectedResults = 1 with dimension Cluster.
 
-Only multi-node all_reduce runs whose ranks match the instance type (one rank per GPU) are judged: the baselines are
-all_reduce figures over EFA. A single-node run measures NVLink and another collective has other bandwidths; both are
-published but never set or clear BelowBaseline. The baseline per instance type comes from the BASELINES environment
-variable (built at synth time from fmcluster.nccl and the instance catalog, with its GPU count): a published figure
+Only multi-node all_reduce runs with data validation on, whose ranks match the instance type (one rank per GPU), are
+judged: the baselines are all_reduce figures over EFA. A single-node run measures NVLink, another collective has other
+bandwidths, and a run with `-c 0` never checked its results; all are published but never set or clear BelowBaseline.
+The baseline per instance type comes from the BASELINES environment variable (built at synth time from fmcluster.nccl
+and the instance catalog, with its GPU count): a published figure
 for the same node count at the largest published message size not above the run's largest message, held to
 PUBLISHED_MARGIN of it; where nothing is published, LINE_RATE_FRACTION of the EFA line rate in GB/s. Runs whose
 largest message is below MIN_BASELINE_BYTES are not judged (bus bandwidth is latency-bound there).
@@ -207,6 +208,8 @@ def why_not_judged(run: Run, nodes: int) -> str | None:
         return "a single-node run measures NVLink, not EFA; fmcluster has no NVLink baseline"
     if not run.ranks:
         return "the log lists no '# Rank' lines, so its ranks per node cannot be checked"
+    if not run.validated:
+        return "validation was off (-c 0): a fast run with wrong results would pass, so it neither sets nor clears"
     return None
 
 

@@ -4,11 +4,17 @@ nccl-tests prints the same table for every collective (src/util.cu `writeResultH
 `writeBenchmarkLineBody`, `writeResultFooter`), so a table alone does not say what it measured. In order of trust:
   1. `# Collective test starting: <binary>` (printed by nccl-tests 2.14 and later, once per table);
   2. the binary's name (`alltoall_perf`, `all_gather_perf_mpi`, ...) on a line before the table (the command line);
-  3. the rows: `redop` is `none` for the collectives that reduce nothing, `root` is -1 for those without a root,
-     and size = count x type size for all_reduce, reduce, broadcast and sendrecv, but count x type size x ranks for
+  3. the rows: `redop` is `none` for broadcast, all_gather and alltoall, the operation's name for the reductions and
+     for sendrecv, which reduces nothing but prints the `-o` operation it was given (`sum` by default: src/sendrecv.cu
+     passes `run_opnames[j]` to `TimeTest`, while the others pass "none"); `root` is -1 for those without a root;
+     size = count x type size for all_reduce, reduce, broadcast and sendrecv, but count x type size x ranks for
      all_gather, alltoall and reduce_scatter (the `*GetCollByteCount` functions of src/<collective>.cu: size is
-     max(send, receive bytes), count the per-rank element count).
-A declared collective whose rows do not fit is a rejection, and so is a table that fits several collectives.
+     max(send, receive bytes), count the per-rank element count); and sendrecv never checks its in-place half
+     (`SendRecvInitData` sets `reportErrors = in_place ? 0 : 1`), so with validation on its in-place `#wrong` is
+     always `N/A` where all_reduce prints a count. Without validation (`-c 0`) nothing tells a sendrecv table from an
+     all_reduce one except its declaration.
+A declared collective whose rows do not fit is a rejection, and so is a table that fits several collectives: it is
+never guessed.
 
 Formats read: nccl-tests 2.x (`size count type redop root ... #wrong`, optional `timestamp` column, `cputime`), the
 older layouts without `root` or with `error` instead of `#wrong` (a maximum error, judged only through the
@@ -36,6 +42,9 @@ SAME_SIZE = {"all_reduce", "reduce", "broadcast", "sendrecv"}
 PER_RANK = {"all_gather", "alltoall", "reduce_scatter"}
 """size = count x type size x ranks (the count is per rank)."""
 REDUCING = {"all_reduce", "reduce", "reduce_scatter"}
+NAMES_AN_OPERATION = REDUCING | {"sendrecv"}
+"""The collectives whose rows carry an operation's name as `redop` in the layout with both `redop` and `root` (2.x).
+The older layouts printed only the columns that apply: sendrecv had no `redop` column there (nccl-tests issue 104)."""
 ROOTED = {"reduce", "broadcast"}
 SIZE_CLASSES = (
     ("8B-64KiB", 0, 64 * KIB),
@@ -59,6 +68,8 @@ _RANK = re.compile(r"^#\s+Rank\s+(\d+)(?:\s+Group\s+\d+)?(?:\s+Pid\s+\d+)?\s+on\
 _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 _AVERAGE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?\s*$")
 _FAILURE = re.compile(r"(?:Test (?:NCCL |CUDA )?failure|^NCCL failure) (\S+:\d+)(.*)$")
+_STOPPED = re.compile(r"^#\s*fmcluster: nccl-tests did not finish: ")
+"""The line fmcluster/node/nccl-tests.sbatch appends when it stopped a run (time limit, scancel): a failed run."""
 _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b")
 _IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
 _MEASURED = ("time", "algbw", "busbw")
@@ -237,16 +248,37 @@ def _candidates(run: Run) -> tuple[set[str], str]:
         fits = set(PER_RANK)
     else:
         fits = set()
-    # a column the layout lacks means the collective has none: old layouts printed only the columns that apply
-    reducing = sample.redop not in (None, "none")
-    fits = fits & REDUCING if reducing else fits - REDUCING
+    fits = _by_operation(fits, sample)
     rooted = sample.root is not None and sample.root >= 0
     fits = fits & ROOTED if rooted else fits - ROOTED
+    fits = _by_in_place_check(fits, run)
     evidence = (
         f"{sample.size} B = {sample.count} x {sample.type} ({TYPE_BYTES[sample.type]} B) x {ratio:g}, "
         f"redop {sample.redop or '(none printed)'}, root {sample.root if sample.root is not None else '(none printed)'}"
     )
     return fits, evidence
+
+
+def _by_operation(fits: set[str], sample: Row) -> set[str]:
+    """The collectives of `fits` that print `redop` as `sample` does."""
+    if sample.redop is None:  # a column the layout lacks means the collective has none (old layouts)
+        return fits - REDUCING
+    if sample.redop == "none":
+        return fits - NAMES_AN_OPERATION
+    uniform_layout = sample.root is not None  # 2.x prints redop and root for every collective
+    return fits & (NAMES_AN_OPERATION if uniform_layout else REDUCING)
+
+
+def _by_in_place_check(fits: set[str], run: Run) -> set[str]:
+    """With validation on, an in-place half never counted is not all_reduce's, a counted one not sendrecv's.
+
+    src/sendrecv.cu sets `reportErrors = in_place ? 0 : 1`; src/all_reduce.cu leaves it at the `-c` setting.
+    """
+    if not run.counts_wrong or all(row.out_of_place.wrong is None for row in run.rows):
+        return fits  # -c 0, or a layout whose error column is not a count: no evidence either way
+    if all(row.in_place.wrong is None for row in run.rows):
+        return fits - {"all_reduce"}
+    return fits - {"sendrecv"}
 
 
 def _identify(run: Run) -> None:
@@ -333,7 +365,7 @@ def parse(text: str) -> list[Run]:
     layout: _Layout | None = None
     early_failure = None
     for number, line, printer in _lines(text):
-        if match := _FAILURE.search(line):
+        if _FAILURE.search(line) or _STOPPED.match(line):
             failure = f"{line} (line {number})"
             target = current if current is not None and current.avg_bus_bandwidth is None else None
             if target is not None:
