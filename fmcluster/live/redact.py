@@ -106,12 +106,11 @@ def _embedded_json(text: str) -> str:
         return text
     if text.lstrip().startswith("{"):
         try:
-            parsed = json.loads(text)
-        except ValueError:
-            pass
-        else:
-            if isinstance(parsed, dict):
-                return json.dumps(redact(parsed))
+            whole = _as_json(json.loads(text))
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion limit: text then
+            whole = ""
+        if whole:
+            return whole
     decoder = json.JSONDecoder()
     out, position = [], 0
     for match in re.finditer(r"\{", text):
@@ -120,12 +119,18 @@ def _embedded_json(text: str) -> str:
             continue
         try:
             parsed, length = decoder.raw_decode(text[start : start + WINDOW])
-        except ValueError:
+            redacted = _as_json(parsed)
+        except (ValueError, RecursionError):
             continue
-        if isinstance(parsed, dict) and parsed:
-            out += [text[position:start], json.dumps(redact(parsed))]
+        if redacted:
+            out += [text[position:start], redacted]
             position = start + length
     return "".join([*out, text[position:]]) if out else text
+
+
+def _as_json(parsed: Any) -> str:
+    """A parsed non-empty object, redacted and written back compactly; "" for anything else."""
+    return json.dumps(redact(parsed)) if isinstance(parsed, dict) and parsed else ""
 
 
 def _redact_lines(lines: list[str]) -> list[str]:

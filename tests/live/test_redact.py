@@ -267,3 +267,14 @@ def test_a_console_sized_line_is_redacted_quickly(word):
     started = time.monotonic()
     assert redact_text(word) == word
     assert time.monotonic() - started < 2
+
+
+def test_deeply_nested_json_in_a_log_line_is_redacted_without_a_traceback():
+    """CPython's json decoder recurses once per nesting level and raises RecursionError, not ValueError, past the
+    interpreter's recursion limit (1,000 by default: sys.getrecursionlimit; seen here from json/decoder.py
+    scan_once); a node log holding such text must still be redacted, as text, not stop `--collect` with a
+    traceback."""
+    text = '{"a": ' * 3000 + '"x", "password": "hunter2"'
+    out = redact_text(text)
+    assert "hunter2" not in out
+    assert out.startswith('{"a": {"a": ')
