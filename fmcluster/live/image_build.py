@@ -47,7 +47,11 @@ def check_image_build(config: ClusterConfig, aws: Aws, kept: Collected) -> list[
     ids = aws.call("codebuild", "ListBuildsForProject", projectName=projects[0], sortOrder="DESCENDING").get("ids")
     if not ids:
         return [Finding("warning", subject, f"project {projects[0]} has never built")]
-    build = aws.call("codebuild", "BatchGetBuilds", ids=ids[:1])["builds"][0]
+    builds = aws.call("codebuild", "BatchGetBuilds", ids=ids[:1]).get("builds", [])
+    if not builds:  # deleted since it was listed: BatchGetBuilds answers it in buildsNotFound
+        gone = f"CodeBuild no longer finds {ids[0]} (BatchGetBuilds buildsNotFound)"
+        return [unknown(subject, "the last build", gone, key="image")]
+    build = builds[0]
     kept.keep("image/build", build)
     status = build.get("buildStatus", "")
     if status == "SUCCEEDED":

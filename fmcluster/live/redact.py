@@ -57,14 +57,16 @@ PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"), REDACTED),  # a JWT: base64url '{"' ...
     (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), REDACTED),
     (re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
-    (re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@", re.I), rf"\1:{REDACTED}@"),
+    # Bounded: a scheme (RFC 3986: letters, digits, '+', '.', '-') of 32 characters at most, and `-p` within 200
+    # characters of `login`; unbounded, each was searched for from every word boundary to the end of a long word or
+    # line, quadratic in a console line of 64 KB.
+    (re.compile(r"\b([a-z][a-z0-9+.-]{0,31}://[^\s:/@]+):[^\s@/]+@", re.I), rf"\1:{REDACTED}@"),
     (re.compile(r"(--pass(?:word|wd)?(?:-stdin)?(?:=|\s+))(?!-)\S+"), rf"\1{REDACTED}"),
-    (re.compile(r"(\blogin\b[^\n]*?\s-p\s+)\S+"), rf"\1{REDACTED}"),
+    (re.compile(r"(\blogin\b[^\n]{0,200}?\s-p\s+)\S+"), rf"\1{REDACTED}"),
 )
 """Secrets recognised by their own shape, wherever they are."""
-ASSIGNMENT = re.compile(
-    rf"(?<![\w:/.-])(?P<q>\\?[\"']|)(?P<name>{_NAME})(?P=q)(?P<sep>[ \t]*[=:][ \t]*)(?P<value>{_VALUE})"
-)
+ASSIGNMENT = re.compile(rf"(?<![\w:/.-])(?P<q>\\?[\"']|)(?P<name>{_NAME})(?P=q)[ \t]*[=:][ \t]*")
+VALUE = re.compile(_VALUE)
 """`NAME=value`, `NAME = value`, `NAME: value`, `"NAME": "value"`: the value goes when NAME says secret. A NAME right
 after `:` or `/` is part of an ARN or a path (`arn:aws:secretsmanager:...:secret:db-AbCdEf`) and stays."""
 
@@ -104,12 +106,11 @@ def _embedded_json(text: str) -> str:
         return text
     if text.lstrip().startswith("{"):
         try:
-            parsed = json.loads(text)
-        except ValueError:
-            pass
-        else:
-            if isinstance(parsed, dict):
-                return json.dumps(redact(parsed))
+            whole = _as_json(json.loads(text))
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion limit: text then
+            whole = ""
+        if whole:
+            return whole
     decoder = json.JSONDecoder()
     out, position = [], 0
     for match in re.finditer(r"\{", text):
@@ -118,12 +119,18 @@ def _embedded_json(text: str) -> str:
             continue
         try:
             parsed, length = decoder.raw_decode(text[start : start + WINDOW])
-        except ValueError:
+            redacted = _as_json(parsed)
+        except (ValueError, RecursionError):
             continue
-        if isinstance(parsed, dict) and parsed:
-            out += [text[position:start], json.dumps(redact(parsed))]
+        if redacted:
+            out += [text[position:start], redacted]
             position = start + length
     return "".join([*out, text[position:]]) if out else text
+
+
+def _as_json(parsed: Any) -> str:
+    """A parsed non-empty object, redacted and written back compactly; "" for anything else."""
+    return json.dumps(redact(parsed)) if isinstance(parsed, dict) and parsed else ""
 
 
 def _redact_lines(lines: list[str]) -> list[str]:
@@ -145,14 +152,16 @@ def _assignments(text: str) -> str:
     hold quoted pairs of its own (`"ResourceProperties": "{\\"MasterUserPassword\\": \\"...\\"}"`)."""
     out, position = [], 0
     while (match := ASSIGNMENT.search(text, position)) is not None:
-        value = match["value"]
-        if not _secret_name(match["name"]) or value.strip("\"'\\") in ("", REDACTED):
-            out.append(text[position : match.start("value")])
-            position = match.start("value")  # after the name: the search goes on inside the value
+        # The value is matched only after a secret name: matched after every name, a bare value (which runs over
+        # '&' and '=') was read to the end of its word once per pair in it, quadratic in a long query string.
+        value = VALUE.match(text, match.end()) if _secret_name(match["name"]) else None
+        if value is None or value[0].strip("\"'\\") in ("", REDACTED):
+            out.append(text[position : match.end()])
+            position = match.end()  # after the name: the search goes on inside the value
             continue
-        quote = '\\"' if value.startswith('\\"') else value[0] if value[:1] in "\"'" else ""
-        out.append(f"{text[position : match.start('value')]}{quote}{REDACTED}{quote}")
-        position = match.end()
+        quote = '\\"' if value[0].startswith('\\"') else value[0][0] if value[0][:1] in "\"'" else ""
+        out.append(f"{text[position : match.end()]}{quote}{REDACTED}{quote}")
+        position = value.end()
     return "".join([*out, text[position:]])
 
 

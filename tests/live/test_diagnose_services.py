@@ -324,3 +324,24 @@ def test_a_throttled_call_names_the_action_and_the_throttle(stubs):
         "unknown  PCS node group gpu: not checked: its instances and their boots: ec2:DescribeInstances throttled "
         "(RequestLimitExceeded) after botocore's retries; run again later\n         from: compute[0]"
     )
+
+
+def test_a_build_batchgetbuilds_no_longer_finds_is_not_checked_not_a_traceback(stubs):
+    """CodeBuild API reference, BatchGetBuilds: the answer lists `builds` and, apart, `buildsNotFound` (botocore's
+    codebuild model: BatchGetBuildsOutput); a build listed by ListBuildsForProject and deleted since comes back in
+    `buildsNotFound` with `builds` empty."""
+    stub = stubs()
+    project = BUILD_ID.split(":")[0]
+    stub.ok("cloudformation", "ListStackResources",
+            {"StackResourceSummaries": [{"LogicalResourceId": "TrainingImageBuild8242BAF6",
+                                         "PhysicalResourceId": project, "ResourceType": "AWS::CodeBuild::Project",
+                                         "LastUpdatedTimestamp": NOW, "ResourceStatus": "CREATE_COMPLETE"}]},
+            {"StackName": "llm-pretrain-image"})  # fmt: skip
+    stub.ok("codebuild", "ListBuildsForProject", {"ids": [BUILD_ID]},
+            {"projectName": project, "sortOrder": "DESCENDING"})  # fmt: skip
+    stub.ok("codebuild", "BatchGetBuilds", {"builds": [], "buildsNotFound": [BUILD_ID]}, {"ids": [BUILD_ID]})
+    [finding] = check_image_build(config_of(PCS_BLOCK), stub.aws(), Collected())
+    assert (finding.level, finding.message) == (
+        "unknown",
+        f"not checked: the last build: CodeBuild no longer finds {BUILD_ID} (BatchGetBuilds buildsNotFound)",
+    )
