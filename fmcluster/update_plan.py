@@ -24,7 +24,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 from fmcluster.config.service_models import create_only_properties
 
@@ -261,7 +261,7 @@ def resolved(value: object, pseudo: Mapping[str, str]) -> object:
         for name, literal in pseudo.items():
             text = text.replace("${" + name + "}", literal)
         return text if "${" not in text else {"Fn::Sub": text}
-    out = {key: resolved(item, pseudo) for key, item in value.items()}
+    out: dict[str, Any] = {key: resolved(item, pseudo) for key, item in value.items()}
     for key in UNORDERED_KEYS & set(out):
         if isinstance(out[key], list):
             out[key] = sorted(out[key], key=lambda item: json.dumps(item, sort_keys=True))
@@ -301,8 +301,8 @@ def _resource_change(stack: str, logical_id: str, old: dict, new: dict, pseudo: 
     kind = new["Type"]
     if old["Type"] != kind:
         return Change(stack, logical_id, kind, "replace", (), f"type changes from {old['Type']}")
-    before = resolved(old.get("Properties", {}), pseudo)
-    after = resolved(new.get("Properties", {}), pseudo)
+    before = cast(dict, resolved(old.get("Properties", {}), pseudo))  # a dict resolves to a dict
+    after = cast(dict, resolved(new.get("Properties", {}), pseudo))
     changed = sorted(key for key in set(before) | set(after) if before.get(key) != after.get(key))
     policies = [name for name in POLICIES if old.get(name, "Delete") != new.get(name, "Delete")]
     if not changed and not policies:

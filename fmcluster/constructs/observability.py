@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from importlib.resources import files
-from typing import Literal
+from typing import Literal, cast
 
 import aws_cdk as cdk
 import jsii
@@ -425,7 +425,7 @@ class ClusterObservability(Construct):
                     detail={"ClusterName": [self.cluster_name], "ClusterStatus": list(HYPERPOD_FAILED_STATUSES)},
                 ),
                 description=f"HyperPod cluster {self.cluster_name} turning Failed or RollingBack, to the alarm topic",
-                targets=[_TopicTarget(self.topic)],
+                targets=[_TopicTarget(self.topic)],  # type: ignore[list-item]  # an IRuleTarget by jsii.implements
             )
         if rules:
             self._let_rules_publish(list(rules.values()))
@@ -444,7 +444,9 @@ class ClusterObservability(Construct):
         """
         stack = cdk.Stack.of(self)
         rule_arns = [
-            stack.format_arn(service="events", resource="rule", resource_name=rule.node.default_child.name)
+            stack.format_arn(
+                service="events", resource="rule", resource_name=cast(events.CfnRule, rule.node.default_child).name
+            )
             for rule in rules
         ]
         topics_here = stack.format_arn(service="sns", resource="*", arn_format=cdk.ArnFormat.NO_RESOURCE_NAME)

@@ -111,7 +111,7 @@ def parse_ports(text: str) -> tuple[int, int]:
     ports = (int(match[1]), int(match[2])) if match else ()
     if not ports or not all(1 <= port <= 65535 for port in ports):
         raise ConnectError(f"--port-forward: LOCAL:REMOTE ports of 1-65535, e.g. 3000:3000; got {text!r}")
-    return ports  # type: ignore[return-value]
+    return ports
 
 
 def find_node(config: ClusterConfig, aws: Aws, *, group: str | None = None, node: str | None = None) -> Node:

@@ -92,6 +92,7 @@ def pcs_node(aws: Aws, *, group: str, group_id: str | None = None, node: str | N
         parameters: dict = {"InstanceIds": [node], "Filters": filters}
         found_by = f"ec2 DescribeInstances InstanceIds={node}"
     else:
+        assert group_id is not None  # the caller gives a node or its group
         filters.append({"Name": f"tag:{PCS_GROUP_TAG}", "Values": [group_id]})
         parameters = {"Filters": filters}
         found_by = f"ec2 DescribeInstances tag:{PCS_GROUP_TAG}={group_id}"

@@ -497,10 +497,10 @@ def _validated(
         for message in training_plan_elsewhere(group.training_plan_arn, known(region), known(account)):
             problems.append(Problem(f"{where}.training_plan_arn", message))
         given = compute_groups[index]
-        if message := hyperpod.root_volume_problem(
+        if volume_problem := hyperpod.root_volume_problem(
             given.model_fields_set if isinstance(given, ComputeGroup) else given
         ):
-            problems.append(Problem(f"{where}.root_volume_gib", message))
+            problems.append(Problem(f"{where}.root_volume_gib", volume_problem))
     problems += repeated_group_problems(groups)
     typed: list[tuple[str, str | None]] = [
         ("controller_instance_type", controller_instance_type),
@@ -509,12 +509,12 @@ def _validated(
     typed += [(f"compute_groups[{index}].instance_type", group.instance_type) for index, group in groups]
     reported = {problem.path for problem in problems}  # a type the Orchestrator model refused already
     problems += [
-        Problem(prop, message)
+        Problem(prop, refused)
         for prop, instance_type in typed
         if instance_type is not None
         and not is_token(instance_type)
         and prop not in reported
-        and (message := hyperpod.instance_type_problem(instance_type, known(region)))
+        and (refused := hyperpod.instance_type_problem(instance_type, known(region)))
     ]
     problems += file_system_problems(file_system)
     if not is_token(controller_volume_gib) and not 1 <= controller_volume_gib <= 16384:
