@@ -383,8 +383,12 @@ replaced (unconfirmed), so the plan needs --allow-replacement."""
 
 def hyperpod_groups(before: Mapping, after: Mapping) -> tuple[tuple[str, ...], str]:
     """(effects, risk) of the instance-group changes of one AWS::SageMaker::Cluster update, group by group."""
-    old = {group.get("InstanceGroupName"): group for group in before.get("InstanceGroups") or []}
-    new = {group.get("InstanceGroupName"): group for group in after.get("InstanceGroups") or []}
+    groups = [before.get("InstanceGroups") or [], after.get("InstanceGroups") or []]
+    if not all(isinstance(side, list) and all(isinstance(group, dict) for group in side) for side in groups):
+        unread = "InstanceGroups is not a plain list of groups (an intrinsic function): what HyperPod does to them"
+        return (f"{unread} is not read here; plan for every group's nodes being replaced",), "InstanceGroups unread"
+    old = {group.get("InstanceGroupName"): group for group in groups[0]}
+    new = {group.get("InstanceGroupName"): group for group in groups[1]}
     effects: list[str] = []
     risky: list[str] = []
     for name in sorted(set(old) - set(new), key=str):

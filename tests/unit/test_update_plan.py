@@ -520,3 +520,17 @@ def test_a_link_that_follows_its_replaced_file_system_can_be_replaced():
         ("Fs", "replace", False),
         ("Link", "replace", False),
     ]
+
+
+def test_hyperpod_groups_written_with_fn_if_are_planned_as_risky_not_a_traceback():
+    # CloudFormation intrinsic function reference, Fn::If: a property's whole value may be one (a template composed by
+    # a library user); the plan cannot read the groups, so it fails safe: --allow-replacement needed.
+    from fmcluster.update_plan import refusals
+
+    groups = [{"InstanceGroupName": "g", "InstanceCount": 1}]
+    conditional = {"Fn::If": ["Big", [{"InstanceGroupName": "g", "InstanceCount": 2}], groups]}
+    old = stack(Hp=("AWS::SageMaker::Cluster", {"ClusterName": "c", "InstanceGroups": groups}))
+    new = stack(Hp=("AWS::SageMaker::Cluster", {"ClusterName": "c", "InstanceGroups": conditional}))
+    (change,) = compare(old, new)
+    assert (change.action, change.risk) == ("modify", "InstanceGroups unread")
+    assert [path for path, _ in refusals([change], old, new)] == ["s.Hp"]
