@@ -320,17 +320,23 @@ def _resource_change(stack: str, logical_id: str, old: dict, new: dict, pseudo: 
         return Change(stack, logical_id, kind, "replace", properties, "no schema for this type: may be replaced")
     moved = [_pointer_name(p) for p in pointers if value_at(before, p) != value_at(after, p)]
     if moved:
-        name_key = NAME_PROPERTIES.get(kind)
-        kept = name_key is not None and name_key in before and before.get(name_key) == after.get(name_key)
-        failure = f"CloudFormation cannot replace a resource that keeps its custom {name_key}" if kept else ""
-        if not failure and kind in ONE_AT_A_TIME:
-            keys, why = ONE_AT_A_TIME[kind]
-            failure = why if all(before.get(k) == after.get(k) for k in keys) else ""
+        failure = _replacement_failure(kind, before, after)
         return Change(stack, logical_id, kind, "replace", properties, f"{', '.join(moved)} is create-only", failure)
     key, failure = _refused_value(kind, before, after)
     effects, group_risk = hyperpod_groups(before, after) if kind == "AWS::SageMaker::Cluster" else ((), "")
     risk = risk or group_risk
     return Change(stack, logical_id, kind, "modify", properties, failure=failure, key=key, effects=effects, risk=risk)
+
+
+def _replacement_failure(kind: str, before: Mapping, after: Mapping) -> str:
+    """Why CloudFormation fails replacing a `kind` resource from `before` to `after` properties, or ''."""
+    name_key = NAME_PROPERTIES.get(kind)
+    if name_key is not None and name_key in before and before.get(name_key) == after.get(name_key):
+        return f"CloudFormation cannot replace a resource that keeps its custom {name_key}"
+    if kind in ONE_AT_A_TIME:
+        keys, why = ONE_AT_A_TIME[kind]
+        return why if all(before.get(k) == after.get(k) for k in keys) else ""
+    return ""
 
 
 def _refused_value(kind: str, before: Mapping, after: Mapping) -> tuple[str, str]:
@@ -377,8 +383,12 @@ replaced (unconfirmed), so the plan needs --allow-replacement."""
 
 def hyperpod_groups(before: Mapping, after: Mapping) -> tuple[tuple[str, ...], str]:
     """(effects, risk) of the instance-group changes of one AWS::SageMaker::Cluster update, group by group."""
-    old = {group.get("InstanceGroupName"): group for group in before.get("InstanceGroups") or []}
-    new = {group.get("InstanceGroupName"): group for group in after.get("InstanceGroups") or []}
+    groups = [before.get("InstanceGroups") or [], after.get("InstanceGroups") or []]
+    if not all(isinstance(side, list) and all(isinstance(group, dict) for group in side) for side in groups):
+        unread = "InstanceGroups is not a plain list of groups (an intrinsic function): what HyperPod does to them"
+        return (f"{unread} is not read here; plan for every group's nodes being replaced",), "InstanceGroups unread"
+    old = {group.get("InstanceGroupName"): group for group in groups[0]}
+    new = {group.get("InstanceGroupName"): group for group in groups[1]}
     effects: list[str] = []
     risky: list[str] = []
     for name in sorted(set(old) - set(new), key=str):
@@ -428,8 +438,13 @@ def _follow_replacements(stack: str, resources: dict, changes: dict[str, Change]
             kind, properties = resource["Type"], resource.get("Properties", {})
             pointers = create_only(kind) or ()
             source = next((s for p in pointers if (s := _refers_to(value_at(properties, p), replaced))), None)
-            if source is not None:
-                changes[logical_id] = Change(stack, logical_id, kind, "replace", (), f"follows {source}, replaced")
+            if source is not None:  # its values that read a replaced resource get new ids; the rest stay
+                renewed = {
+                    key: ("new", value) if _refers_to(value, replaced) else value for key, value in properties.items()
+                }
+                failure = _replacement_failure(kind, properties, renewed)
+                why = f"follows {source}, replaced"
+                changes[logical_id] = Change(stack, logical_id, kind, "replace", (), why, failure)
                 grew = True
             elif current is None and (source := _refers_to(properties, replaced)):
                 changes[logical_id] = Change(stack, logical_id, kind, "modify", (), f"gets the new {source}")

@@ -114,3 +114,25 @@ def test_plain_cdk_synth_fails_on_growth_past_the_recorded_size(tmp_path):
         result.stderr
     )
     assert json.loads((tmp_path / CONTEXT_FILE).read_text()) == {KEY: "MEDIUM"}  # the record stays as it was
+
+
+def test_the_first_plain_cdk_synth_records_the_size_and_the_cli_keeps_it(tmp_path):
+    """The real CDK CLI, offline, in a project folder with no cdk.context.json (a fresh clone): the app writes the
+    record after synth, and the CLI does not write the file back over it (it saves context only after a lookup:
+    aws-cdk CLI, lib/cxapp/cloud-executable.js). The next synth reads the record as context."""
+    assert CDK.exists(), "the pinned CDK CLI is missing: run `make setup`"
+    cluster = tmp_path / "llm.yaml"
+    cluster.write_text(json.dumps(PCS_FILE))
+    (tmp_path / "cdk.json").write_text(json.dumps({"app": f"{sys.executable} {REPO / 'app.py'}"}))
+    env = offline_env() | {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [str(CDK), "synth", "--quiet", "--no-notices", "-c", f"config={cluster}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    recorded = json.loads((tmp_path / CONTEXT_FILE).read_text())
+    assert list(recorded) == [KEY] and recorded[KEY] in ("SMALL", "MEDIUM", "LARGE")

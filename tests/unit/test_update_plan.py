@@ -482,3 +482,55 @@ def test_the_modules_examples_hold(monkeypatch):
     monkeypatch.chdir(REPO)  # recorded_context's example reads examples/
     assert doctest.testmod(update_plan).failed == 0
     assert doctest.testmod(recorded_context).failed == 0
+
+
+def test_a_follower_that_keeps_its_custom_name_fails_even_when_allowed():
+    # CloudFormation template reference, "CloudFormation resource custom naming": a custom-named resource cannot be
+    # replaced. A PCS cluster's Networking is create-only (AWS::PCS::Cluster schema), a security group's
+    # GroupDescription too (AWS::EC2::SecurityGroup schema): a reworded group replaces the cluster that reads it,
+    # which keeps its Name 'llm', so CloudFormation fails the update whatever --allow-replacement says.
+    assert "/properties/Networking" in schema_create_only("AWS::PCS::Cluster")
+    assert "/properties/GroupDescription" in schema_create_only("AWS::EC2::SecurityGroup")
+    from fmcluster.update_plan import refusals
+
+    cluster = {**PCS_CLUSTER, "Networking": {"SecurityGroupIds": [{"Fn::GetAtt": ["Sg", "GroupId"]}]}}
+    old = stack(Sg=("AWS::EC2::SecurityGroup", {"GroupDescription": "a"}), Cluster=("AWS::PCS::Cluster", cluster))
+    new = stack(Sg=("AWS::EC2::SecurityGroup", {"GroupDescription": "b"}), Cluster=("AWS::PCS::Cluster", cluster))
+    changes = {c.logical_id: c for c in compare(old, new)}
+    assert (changes["Cluster"].action, changes["Cluster"].fails) == ("replace", True)
+    assert [path for path, _ in refusals(list(changes.values()), old, new, allow_replacement=True)] == ["s.Cluster"]
+    renamed = stack(
+        Sg=("AWS::EC2::SecurityGroup", {"GroupDescription": "b"}),
+        Cluster=("AWS::PCS::Cluster", {**cluster, "Name": "x"}),
+    )
+    (cluster_change,) = [c for c in compare(old, renamed) if c.logical_id == "Cluster"]
+    assert (cluster_change.action, cluster_change.fails) == ("replace", False)  # a new name: it can be replaced
+
+
+def test_a_link_that_follows_its_replaced_file_system_can_be_replaced():
+    # cfn-lint schema of AWS::FSx::DataRepositoryAssociation: FileSystemId is create-only, so the link follows a new
+    # file system; the new link is on the new file system, so FSx's one-link-per-path rule does not stop it.
+    assert "/properties/FileSystemId" in schema_create_only("AWS::FSx::DataRepositoryAssociation")
+    link = {"FileSystemId": {"Ref": "Fs"}, "FileSystemPath": "/data", "DataRepositoryPath": "s3://b/data"}
+    fsx = {"LustreConfiguration": {"DeploymentType": "PERSISTENT_2", "EfaEnabled": False}}
+    efa = {"LustreConfiguration": {"DeploymentType": "PERSISTENT_2", "EfaEnabled": True}}
+    old = stack(Fs=("AWS::FSx::FileSystem", fsx), Link=("AWS::FSx::DataRepositoryAssociation", link))
+    new = stack(Fs=("AWS::FSx::FileSystem", efa), Link=("AWS::FSx::DataRepositoryAssociation", link))
+    assert [(c.logical_id, c.action, c.fails) for c in compare(old, new)] == [
+        ("Fs", "replace", False),
+        ("Link", "replace", False),
+    ]
+
+
+def test_hyperpod_groups_written_with_fn_if_are_planned_as_risky_not_a_traceback():
+    # CloudFormation intrinsic function reference, Fn::If: a property's whole value may be one (a template composed by
+    # a library user); the plan cannot read the groups, so it fails safe: --allow-replacement needed.
+    from fmcluster.update_plan import refusals
+
+    groups = [{"InstanceGroupName": "g", "InstanceCount": 1}]
+    conditional = {"Fn::If": ["Big", [{"InstanceGroupName": "g", "InstanceCount": 2}], groups]}
+    old = stack(Hp=("AWS::SageMaker::Cluster", {"ClusterName": "c", "InstanceGroups": groups}))
+    new = stack(Hp=("AWS::SageMaker::Cluster", {"ClusterName": "c", "InstanceGroups": conditional}))
+    (change,) = compare(old, new)
+    assert (change.action, change.risk) == ("modify", "InstanceGroups unread")
+    assert [path for path, _ in refusals([change], old, new)] == ["s.Hp"]
