@@ -343,4 +343,8 @@ def _validated(
     ):
         if az_id is not None and not is_token(az_id) and not AZ_ID_PATTERN.match(az_id):
             problems.append(Problem(prop, f"must be an AZ ID like use1-az6; got {az_id!r}"))
+    if secondary_availability_zone_id is not None and secondary_availability_zone_id == availability_zone_id:
+        # both subnets go to every interface endpoint; EC2 refuses two in one AZ (DuplicateSubnetsInSameZone)
+        message = f"must differ from availability_zone_id; both are {availability_zone_id!r}"
+        problems.append(Problem("secondary_availability_zone_id", message))
     raise_if_any("TrainingNetwork", problems)

@@ -163,8 +163,16 @@ def test_unresolved_tokens_are_not_validated():
             {"availability_zone_id": "use1-az1", "egress": "igw"},
             "TrainingNetwork: egress: must be 'nat' or 'none'; got 'igw'",
         ),
+        # Every interface endpoint gets the compute and the secondary subnet; EC2 refuses two endpoint subnets in one
+        # AZ (CreateVpcEndpoint error DuplicateSubnetsInSameZone: "Found another VPC endpoint subnet in the
+        # availability zone of subnet-..."), so the construct refuses it as the cluster file's rule does.
+        (
+            {"availability_zone_id": "use1-az1", "secondary_availability_zone_id": "use1-az1"},
+            "TrainingNetwork: secondary_availability_zone_id: must differ from availability_zone_id; both are "
+            "'use1-az1'",
+        ),
     ],
-    ids=["az-name", "secondary", "cidr-size", "egress"],
+    ids=["az-name", "secondary", "cidr-size", "egress", "secondary-same-az"],
 )
 def test_construct_rejects_bad_props(props, message):
     with pytest.raises(ValueError) as error:
