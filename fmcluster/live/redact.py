@@ -10,8 +10,8 @@ its source):
   parameters), `Key`/`Value` (tags), `OutputKey`/`OutputValue`: the value goes when the name says secret;
 - JSON text inside a string (a stack event's `ResourceProperties`) is parsed and redacted as data;
 - AWS access key ids (AKIA/ASIA + 16), `Bearer` tokens, bare JWTs, passwords in URLs (`scheme://user:pass@`),
-  `--password x` and `docker login -p x`, PEM private keys (also split over a list of lines), Hugging Face (`hf_`)
-  and GitHub (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`) tokens.
+  `--password x`, `docker login -p x`, `curl -u user:x` and `mysql -px`, PEM private keys (also split over a list
+  of lines), Hugging Face (`hf_`) and GitHub (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`) tokens.
 What it leaves readable: instance, AMI, reservation and request ids, ARNs, hashes.
 
 >>> redact({"Environment": {"Variables": {"DB_PASSWORD": "hunter2"}}, "Note": "AWS_SECRET_ACCESS_KEY=abc ok"})
@@ -63,6 +63,9 @@ PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b([a-z][a-z0-9+.-]{0,31}://[^\s:/@]+):[^\s@/]+@", re.I), rf"\1:{REDACTED}@"),
     (re.compile(r"(--pass(?:word|wd)?(?:-stdin)?(?:=|\s+))(?!-)\S+"), rf"\1{REDACTED}"),
     (re.compile(r"(\blogin\b[^\n]{0,200}?\s-p\s+)\S+"), rf"\1{REDACTED}"),
+    # curl's `-u user:password` (curl(1)); the MySQL client's `-pPASSWORD`, attached (MySQL reference manual).
+    (re.compile(r"(\s(?:-u\s+|--user[=\s]+)[^\s:]{1,128}:)\S+"), rf"\1{REDACTED}"),
+    (re.compile(r"(\b(?:mysql|mysqldump|mariadb)\b[^\n]{0,200}?\s-p)(?!\s)\S+"), rf"\1{REDACTED}"),
 )
 """Secrets recognised by their own shape, wherever they are."""
 ASSIGNMENT = re.compile(rf"(?<![\w:/.-])(?P<q>\\?[\"']|)(?P<name>{_NAME})(?P=q)[ \t]*[=:][ \t]*")

@@ -101,6 +101,13 @@ CORPUS: dict[str, tuple[object, tuple[str, ...]]] = {
         "docker login -u AWS -p eyJwYXlsb2FkIjoiZGF0YSJ9x https://123456789012.dkr.ecr.us-east-1.amazonaws.com",
         ("s3cr3t-0f-the-day", "eyJwYXlsb2FkIjoiZGF0YSJ9x"),
     ),
+    # curl(1): `-u, --user <user:password>`; the MySQL client's `-p[password]` takes the password with no space
+    # (MySQL reference manual, "Specifying passwords on the command line").
+    "password-attached-to-its-option": (
+        "curl -fsS -u admin:hunt3r-2-curl https://grafana.internal:3000/api/health; "
+        "curl --user=ops:s3cond-curl-pw https://x.example; mysql -h db.internal -u slurm -pMy5ql-pass-77 slurm_acct",
+        ("hunt3r-2-curl", "s3cond-curl-pw", "My5ql-pass-77"),
+    ),
     # RFC 7468, section 10: a PEM private key in one string, and split over a console's lines.
     "pem-private-key": (
         "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(PEM_BODY) + "\n-----END RSA PRIVATE KEY-----",
