@@ -17,7 +17,7 @@ URI, `bootstrap.sh` downloads and unpacks it, then runs `observability.sh` when 
 from __future__ import annotations
 
 import base64
-import gzip
+import functools
 import hashlib
 import io
 import os
@@ -33,6 +33,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import aws_cdk as cdk
+import zopfli.gzip
 from aws_cdk import aws_ec2 as ec2
 
 from fmcluster.config.value_rules import (
@@ -132,13 +133,14 @@ def _compact(text: str) -> str:
     return "\n".join(kept) + "\n"
 
 
+@functools.cache
 def scripts_archive() -> bytes:
-    """The node scripts as a reproducible .tar.gz: sorted, mtime 0, owned by root, modes 0755 (lib.sh 0644)."""
+    """The node scripts as a reproducible .tar.gz: sorted, mtime 0, owned by root, modes 0755 (lib.sh 0644).
+
+    Compressed with Zopfli, which writes standard gzip (any `tar -xz` reads it) about 3% smaller than zlib's level 9:
+    the difference keeps the user data within `USER_DATA_BUDGET`."""
     buffer = io.BytesIO()
-    with (
-        gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=9, mtime=0) as compressed,
-        tarfile.open(fileobj=compressed, mode="w", format=tarfile.USTAR_FORMAT) as archive,
-    ):
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
         for name in sorted(NODE_SCRIPTS):
             data = _compact(script_text(name)).encode("ascii")
             info = tarfile.TarInfo(name)
@@ -148,7 +150,7 @@ def scripts_archive() -> bytes:
             info.uname = info.gname = "root"
             info.mtime = 0
             archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    return zopfli.gzip.compress(buffer.getvalue())  # mtime 0 in its header: the same bytes on every synth
 
 
 def _package_files(folder: Traversable, prefix: str) -> dict[str, bytes]:

@@ -338,7 +338,10 @@ def test_a_failed_lnet_efa_set_up_at_boot_never_stops_the_fsx_mount(tmp_path):
         pytest.skip("systemd's fstab generator is not installed")
     (tmp_path / "node").mkdir()
     node = ScriptNode(**stub_env(tmp_path / "node", tools=SCRIPT_TOOLS, stubs=STUBS, python=True))
-    ami.build(node, ami.load("pcs-sample-al2023"), installed=("lustre_client",))
+    pcs = ami.load("pcs-ready-dlami-ubuntu2404")  # as tests/node/test_scripts.py's node: a custom AL2023 image
+    al2023 = ami.custom(pcs, "al2023", os_release={"ID": "amzn", "VERSION_ID": "2023"}, nvme={"assembled_by": None},
+                        slurm={**pcs.slurm, "versions": [pcs.slurm["version"]]})  # fmt: skip
+    ami.build(node, al2023, installed=("lustre_client",))
     efa_devices(node, [f"rdmap{n}s0" for n in range(8, 40)])
     node.set("instance-type", "p5.48xlarge")
     assert node.run("mount-lustre.sh", DNS, "abcdef12", "--efa").returncode == 0
