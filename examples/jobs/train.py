@@ -324,8 +324,9 @@ def main(argv: list[str] | None = None) -> int:
             name = signal.Signals(int(requested.item())).name
             checkpoint(name)
             log(rank, "stop", step=step, signal=name, exit_status=EXIT_INTERRUPTED)
-            if world > 1:
-                dist.destroy_process_group()
+            # No destroy_process_group here: every rank exits right after, and a rank whose destroy ran after rank 0
+            # (which hosts the rendezvous store) had exited was seen here to wait for minutes, holding the whole step
+            # (srun waits for every task) past its time limit (cause unconfirmed). Exiting closes the sockets anyway.
             return EXIT_INTERRUPTED
         lr = learning_rate(step, peak=args.lr, warmup=args.warmup, steps=args.steps)
         for group in optimizer.param_groups:
