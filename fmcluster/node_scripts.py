@@ -74,6 +74,7 @@ BUNDLE_DIR = "/opt/fmcluster"
 """Where the node bundle unpacks on a node (HyperPod's lifecycle scripts install the same layout there)."""
 BUNDLE_SCRIPTS: tuple[str, ...] = (
     *NODE_SCRIPTS,
+    "mirror.sh",
     "observability.sh",
     "lnet-efa.sh",
     "enroot-pyxis.sh",
@@ -86,6 +87,8 @@ BUNDLE_SCRIPTS: tuple[str, ...] = (
     "hyperpod/import-image.sh",
 )
 """The scripts of `fmcluster/node/` in the bundle, under `node/`."""
+SOURCED = ("lib.sh", "mirror.sh")
+"""Scripts that are sourced, never run (mode 0644)."""
 NCCL_TESTS = "nccl-tests.sbatch"
 """The nccl-tests job (fmcluster/node/nccl-tests.sbatch); the bundle puts it at /opt/fmcluster/nccl-tests.sbatch."""
 DASHBOARDS = "dashboards"
@@ -179,7 +182,7 @@ def bundle_files() -> dict[str, tuple[bytes, int]]:
     node = resources.files("fmcluster").joinpath("node")
     files: dict[str, tuple[bytes, int]] = {}
     for name in BUNDLE_SCRIPTS:
-        files[f"node/{name}"] = (node.joinpath(name).read_bytes(), 0o644 if name == "lib.sh" else 0o755)
+        files[f"node/{name}"] = (node.joinpath(name).read_bytes(), 0o644 if name in SOURCED else 0o755)
     for name, data in dashboard_files().items():
         files[f"{DASHBOARDS}/{name}"] = (data, 0o644)
     files[NCCL_TESTS] = (node.joinpath(NCCL_TESTS).read_bytes(), 0o755)
@@ -293,6 +296,7 @@ def bootstrap_commands(
     observability: NodeObservability | None = None,
     image_parameter: str | None = None,
     slurm_version: str | None = None,
+    mirror: str | None = None,
 ) -> list[str]:
     """The shell commands of the user data (see `bootstrap_user_data` for the arguments)."""
     _check(lustre_dns_name, lustre_mount_name, lustre_mount_point, lustre_efa, nccl_parameter_name)
@@ -331,6 +335,7 @@ def bootstrap_commands(
         encoded,
         _ARCHIVE_MARK,
         f"export AWS_DEFAULT_REGION={shlex.quote(region)}",
+        *([f"export FMCLUSTER_MIRROR={shlex.quote(mirror)}"] if mirror is not None else []),
         " ".join(['"$dest/bootstrap.sh"', *arguments]),
     ]
 
@@ -347,6 +352,7 @@ def bootstrap_user_data(
     observability: NodeObservability | None = None,
     image_parameter: str | None = None,
     slurm_version: str | None = None,
+    mirror: str | None = None,
     multipart: bool = True,
 ) -> ec2.UserData:
     """EC2 user data that installs fmcluster's node scripts and runs `bootstrap.sh` at first boot.
@@ -387,6 +393,9 @@ def bootstrap_user_data(
         slurm_version: the cluster's Slurm version (AWS PCS): pyxis is built against
             /opt/aws/pcs/scheduler/slurm-<version> and the node fails when the image lacks it. Omitted: every Slurm
             version the image holds.
+        mirror: the project's artifact mirror, s3://<data bucket>/fmcluster-mirror (`fmcluster.mirror`; the storage
+            stack's `mirror.uri`): every step installs from it only (FMCLUSTER_MIRROR; the node role needs read on
+            it). Omitted: nothing is installed that the image lacks (the steps that need it fail, naming it).
         multipart: return MIME multi-part user data with one shell part, the form AWS PCS requires (it merges
             its own parts in); False returns a plain shell script. Omitted: True.
     """
@@ -403,6 +412,7 @@ def bootstrap_user_data(
             observability=observability,
             image_parameter=image_parameter,
             slurm_version=slurm_version,
+            mirror=mirror,
         )
     )
     user_data = shell

@@ -8,12 +8,16 @@
 #
 # 1. Installs what the image lacks (neither HyperPod's image nor the AWS PCS sample AMIs are assumed to ship them;
 #    AWS's own HyperPod lifecycle installs both, awsome-distributed-training base-config/utils/install_enroot_pyxis.sh):
-#    enroot ENROOT_VERSION from its GitHub release (the package names of enroot's doc/installation.md at that tag:
-#    .deb on Ubuntu, .el8 .rpm on Amazon Linux), and pyxis PYXIS_VERSION built from its source against this image's
-#    Slurm headers (the PCS user guide, "Install SPANK plugins": /opt/aws/pcs/scheduler/slurm-<version>/include),
-#    installed into that Slurm's plugin directory. CPPFLAGS goes in the environment, as AWS's install_enroot_pyxis.sh
-#    does: pyxis's Makefile appends it to its own flags, which a command-line CPPFLAGS would replace. Downloads are retried with backoff; FMCLUSTER_ENROOT_SOURCE may
-#    name another base URL holding the same file names (a mirror). A failure stops here, naming what to do.
+#    enroot ENROOT_VERSION's release packages (the package names of enroot's doc/installation.md at that tag: .deb on
+#    Ubuntu, .el8 .rpm on Amazon Linux) and pyxis PYXIS_VERSION's source archive, both from the project's in-account
+#    mirror only (mirror.sh's mirror_get: FMCLUSTER_MIRROR over the S3 gateway endpoint, SHA-256 pinned in the package;
+#    never an internet host, in any egress mode), pyxis built against this image's Slurm headers (the PCS user guide,
+#    "Install SPANK plugins": /opt/aws/pcs/scheduler/slurm-<version>/include) and installed into that Slurm's plugin
+#    directory. CPPFLAGS goes in the environment, as AWS's install_enroot_pyxis.sh does: pyxis's Makefile appends it to
+#    its own flags, which a command-line CPPFLAGS would replace. enroot's package dependencies (jq, parallel,
+#    squashfs-tools, fuse-overlayfs, squashfuse) and gcc/make come from the image's own package repositories (not
+#    mirrored: with `egress: none` the image must carry them, unconfirmed for the PCS-Ready DLAMI). A failure stops
+#    here, naming what to do.
 # 2. Writes /etc/enroot/enroot.conf with ENROOT_RESTRICT_DEV no (AWS's HyperPod enroot.conf: with `y` enroot's
 #    10-devices hook replaces /dev and /dev/infiniband/uverbs*, the EFA devices, vanish from containers), the runtime
 #    under /run/enroot and the caches under local disk: /scratch when mounted (nvme-raid.sh), else /opt/dlami/nvme
@@ -40,11 +44,11 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
+# shellcheck source=mirror.sh
+source "$HERE/mirror.sh"
 
 ENROOT_VERSION=4.1.2
 PYXIS_VERSION=0.24.0
-ENROOT_SOURCE="${FMCLUSTER_ENROOT_SOURCE:-https://github.com/NVIDIA/enroot/releases/download/v$ENROOT_VERSION}"
-PYXIS_SOURCE="${FMCLUSTER_PYXIS_SOURCE:-https://github.com/NVIDIA/pyxis/archive/refs/tags}"
 ENROOT_CONF=/etc/enroot/enroot.conf
 TMPFILES=/etc/tmpfiles.d/fmcluster-enroot.conf
 DIRS_UNIT=fmcluster-enroot-dirs.service
@@ -54,8 +58,8 @@ ENROOT_EXTRA_HOOKS=/usr/share/enroot/hooks.d
 EXTRA_HOOKS=(50-slurm-pmi.sh 50-slurm-pytorch.sh)
 LOCAL_DISKS=(/scratch /opt/dlami/nvme /opt/sagemaker)
 PYXIS_PLUGIN=spank_pyxis.so
-ADVICE="give the nodes a path to github.com (or FMCLUSTER_ENROOT_SOURCE/FMCLUSTER_PYXIS_SOURCE), or use an image with"
-ADVICE+=" enroot and pyxis installed"
+ADVICE="see the mirror job's log (fmcluster/mirror/README.md: a digest not pinned is never mirrored), or use an image"
+ADVICE+=" with enroot and pyxis installed"
 
 # os_release KEY: KEY's value in /etc/os-release (ID, VERSION_ID), quotes removed.
 os_release() {
@@ -75,8 +79,8 @@ install_enroot() {
   case "$(os_id)" in
     ubuntu | debian)
       arch="$(dpkg --print-architecture)"
-      retry curl -fsSL -o "$work/enroot.deb" "$ENROOT_SOURCE/enroot_${ENROOT_VERSION}-1_${arch}.deb" &&
-        retry curl -fsSL -o "$work/enroot+caps.deb" "$ENROOT_SOURCE/enroot+caps_${ENROOT_VERSION}-1_${arch}.deb" &&
+      mirror_get "enroot/$ENROOT_VERSION/enroot_${ENROOT_VERSION}-1_${arch}.deb" "$work/enroot.deb" &&
+        mirror_get "enroot/$ENROOT_VERSION/enroot+caps_${ENROOT_VERSION}-1_${arch}.deb" "$work/enroot+caps.deb" &&
         retry env DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=120 \
           squashfs-tools fuse-overlayfs squashfuse "$work/enroot.deb" "$work/enroot+caps.deb" || status=1
       ;;
@@ -89,8 +93,8 @@ install_enroot() {
         retry amazon-linux-extras install -y epel || status=1
       fi
       ((status == 0)) &&
-        retry curl -fsSL -o "$work/enroot.rpm" "$ENROOT_SOURCE/enroot-${ENROOT_VERSION}-1.el8.${arch}.rpm" &&
-        retry curl -fsSL -o "$work/enroot+caps.rpm" "$ENROOT_SOURCE/enroot+caps-${ENROOT_VERSION}-1.el8.${arch}.rpm" &&
+        mirror_get "enroot/$ENROOT_VERSION/enroot-${ENROOT_VERSION}-1.el8.${arch}.rpm" "$work/enroot.rpm" &&
+        mirror_get "enroot/$ENROOT_VERSION/enroot+caps-${ENROOT_VERSION}-1.el8.${arch}.rpm" "$work/enroot+caps.rpm" &&
         retry yum install -y squashfs-tools "$work/enroot.rpm" "$work/enroot+caps.rpm" || status=1
       ;;
     *) status=2 ;;
@@ -99,7 +103,7 @@ install_enroot() {
   ((status != 2)) || die "enroot is not installed and fmcluster installs it only on Ubuntu and Amazon Linux; use an" \
     "image with enroot $ENROOT_VERSION"
   ((status == 0)) || die "enroot $ENROOT_VERSION or its dependencies (jq, parallel, squashfs-tools) could not be" \
-    "installed from $ENROOT_SOURCE and the package repositories; $ADVICE"
+    "installed from the mirror and the package repositories; $ADVICE"
   log INFO "installed enroot $ENROOT_VERSION"
 }
 
@@ -116,7 +120,7 @@ install_pyxis() {
     esac
   fi
   ((status == 0)) &&
-    retry curl -fsSL -o "$work/pyxis.tar.gz" "$PYXIS_SOURCE/v$PYXIS_VERSION.tar.gz" &&
+    mirror_get "pyxis/$PYXIS_VERSION/v$PYXIS_VERSION.tar.gz" "$work/pyxis.tar.gz" &&
     tar -xzf "$work/pyxis.tar.gz" -C "$work" &&
     CPPFLAGS="-I$prefix/include" make -C "$work/pyxis-$PYXIS_VERSION" prefix="$prefix" install || status=1
   rm -rf "$work"

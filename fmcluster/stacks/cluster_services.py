@@ -9,9 +9,6 @@ from fmcluster.config import ClusterConfig
 from fmcluster.constructs.nccl_tuning import NcclTuning
 from fmcluster.stacks.storage import StorageStack
 
-OBSERVABILITY_MIRROR_PREFIX = "fmcluster-mirror"
-"""Key prefix, in the project's data bucket, of the binaries and images observability.sh installs on nodes that have
-no internet path; the layout is the one observability.sh's header gives for --mirror."""
 
 
 def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
@@ -30,8 +27,7 @@ def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
 
 
 def observability_mirror(config: ClusterConfig, storage: StorageStack) -> str | None:
-    """With `network.egress: none`: s3://<data bucket>/fmcluster-mirror, where observability.sh takes its downloads
-    from (the nodes may read the data bucket); with a NAT gateway: None (the public release sites)."""
-    if config.network.egress != "none":
-        return None
-    return f"s3://{storage.buckets.data_bucket.bucket_name}/{OBSERVABILITY_MIRROR_PREFIX}"
+    """The project's artifact mirror, s3://<data bucket>/fmcluster-mirror, in every egress mode: the nodes install
+    enroot, pyxis and the exporters from it only (`fmcluster.mirror`). A deploy-time value of the mirror's custom
+    resource, so the nodes' stack waits until the mirror job has filled it."""
+    return storage.mirror.uri

@@ -152,9 +152,9 @@ class HyperPodSlurmCluster(Construct):
         grafana: "self-hosted" runs Grafana on the controller (needs `prometheus="managed"`, its data source);
             "managed" (an Amazon Managed Grafana workspace of `ClusterObservability`) and "none" run none on the
             nodes. Omitted: "none".
-        observability_mirror: an S3 prefix holding every binary and image observability.sh installs (its header
-            gives the layout), for nodes without an internet path; the role must be able to read it. Omitted: the
-            public release sites.
+        observability_mirror: the project's artifact mirror (`fmcluster.mirror`, e.g. the storage stack's
+            `mirror.uri`), which every node installs enroot, pyxis and the exporters from, in every egress mode; the
+            role must be able to read it. Omitted: nodes install nothing their image lacks (those steps fail or warn).
         removal_policy: what `cdk destroy` does to the node log group. Omitted: RETAIN.
 
     Raises:

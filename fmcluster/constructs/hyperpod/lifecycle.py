@@ -38,6 +38,7 @@ LIFECYCLE_SCRIPTS: Mapping[str, str] = {
     "slurm-hold.sh": "node/hyperpod/slurm-hold.sh",
     "ssm.sh": "node/hyperpod/ssm.sh",
     "lib.sh": "node/lib.sh",
+    "mirror.sh": "node/mirror.sh",
     "nvme-raid.sh": "node/nvme-raid.sh",
     "nccl-env.sh": "node/nccl-env.sh",
     "observability.sh": "node/observability.sh",

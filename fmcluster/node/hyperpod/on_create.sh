@@ -65,7 +65,7 @@ DASHBOARDS_DIR=/opt/fmcluster/dashboards
 NCCL_TESTS=/opt/fmcluster/nccl-tests.sbatch
 SETTINGS_FILE="$HERE/fmcluster.env"
 RESOURCE_CONFIG="${SAGEMAKER_RESOURCE_CONFIG_PATH:-/opt/ml/config/resource_config.json}"
-SCRIPTS=(lib.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh slurm-hooks.sh import-image.sh observability.sh
+SCRIPTS=(lib.sh mirror.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh slurm-hooks.sh import-image.sh observability.sh
   image-watch.sh training-image.sh slurm-hold.sh)
 SLURM_HOOKS=(task-prolog.sh gpu-job-map.sh)
 FMCLUSTER_CLUSTER=""
@@ -309,7 +309,7 @@ main() {
   require_root
   log INFO "fmcluster lifecycle starts on $(hostname)"
   read_settings
-  export AWS_REGION="$FMCLUSTER_REGION" AWS_DEFAULT_REGION="$FMCLUSTER_REGION"
+  export AWS_REGION="$FMCLUSTER_REGION" AWS_DEFAULT_REGION="$FMCLUSTER_REGION" FMCLUSTER_MIRROR # mirror.sh's mirror_get
   if ! group="$(instance_group 2>&1)"; then
     fail_lifecycle "$group" group
   fi
