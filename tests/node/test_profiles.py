@@ -8,8 +8,10 @@ the same scripts with the real tools that do run here.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
+import shutil
 import stat
 import subprocess
 import tarfile
@@ -21,11 +23,13 @@ from tests.node import ami
 from tests.node.test_scripts import DNS, NODE_DIR, STUBS, TOOLS, Node, efa_devices, store_disks
 from tests.stub_node import stub_env
 
-ENROOT_URL = "https://github.com/NVIDIA/enroot/releases/download/v4.1.2"
-"""enroot's doc/installation.md at v4.1.2 names its release packages (enroot_4.1.2-1_<arch>.deb,
-enroot-4.1.2-1.el8.<arch>.rpm, and the +caps ones)."""
-PYXIS_URL = "https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.24.0.tar.gz"
-"""GitHub's source archive of the pyxis tag v0.24.0 (its top directory is pyxis-0.24.0)."""
+MIRROR = "s3://quickstart-data-0123456789ab/fmcluster-mirror"
+"""The project's mirror as the cluster stacks give it to the nodes (FMCLUSTER_MIRROR)."""
+ENROOT_KEYS = ("enroot/4.1.2/enroot_4.1.2-1_amd64.deb", "enroot/4.1.2/enroot+caps_4.1.2-1_amd64.deb")
+"""enroot's doc/installation.md at v4.1.2 names its release packages (enroot_4.1.2-1_<arch>.deb, and +caps); the
+mirror keeps them under <name>/<version>/ (fmcluster/mirror/artifacts.json)."""
+PYXIS_KEY = "pyxis/0.24.0/v0.24.0.tar.gz"
+"""GitHub's source archive of the pyxis tag v0.24.0 (its top directory is pyxis-0.24.0), as the mirror keeps it."""
 
 ENROOT_FIXTURES = Path(__file__).parent / "fixtures" / "enroot-v4.1.2"
 # what enroot's packages install besides the binaries: its extra hooks under /usr/share/enroot/hooks.d (enroot's
@@ -37,17 +41,7 @@ fi
 """
 
 INSTALL_STUBS = {
-    # curl -fsSL -o FILE URL: the pyxis source archive (a real tar.gz), any other download an empty file; else IMDS
-    "curl": """args=("$@"); out="${args[-2]}"; url="${args[-1]}"
-if [[ "${args[-3]}" == -o ]]; then
-  [[ -f "$STUB_STATE/offline" ]] && exit 7
-  if [[ "$url" == *pyxis* ]]; then cp "$STUB_STATE/pyxis.tar.gz" "$out"; else : >"$out"; fi
-  exit 0
-fi
-"""
-    + STUBS["curl"],
-    # apt-get install lustre-client-modules-<kernel>: the FSx client repository's module package brings the client
-    "apt-get": ENROOT_PACKAGE + '[[ "$*" == *lustre-client-modules-* ]] && rm -f "$STUB_STATE/no-lustre"; exit 0',
+    "apt-get": ENROOT_PACKAGE + "exit 0",
     # yum install ... enroot.rpm: resolves enroot's Requires, GNU parallel among them, unless only EPEL has it
     "yum": """if [[ "$*" == *.rpm* && -f "$STUB_STATE/parallel-in-epel" ]]; then
   echo "Error: Package: enroot-4.1.2-1.el8.x86_64 Requires: parallel" >&2
@@ -64,6 +58,22 @@ mkdir -p "$FMCLUSTER_ROOT$prefix/lib/slurm" && : >"$FMCLUSTER_ROOT$prefix/lib/sl
 }
 
 
+def pinned_node_dir(tmp_path: Path, node: Node) -> Path:
+    """The tests' model of a release whose artifact list pins enroot's and pyxis's digests: a copy of fmcluster/node
+    whose mirror.sh also pins the files this test puts in the mirror (stand-ins: the real packages are not here).
+    The shipped list pins none of them (their digests are unconfirmed), which
+    test_with_the_shipped_list_enroot_is_refused_without_a_download shows."""
+    copy = tmp_path / "node-pinned"
+    shutil.copytree(NODE_DIR, copy)
+    pins = ""
+    for key, data in [(key, f"stand-in for {key}".encode()) for key in ENROOT_KEYS] + [(PYXIS_KEY, pyxis_archive())]:
+        node.set(f"s3/{MIRROR.removeprefix('s3://')}/{key}", data)
+        pins += f"MIRROR_SHA256['{key}']={hashlib.sha256(data).hexdigest()}\n"
+    helper = copy / "mirror.sh"
+    helper.write_text(helper.read_text().replace("# --- end of pinned digests ---\n", pins + "# --- end of pinned digests ---\n"))
+    return copy
+
+
 def pyxis_archive() -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
@@ -77,13 +87,19 @@ def machine(request, tmp_path) -> tuple[Node, ami.Profile]:
     profile = ami.load(request.param)
     node = Node(**stub_env(tmp_path, tools=TOOLS, stubs={**STUBS, **INSTALL_STUBS}, python=True))
     ami.build(node, profile)
-    node.set("pyxis.tar.gz", pyxis_archive())
     return node, profile
 
 
 def pcs_machine(tmp_path, name: str) -> Node:
     node = Node(**stub_env(tmp_path, tools=TOOLS, stubs={**STUBS, **INSTALL_STUBS}, python=True))
     ami.build(node, ami.load(name))
+    return node
+
+
+def with_lustre_client(node: Node) -> Node:
+    """`node` on an image that carries the Lustre client (a custom AMI built from the PCS-Ready DLAMI, say): whether
+    the PCS-Ready DLAMI itself does is unconfirmed (profile: software.lustre_client)."""
+    (node.state / "no-lustre").unlink(missing_ok=True)
     return node
 
 
@@ -133,7 +149,8 @@ def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(mac
     node, profile = machine
     # on PCS the construct passes the cluster's version (bootstrap.sh --slurm-version); HyperPod has one /opt/slurm
     cluster = {"FMCLUSTER_SLURM_VERSION": profile.slurm["version"]} if profile["orchestrator"] == "pcs" else {}
-    result = node.run("enroot-pyxis.sh", env=cluster)
+    nodes = pinned_node_dir(node.root.parent, node)
+    result = node.run(nodes / "enroot-pyxis.sh", env={**cluster, "FMCLUSTER_MIRROR": MIRROR})
     assert result.returncode == 0, result.stderr
     slurm = profile.slurm
     ubuntu = profile["os_release"]["ID"] == "ubuntu"
@@ -141,18 +158,10 @@ def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(mac
     packages = [arg for call in node.calls(installer) for arg in call if arg.endswith((".deb", ".rpm"))]
     assert [p.rsplit("/", 1)[-1] for p in packages] == (["enroot.deb", "enroot+caps.deb"] if ubuntu else
                                                        ["enroot.rpm", "enroot+caps.rpm"])  # fmt: skip
-    downloads = [call[-1] for call in node.calls("curl")]
-    if ubuntu:
-        assert downloads[:2] == [
-            f"{ENROOT_URL}/enroot_4.1.2-1_amd64.deb",
-            f"{ENROOT_URL}/enroot+caps_4.1.2-1_amd64.deb",
-        ]
-    else:
-        if profile.software.get("gnu_parallel_in_epel"):  # Amazon Linux 2: EPEL before enroot's rpm (enroot issue 202)
-            assert ["amazon-linux-extras", "install", "-y", "epel"] in node.calls("amazon-linux-extras")
-        assert downloads[:2] == [f"{ENROOT_URL}/enroot-4.1.2-1.el8.x86_64.rpm",
-                                 f"{ENROOT_URL}/enroot+caps-4.1.2-1.el8.x86_64.rpm"]  # fmt: skip
-    assert downloads[2] == PYXIS_URL
+    # from the mirror only, over S3 (the gateway endpoint), nothing from any other host
+    downloads = [call[-2] for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
+    assert downloads == [f"{MIRROR}/{key}" for key in (*ENROOT_KEYS, PYXIS_KEY)]
+    assert not [call for call in node.calls("curl") if "169.254.169.254" not in call[-1]]
     ((make,),) = [[call] for call in node.calls("make")]
     assert f"prefix={slurm['prefix']}" in make  # built against this image's Slurm, into its plugin directory
     # in the environment: pyxis's Makefile appends it to its own CPPFLAGS (a command-line one would replace them)
@@ -186,17 +195,34 @@ def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(mac
         assert stack.read_text() == f"include {slurm['plugstack_dir']}/pyxis.conf\n"
 
 
-def test_without_a_path_to_the_downloads_enroot_fails_fast_saying_what_to_do(machine):
+def test_with_the_shipped_list_enroot_is_refused_without_a_download(machine):
+    """enroot's digests are unconfirmed (fmcluster/mirror/artifacts.json): the node refuses the packages, naming them,
+    copies nothing and contacts no other host; the step fails (fail safe)."""
     node, _ = machine
-    node.set("offline", "")
-    result = node.run("enroot-pyxis.sh")
+    result = node.run("enroot-pyxis.sh", env={"FMCLUSTER_MIRROR": MIRROR})
     assert result.returncode == 1
-    assert result.stderr.splitlines()[-1].endswith(
-        f"ERROR: enroot 4.1.2 or its dependencies (jq, parallel, squashfs-tools) could not be installed from "
-        f"{ENROOT_URL} and the package repositories; give the nodes a path to github.com (or "
-        "FMCLUSTER_ENROOT_SOURCE/FMCLUSTER_PYXIS_SOURCE), or use an image with enroot and pyxis installed"
+    assert (
+        "ERROR: enroot/4.1.2/enroot_4.1.2-1_amd64.deb has no pinned SHA-256 in fmcluster's artifact list (its digest "
+        "is unconfirmed): not installing it; pin it with tools/mirror_digests.py" in result.stderr
     )
+    assert result.stderr.splitlines()[-1].endswith(
+        "ERROR: enroot 4.1.2 or its dependencies (jq, parallel, squashfs-tools) could not be installed from the mirror "
+        "and the package repositories; see the mirror job's log (fmcluster/mirror/README.md: a digest not pinned is "
+        "never mirrored), or use an image with enroot and pyxis installed"
+    )
+    assert [call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]] == []
     assert not node.path("/etc/enroot/enroot.conf").exists()
+
+
+def test_a_mirror_file_that_does_not_match_its_pin_is_removed_and_refused(tmp_path):
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    nodes = pinned_node_dir(tmp_path, node)
+    node.set(f"s3/{MIRROR.removeprefix('s3://')}/{ENROOT_KEYS[0]}", b"tampered")
+    result = node.run(nodes / "enroot-pyxis.sh", env={"FMCLUSTER_MIRROR": MIRROR, "FMCLUSTER_SLURM_VERSION": "25.11"})
+    assert result.returncode == 1
+    assert f"ERROR: checksum mismatch for {ENROOT_KEYS[0]} from the mirror: expected " in result.stderr
+    assert f"(pinned), got {hashlib.sha256(b'tampered').hexdigest()}" in result.stderr
+    assert [arg for call in node.calls("apt-get") for arg in call if arg.endswith(".deb")] == []
 
 
 # -- nccl-env.sh -----------------------------------------------------------------------------------------------
@@ -279,7 +305,7 @@ def test_without_the_amis_job_map_hyperpod_gets_fmclusters_in_prolog_d_never_in_
 
 @pytest.mark.parametrize("name", ami.PCS_PROFILES)
 def test_lustre_goes_over_efa_where_the_image_is_an_fsx_efa_client_else_tcp(tmp_path, name):
-    node = pcs_machine(tmp_path, name)
+    node = with_lustre_client(pcs_machine(tmp_path, name))
     efa_devices(node, [f"rdmap{n}s0" for n in range(8, 40)])
     node.set("instance-type", "p5.48xlarge")
     result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa")
@@ -297,7 +323,7 @@ def test_lustre_goes_over_efa_where_the_image_is_an_fsx_efa_client_else_tcp(tmp_
 
 
 def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
-    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    node = with_lustre_client(pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404"))
     efa_devices(node, ["rdmap0s0"])
     # lnetctl fails to add the efa network (and shows none)
     node.add_stub("lnetctl", '[[ "$1 $2" == "net show" || "$1 $2 ${4:-}" == "net add efa" ]] && exit 1\nexit 0')
@@ -309,13 +335,27 @@ def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
 
 
 def test_an_efa_driver_older_than_fsx_needs_means_tcp(tmp_path):
-    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    node = with_lustre_client(pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404"))
     efa_devices(node, ["rdmap0s0"])
     node.set("efa-driver", "2.10.0\n")
     result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa", env={"FMCLUSTER_INSTANCE_TYPE": "g5.48xlarge"})
     assert result.returncode == 0, result.stderr
     assert "EFA driver 2.10.0 is older than 2.12.1; using TCP" in node.script_log("lnet-efa")
     assert node.calls("lnetctl") == []
+
+
+def test_an_image_without_a_lustre_client_fails_the_mount_and_reaches_no_repository(tmp_path):
+    """The FSx client repository for Ubuntu is a public S3 host outside the region's gateway endpoint: nodes install
+    no Lustre client on Ubuntu (mount-lustre.sh's header), so an image without one fails the step, naming the kernel."""
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    result = node.run("mount-lustre.sh", DNS, "abcdef12")
+    assert result.returncode == 1
+    kernel = ami.load("pcs-ready-dlami-ubuntu2404")["kernel"]
+    assert result.stderr.splitlines()[-1].endswith(
+        f"ERROR: this image has no Lustre client for kernel {kernel}, and nodes install none from outside the VPC (no "
+        "FSx client repository on ubuntu); use an image that carries it (docs/node-images.md)"
+    )
+    assert node.calls("apt-get") == [] and node.calls("mount") == []
 
 
 def test_lustre_mount_failing_fails_the_node_in_one_line(tmp_path):
@@ -332,8 +372,8 @@ def test_lustre_mount_failing_fails_the_node_in_one_line(tmp_path):
 def test_pyxis_is_built_for_the_clusters_slurm_version_not_the_newest_on_the_image(tmp_path):
     """The PCS-Ready DLAMI holds Slurm 25.05 and 25.11 (profile); a 25.05 cluster gets pyxis for 25.05 only."""
     node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
-    node.set("pyxis.tar.gz", pyxis_archive())
-    result = node.run("enroot-pyxis.sh", env={"FMCLUSTER_SLURM_VERSION": "25.05"})
+    nodes = pinned_node_dir(tmp_path, node)
+    result = node.run(nodes / "enroot-pyxis.sh", env={"FMCLUSTER_SLURM_VERSION": "25.05", "FMCLUSTER_MIRROR": MIRROR})
     assert result.returncode == 0, result.stderr
     built = [arg for call in node.calls("make") for arg in call if arg.startswith("prefix=")]
     assert built == ["prefix=/opt/aws/pcs/scheduler/slurm-25.05"]

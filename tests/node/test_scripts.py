@@ -48,7 +48,7 @@ DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 
 TOOLS = (
     "bash", "env", "cat", "date", "mkdir", "mktemp", "chmod", "mv", "rm", "basename", "dirname", "sort",
-    "readlink", "id", "uname", "tar", "gzip", "base64", "cp", "nproc", "ln",
+    "readlink", "id", "uname", "tar", "gzip", "base64", "cp", "nproc", "ln", "sha256sum",
 )  # fmt: skip
 """Real commands the scripts may use: they only read, or write inside FMCLUSTER_ROOT."""
 

@@ -78,10 +78,13 @@ def test_every_key_a_node_script_installs_is_in_the_list():
     keys = {a.key for a in mirror.artifacts()}
     used: set[str] = set()
     for path in sorted(NODE.rglob("*.sh")):
-        used.update(re.findall(r"mirror_get\s+\"?([^\s\"]+)", path.read_text(encoding="ascii")))
-    used.discard("KEY")
+        used.update(re.findall(r"mirror_get\s+\"?([\w${}.+-]+/[^\s\"]+)", path.read_text(encoding="ascii")))
     assert used, "no node script installs from the mirror"
-    patterns = [re.compile("^" + re.sub(r"\\\$\\\{?[A-Za-z_]+\\\}?", r"[^/]+", re.escape(u)) + "$") for u in used]
+    def pattern(used_key: str) -> re.Pattern[str]:
+        parts = re.split(r"\$\{?[A-Za-z_]+\}?", used_key)  # a shell variable matches one path component's text
+        return re.compile("^" + "[^/]+".join(re.escape(part) for part in parts) + "$")
+
+    patterns = [pattern(u) for u in used]
     for pattern, raw in zip(patterns, used, strict=True):
         assert any(pattern.match(key) for key in keys), f"{raw} is installed by a node script but not in the list"
 
