@@ -87,8 +87,6 @@ BUNDLE_SCRIPTS: tuple[str, ...] = (
     "hyperpod/import-image.sh",
 )
 """The scripts of `fmcluster/node/` in the bundle, under `node/`."""
-SOURCED = ("lib.sh", "mirror.sh")
-"""Scripts that are sourced, never run (mode 0644)."""
 NCCL_TESTS = "nccl-tests.sbatch"
 """The nccl-tests job (fmcluster/node/nccl-tests.sbatch); the bundle puts it at /opt/fmcluster/nccl-tests.sbatch."""
 DASHBOARDS = "dashboards"
@@ -182,7 +180,7 @@ def bundle_files() -> dict[str, tuple[bytes, int]]:
     node = resources.files("fmcluster").joinpath("node")
     files: dict[str, tuple[bytes, int]] = {}
     for name in BUNDLE_SCRIPTS:
-        files[f"node/{name}"] = (node.joinpath(name).read_bytes(), 0o644 if name in SOURCED else 0o755)
+        files[f"node/{name}"] = (node.joinpath(name).read_bytes(), 0o644 if name == "lib.sh" else 0o755)
     for name, data in dashboard_files().items():
         files[f"{DASHBOARDS}/{name}"] = (data, 0o644)
     files[NCCL_TESTS] = (node.joinpath(NCCL_TESTS).read_bytes(), 0o755)

@@ -326,14 +326,13 @@ def test_without_scratch_enroot_uses_tmp_and_says_so(node):
 @pytest.mark.parametrize(
     ("missing", "reason"),
     [
-        # no path to github.com (the stub curl fails): the step fails, saying what to do
+        # the shipped artifact list pins neither (their digests are unconfirmed): the step fails, saying what to do
         (
             "enroot",
-            "enroot 4.1.2 or its dependencies (jq, parallel, squashfs-tools) could not be installed from "
-            "https://github.com/NVIDIA/enroot/releases/download/v4.1.2 and the package repositories; give the nodes a "
-            "path to github.com",
+            "enroot 4.1.2 or its dependencies (jq, parallel, squashfs-tools) could not be installed from the mirror "
+            "and the package repositories; see the mirror job's log",
         ),
-        ("pyxis", "pyxis 0.24.0 could not be built against /opt/slurm; give the nodes a path to github.com"),
+        ("pyxis", "pyxis 0.24.0 could not be built against /opt/slurm; see the mirror job's log"),
     ],
 )
 def test_missing_enroot_or_pyxis_fails_the_enroot_step_and_says_why(node, missing, reason):
