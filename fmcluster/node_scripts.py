@@ -333,7 +333,7 @@ def bootstrap_commands(
         encoded,
         _ARCHIVE_MARK,
         f"export AWS_DEFAULT_REGION={shlex.quote(region)}",
-        *([f"export FMCLUSTER_MIRROR={shlex.quote(mirror)}"] if mirror is not None else []),
+        *([f"export FMCLUSTER_ARTIFACT_MIRROR={shlex.quote(mirror)}"] if mirror is not None else []),
         " ".join(['"$dest/bootstrap.sh"', *arguments]),
     ]
 
@@ -392,8 +392,8 @@ def bootstrap_user_data(
             /opt/aws/pcs/scheduler/slurm-<version> and the node fails when the image lacks it. Omitted: every Slurm
             version the image holds.
         mirror: the project's artifact mirror, s3://<data bucket>/fmcluster-mirror (`fmcluster.mirror`; the storage
-            stack's `mirror.uri`): every step installs from it only (FMCLUSTER_MIRROR; the node role needs read on
-            it). Omitted: nothing is installed that the image lacks (the steps that need it fail, naming it).
+            stack's `mirror.uri`): enroot and pyxis are installed from it only (FMCLUSTER_ARTIFACT_MIRROR; the node
+            role needs read on it). Omitted: an image without them fails the enroot step, naming what is missing.
         multipart: return MIME multi-part user data with one shell part, the form AWS PCS requires (it merges
             its own parts in); False returns a plain shell script. Omitted: True.
     """

@@ -7,8 +7,8 @@
 #     source "$(dirname "${BASH_SOURCE[0]}")/mirror.sh"
 #     mirror_get node_exporter/1.10.2/node_exporter-1.10.2.linux-amd64.tar.gz "$tmp/node_exporter.tar.gz"
 #
-# Gives mirror_get KEY DEST: the file KEY of the mirror (FMCLUSTER_MIRROR, s3://<data bucket>/fmcluster-mirror, set by
-# the cluster's node settings) copied with `aws s3 cp` (through the VPC's S3 gateway endpoint, in every egress mode;
+# Gives mirror_get KEY DEST: the file KEY of the mirror (FMCLUSTER_ARTIFACT_MIRROR, s3://<data bucket>/fmcluster-mirror,
+# set by the cluster's node settings) copied with `aws s3 cp` (through the VPC's S3 gateway endpoint, in every egress mode;
 # retried with lib.sh's backoff, so a mirror still being filled is waited for) into DEST, and kept only when its
 # SHA-256 is the one pinned below. The pins are rendered from fmcluster/mirror/artifacts.json, the one list of what
 # nodes install, and travel with the node scripts: nothing a node trusts is read from the mirror. A key without a pin
@@ -32,13 +32,13 @@ mirror_get() {
       "it; pin it with tools/mirror_digests.py"
     return 1
   fi
-  if [[ ! "${FMCLUSTER_MIRROR:-}" =~ ^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$ ]]; then
-    log ERROR "no mirror to take $key from: FMCLUSTER_MIRROR must be an S3 prefix like s3://bucket/fmcluster-mirror;" \
-      "got '${FMCLUSTER_MIRROR:-}'"
+  if [[ ! "${FMCLUSTER_ARTIFACT_MIRROR:-}" =~ ^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$ ]]; then
+    log ERROR "no mirror to take $key from: FMCLUSTER_ARTIFACT_MIRROR must be an S3 prefix like s3://bucket/fmcluster-mirror;" \
+      "got '${FMCLUSTER_ARTIFACT_MIRROR:-}'"
     return 1
   fi
-  if ! retry aws s3 cp --only-show-errors --region "$(region)" "${FMCLUSTER_MIRROR%/}/$key" "$dest"; then
-    log ERROR "$key could not be copied from ${FMCLUSTER_MIRROR%/}"
+  if ! retry aws s3 cp --only-show-errors --region "$(region)" "${FMCLUSTER_ARTIFACT_MIRROR%/}/$key" "$dest"; then
+    log ERROR "$key could not be copied from ${FMCLUSTER_ARTIFACT_MIRROR%/}"
     return 1
   fi
   read -r actual _ < <(sha256sum "$dest")

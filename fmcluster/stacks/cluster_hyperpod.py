@@ -10,7 +10,7 @@ from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
 from fmcluster.constructs.hyperpod.lifecycle import CONTROLLER_GROUP
 from fmcluster.constructs.image import grant_image_pull
 from fmcluster.constructs.keys import encrypt_log_groups
-from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
+from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, observability_mirror
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
@@ -54,6 +54,7 @@ class HyperPodClusterStack(cdk.Stack):
             prometheus=config.observability.prometheus,
             grafana=config.observability.grafana,
             observability_mirror=observability_mirror(config, storage),
+            artifact_mirror=artifact_mirror(storage),
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
         self.hyperpod.role.add_managed_policy(storage.node_data_policy)

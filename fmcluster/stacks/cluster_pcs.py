@@ -13,7 +13,7 @@ from fmcluster.config import ClusterConfig
 from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.pcs import PcsSlurmCluster
-from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
+from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, observability_mirror
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
@@ -63,6 +63,7 @@ class PcsClusterStack(cdk.Stack):
             prometheus=config.observability.prometheus,
             grafana=config.observability.grafana,
             observability_mirror=observability_mirror(config, storage),
+            artifact_mirror=artifact_mirror(storage),
             ami_id=orchestrator.ami_id,
             image_refresh=orchestrator.image_refresh,
             slurm_version=orchestrator.slurm_version,  # type: ignore[arg-type]  # resolved for pcs by the model

@@ -7,8 +7,8 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.nccl_tuning import NcclTuning
+from fmcluster.mirror import MIRROR_PREFIX
 from fmcluster.stacks.storage import StorageStack
-
 
 
 def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
@@ -27,7 +27,16 @@ def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
 
 
 def observability_mirror(config: ClusterConfig, storage: StorageStack) -> str | None:
-    """The project's artifact mirror, s3://<data bucket>/fmcluster-mirror, in every egress mode: the nodes install
-    enroot, pyxis and the exporters from it only (`fmcluster.mirror`). A deploy-time value of the mirror's custom
-    resource, so the nodes' stack waits until the mirror job has filled it."""
+    """With `network.egress: none`: s3://<data bucket>/fmcluster-mirror, where observability.sh takes its downloads
+    from (its own layout, observability.sh's header: not yet filled by the mirror job); with a NAT gateway: None (the
+    public release sites)."""
+    if config.network.egress != "none":
+        return None
+    return f"s3://{storage.buckets.data_bucket.bucket_name}/{MIRROR_PREFIX}"
+
+
+def artifact_mirror(storage: StorageStack) -> str:
+    """The project's artifact mirror, s3://<data bucket>/fmcluster-mirror, in every egress mode: enroot and pyxis
+    come from it only (`fmcluster.mirror`). A deploy-time value of the mirror's custom resource, so the nodes' stack
+    deploys only once the mirror job has filled it."""
     return storage.mirror.uri

@@ -70,7 +70,8 @@ def pinned_node_dir(tmp_path: Path, node: Node) -> Path:
         node.set(f"s3/{MIRROR.removeprefix('s3://')}/{key}", data)
         pins += f"MIRROR_SHA256['{key}']={hashlib.sha256(data).hexdigest()}\n"
     helper = copy / "mirror.sh"
-    helper.write_text(helper.read_text().replace("# --- end of pinned digests ---\n", pins + "# --- end of pinned digests ---\n"))
+    end = "# --- end of pinned digests ---\n"
+    helper.write_text(helper.read_text().replace(end, pins + end))
     return copy
 
 
@@ -150,7 +151,7 @@ def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(mac
     # on PCS the construct passes the cluster's version (bootstrap.sh --slurm-version); HyperPod has one /opt/slurm
     cluster = {"FMCLUSTER_SLURM_VERSION": profile.slurm["version"]} if profile["orchestrator"] == "pcs" else {}
     nodes = pinned_node_dir(node.root.parent, node)
-    result = node.run(nodes / "enroot-pyxis.sh", env={**cluster, "FMCLUSTER_MIRROR": MIRROR})
+    result = node.run(nodes / "enroot-pyxis.sh", env={**cluster, "FMCLUSTER_ARTIFACT_MIRROR": MIRROR})
     assert result.returncode == 0, result.stderr
     slurm = profile.slurm
     ubuntu = profile["os_release"]["ID"] == "ubuntu"
@@ -199,7 +200,7 @@ def test_with_the_shipped_list_enroot_is_refused_without_a_download(machine):
     """enroot's digests are unconfirmed (fmcluster/mirror/artifacts.json): the node refuses the packages, naming them,
     copies nothing and contacts no other host; the step fails (fail safe)."""
     node, _ = machine
-    result = node.run("enroot-pyxis.sh", env={"FMCLUSTER_MIRROR": MIRROR})
+    result = node.run("enroot-pyxis.sh", env={"FMCLUSTER_ARTIFACT_MIRROR": MIRROR})
     assert result.returncode == 1
     assert (
         "ERROR: enroot/4.1.2/enroot_4.1.2-1_amd64.deb has no pinned SHA-256 in fmcluster's artifact list (its digest "
@@ -218,7 +219,8 @@ def test_a_mirror_file_that_does_not_match_its_pin_is_removed_and_refused(tmp_pa
     node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
     nodes = pinned_node_dir(tmp_path, node)
     node.set(f"s3/{MIRROR.removeprefix('s3://')}/{ENROOT_KEYS[0]}", b"tampered")
-    result = node.run(nodes / "enroot-pyxis.sh", env={"FMCLUSTER_MIRROR": MIRROR, "FMCLUSTER_SLURM_VERSION": "25.11"})
+    result = node.run(nodes / "enroot-pyxis.sh", env={"FMCLUSTER_ARTIFACT_MIRROR": MIRROR,
+                                                      "FMCLUSTER_SLURM_VERSION": "25.11"})  # fmt: skip
     assert result.returncode == 1
     assert f"ERROR: checksum mismatch for {ENROOT_KEYS[0]} from the mirror: expected " in result.stderr
     assert f"(pinned), got {hashlib.sha256(b'tampered').hexdigest()}" in result.stderr
@@ -373,7 +375,8 @@ def test_pyxis_is_built_for_the_clusters_slurm_version_not_the_newest_on_the_ima
     """The PCS-Ready DLAMI holds Slurm 25.05 and 25.11 (profile); a 25.05 cluster gets pyxis for 25.05 only."""
     node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
     nodes = pinned_node_dir(tmp_path, node)
-    result = node.run(nodes / "enroot-pyxis.sh", env={"FMCLUSTER_SLURM_VERSION": "25.05", "FMCLUSTER_MIRROR": MIRROR})
+    result = node.run(nodes / "enroot-pyxis.sh", env={"FMCLUSTER_SLURM_VERSION": "25.05",
+                                                      "FMCLUSTER_ARTIFACT_MIRROR": MIRROR})  # fmt: skip
     assert result.returncode == 0, result.stderr
     built = [arg for call in node.calls("make") for arg in call if arg.startswith("prefix=")]
     assert built == ["prefix=/opt/aws/pcs/scheduler/slurm-25.05"]

@@ -152,9 +152,11 @@ class HyperPodSlurmCluster(Construct):
         grafana: "self-hosted" runs Grafana on the controller (needs `prometheus="managed"`, its data source);
             "managed" (an Amazon Managed Grafana workspace of `ClusterObservability`) and "none" run none on the
             nodes. Omitted: "none".
-        observability_mirror: the project's artifact mirror (`fmcluster.mirror`, e.g. the storage stack's
-            `mirror.uri`), which every node installs enroot, pyxis and the exporters from, in every egress mode; the
-            role must be able to read it. Omitted: nodes install nothing their image lacks (those steps fail or warn).
+        observability_mirror: an S3 prefix holding every binary and image observability.sh installs, for nodes
+            without an internet path; the role must be able to read it. Omitted: the public release sites.
+        artifact_mirror: the project's artifact mirror (`fmcluster.mirror`: `ArtifactMirror.uri`, the storage stack's
+            `mirror.uri`), which nodes install enroot and pyxis from, in every egress mode (never from the internet);
+            the role must be able to read it. Omitted: nodes install neither (an image without them fails that step).
         removal_policy: what `cdk destroy` does to the node log group. Omitted: RETAIN.
 
     Raises:
@@ -195,6 +197,7 @@ class HyperPodSlurmCluster(Construct):
         prometheus: PrometheusMode = "none",
         grafana: GrafanaMode = "none",
         observability_mirror: str | None = None,
+        artifact_mirror: str | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         stack = cdk.Stack.of(scope)
@@ -308,6 +311,7 @@ class HyperPodSlurmCluster(Construct):
                         grafana=grafana,
                         endpoint_parameter_name=self.endpoint_parameter_name if prometheus == "managed" else "",
                         mirror=observability_mirror or "",
+                        artifact_mirror=artifact_mirror or "",
                     ),
                 ),
             ],

@@ -87,11 +87,13 @@ def lifecycle_settings(
     grafana: str = "none",
     endpoint_parameter_name: str = "",
     mirror: str = "",
+    artifact_mirror: str = "",
 ) -> str:
     """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens).
 
     `prometheus`, `grafana`, `endpoint_parameter_name` and `mirror` are what on_create.sh's observability step needs
-    (it runs only when `prometheus` is "managed"; an empty mirror means the public release sites).
+    (it runs only when `prometheus` is "managed"; an empty mirror means the public release sites); `artifact_mirror`
+    is the artifact mirror (`fmcluster.mirror`) enroot-pyxis.sh installs from (mirror.sh).
     """
     settings = {
         "FMCLUSTER_CLUSTER": cluster_name,
@@ -104,6 +106,7 @@ def lifecycle_settings(
         "FMCLUSTER_GRAFANA": grafana,
         "FMCLUSTER_ENDPOINT_PARAMETER": endpoint_parameter_name,
         "FMCLUSTER_MIRROR": mirror,
+        "FMCLUSTER_ARTIFACT_MIRROR": artifact_mirror,
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 

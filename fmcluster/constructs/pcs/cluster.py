@@ -133,9 +133,11 @@ class PcsSlurmCluster(Construct):
             exporter. "none": no collectors. Omitted: "none".
         grafana: "self-hosted" runs Grafana on the head node (needs `prometheus="managed"`); "managed" and "none"
             run none on the nodes. Omitted: "none".
-        observability_mirror: the project's artifact mirror (`fmcluster.mirror`, e.g. the storage stack's
-            `mirror.uri`), which every node installs enroot, pyxis and the exporters from, in every egress mode; the
-            role must be able to read it. Omitted: nodes install nothing their image lacks (those steps fail or warn).
+        observability_mirror: an S3 prefix holding every binary and image observability.sh installs, for nodes
+            without an internet path; the role must be able to read it. Omitted: the public release sites.
+        artifact_mirror: the project's artifact mirror (`fmcluster.mirror`: `ArtifactMirror.uri`, the storage stack's
+            `mirror.uri`), which nodes install enroot and pyxis from, in every egress mode (never from the internet);
+            the role must be able to read it. Omitted: nodes install neither (an image without them fails that step).
         ami_id: one image for every node group (one CPU architecture). Omitted: the PCS-Ready DLAMI per architecture
             (`node_image`).
         image_refresh: a label (e.g. "2026-12-01") of the default image's resolution: change it to move every node
@@ -184,6 +186,7 @@ class PcsSlurmCluster(Construct):
         prometheus: PrometheusMode = "none",
         grafana: GrafanaMode = "none",
         observability_mirror: str | None = None,
+        artifact_mirror: str | None = None,
         ami_id: str | None = None,
         image_refresh: str | None = None,
         slurm_version: str = PCS_DEFAULT_SLURM_VERSION,
@@ -270,8 +273,8 @@ class PcsSlurmCluster(Construct):
         if buckets is not None:
             buckets.grant_node_access(self.role)
         self.instance_profile = iam.InstanceProfile(self, "NodeProfile", role=self.role, path="/aws-pcs/")
-        self.mirror = observability_mirror
-        """The artifact mirror every node installs from (FMCLUSTER_MIRROR), or None."""
+        self.mirror = artifact_mirror
+        """The artifact mirror nodes install enroot and pyxis from (FMCLUSTER_ARTIFACT_MIRROR), or None."""
         self._images: dict[str, str] = {}
         self._image_provider: cr.Provider | None = None
         self.node_bundle: s3_assets.Asset | None = None

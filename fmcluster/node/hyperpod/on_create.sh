@@ -78,6 +78,7 @@ FMCLUSTER_PROMETHEUS=none
 FMCLUSTER_GRAFANA=""
 FMCLUSTER_ENDPOINT_PARAMETER=""
 FMCLUSTER_MIRROR=""
+FMCLUSTER_ARTIFACT_MIRROR=""
 FAILED=()
 shopt -s globstar nullglob
 
@@ -109,7 +110,7 @@ read_settings() {
     case "$key" in
       FMCLUSTER_CLUSTER | FMCLUSTER_REGION | FMCLUSTER_NCCL_PREFIX | FMCLUSTER_IMAGE_PARAMETER | \
         FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT | FMCLUSTER_PROMETHEUS | FMCLUSTER_GRAFANA | \
-        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR)
+        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR | FMCLUSTER_ARTIFACT_MIRROR)
         printf -v "$key" '%s' "$value"
         ;;
       *) log WARN "$SETTINGS_FILE: ignoring unknown setting '$key'" ;;
@@ -309,7 +310,7 @@ main() {
   require_root
   log INFO "fmcluster lifecycle starts on $(hostname)"
   read_settings
-  export AWS_REGION="$FMCLUSTER_REGION" AWS_DEFAULT_REGION="$FMCLUSTER_REGION" FMCLUSTER_MIRROR # mirror.sh's mirror_get
+  export AWS_REGION="$FMCLUSTER_REGION" AWS_DEFAULT_REGION="$FMCLUSTER_REGION" FMCLUSTER_ARTIFACT_MIRROR # mirror_get
   if ! group="$(instance_group 2>&1)"; then
     fail_lifecycle "$group" group
   fi
