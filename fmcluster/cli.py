@@ -162,16 +162,21 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
         row = group.instance
         efa_count = row.max_efa_interfaces if group.efa else 0
         efa_gbps = row.efa_gbps if group.efa else 0
+        accelerators = (
+            f"{group.count * row.accelerator_count} x {row.accelerator.removeprefix('NVIDIA ')}"
+            if row.is_accelerated
+            else "none (general purpose)"
+        )
         compute.add_row(
             group.name,
             group.instance_type,
             group.capacity,
             str(group.count),
-            f"{group.count * row.accelerator_count} x {row.accelerator.removeprefix('NVIDIA ')}",
+            accelerators,
             str(efa_count),
             f"{efa_gbps:,}",
             f"{efa_gbps * group.count:,}",
-            f"{row.nvme_total_gb / 1000:g} TB",
+            f"{row.nvme_total_gb / 1000:g} TB" if row.cataloged else "not known",
         )
     console.print(compute)
     if config.orchestrator.type == "hyperpod-slurm":

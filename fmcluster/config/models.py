@@ -37,7 +37,9 @@ from fmcluster.config.value_rules import (
     TRAINING_PLAN_ARN_PATTERN,
     cluster_name_problem,
     deep_health_checks_problem,
+    hyperpod_prefix_problem,
     no_efa,
+    placement_group_name_problem,
     reservation_problem,
     unknown_instance_type,
 )
@@ -138,7 +140,7 @@ class ComputeGroup(_Model):
     capacity: Capacity = "on-demand"
     reservation_id: str | None = Field(None, validate_default=True)
     training_plan_arn: str | None = Field(None, validate_default=True)
-    placement_group: bool = Field(None, validate_default=True)  # resolved below
+    placement_group: bool | str = Field(None, validate_default=True)  # resolved below
     root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 512
     efa: bool = Field(None, validate_default=True)  # resolved below
     deep_health_checks: tuple[DeepHealthCheck, ...] = ()
@@ -159,9 +161,7 @@ class ComputeGroup(_Model):
     @field_validator("instance_type")
     @classmethod
     def _known_type(cls, value: str) -> str:
-        if value.startswith("ml.") and value[3:] in catalog.CATALOG:
-            raise fail(f"give the EC2 name {value[3:]!r}; HyperPod's 'ml.' prefix is added for you")
-        if problem := unknown_instance_type(value):
+        if problem := hyperpod_prefix_problem(value) or unknown_instance_type(value):
             raise fail(problem)
         return value
 
@@ -193,18 +193,25 @@ class ComputeGroup(_Model):
     @classmethod
     def _placement(cls, value: object, info: ValidationInfo) -> object:
         capacity = info.data.get("capacity")
+        instance_type = info.data.get("instance_type")
         if value is None:
-            return capacity not in ("capacity-block", "odcr")
-        if value is True and capacity == "capacity-block":
+            # a general-purpose type (outside the catalog) gains nothing from a cluster placement group
+            return capacity not in ("capacity-block", "odcr") and instance_type in catalog.CATALOG
+        if value is not False and capacity == "capacity-block":
             raise fail(
                 "must be false with capacity 'capacity-block': capacity blocks are already placed inside an "
                 "EC2 UltraCluster and reject a placement group"
             )
         if value is True and capacity == "odcr":
             raise fail(
-                "must be false with capacity 'odcr': a reservation serves a cluster placement group only if it "
-                "was created in that group, and fmcluster creates a new one"
+                "must be false or the name of the cluster placement group the reservation was created in, with "
+                "capacity 'odcr': a reservation serves a placement group only if it was made in it, and true makes "
+                "a new one"
             )
+        if not isinstance(value, bool | str):
+            raise fail(f"must be true, false or the name of an existing placement group; got {value!r}")
+        if isinstance(value, str) and (problem := placement_group_name_problem(value)):
+            raise fail(problem)
         return value
 
     @field_validator("efa", mode="before")
@@ -232,7 +239,18 @@ class ComputeGroup(_Model):
 
     @property
     def instance(self) -> catalog.InstanceType:
+        """The catalog row, or a general-purpose row for a type outside the catalog (`catalog.general_purpose`)."""
         return catalog.lookup(self.instance_type)
+
+    @property
+    def existing_placement_group(self) -> str | None:
+        """The name of a placement group made outside fmcluster that this group's nodes launch into, or None."""
+        return self.placement_group if isinstance(self.placement_group, str) else None
+
+    @property
+    def new_placement_group(self) -> bool:
+        """True when fmcluster makes a cluster placement group for this group (`placement_group: true`)."""
+        return self.placement_group is True
 
 
 class Orchestrator(_Model):

@@ -452,9 +452,14 @@ class PcsSlurmCluster(Construct):
             )
         return self.node_bundle.s3_object_url
 
-    def _own_placement_group(self, group: ComputeGroup) -> ec2.PlacementGroup | None:
-        """A cluster placement group for a group that wants one (`placement_group`) and was given none."""
-        if not group.placement_group:
+    def _own_placement_group(self, group: ComputeGroup) -> ec2.IPlacementGroup | None:
+        """The existing placement group a group names (used as it is, nothing created), or a new cluster placement
+        group for a group that wants one (`placement_group: true`) and was given none."""
+        if group.existing_placement_group is not None:
+            return ec2.PlacementGroup.from_placement_group_name(
+                self, f"{group.name}ExistingPlacementGroup", group.existing_placement_group
+            )
+        if not group.new_placement_group:
             return None
         return ec2.PlacementGroup(self, f"{group.name}PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER)
 

@@ -84,6 +84,14 @@ def validated(
             problems.append(
                 Problem("placement_groups", f"{name!r} is not a compute group ({', '.join(sorted(by_name)) or 'none'})")
             )
+        elif by_name[name].existing_placement_group is not None:
+            problems.append(
+                Problem(
+                    "placement_groups",
+                    f"{name!r} names its own placement group {by_name[name].existing_placement_group!r}, used as it "
+                    "is; leave it out",
+                )
+            )
         elif not by_name[name].placement_group:
             problems.append(
                 Problem(
