@@ -45,16 +45,20 @@ def image_floor_warnings(config: ClusterConfig) -> list[Problem]:
 
 
 def image_architecture_warnings(config: ClusterConfig) -> list[Problem]:
-    """The training image is built for x86_64; arm64 groups (p6e-gb200) cannot run it."""
-    return [
-        warning(
-            f"compute[{index}].instance_type",
-            f"{group.instance_type} is arm64{' (Grace)' if group.instance.is_accelerated else ''}, but fmcluster builds the training image for x86_64; "
-            "run jobs there from an arm64 image of your own",
+    """The training image is built for x86_64; arm64 groups (p6e-gb200's Grace, Graviton types) cannot run it."""
+    found = []
+    for index, group in enumerate(config.compute):
+        if group.instance.architecture != "arm64":
+            continue
+        arm64 = "arm64 (Grace)" if group.instance.is_accelerated else "arm64"
+        found.append(
+            warning(
+                f"compute[{index}].instance_type",
+                f"{group.instance_type} is {arm64}, but fmcluster builds the training image for x86_64; "
+                "run jobs there from an arm64 image of your own",
+            )
         )
-        for index, group in enumerate(config.compute)
-        if group.instance.architecture == "arm64"
-    ]
+    return found
 
 
 ACCELERATED_FAMILY = re.compile(r"^(p|g|gr|trn|inf|dl|f|vt)\d")

@@ -220,11 +220,11 @@ PLUGIN_DEFAULTS: tuple[PluginDefault, ...] = (
 
 def _instance(instance_type: str) -> catalog.InstanceType:
     """The catalog row, or the general-purpose row of another type EC2 offers (no EFA: only the socket settings)."""
-    from fmcluster.config.value_rules import unknown_instance_type  # here: the config package imports this module
+    from fmcluster.config.value_rules import hyperpod_prefix_problem, unknown_instance_type  # config imports nccl
 
     if not isinstance(instance_type, str):
         raise ValueError(f"unknown instance type {instance_type!r}: give an EC2 instance type name")
-    if problem := unknown_instance_type(instance_type):
+    if problem := hyperpod_prefix_problem(instance_type) or unknown_instance_type(instance_type):
         raise ValueError(problem)
     return catalog.lookup(instance_type)
 

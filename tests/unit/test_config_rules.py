@@ -31,7 +31,7 @@ BASE: dict = {
     "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
 }
 
-KNOWN_TYPES = ", ".join(catalog.CATALOG)
+NOT_EC2 = "EC2 offers no such type (botocore ec2 InstanceType)"
 EFA_TYPES = ", ".join(name for name, row in catalog.CATALOG.items() if row.efa_cards)
 LUSTRE_EFA_CLIENTS = ", ".join(name for name, row in catalog.CATALOG.items() if row.lustre_efa_client)
 TOP_KEYS = (
@@ -326,16 +326,24 @@ INVALID = [
     _p({"compute[0].instance_type": DELETE}, ["compute[0].instance_type: required"], "instance-type-missing"),
     _p(
         {"compute[0].instance_type": "m9.huge"},
-        [f"compute[0].instance_type: unknown instance type 'm9.huge'; known: {KNOWN_TYPES}"],
+        [f"compute[0].instance_type: unknown instance type 'm9.huge': {NOT_EC2}"],
         "instance-type-unknown",
     ),
     _p(
         {"compute[0].instance_type": "p5.48xlarg"},
-        [
-            f"compute[0].instance_type: unknown instance type 'p5.48xlarg'; did you mean 'p5.48xlarge'? "
-            f"known: {KNOWN_TYPES}"
-        ],
+        [f"compute[0].instance_type: unknown instance type 'p5.48xlarg': {NOT_EC2}; did you mean 'p5.48xlarge'?"],
         "instance-type-typo",
+    ),
+    # the did-you-mean comes from EC2's own list (botocore ec2 InstanceType), not from the catalog's GPU types
+    _p(
+        {**PCS, "compute[0].instance_type": "c6i.4xlage"},
+        [f"compute[0].instance_type: unknown instance type 'c6i.4xlage': {NOT_EC2}; did you mean 'c6i.4xlarge'?"],
+        "instance-type-cpu-typo",
+    ),
+    _p(
+        {"compute[0].instance_type": "ml.m5.2xlarge"},
+        [f"compute[0].instance_type: give the EC2 name 'm5.2xlarge'; {ML_PREFIX}"],
+        "instance-type-ml-prefix-cpu",
     ),
     _p(
         {"compute[0].instance_type": "ml.p5.48xlarge"},
@@ -344,7 +352,7 @@ INVALID = [
     ),
     _p(
         {"compute[0].instance_type": "ml.m9.huge"},
-        [f"compute[0].instance_type: unknown instance type 'ml.m9.huge'; known: {KNOWN_TYPES}"],
+        [f"compute[0].instance_type: unknown instance type 'ml.m9.huge': {NOT_EC2}"],
         "instance-type-ml-prefix-unknown",
     ),
     # --- compute[].count --------------------------------------------------------------------------------
@@ -413,15 +421,49 @@ INVALID = [
     _p(
         {**ODCR, "compute[0].placement_group": True},
         [
-            "compute[0].placement_group: must be false with capacity 'odcr': a reservation serves a cluster "
-            "placement group only if it was created in that group, and fmcluster creates a new one"
+            "compute[0].placement_group: must be false or the name of the cluster placement group the reservation "
+            "was created in, with capacity 'odcr': a reservation serves a placement group only if it was made in it, "
+            "and true makes a new one"
         ],
         "odcr-placement-group-true",
     ),
     _p(
-        {"compute[0].placement_group": "yes"},
-        ["compute[0].placement_group: must be true or false; got 'yes'"],
-        "placement-group-not-bool",
+        {**CAPACITY_BLOCK, "compute[0].placement_group": "my-group"},
+        [
+            "compute[0].placement_group: must be false with capacity 'capacity-block': capacity blocks are "
+            "already placed inside an EC2 UltraCluster and reject a placement group"
+        ],
+        "capacity-block-placement-group-name",
+    ),
+    _p(
+        {"compute[0].placement_group": 3},
+        ["compute[0].placement_group: must be true, false or the name of an existing placement group; got 3"],
+        "placement-group-number",
+    ),
+    # EC2's rule for a placement group name: "Up to 255 ASCII characters" (botocore ec2 CreatePlacementGroup GroupName)
+    _p(
+        {"compute[0].placement_group": "p" * 256},
+        [
+            "compute[0].placement_group: must be true, false or the name of an existing placement group: 1-255 "
+            f"printable ASCII characters (botocore ec2 CreatePlacementGroup GroupName); got {'p' * 256!r}"
+        ],
+        "placement-group-name-too-long",
+    ),
+    _p(
+        {"compute[0].placement_group": ""},
+        [
+            "compute[0].placement_group: must be true, false or the name of an existing placement group: 1-255 "
+            "printable ASCII characters (botocore ec2 CreatePlacementGroup GroupName); got ''"
+        ],
+        "placement-group-name-empty",
+    ),
+    _p(
+        {"compute[0].placement_group": "gruppé"},
+        [
+            "compute[0].placement_group: must be true, false or the name of an existing placement group: 1-255 "
+            "printable ASCII characters (botocore ec2 CreatePlacementGroup GroupName); got 'gruppé'"
+        ],
+        "placement-group-name-not-ascii",
     ),
     _p(
         {
@@ -1204,8 +1246,7 @@ def test_several_groups_report_each_of_their_problems() -> None:
         [
             "compute[0].name: " + GROUP_NAME_RULE + "'GPU'",
             "compute[1].count: must be at least 0; got -1",
-            f"compute[2].instance_type: unknown instance type 'p5.48xlarg'; did you mean 'p5.48xlarge'? "
-            f"known: {KNOWN_TYPES}",
+            f"compute[2].instance_type: unknown instance type 'p5.48xlarg': {NOT_EC2}; did you mean 'p5.48xlarge'?",
             "compute[2].capacity: must be 'on-demand', 'capacity-block', 'odcr' or 'training-plan'; got 'spot'",
         ]
     )
