@@ -38,9 +38,11 @@ from fmcluster.config.value_rules import (
     cluster_name_problem,
     deep_health_checks_problem,
     hyperpod_prefix_problem,
+    min_count_problem,
     no_efa,
     placement_group_name_problem,
     reservation_problem,
+    scale_down_problem,
     unknown_instance_type,
 )
 from fmcluster.names import RESERVED_GROUP_NAMES
@@ -144,6 +146,8 @@ class ComputeGroup(_Model):
     root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 512
     efa: bool = Field(None, validate_default=True)  # resolved below
     deep_health_checks: tuple[DeepHealthCheck, ...] = ()
+    min_count: int = Field(None, validate_default=True)  # resolved below: `count`, a static group
+    scale_down_idle_minutes: int | None = Field(None, validate_default=True)
 
     @field_validator("name")
     @classmethod
@@ -236,6 +240,32 @@ class ComputeGroup(_Model):
         if problem := deep_health_checks_problem(value, info.data.get("count"), info.data.get("efa")):
             raise fail(problem)
         return value
+
+    @field_validator("min_count", mode="before")
+    @classmethod
+    def _min_count(cls, value: object, info: ValidationInfo) -> object:
+        count = info.data.get("count")
+        if value is None:
+            return count if count is not None else 0  # an invalid count is its own problem
+        if isinstance(value, bool) or not isinstance(value, int) or count is None:
+            return value  # strict int says what is wrong
+        if problem := min_count_problem(value, count, info.data.get("capacity")):
+            raise fail(problem)
+        return value
+
+    @field_validator("scale_down_idle_minutes")
+    @classmethod
+    def _scale_down(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is None:
+            return None
+        if problem := scale_down_problem(value, info.data.get("min_count"), info.data.get("count")):
+            raise fail(problem)
+        return value
+
+    @property
+    def scales(self) -> bool:
+        """True when the group scales between `min_count` and `count` (nodes start for jobs, stop when idle)."""
+        return self.min_count < self.count
 
     @property
     def instance(self) -> catalog.InstanceType:

@@ -116,6 +116,48 @@ def placement_group_name_problem(value: str) -> str | None:
     )
 
 
+SCALE_DOWN_IDLE_MAX_SECONDS = 10_000_000
+"""AWS PCS `scaleDownIdleTimeInSeconds` of a compute node group: at most 10,000,000 (botocore pcs
+ComputeNodeGroupSlurmConfigurationRequest; CloudFormation schema of AWS::PCS::ComputeNodeGroup: 1-10,000,000)."""
+SCALE_DOWN_IDLE_MAX_MINUTES = SCALE_DOWN_IDLE_MAX_SECONDS // 60
+PAID_WHILE_IDLE = {
+    "capacity-block": "a capacity block is paid up front for its whole term (EC2 Capacity Blocks for ML)",
+    "odcr": "an On-Demand Capacity Reservation is billed whether instances run in it or not (EC2 user guide, "
+    "Capacity Reservation pricing and billing)",
+}
+"""Capacity that is paid while idle: scaling its nodes down saves nothing and gives the reservation away to nobody."""
+
+
+def min_count_problem(min_count: int, count: int, capacity: object) -> str | None:
+    """A minimum below 0 or above the group's maximum (`count`), or below it on capacity paid while idle.
+
+    >>> min_count_problem(0, 4, "on-demand") is None, min_count_problem(5, 4, "on-demand")
+    (True, 'must be at most count (the most nodes the group runs), 4; got 5')
+    """
+    if min_count < 0:
+        return f"must be at least 0; got {min_count}"
+    if min_count > count:
+        return f"must be at most count (the most nodes the group runs), {count}; got {min_count}"
+    if min_count < count and capacity in PAID_WHILE_IDLE:
+        return (
+            f"must equal count ({count}) with capacity {capacity!r}: {PAID_WHILE_IDLE[capacity]}, so idle nodes cost "
+            "the same as running ones; remove min_count"
+        )
+    return None
+
+
+def scale_down_problem(minutes: int, min_count: int | None, count: int | None) -> str | None:
+    """An idle scale-down time for a group that never scales down, or outside what AWS PCS takes."""
+    if not 1 <= minutes <= SCALE_DOWN_IDLE_MAX_MINUTES:
+        return (
+            f"must be 1-{SCALE_DOWN_IDLE_MAX_MINUTES:,} minutes (AWS PCS scaleDownIdleTimeInSeconds is at most "
+            f"{SCALE_DOWN_IDLE_MAX_SECONDS:,} s, botocore pcs); got {minutes}"
+        )
+    if min_count is not None and count is not None and min_count >= count:
+        return "only for a group that scales (min_count below count): a static group never scales down"
+    return None
+
+
 STRESS_CHECK = "InstanceStress"
 """HyperPod's on-start GPU/accelerator stress check (DCGM diagnostics at level 4)."""
 CONNECTIVITY_CHECK = "InstanceConnectivity"
