@@ -369,7 +369,7 @@ INVALID = [
         "min-count-above-count",
     ),
     _p({**PCS, "compute[0].min_count": -1}, ["compute[0].min_count: must be at least 0; got -1"], "min-count-negative"),
-    _p({**PCS, "compute[0].min_count": "0"}, ["compute[0].min_count: must be a whole number; got '0'"], "min-count-str"),
+    _p({**PCS, "compute[0].min_count": "0"}, ["compute[0].min_count: must be a whole number; got '0'"], "min-count-s"),
     # capacity paid whether nodes run or not: scaling down saves nothing
     _p(
         {**CAPACITY_BLOCK, "compute[0].placement_group": False, "compute[0].min_count": 0},

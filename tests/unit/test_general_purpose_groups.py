@@ -2,8 +2,8 @@
 examples: pcs-cpu-and-gpu (4 x p5 on an ODCR in a named placement group, a c6i.4xlarge group scaling 0-8) and
 hyperpod-cpu (2 x p5 and an ml.m5.2xlarge group on HyperPod).
 
-What a general-purpose group (a type outside fmcluster's catalog) must not get comes from the catalog's role: EFA layout,
-GPUs and baselines are known only for cataloged types (fmcluster/catalog.py); the PCS shapes from botocore pcs
+What a general-purpose group (a type outside fmcluster's catalog) must not get comes from the catalog's role: EFA
+layout, GPUs and baselines are known only for cataloged types (fmcluster/catalog.py); the PCS shapes from botocore pcs
 (ScalingConfigurationRequest, ComputeNodeGroupSlurmConfigurationRequest.scaleDownIdleTimeInSeconds) and HyperPod's
 from botocore sagemaker (ClusterInstanceGroupSpecification)."""
 
