@@ -169,7 +169,8 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
             if row.is_accelerated
             else "none (general purpose)"
         )
-        accelerators = accelerators if not group.scales else f"up to {accelerators}"
+        if group.scales and row.is_accelerated:
+            accelerators = f"up to {accelerators}"
         compute.add_row(
             group.name,
             group.instance_type,
