@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from fmcluster import nccl, sizing
@@ -17,6 +18,7 @@ def warnings(config: ClusterConfig) -> list[Problem]:
         *nccl_env_warnings(config),
         *image_floor_warnings(config),
         *image_architecture_warnings(config),
+        *uncataloged_accelerator_warnings(config),
     ]
 
 
@@ -43,13 +45,36 @@ def image_floor_warnings(config: ClusterConfig) -> list[Problem]:
 
 
 def image_architecture_warnings(config: ClusterConfig) -> list[Problem]:
-    """The training image is built for x86_64; arm64 groups (p6e-gb200) cannot run it."""
+    """The training image is built for x86_64; arm64 groups (p6e-gb200's Grace, Graviton types) cannot run it."""
+    found = []
+    for index, group in enumerate(config.compute):
+        if group.instance.architecture != "arm64":
+            continue
+        arm64 = "arm64 (Grace)" if group.instance.is_accelerated else "arm64"
+        found.append(
+            warning(
+                f"compute[{index}].instance_type",
+                f"{group.instance_type} is {arm64}, but fmcluster builds the training image for x86_64; "
+                "run jobs there from an arm64 image of your own",
+            )
+        )
+    return found
+
+
+ACCELERATED_FAMILY = re.compile(r"^(p|g|gr|trn|inf|dl|f|vt)\d")
+"""EC2's accelerated-computing families by name (EC2 user guide, "Accelerated computing instances": P, G, Trn, Inf,
+DL, F, VT): a type of theirs outside the catalog has GPUs or accelerators fmcluster does not know the layout of."""
+
+
+def uncataloged_accelerator_warnings(config: ClusterConfig) -> list[Problem]:
+    """An accelerated-family type outside the catalog runs as a general-purpose group: say what it goes without."""
     return [
         warning(
             f"compute[{index}].instance_type",
-            f"{group.instance_type} is arm64 (Grace), but fmcluster builds the training image for x86_64; "
-            "run jobs there from an arm64 image of your own",
+            f"{group.instance_type} is not in fmcluster's instance catalog, so it runs as a general-purpose group: no "
+            "EFA, no GPU count in the plan, no nccl-tests baseline; its accelerators are used only as the node image "
+            "and your jobs find them",
         )
         for index, group in enumerate(config.compute)
-        if group.instance.architecture == "arm64"
+        if not group.instance.cataloged and ACCELERATED_FAMILY.match(group.instance_type)
     ]

@@ -1,5 +1,10 @@
 """Instance facts fmcluster builds on, and the EFA network-interface layout derived from them.
 
+The catalog holds the accelerated types fmcluster knows the EFA layout, GPUs, NVMe and bandwidth of. Any other type
+EC2 offers (whether it does is `fmcluster.config.value_rules.unknown_instance_type`, from botocore's EC2 model) is a
+general-purpose type (`general_purpose`): no accelerators, no EFA (its EFA layout is not known here, so none is wired),
+one network interface; its bandwidth and local disks are not known, and nothing here pretends they are.
+
 Every row names its source. Figures marked "(unconfirmed)" in a row's source come from a single source and
 are used as given; the node scripts detect NVMe disks and EFA devices at run time, so an error there costs a
 misleading `fmcluster plan`, never a broken node.
@@ -42,6 +47,8 @@ class InstanceType:
     source: str
     architecture: Literal["x86_64", "arm64"] = "x86_64"
     """CPU architecture: picks the node image (GB200's Grace CPUs are arm64)."""
+    cataloged: bool = True
+    """False for a general-purpose row (`general_purpose`): network_gbps and the NVMe figures are then unknown (0)."""
 
     @property
     def family(self) -> str:
@@ -159,12 +166,44 @@ CATALOG: Mapping[str, InstanceType] = MappingProxyType({row.name: row for row in
 """Every instance type a compute group may use, by EC2 name."""
 
 
+GENERAL_PURPOSE_SOURCE = (
+    "not in fmcluster's catalog: run as a general-purpose type (no accelerators, no EFA, one network interface; "
+    "bandwidth and local NVMe not known)"
+)
+
+
+def general_purpose(name: str) -> InstanceType:
+    """The row of a type outside the catalog: nothing accelerated, no EFA, one network card, figures unknown.
+
+    >>> row = general_purpose("c6i.4xlarge")
+    >>> row.is_accelerated, row.supports_efa, row.network_cards, row.architecture
+    (False, False, 1, 'x86_64')
+    """
+    return InstanceType(
+        name=name,
+        accelerator="",
+        accelerator_count=0,
+        network_cards=1,
+        efa_cards=(),
+        network_gbps=0,
+        nvme_disks=0,
+        nvme_disk_gb=0,
+        lustre_efa_client=False,
+        source=GENERAL_PURPOSE_SOURCE,
+        architecture=instance_architecture(name),
+        cataloged=False,
+    )
+
+
 def lookup(name: str) -> InstanceType:
-    """The catalog row for an EC2 instance type name; KeyError names the known types."""
-    try:
-        return CATALOG[name]
-    except KeyError:
-        raise KeyError(f"unknown instance type {name!r}; known: {', '.join(CATALOG)}") from None
+    """The catalog row for an EC2 instance type name, or its general-purpose row (`general_purpose`).
+
+    Whether EC2 offers `name` at all is the cluster file's rule (`config.value_rules.unknown_instance_type`).
+
+    >>> lookup("p5.48xlarge").max_efa_interfaces, lookup("m5.2xlarge").cataloged
+    (32, False)
+    """
+    return CATALOG.get(name) or general_purpose(name)
 
 
 def instance_architecture(name: str) -> Literal["x86_64", "arm64"]:

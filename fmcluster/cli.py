@@ -60,7 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "validate" and args.live:
         return validate_live(args.file, config)
     if args.command == "validate":
-        print(f"{args.file}: valid: {len(config.compute)} compute group(s), {config.total_nodes} node(s)")
+        scaling = any(group.scales for group in config.compute)
+        nodes = f"{sum(g.min_count for g in config.compute)}-{config.total_nodes}" if scaling else config.total_nodes
+        print(f"{args.file}: valid: {len(config.compute)} compute group(s), {nodes} node(s)")
     else:
         from rich.console import Console  # rich loads only for the plan's tables and the live commands' progress
 
@@ -162,16 +164,23 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
         row = group.instance
         efa_count = row.max_efa_interfaces if group.efa else 0
         efa_gbps = row.efa_gbps if group.efa else 0
+        accelerators = (
+            f"{group.count * row.accelerator_count} x {row.accelerator.removeprefix('NVIDIA ')}"
+            if row.is_accelerated
+            else "none (general purpose)"
+        )
+        if group.scales and row.is_accelerated:
+            accelerators = f"up to {accelerators}"
         compute.add_row(
             group.name,
             group.instance_type,
             group.capacity,
-            str(group.count),
-            f"{group.count * row.accelerator_count} x {row.accelerator.removeprefix('NVIDIA ')}",
+            f"{group.min_count}-{group.count}" if group.scales else str(group.count),
+            accelerators,
             str(efa_count),
             f"{efa_gbps:,}",
             f"{efa_gbps * group.count:,}",
-            f"{row.nvme_total_gb / 1000:g} TB",
+            f"{row.nvme_total_gb / 1000:g} TB" if row.cataloged else "not known",
         )
     console.print(compute)
     if config.orchestrator.type == "hyperpod-slurm":

@@ -219,10 +219,14 @@ PLUGIN_DEFAULTS: tuple[PluginDefault, ...] = (
 
 
 def _instance(instance_type: str) -> catalog.InstanceType:
-    instance = catalog.CATALOG.get(instance_type) if isinstance(instance_type, str) else None
-    if instance is None:
-        raise ValueError(f"unknown instance type {instance_type!r}; known: {', '.join(catalog.CATALOG)}")
-    return instance
+    """The catalog row, or the general-purpose row of another type EC2 offers (no EFA: only the socket settings)."""
+    from fmcluster.config.value_rules import hyperpod_prefix_problem, unknown_instance_type  # config imports nccl
+
+    if not isinstance(instance_type, str):
+        raise ValueError(f"unknown instance type {instance_type!r}: give an EC2 instance type name")
+    if problem := hyperpod_prefix_problem(instance_type) or unknown_instance_type(instance_type):
+        raise ValueError(problem)
+    return catalog.lookup(instance_type)
 
 
 def plugin_defaults(instance_type: str, versions: Versions) -> dict[str, str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fmcluster.config.models import LUSTRE_EFA_CAPACITY_STEP_GIB, ClusterConfig, next_lustre_capacity
+from fmcluster.config.models import LUSTRE_EFA_CAPACITY_STEP_GIB, ClusterConfig, ComputeGroup, next_lustre_capacity
 from fmcluster.problems import Problem, warning
 
 CHECKPOINT_BYTES_PER_PARAMETER = 14
@@ -27,11 +27,17 @@ def filesystem_mbps(capacity_gib: int, throughput_per_tib: int) -> float:
     return capacity_gib / 1024 * throughput_per_tib
 
 
+def checkpoint_writers(config: ClusterConfig) -> list[ComputeGroup]:
+    """The groups that hold a model's training state and write its checkpoints: the accelerated ones (a general-purpose
+    group, outside the catalog, prepares data or evaluates; its bandwidth is not known either)."""
+    return [group for group in config.compute if group.instance.is_accelerated and group.count > 0]
+
+
 def clients_mbps(config: ClusterConfig) -> float:
-    """What all compute nodes can push to Lustre together, in MB/s."""
+    """What all accelerated compute nodes can push to Lustre together, in MB/s."""
     lustre_efa = config.storage.lustre.efa
     total = 0.0
-    for group in config.compute:
+    for group in checkpoint_writers(config):
         over_efa = lustre_efa and group.efa and group.instance.lustre_efa_client
         per_node_gbps = min(EFA_CLIENT_GBPS if over_efa else ENA_CLIENT_GBPS, group.instance.network_gbps)
         total += group.count * per_node_gbps * MBPS_PER_GBPS
@@ -67,8 +73,8 @@ class CheckpointEstimate:
 
 
 def checkpoint_estimate(config: ClusterConfig) -> CheckpointEstimate | None:
-    """Size and write time of one full checkpoint, or None without `training` or without nodes."""
-    if config.training is None or config.total_nodes == 0:
+    """Size and write time of one full checkpoint, or None without `training` or without accelerated nodes."""
+    if config.training is None or not checkpoint_writers(config):
         return None
     lustre = config.storage.lustre
     return CheckpointEstimate(

@@ -87,6 +87,7 @@ RESOURCE_TYPES = (
 )
 """Every CloudFormation type fmcluster's stacks contain (a test keeps this complete over the examples)."""
 API_SHAPES = {
+    "ec2": ("InstanceType",),
     "pcs": ("ClusterName", "ComputeNodeGroupName", "PurchaseOption", "QueueName", "Size"),
     "sagemaker": (
         "ClusterInstanceGroupName",
@@ -100,7 +101,8 @@ API_SHAPES = {
     ),
 }
 """The botocore shapes fmcluster judges names and types by (`service_models.shape`) and the service-truth gate reads:
-cut here so that `fmcluster validate` neither imports botocore nor parses SageMaker's 3,000-shape model."""
+cut here so that `fmcluster validate` neither imports botocore nor parses SageMaker's 3,000-shape model (nor EC2's,
+whose InstanceType enum is every type EC2 offers: what an AWS PCS compute group may run)."""
 
 
 def _json(path) -> dict:

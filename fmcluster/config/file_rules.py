@@ -128,6 +128,8 @@ def orchestrator_takes_groups(config: Sections) -> Iterator[Problem]:
     for index, group in config.groups():
         if problem := rules.deep_health_checks_problem(group.deep_health_checks):
             yield Problem(f"compute[{index}].deep_health_checks", problem)
+        for key, message in rules.group_problems(group, config.orchestrator.slurm_version):
+            yield Problem(f"compute[{index}].{key}", message)
 
 
 def root_volume_needs_pcs(config: Sections) -> Iterator[Problem]:

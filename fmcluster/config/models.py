@@ -37,8 +37,12 @@ from fmcluster.config.value_rules import (
     TRAINING_PLAN_ARN_PATTERN,
     cluster_name_problem,
     deep_health_checks_problem,
+    hyperpod_prefix_problem,
+    min_count_problem,
     no_efa,
+    placement_group_name_problem,
     reservation_problem,
+    scale_down_problem,
     unknown_instance_type,
 )
 from fmcluster.names import RESERVED_GROUP_NAMES
@@ -138,10 +142,12 @@ class ComputeGroup(_Model):
     capacity: Capacity = "on-demand"
     reservation_id: str | None = Field(None, validate_default=True)
     training_plan_arn: str | None = Field(None, validate_default=True)
-    placement_group: bool = Field(None, validate_default=True)  # resolved below
+    placement_group: bool | str = Field(None, validate_default=True)  # resolved below
     root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 512
     efa: bool = Field(None, validate_default=True)  # resolved below
     deep_health_checks: tuple[DeepHealthCheck, ...] = ()
+    min_count: int = Field(None, validate_default=True)  # resolved below: `count`, a static group
+    scale_down_idle_minutes: int | None = Field(None, validate_default=True)
 
     @field_validator("name")
     @classmethod
@@ -159,9 +165,7 @@ class ComputeGroup(_Model):
     @field_validator("instance_type")
     @classmethod
     def _known_type(cls, value: str) -> str:
-        if value.startswith("ml.") and value[3:] in catalog.CATALOG:
-            raise fail(f"give the EC2 name {value[3:]!r}; HyperPod's 'ml.' prefix is added for you")
-        if problem := unknown_instance_type(value):
+        if problem := hyperpod_prefix_problem(value) or unknown_instance_type(value):
             raise fail(problem)
         return value
 
@@ -193,18 +197,25 @@ class ComputeGroup(_Model):
     @classmethod
     def _placement(cls, value: object, info: ValidationInfo) -> object:
         capacity = info.data.get("capacity")
+        instance_type = info.data.get("instance_type")
         if value is None:
-            return capacity not in ("capacity-block", "odcr")
-        if value is True and capacity == "capacity-block":
+            # a general-purpose type (outside the catalog) gains nothing from a cluster placement group
+            return capacity not in ("capacity-block", "odcr") and instance_type in catalog.CATALOG
+        if value is not False and capacity == "capacity-block":
             raise fail(
                 "must be false with capacity 'capacity-block': capacity blocks are already placed inside an "
                 "EC2 UltraCluster and reject a placement group"
             )
         if value is True and capacity == "odcr":
             raise fail(
-                "must be false with capacity 'odcr': a reservation serves a cluster placement group only if it "
-                "was created in that group, and fmcluster creates a new one"
+                "must be false or the name of the cluster placement group the reservation was created in, with "
+                "capacity 'odcr': a reservation serves a placement group only if it was made in it, and true makes "
+                "a new one"
             )
+        if not isinstance(value, bool | str):
+            raise fail(f"must be true, false or the name of an existing placement group; got {value!r}")
+        if isinstance(value, str) and (problem := placement_group_name_problem(value)):
+            raise fail(problem)
         return value
 
     @field_validator("efa", mode="before")
@@ -230,9 +241,46 @@ class ComputeGroup(_Model):
             raise fail(problem)
         return value
 
+    @field_validator("min_count", mode="before")
+    @classmethod
+    def _min_count(cls, value: object, info: ValidationInfo) -> object:
+        count = info.data.get("count")
+        if value is None:
+            return count if count is not None else 0  # an invalid count is its own problem
+        if isinstance(value, bool) or not isinstance(value, int) or count is None:
+            return value  # strict int says what is wrong
+        if problem := min_count_problem(value, count, info.data.get("capacity")):
+            raise fail(problem)
+        return value
+
+    @field_validator("scale_down_idle_minutes")
+    @classmethod
+    def _scale_down(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is None:
+            return None
+        if problem := scale_down_problem(value, info.data.get("min_count"), info.data.get("count")):
+            raise fail(problem)
+        return value
+
+    @property
+    def scales(self) -> bool:
+        """True when the group scales between `min_count` and `count` (nodes start for jobs, stop when idle)."""
+        return self.min_count < self.count
+
     @property
     def instance(self) -> catalog.InstanceType:
+        """The catalog row, or a general-purpose row for a type outside the catalog (`catalog.general_purpose`)."""
         return catalog.lookup(self.instance_type)
+
+    @property
+    def existing_placement_group(self) -> str | None:
+        """The name of a placement group made outside fmcluster that this group's nodes launch into, or None."""
+        return self.placement_group if isinstance(self.placement_group, str) else None
+
+    @property
+    def new_placement_group(self) -> bool:
+        """True when fmcluster makes a cluster placement group for this group (`placement_group: true`)."""
+        return self.placement_group is True
 
 
 class Orchestrator(_Model):

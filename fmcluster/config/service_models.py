@@ -36,7 +36,7 @@ SERVICE_LABELS = {
     "AWS::Grafana::Workspace": "Amazon Managed Grafana",
     "AWS::FSx::FileSystem": "Amazon FSx",
 }
-API_LABELS = {"pcs": "AWS PCS", "sagemaker": "SageMaker HyperPod"}
+API_LABELS = {"ec2": "EC2", "pcs": "AWS PCS", "sagemaker": "SageMaker HyperPod"}
 INSTANCE_RULES = {
     "ec2": ("EC2", "CloudFormation's regional list, as cfn-lint checks launch templates: rule E3628"),
     "hyperpod": ("SageMaker HyperPod", "CloudFormation's regional list, which cdk synth checks as E3644"),
@@ -45,7 +45,7 @@ INSTANCE_RULES = {
 
 
 def shape(service: str, name: str) -> dict:
-    """The botocore shape `name` of `service` ('pcs', 'sagemaker'): its type, min, max, pattern or enum."""
+    """The botocore shape `name` of `service` ('ec2', 'pcs', 'sagemaker'): its type, min, max, pattern or enum."""
     shapes = service_data()["api_shapes"][service]
     if name not in shapes:
         raise KeyError(f"botocore {service} {name} is not in the cut: add it to API_SHAPES in tools/service_data.py")
@@ -70,6 +70,12 @@ def shape_problem(service: str, name: str, value: str) -> str | None:
     length = f"{low}-{high} characters" if high is not None else f"at least {low} characters"
     matching = f" matching {pattern}" if pattern else ""
     return f"takes {length}{matching} ({source}); got {value!r}"
+
+
+@cache
+def ec2_instance_types() -> frozenset[str]:
+    """Every instance type EC2 offers somewhere (botocore ec2 InstanceType, cut into the service data)."""
+    return frozenset(shape("ec2", "InstanceType")["enum"])
 
 
 @cache

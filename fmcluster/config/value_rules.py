@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from fmcluster import catalog
-from fmcluster.config.service_models import API_LABELS, shape_problem
+from fmcluster.config.service_models import API_LABELS, ec2_instance_types, shape_problem
 
 CLUSTER_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
 """fmcluster's own cluster names (the file's `name`): short and lowercase, because they go into S3 bucket names,
@@ -56,22 +56,106 @@ SSM_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
 RESERVATION_CAPACITIES = ("capacity-block", "odcr")
 
 
+EC2_TYPES_SOURCE = "botocore ec2 InstanceType"
+"""Where the instance types EC2 offers come from (cut into service_data.json.gz by tools/service_data.py)."""
+
+
 def unknown_instance_type(value: str) -> str | None:
-    """An instance type fmcluster has no row for in `fmcluster.catalog`, with the closest known name."""
-    if value in catalog.CATALOG:
+    """An instance type EC2 does not offer (botocore's EC2 model), with the closest type it does.
+
+    >>> unknown_instance_type("c6i.4xlage").split("; ")[1]
+    "did you mean 'c6i.4xlarge'?"
+    """
+    offered = ec2_instance_types()
+    if value in offered or value in catalog.CATALOG:
         return None
-    close = difflib.get_close_matches(value, list(catalog.CATALOG), n=1, cutoff=0.7)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown instance type {value!r}; {hint}known: {', '.join(catalog.CATALOG)}"
+    close = difflib.get_close_matches(value, sorted(offered), n=1, cutoff=0.8)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown instance type {value!r}: EC2 offers no such type ({EC2_TYPES_SOURCE}){hint}"
+
+
+def hyperpod_prefix_problem(value: str) -> str | None:
+    """An EC2 type written with HyperPod's `ml.` prefix, which fmcluster adds itself."""
+    if value.startswith("ml.") and (value[3:] in ec2_instance_types() or value[3:] in catalog.CATALOG):
+        return f"give the EC2 name {value[3:]!r}; HyperPod's 'ml.' prefix is added for you"
+    return None
 
 
 def no_efa(instance_type: str, turn_off: str) -> str | None:
-    """EFA asked for on a type without it; `turn_off` says how, in the caller's words (`efa: false`, `efa=False`)."""
+    """EFA asked for on a type without it, or on one outside the catalog (whose EFA layout fmcluster does not know);
+    `turn_off` says how, in the caller's words (`efa: false`, `efa=False`)."""
     row = catalog.CATALOG.get(instance_type)
-    if row is None or row.supports_efa:
+    if row is not None and row.supports_efa:
         return None
     with_efa = ", ".join(name for name, r in catalog.CATALOG.items() if r.supports_efa)
+    if row is None:
+        return (
+            f"{instance_type} is not in fmcluster's instance catalog, so it runs as a general-purpose group without "
+            f"EFA (fmcluster wires EFA only where it knows the interface layout); {turn_off} or use a cataloged "
+            f"EFA type ({with_efa})"
+        )
     return f"{instance_type} has no EFA; {turn_off} or use an EFA type ({with_efa})"
+
+
+PLACEMENT_GROUP_NAME_MAX = 255
+"""EC2 placement group names: "Constraints: Up to 255 ASCII characters", unique per account and region (botocore ec2
+CreatePlacementGroupRequest.GroupName)."""
+
+
+def placement_group_name_problem(value: str) -> str | None:
+    """A name EC2 cannot hold as a placement group's (1-255 ASCII characters; botocore ec2 CreatePlacementGroup).
+
+    >>> placement_group_name_problem("odcr-pg-1") is None, placement_group_name_problem("")[:30]
+    (True, 'must be true, false or the nam')
+    """
+    if 1 <= len(value) <= PLACEMENT_GROUP_NAME_MAX and value.isascii() and value.isprintable():
+        return None
+    return (
+        "must be true, false or the name of an existing placement group: 1-255 printable ASCII characters "
+        f"(botocore ec2 CreatePlacementGroup GroupName); got {value!r}"
+    )
+
+
+SCALE_DOWN_IDLE_MAX_SECONDS = 10_000_000
+"""AWS PCS `scaleDownIdleTimeInSeconds` of a compute node group: at most 10,000,000 (botocore pcs
+ComputeNodeGroupSlurmConfigurationRequest; CloudFormation schema of AWS::PCS::ComputeNodeGroup: 1-10,000,000)."""
+SCALE_DOWN_IDLE_MAX_MINUTES = SCALE_DOWN_IDLE_MAX_SECONDS // 60
+PAID_WHILE_IDLE = {
+    "capacity-block": "a capacity block is paid up front for its whole term (EC2 Capacity Blocks for ML)",
+    "odcr": "an On-Demand Capacity Reservation is billed whether instances run in it or not (EC2 user guide, "
+    "Capacity Reservation pricing and billing)",
+}
+"""Capacity that is paid while idle: scaling its nodes down saves nothing and gives the reservation away to nobody."""
+
+
+def min_count_problem(min_count: int, count: int, capacity: object) -> str | None:
+    """A minimum below 0 or above the group's maximum (`count`), or below it on capacity paid while idle.
+
+    >>> min_count_problem(0, 4, "on-demand") is None, min_count_problem(5, 4, "on-demand")
+    (True, 'must be at most count (the most nodes the group runs), 4; got 5')
+    """
+    if min_count < 0:
+        return f"must be at least 0; got {min_count}"
+    if min_count > count:
+        return f"must be at most count (the most nodes the group runs), {count}; got {min_count}"
+    if min_count < count and capacity in PAID_WHILE_IDLE:
+        return (
+            f"must equal count ({count}) with capacity {capacity!r}: {PAID_WHILE_IDLE[capacity]}, so idle nodes cost "
+            "the same as running ones; remove min_count"
+        )
+    return None
+
+
+def scale_down_problem(minutes: int, min_count: int | None, count: int | None) -> str | None:
+    """An idle scale-down time for a group that never scales down, or outside what AWS PCS takes."""
+    if not 1 <= minutes <= SCALE_DOWN_IDLE_MAX_MINUTES:
+        return (
+            f"must be 1-{SCALE_DOWN_IDLE_MAX_MINUTES:,} minutes (AWS PCS scaleDownIdleTimeInSeconds is at most "
+            f"{SCALE_DOWN_IDLE_MAX_SECONDS:,} s, botocore pcs); got {minutes}"
+        )
+    if min_count is not None and count is not None and min_count >= count:
+        return "only for a group that scales (min_count below count): a static group never scales down"
+    return None
 
 
 STRESS_CHECK = "InstanceStress"

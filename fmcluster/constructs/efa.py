@@ -72,8 +72,9 @@ class EfaLaunchTemplate(Construct):
             template_id=template.launch_template_id, version=template.latest_version))
 
     Args:
-        instance_type: an EC2 instance type from `fmcluster.catalog` (a concrete name: the interface layout
-            depends on it), e.g. "p5.48xlarge".
+        instance_type: an EC2 instance type EC2 offers (a concrete name: the interface layout depends on it), e.g.
+            "p5.48xlarge". Types in `fmcluster.catalog` get their EFA layout; any other is general purpose: pass
+            efa=False, it gets the one ENA interface.
         security_groups: the groups every interface joins; at least one, and the EFA group among them (EFA
             needs all traffic to and from the group itself). Other groups can only be added here.
         subnet: the subnet of every interface; for capacity blocks and ODCRs, in the reservation's AZ.

@@ -109,7 +109,8 @@ class NcclTuning(Construct):
 
     Args:
         cluster_name: the cluster's name (2-24 lowercase letters, digits, '-'); the parameters' path prefix.
-        groups: (group name, EC2 instance type from the catalog) per compute group; at least one.
+        groups: (group name, EC2 instance type) per compute group; at least one. A type outside the catalog (no
+            EFA) gets only NCCL_SOCKET_IFNAME and `user_env`.
         nccl_version: NCCL in the training image; omitted: `fmcluster.nccl.DEFAULT_NCCL_VERSION`.
         ofi_nccl_version: aws-ofi-nccl in the image; omitted: `DEFAULT_OFI_NCCL_VERSION`.
         efa_installer_version: the EFA installer of the image; omitted: `DEFAULT_EFA_INSTALLER_VERSION`.

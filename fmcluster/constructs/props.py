@@ -57,10 +57,12 @@ def compute_group_models(
     return groups, problems
 
 
-def orchestrator_group_problems(rules: ModuleType, where: str, group: ComputeGroup) -> list[Problem]:
+def orchestrator_group_problems(
+    rules: ModuleType, where: str, group: ComputeGroup, slurm_version: str | None = None
+) -> list[Problem]:
     """What the orchestrator (`rules`: a module of `fmcluster.config.orchestrators`) refuses in one compute group:
-    its capacity and its deep health checks, at `where.capacity` and `where.deep_health_checks`."""
-    problems = []
+    its capacity, its deep health checks and its scaling and placement (`rules.group_problems`), at `where.<key>`."""
+    problems = [Problem(f"{where}.{key}", message) for key, message in rules.group_problems(group, slurm_version)]
     if problem := rules.capacity_problem(group.capacity):
         problems.append(Problem(f"{where}.capacity", problem))
     if problem := rules.deep_health_checks_problem(group.deep_health_checks):

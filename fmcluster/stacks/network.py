@@ -32,7 +32,7 @@ class NetworkStack(cdk.Stack):
         self.placement_groups: dict[str, ec2.PlacementGroup] = {}
         if config.orchestrator.type == "pcs":
             for group in config.compute:
-                if group.placement_group:
+                if group.new_placement_group:  # a named group exists already: the cluster stack uses it as it is
                     self.placement_groups[group.name] = ec2.PlacementGroup(
                         self, f"{group.name}PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER
                     )

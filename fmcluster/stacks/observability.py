@@ -57,7 +57,8 @@ class ObservabilityStack(cdk.Stack):
             node_roles=node_roles,
             removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
         )
-        storage.nccl_tests.add_alarms(Construct(self, "NcclTests"), self.observability.topic)
+        if storage.nccl_tests is not None:
+            storage.nccl_tests.add_alarms(Construct(self, "NcclTests"), self.observability.topic)
         encrypt_log_groups(self, self.observability.key)
         built = self.observability
         url = grafana_url(built, observability.grafana)

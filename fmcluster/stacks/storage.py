@@ -63,16 +63,22 @@ class StorageStack(cdk.Stack):
         self.node_data_policy = self._node_data_policy()
         """What cluster nodes may do with the project's data: read datasets, read and write checkpoints.
         Attach it to node roles (`role.add_managed_policy(...)`) in the cluster stack."""
-        self.nccl_tests = NcclValidation(
-            self,
-            "NcclTests",
-            cluster_name=config.name,
-            results_bucket=self.buckets.checkpoints_bucket,
-            groups=[(group.name, group.instance_type) for group in config.compute],
-            removal_policy=removal_policy,
+        accelerated = [(group.name, group.instance_type) for group in config.compute if group.instance.is_accelerated]
+        self.nccl_tests = (
+            NcclValidation(
+                self,
+                "NcclTests",
+                cluster_name=config.name,
+                results_bucket=self.buckets.checkpoints_bucket,
+                groups=accelerated,
+                removal_policy=removal_policy,
+            )
+            if accelerated
+            else None
         )
         """nccl-tests results uploaded under nccl-tests/ in the checkpoints bucket become metrics; the observability
-        stack adds the alarms (`add_alarms`), next to the alarm topic."""
+        stack adds the alarms (`add_alarms`), next to the alarm topic. Only accelerated groups run nccl-tests and have
+        a baseline; a cluster of general-purpose groups only has none."""
         encrypt_log_groups(self, self.buckets.key)
         for key, value in (
             ("DataBucket", self.buckets.data_bucket.bucket_name),

@@ -84,9 +84,20 @@ def test_every_row_names_its_source_and_fits_its_cards():
         assert len(row.efa_cards) <= row.network_cards
 
 
-def test_unknown_type_names_the_known_ones():
-    with pytest.raises(KeyError, match=r"unknown instance type 'p9\.48xlarge'; known: p4d\.24xlarge"):
-        lookup("p9.48xlarge")
+@pytest.mark.parametrize(("name", "architecture"), [("c6i.4xlarge", "x86_64"), ("m7g.2xlarge", "arm64")])
+def test_a_type_outside_the_catalog_is_general_purpose(name, architecture):
+    """No accelerators, no EFA, one network interface; bandwidth and NVMe unknown (0), never guessed."""
+    row = lookup(name)
+    assert (row.cataloged, row.is_accelerated, row.supports_efa, row.architecture) == (
+        False,
+        False,
+        False,
+        architecture,
+    )
+    assert (row.network_gbps, row.nvme_total_gb, row.lustre_efa_client) == (0, 0, False)
+    assert [(i.network_card_index, i.device_index, i.interface_type) for i in network_interfaces(row)] == [
+        (0, 0, "interface")
+    ]
 
 
 EKSCTL = json.loads((Path(__file__).parent / "fixtures" / "eksctl_instance_types.json").read_text())["instance_types"]

@@ -281,6 +281,35 @@ compute:
 
 
 @pytest.mark.usefixtures("no_synth")
+def test_plan_shows_a_cpu_group_as_general_purpose_and_a_scaling_group_as_min_to_max(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A type outside the catalog: no accelerators, NVMe not known (never a guessed 0 TB); min_count below count."""
+    path = write(
+        tmp_path,
+        HEAD
+        + """orchestrator: {type: pcs}
+compute:
+  - {name: gpu, instance_type: p5.48xlarge, count: 4, min_count: 0}
+  - {name: cpu, instance_type: c6i.4xlarge, count: 8, min_count: 2, scale_down_idle_minutes: 20}
+training: {model_parameters: 8B}
+""",
+    )
+    code, out, _ = run(capsys, "plan", str(path))
+    assert code == 0
+    cpu, gpu = table_row(out, "cpu"), table_row(out, "gpu")
+    assert (cpu["nodes"], cpu["accelerators"], cpu["EFA/node"], cpu["NVMe/node"]) == (
+        "2-8",
+        "none (general purpose)",
+        "0",
+        "not known",
+    )
+    assert (gpu["nodes"], gpu["accelerators"], gpu["EFA/node"]) == ("0-4", "up to 32 x H100 80GB", "32")
+    code, out, _ = run(capsys, "validate", str(path))
+    assert (code, out.strip()) == (0, f"{path}: valid: 2 compute group(s), 2-12 node(s)")
+
+
+@pytest.mark.usefixtures("no_synth")
 def test_plan_shows_the_checkpoint_time_and_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, SLOW_CHECKPOINT)
     code, out, err = run(capsys, "plan", str(path))

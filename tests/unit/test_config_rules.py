@@ -31,7 +31,7 @@ BASE: dict = {
     "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
 }
 
-KNOWN_TYPES = ", ".join(catalog.CATALOG)
+NOT_EC2 = "EC2 offers no such type (botocore ec2 InstanceType)"
 EFA_TYPES = ", ".join(name for name, row in catalog.CATALOG.items() if row.efa_cards)
 LUSTRE_EFA_CLIENTS = ", ".join(name for name, row in catalog.CATALOG.items() if row.lustre_efa_client)
 TOP_KEYS = (
@@ -40,7 +40,7 @@ TOP_KEYS = (
 )
 GROUP_KEYS = (
     "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa, "
-    "deep_health_checks"
+    "deep_health_checks, min_count, scale_down_idle_minutes"
 )
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -326,16 +326,24 @@ INVALID = [
     _p({"compute[0].instance_type": DELETE}, ["compute[0].instance_type: required"], "instance-type-missing"),
     _p(
         {"compute[0].instance_type": "m9.huge"},
-        [f"compute[0].instance_type: unknown instance type 'm9.huge'; known: {KNOWN_TYPES}"],
+        [f"compute[0].instance_type: unknown instance type 'm9.huge': {NOT_EC2}"],
         "instance-type-unknown",
     ),
     _p(
         {"compute[0].instance_type": "p5.48xlarg"},
-        [
-            f"compute[0].instance_type: unknown instance type 'p5.48xlarg'; did you mean 'p5.48xlarge'? "
-            f"known: {KNOWN_TYPES}"
-        ],
+        [f"compute[0].instance_type: unknown instance type 'p5.48xlarg': {NOT_EC2}; did you mean 'p5.48xlarge'?"],
         "instance-type-typo",
+    ),
+    # the did-you-mean comes from EC2's own list (botocore ec2 InstanceType), not from the catalog's GPU types
+    _p(
+        {**PCS, "compute[0].instance_type": "c6i.4xlage"},
+        [f"compute[0].instance_type: unknown instance type 'c6i.4xlage': {NOT_EC2}; did you mean 'c6i.4xlarge'?"],
+        "instance-type-cpu-typo",
+    ),
+    _p(
+        {"compute[0].instance_type": "ml.m5.2xlarge"},
+        [f"compute[0].instance_type: give the EC2 name 'm5.2xlarge'; {ML_PREFIX}"],
+        "instance-type-ml-prefix-cpu",
     ),
     _p(
         {"compute[0].instance_type": "ml.p5.48xlarge"},
@@ -344,7 +352,7 @@ INVALID = [
     ),
     _p(
         {"compute[0].instance_type": "ml.m9.huge"},
-        [f"compute[0].instance_type: unknown instance type 'ml.m9.huge'; known: {KNOWN_TYPES}"],
+        [f"compute[0].instance_type: unknown instance type 'ml.m9.huge': {NOT_EC2}"],
         "instance-type-ml-prefix-unknown",
     ),
     # --- compute[].count --------------------------------------------------------------------------------
@@ -354,6 +362,93 @@ INVALID = [
     _p({"compute[0].count": "2"}, ["compute[0].count: must be a whole number; got '2'"], "count-string"),
     _p({"compute[0].count": 2.5}, ["compute[0].count: must be a whole number; got 2.5"], "count-float"),
     _p({"compute[0].count": True}, ["compute[0].count: must be a whole number; got True"], "count-bool"),
+    # --- compute[].min_count and scale_down_idle_minutes (scale to zero) ---------------------------------
+    _p(
+        {**PCS, "compute[0].min_count": 3},
+        ["compute[0].min_count: must be at most count (the most nodes the group runs), 2; got 3"],
+        "min-count-above-count",
+    ),
+    _p({**PCS, "compute[0].min_count": -1}, ["compute[0].min_count: must be at least 0; got -1"], "min-count-negative"),
+    _p({**PCS, "compute[0].min_count": "0"}, ["compute[0].min_count: must be a whole number; got '0'"], "min-count-s"),
+    # capacity paid whether nodes run or not: scaling down saves nothing
+    _p(
+        {**CAPACITY_BLOCK, "compute[0].placement_group": False, "compute[0].min_count": 0},
+        [
+            "compute[0].min_count: must equal count (2) with capacity 'capacity-block': a capacity block is paid up "
+            "front for its whole term (EC2 Capacity Blocks for ML), so idle nodes cost the same as running ones; "
+            "remove min_count"
+        ],
+        "min-count-capacity-block",
+    ),
+    _p(
+        {**ODCR, "compute[0].min_count": 1},
+        [
+            "compute[0].min_count: must equal count (2) with capacity 'odcr': an On-Demand Capacity Reservation is "
+            "billed whether instances run in it or not (EC2 user guide, Capacity Reservation pricing and billing), so "
+            "idle nodes cost the same as running ones; remove min_count"
+        ],
+        "min-count-odcr",
+    ),
+    _p(
+        {"compute[0].min_count": 0},
+        [
+            "compute[0].min_count: must equal count (2) with hyperpod-slurm: HyperPod Slurm instance groups do not "
+            "scale with the queue (HyperPod's autoscaling is for EKS-orchestrated clusters: SageMaker developer "
+            "guide, Autoscaling on SageMaker HyperPod EKS; MinInstanceCount only sets how many nodes must start before "
+            "a group is InService, botocore sagemaker ClusterInstanceGroupSpecification); scaling to zero is for "
+            "orchestrator.type: pcs"
+        ],
+        "min-count-hyperpod",
+    ),
+    _p(
+        {**PCS, "compute[0].scale_down_idle_minutes": 30},
+        [
+            "compute[0].scale_down_idle_minutes: only for a group that scales (min_count below count): a static "
+            "group never scales down"
+        ],
+        "scale-down-static-group",
+    ),
+    # botocore pcs ComputeNodeGroupSlurmConfigurationRequest: 10,000,000 s at most (166,666 whole minutes)
+    _p(
+        {**PCS, "compute[0].min_count": 0, "compute[0].scale_down_idle_minutes": 166_667},
+        [
+            "compute[0].scale_down_idle_minutes: must be 1-166,666 minutes (AWS PCS scaleDownIdleTimeInSeconds is at "
+            "most 10,000,000 s, botocore pcs); got 166667"
+        ],
+        "scale-down-too-long",
+    ),
+    _p(
+        {**PCS, "compute[0].min_count": 0, "compute[0].scale_down_idle_minutes": 0},
+        [
+            "compute[0].scale_down_idle_minutes: must be 1-166,666 minutes (AWS PCS scaleDownIdleTimeInSeconds is at "
+            "most 10,000,000 s, botocore pcs); got 0"
+        ],
+        "scale-down-zero",
+    ),
+    # "Requires Slurm version 25.11 or later" (botocore pcs ComputeNodeGroupSlurmConfigurationRequest)
+    _p(
+        {
+            **PCS,
+            "orchestrator.slurm_version": "25.05",
+            "compute[0].min_count": 0,
+            "compute[0].scale_down_idle_minutes": 30,
+        },
+        [
+            "compute[0].scale_down_idle_minutes: a node group's own idle scale-down time needs Slurm 25.11 or later "
+            "(botocore pcs ComputeNodeGroupSlurmConfigurationRequest); orchestrator.slurm_version is 25.05: remove it "
+            "(idle nodes then stop after PCS's cluster-wide 10 minutes) or use 25.11 or later"
+        ],
+        "scale-down-old-slurm",
+    ),
+    _p(
+        {"compute[0].placement_group": "odcr-pg"},
+        [
+            "compute[0].placement_group: a placement group name is for orchestrator.type: pcs: HyperPod places its "
+            "nodes itself and its instance groups take no placement group (botocore sagemaker "
+            "ClusterInstanceGroupSpecification)"
+        ],
+        "placement-group-name-hyperpod",
+    ),
     # --- compute[].capacity and reservations ------------------------------------------------------------
     _p(
         {"compute[0].capacity": "spot"},
@@ -413,15 +508,49 @@ INVALID = [
     _p(
         {**ODCR, "compute[0].placement_group": True},
         [
-            "compute[0].placement_group: must be false with capacity 'odcr': a reservation serves a cluster "
-            "placement group only if it was created in that group, and fmcluster creates a new one"
+            "compute[0].placement_group: must be false or the name of the cluster placement group the reservation "
+            "was created in, with capacity 'odcr': a reservation serves a placement group only if it was made in it, "
+            "and true makes a new one"
         ],
         "odcr-placement-group-true",
     ),
     _p(
-        {"compute[0].placement_group": "yes"},
-        ["compute[0].placement_group: must be true or false; got 'yes'"],
-        "placement-group-not-bool",
+        {**CAPACITY_BLOCK, "compute[0].placement_group": "my-group"},
+        [
+            "compute[0].placement_group: must be false with capacity 'capacity-block': capacity blocks are "
+            "already placed inside an EC2 UltraCluster and reject a placement group"
+        ],
+        "capacity-block-placement-group-name",
+    ),
+    _p(
+        {"compute[0].placement_group": 3},
+        ["compute[0].placement_group: must be true, false or the name of an existing placement group; got 3"],
+        "placement-group-number",
+    ),
+    # EC2's rule for a placement group name: "Up to 255 ASCII characters" (botocore ec2 CreatePlacementGroup GroupName)
+    _p(
+        {"compute[0].placement_group": "p" * 256},
+        [
+            "compute[0].placement_group: must be true, false or the name of an existing placement group: 1-255 "
+            f"printable ASCII characters (botocore ec2 CreatePlacementGroup GroupName); got {'p' * 256!r}"
+        ],
+        "placement-group-name-too-long",
+    ),
+    _p(
+        {"compute[0].placement_group": ""},
+        [
+            "compute[0].placement_group: must be true, false or the name of an existing placement group: 1-255 "
+            "printable ASCII characters (botocore ec2 CreatePlacementGroup GroupName); got ''"
+        ],
+        "placement-group-name-empty",
+    ),
+    _p(
+        {"compute[0].placement_group": "gruppé"},
+        [
+            "compute[0].placement_group: must be true, false or the name of an existing placement group: 1-255 "
+            "printable ASCII characters (botocore ec2 CreatePlacementGroup GroupName); got 'gruppé'"
+        ],
+        "placement-group-name-not-ascii",
     ),
     _p(
         {
@@ -1204,8 +1333,7 @@ def test_several_groups_report_each_of_their_problems() -> None:
         [
             "compute[0].name: " + GROUP_NAME_RULE + "'GPU'",
             "compute[1].count: must be at least 0; got -1",
-            f"compute[2].instance_type: unknown instance type 'p5.48xlarg'; did you mean 'p5.48xlarge'? "
-            f"known: {KNOWN_TYPES}",
+            f"compute[2].instance_type: unknown instance type 'p5.48xlarg': {NOT_EC2}; did you mean 'p5.48xlarge'?",
             "compute[2].capacity: must be 'on-demand', 'capacity-block', 'odcr' or 'training-plan'; got 'spot'",
         ]
     )
@@ -1454,6 +1582,31 @@ def test_repository_events_as_given() -> None:
 )
 def test_placement_group_default(changes: dict[str, object], expected: bool) -> None:
     assert valid(changes).compute[0].placement_group is expected
+
+
+def test_a_general_purpose_group_has_no_efa_and_no_placement_group_by_default() -> None:
+    gpu = valid({**PCS, "compute[0].instance_type": "c6i.4xlarge"}).compute[0]
+    assert (gpu.efa, gpu.placement_group, gpu.instance.cataloged) == (False, False, False)
+
+
+def test_an_existing_placement_group_is_used_as_it_is_with_an_odcr() -> None:
+    """The ODCR-in-a-cluster-placement-group case: the reservation serves only the group it was made in."""
+    gpu = valid({**ODCR, "compute[0].placement_group": "odcr-pg"}).compute[0]
+    assert (gpu.existing_placement_group, gpu.new_placement_group) == ("odcr-pg", False)
+
+
+@pytest.mark.parametrize(
+    ("changes", "min_count", "scales"),
+    [
+        pytest.param({**PCS}, 2, False, id="default-static"),
+        pytest.param({**PCS, "compute[0].min_count": 0}, 0, True, id="to-zero"),
+        pytest.param({**PCS, "compute[0].min_count": 2}, 2, False, id="explicit-static"),
+        pytest.param({**ODCR, "compute[0].min_count": 2}, 2, False, id="odcr-static"),
+    ],
+)
+def test_min_count_defaults_to_count(changes: dict[str, object], min_count: int, scales: bool) -> None:
+    gpu = valid(changes).compute[0]
+    assert (gpu.min_count, gpu.scales) == (min_count, scales)
 
 
 @pytest.mark.parametrize("instance_type", list(catalog.CATALOG))

@@ -757,6 +757,13 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         ({"compute_groups": [{"name": "gpu", "instance_type": "p5e.48xlarge", "count": 2}]},
          "compute_groups[0].instance_type: SageMaker HyperPod does not offer ml.p5e.48xlarge in us-east-1 "
          "(CloudFormation's regional list, which cdk synth checks as E3644); no region lists it"),
+        # HyperPod's autoscaling is for EKS clusters (SageMaker developer guide); Slurm groups run InstanceCount
+        ({"compute_groups": [{"name": "cpu", "instance_type": "m5.2xlarge", "count": 2, "min_count": 0}]},
+         "compute_groups[0].min_count: must equal count (2) with hyperpod-slurm: HyperPod Slurm instance groups do "
+         "not scale with the queue (HyperPod's autoscaling is for EKS-orchestrated clusters: SageMaker developer "
+         "guide, Autoscaling on SageMaker HyperPod EKS; MinInstanceCount only sets how many nodes must start before "
+         "a group is InService, botocore sagemaker ClusterInstanceGroupSpecification); scaling to zero is for "
+         "orchestrator.type: pcs"),
     ],
     ids=[
         "name-dash", "name-underscore", "no-groups", "duplicate-group", "uppercase-group", "reserved-group",
@@ -766,7 +773,7 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         "bad-login-type",
         "no-security-group", "not-a-file-system", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
         "prometheus", "grafana", "grafana-without-prometheus", "managed-grafana-without-prometheus", "mirror",
-        "controller-not-a-hyperpod-type", "type-not-in-region",
+        "controller-not-a-hyperpod-type", "type-not-in-region", "min-count",
     ],
 )  # fmt: skip
 def test_props_hyperpod_would_reject_raise_with_exact_messages(scope, props, message):

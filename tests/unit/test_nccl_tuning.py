@@ -136,11 +136,26 @@ def test_p5_class_floors_are_enforced_with_every_problem_at_once(instance_type, 
     assert str(error.value).splitlines() == [f"{instance_type}: {FLOOR_MESSAGES[key]}" for key in broken]
 
 
-def test_unknown_instance_type_names_the_known_ones():
-    for name in ("p5.96xlarge", "ml.p5.48xlarge", "", None):
-        with pytest.raises(ValueError) as error:
-            env(name)
-        assert str(error.value) == f"unknown instance type {name!r}; known: {', '.join(catalog.CATALOG)}"
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("p5.96xlarge", "unknown instance type 'p5.96xlarge': EC2 offers no such type (botocore ec2 InstanceType); "
+         "did you mean 'p5.4xlarge'?"),
+        ("ml.p5.48xlarge", "give the EC2 name 'p5.48xlarge'; HyperPod's 'ml.' prefix is added for you"),
+        ("", "unknown instance type '': EC2 offers no such type (botocore ec2 InstanceType)"),
+        (None, "unknown instance type None: give an EC2 instance type name"),
+    ],
+)  # fmt: skip
+def test_unknown_instance_type_is_judged_by_ec2s_list(name, message):
+    with pytest.raises(ValueError) as error:
+        env(name)
+    assert str(error.value) == message
+
+
+def test_a_general_purpose_type_gets_only_the_socket_interfaces():
+    """No EFA on a type outside the catalog: nothing for the plugin, only NCCL_SOCKET_IFNAME (and the user's)."""
+    assert env("c6i.4xlarge") == {"NCCL_SOCKET_IFNAME": "^docker,lo,veth"}
+    assert baseline_spec("c6i.4xlarge") == {"gpus": 0, "efa_gbps": 0, "published": []}
 
 
 @pytest.mark.parametrize(

@@ -211,6 +211,18 @@ PCS_NAME = "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]
         ({"compute_groups": [BLOCK], "placement_groups": {"gpu": object()}},
          "placement_groups: 'gpu' has placement_group false (capacity 'capacity-block': a capacity block is placed by "
          "EC2, a reservation serves only the group it was made in); leave it out"),
+        ({"compute_groups": [{**GPU, "capacity": "odcr", "reservation_id": "cr-0123456789abcdef0",
+                              "placement_group": "odcr-pg"}], "placement_groups": {"gpu": object()}},
+         "placement_groups: 'gpu' names its own placement group 'odcr-pg', used as it is; leave it out"),
+        # "Requires Slurm version 25.11 or later" (botocore pcs ComputeNodeGroupSlurmConfigurationRequest)
+        ({"slurm_version": "24.11", "compute_groups": [{**GPU, "min_count": 0, "scale_down_idle_minutes": 5}]},
+         "compute_groups[0].scale_down_idle_minutes: a node group's own idle scale-down time needs Slurm 25.11 or "
+         "later (botocore pcs ComputeNodeGroupSlurmConfigurationRequest); orchestrator.slurm_version is 24.11: remove "
+         "it (idle nodes then stop after PCS's cluster-wide 10 minutes) or use 25.11 or later"),
+        ({"compute_groups": [{**BLOCK, "min_count": 0}]},
+         "compute_groups[0].min_count: must equal count (2) with capacity 'capacity-block': a capacity block is paid "
+         "up front for its whole term (EC2 Capacity Blocks for ML), so idle nodes cost the same as running ones; "
+         "remove min_count"),
         ({"login_instance_type": "ml.m5.xlarge"},
          "login_instance_type: give the EC2 name 'm5.xlarge'; HyperPod's 'ml.' prefix is added for you"),
         ({"file_system": "fs-0123"}, "file_system: must be a LustreStorage or a LustreMount (a dns_name, a "
@@ -229,7 +241,8 @@ PCS_NAME = "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]
         "cluster-name", "no-security-group", "slurm-version", "size-unknown", "size-too-small", "too-many-nodes",
         "ami-id", "ami-two-architectures", "ami-head-node-architecture", "group-name-short", "group-name-repeated",
         "group-name-reserved", "training-plan", "deep-health-checks", "block-without-reservation", "not-a-group",
-        "placement-group-of-no-group", "placement-group-for-a-capacity-block",
+        "placement-group-of-no-group", "placement-group-for-a-capacity-block", "placement-group-named-by-the-group",
+        "scale-down-on-old-slurm", "min-count-on-a-capacity-block",
         "login-ml-prefix", "not-a-file-system", "mount-name", "nccl-prefix",
         "grafana-without-prometheus", "mirror",
     ],
@@ -498,3 +511,26 @@ def test_node_groups_wait_for_the_policy_that_lets_nodes_register(block, b300):
         ]  # fmt: skip
         groups = [r for r in resources.values() if r["Type"] == "AWS::PCS::ComputeNodeGroup"]
         assert groups and all(policy_id in group.get("DependsOn", []) for group in groups)
+
+
+def test_a_named_placement_group_is_used_and_a_scaling_group_spans_min_to_max(scope):
+    """Library use: the group's own placement group name reaches the launch template (no AWS::EC2::PlacementGroup),
+    and `min_count` below `count` becomes PCS's ScalingConfiguration with the group's idle time in seconds."""
+    stack, required = scope
+    odcr = {**GPU, "capacity": "odcr", "reservation_id": "cr-0123456789abcdef0", "placement_group": "odcr-pg"}
+    cpu = {"name": "cpu", "instance_type": "c6i.4xlarge", "count": 6, "min_count": 1, "scale_down_idle_minutes": 15}
+    PcsSlurmCluster(stack, "Slurm", **required, compute_groups=[odcr, cpu], job_hook=None)
+    template = assertions.Template.from_stack(stack)
+    template.resource_count_is("AWS::EC2::PlacementGroup", 0)
+    template.has_resource_properties(
+        "AWS::EC2::LaunchTemplate",
+        {"LaunchTemplateData": {"InstanceType": "p5.48xlarge", "Placement": {"GroupName": "odcr-pg"}}},
+    )
+    template.has_resource_properties(
+        "AWS::PCS::ComputeNodeGroup",
+        {
+            "Name": "cpu",
+            "ScalingConfiguration": {"MinInstanceCount": 1, "MaxInstanceCount": 6},
+            "SlurmConfiguration": {"ScaleDownIdleTimeInSeconds": 900},
+        },
+    )

@@ -9,6 +9,7 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
 - `CLUSTER_RESOURCE`: its CloudFormation cluster type, which the region must offer;
 - `capacity_problem(capacity)`: a compute group's `capacity` it cannot consume;
 - `deep_health_checks_problem(checks)`: on-start deep health checks it cannot run;
+- `group_problems(group, slurm_version)`: (key, message) for a group's scaling or placement it cannot do;
 - `api_values(name, orchestrator, groups, observability)`: every name the cluster stack sends to its API;
 - `instance_types(orchestrator, groups, observability)`: every instance type the cluster stack asks for;
 - `instance_type_problem(instance_type, region)`: a type it does not run (in the region, when known);

@@ -46,6 +46,29 @@ def root_volume_problem(given_keys: Iterable[str]) -> str | None:
     return ROOT_VOLUME if "root_volume_gib" in given_keys else None
 
 
+NO_AUTOSCALING = (
+    "HyperPod Slurm instance groups do not scale with the queue (HyperPod's autoscaling is for EKS-orchestrated "
+    "clusters: SageMaker developer guide, Autoscaling on SageMaker HyperPod EKS; MinInstanceCount only sets how many "
+    "nodes must start before a group is InService, botocore sagemaker ClusterInstanceGroupSpecification); scaling to "
+    "zero is for orchestrator.type: pcs"
+)
+
+
+def group_problems(group: ComputeGroup, slurm_version: str | None) -> Iterator[tuple[str, str]]:
+    """(key, message) for what a HyperPod group cannot do: scale between a minimum and a maximum, idle scale-down, a
+    placement group of one's own (HyperPod places its nodes itself; its instance groups take no placement group)."""
+    if group.scales:
+        yield "min_count", f"must equal count ({group.count}) with hyperpod-slurm: {NO_AUTOSCALING}"
+    if group.scale_down_idle_minutes is not None:
+        yield "scale_down_idle_minutes", f"only for orchestrator.type: pcs: {NO_AUTOSCALING}"
+    if group.existing_placement_group is not None:
+        yield (
+            "placement_group",
+            "a placement group name is for orchestrator.type: pcs: HyperPod places its nodes itself and its instance "
+            "groups take no placement group (botocore sagemaker ClusterInstanceGroupSpecification)",
+        )
+
+
 def deep_health_checks_problem(checks: Iterable[str]) -> str | None:
     """HyperPod runs both of its deep health checks (whether a group can is `checks.deep_health_checks_problem`)."""
     return None

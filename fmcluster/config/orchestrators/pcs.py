@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -79,6 +80,25 @@ CONTROLLER = (
 def controller_type_problem(given_keys: Iterable[str]) -> str | None:
     """A controller instance type asked of an AWS PCS cluster (`given_keys`: the orchestrator's keys as given)."""
     return CONTROLLER if "controller_instance_type" in given_keys else None
+
+
+NODE_GROUP_SCALE_DOWN_SLURM = (25, 11)
+"""A compute node group's own `scaleDownIdleTimeInSeconds` "Requires Slurm version 25.11 or later" (botocore pcs
+ComputeNodeGroupSlurmConfigurationRequest); older clusters have only the cluster-wide setting (default 600 s)."""
+
+
+def group_problems(group: ComputeGroup, slurm_version: str | None) -> Iterator[tuple[str, str]]:
+    """(key, message): an idle scale-down time of its own on a cluster whose Slurm version has none (None: unknown)."""
+    version = re.fullmatch(r"(\d+)\.(\d+)", slurm_version or "")
+    if group.scale_down_idle_minutes is None or version is None:
+        return  # no version known (an invalid one is its own problem)
+    if (int(version[1]), int(version[2])) < NODE_GROUP_SCALE_DOWN_SLURM:
+        yield (
+            "scale_down_idle_minutes",
+            "a node group's own idle scale-down time needs Slurm 25.11 or later (botocore pcs "
+            f"ComputeNodeGroupSlurmConfigurationRequest); orchestrator.slurm_version is {slurm_version}: remove it "
+            "(idle nodes then stop after PCS's cluster-wide 10 minutes) or use 25.11 or later",
+        )
 
 
 def deep_health_checks_problem(checks: Iterable[str]) -> str | None:

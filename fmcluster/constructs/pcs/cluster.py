@@ -68,8 +68,9 @@ class PcsSlurmCluster(Construct):
     The controller lives in AWS's account and reaches the nodes through an interface in `subnet`, in
     `security_groups` (give the EFA group: it admits all traffic from itself, which covers slurmctld and slurmd).
     Each of `compute_groups` becomes an `EfaLaunchTemplate` (all EFA interfaces, its capacity and reservation, its
-    placement group from `placement_groups`), a static node group (min = max = count: training capacity is reserved
-    or expensive, and a job must not wait for nodes to boot) and a queue (Slurm partition) of the same name.
+    placement group from `placement_groups`, or the existing one it names), a node group (static, min = max = count,
+    unless the group's `min_count` is lower: then PCS starts nodes for queued jobs and stops them when idle) and a
+    queue (Slurm partition) of the same name.
     `login_instance_type` adds a login node (no EFA, no public IP); it is the head node. Without one, when
     `prometheus="managed"` wants a head node (Slurm exporter, self-hosted Grafana), a node group `head` of one
     m5.xlarge plays that part.
@@ -322,9 +323,15 @@ class PcsSlurmCluster(Construct):
         purchase_option: PurchaseOption = "ONDEMAND",
         ami_id: str | None = None,
         queue: bool = True,
+        min_count: int | None = None,
+        scale_down_idle_seconds: int | None = None,
     ) -> pcs.CfnComputeNodeGroup:
-        """A static node group of `count` instances on a launch template of your own (and, with `queue`, a Slurm
+        """A node group of up to `count` instances on a launch template of your own (and, with `queue`, a Slurm
         partition named `name`); `compute_groups` and `login_instance_type` use it for theirs.
+
+        `min_count` omitted: `count`, a static group. Below `count`, PCS starts nodes for queued jobs and stops them
+        once idle for `scale_down_idle_seconds` (omitted: the cluster-wide setting, 600 s by default; a node group's
+        own time needs Slurm 25.11 or later: botocore pcs ComputeNodeGroupSlurmConfigurationRequest).
 
         `ami_id` omitted: the PCS-Ready DLAMI for the type's architecture (`node_image`).
 
@@ -362,8 +369,13 @@ class PcsSlurmCluster(Construct):
             iam_instance_profile_arn=self.instance_profile.instance_profile_arn,
             instance_configs=[pcs.CfnComputeNodeGroup.InstanceConfigProperty(instance_type=instance_type)],
             scaling_configuration=pcs.CfnComputeNodeGroup.ScalingConfigurationProperty(
-                min_instance_count=count, max_instance_count=count
+                min_instance_count=count if min_count is None else min_count, max_instance_count=count
             ),
+            slurm_configuration=pcs.CfnComputeNodeGroup.SlurmConfigurationProperty(
+                scale_down_idle_time_in_seconds=scale_down_idle_seconds
+            )
+            if scale_down_idle_seconds is not None
+            else None,
             subnet_ids=[self.subnet.subnet_id],
             purchase_option=purchase_option,
         )
@@ -458,9 +470,14 @@ class PcsSlurmCluster(Construct):
             )
         return self.node_bundle.s3_object_url
 
-    def _own_placement_group(self, group: ComputeGroup) -> ec2.PlacementGroup | None:
-        """A cluster placement group for a group that wants one (`placement_group`) and was given none."""
-        if not group.placement_group:
+    def _own_placement_group(self, group: ComputeGroup) -> ec2.IPlacementGroup | None:
+        """The existing placement group a group names (used as it is, nothing created), or a new cluster placement
+        group for a group that wants one (`placement_group: true`) and was given none."""
+        if group.existing_placement_group is not None:
+            return ec2.PlacementGroup.from_placement_group_name(
+                self, f"{group.name}ExistingPlacementGroup", group.existing_placement_group
+            )
+        if not group.new_placement_group:
             return None
         return ec2.PlacementGroup(self, f"{group.name}PlacementGroup", strategy=ec2.PlacementGroupStrategy.CLUSTER)
 
@@ -513,6 +530,8 @@ class PcsSlurmCluster(Construct):
             launch_template_version=template.latest_version,
             purchase_option=PURCHASE_OPTIONS[group.capacity],
             ami_id=ami_id,
+            min_count=group.min_count,
+            scale_down_idle_seconds=group.scale_down_idle_minutes * 60 if group.scale_down_idle_minutes else None,
         )
 
     def _add_head_node(

@@ -77,12 +77,20 @@ def validated(
         nccl_parameter_prefix=nccl_parameter_prefix,
     )
     problems += file_system_problems(file_system)
-    groups = _compute_groups(compute_groups, problems)
+    groups = _compute_groups(compute_groups, problems, slurm_version if not is_token(slurm_version) else None)
     by_name = {group.name: group for group in groups}
     for name in placement_groups:
         if name not in by_name:
             problems.append(
                 Problem("placement_groups", f"{name!r} is not a compute group ({', '.join(sorted(by_name)) or 'none'})")
+            )
+        elif by_name[name].existing_placement_group is not None:
+            problems.append(
+                Problem(
+                    "placement_groups",
+                    f"{name!r} names its own placement group {by_name[name].existing_placement_group!r}, used as it "
+                    "is; leave it out",
+                )
             )
         elif not by_name[name].placement_group:
             problems.append(
@@ -121,14 +129,14 @@ def validated(
 
 
 def _compute_groups(
-    given: Sequence[ComputeGroup | Mapping[str, object]], problems: list[Problem]
+    given: Sequence[ComputeGroup | Mapping[str, object]], problems: list[Problem], slurm_version: str | None
 ) -> tuple[ComputeGroup, ...]:
     """`compute_groups` as models, adding to `problems` every problem AWS PCS or the file's rules find with them."""
     groups, group_problems = compute_group_models(given)
     problems += group_problems
     for index, group in groups:
         where = f"compute_groups[{index}]"
-        problems += orchestrator_group_problems(pcs, where, group)
+        problems += orchestrator_group_problems(pcs, where, group, slurm_version)
         if problem := group_name_problem(group.name, queue=True):
             problems.append(Problem(f"{where}.name", problem))
     problems += repeated_group_problems(groups)
