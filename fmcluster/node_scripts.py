@@ -76,6 +76,7 @@ BUNDLE_SCRIPTS: tuple[str, ...] = (
     *NODE_SCRIPTS,
     "observability.sh",
     "lnet-efa.sh",
+    "lustre-efa-check.sh",
     "enroot-pyxis.sh",
     "slurm-hooks.sh",
     "slurm/task-prolog.sh",
