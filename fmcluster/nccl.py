@@ -328,9 +328,9 @@ def nccl_environment(
     """The NCCL/libfabric environment a training job on `instance_type` needs with these versions.
 
     What is still needed (`NCCL_SOCKET_IFNAME`; on EFA GPU instances `NCCL_NET`, so that a job whose NCCL cannot use
-    the plugin fails instead of running over sockets; and the variables plugins before 1.7 relied on), nothing the plugin
-    sets itself (`plugin_defaults`), no obsolete variable (`obsolete_variables`), then `user_env` on top: the user's
-    value wins every conflict, obsolete or not (warn about those with `obsolete_variables`).
+    the plugin fails instead of running over sockets; and the variables plugins before 1.7 relied on), nothing the
+    plugin sets itself (`plugin_defaults`), no obsolete variable (`obsolete_variables`), then `user_env` on top: the
+    user's value wins every conflict, obsolete or not (warn about those with `obsolete_variables`).
 
     >>> nccl_environment("p5.48xlarge", nccl_version="2.27.7", ofi_nccl_version="1.16.3",
     ...                  efa_installer_version="1.43.2", user_env={"NCCL_DEBUG": "WARN"})
