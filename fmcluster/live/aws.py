@@ -63,6 +63,8 @@ DIAGNOSE_ACTIONS: dict[tuple[str, str], str] = {
     ("cloudformation", "DescribeStackEvents"): "cloudformation:DescribeStackEvents",
     ("sagemaker", "DescribeCluster"): "sagemaker:DescribeCluster",
     ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
+    ("sagemaker", "ListClusterEvents"): "sagemaker:ListClusterEvents",
+    ("sagemaker", "DescribeClusterEvent"): "sagemaker:DescribeClusterEvent",
     ("logs", "GetLogEvents"): "logs:GetLogEvents",
     ("pcs", "GetCluster"): "pcs:GetCluster",
     ("pcs", "ListComputeNodeGroups"): "pcs:ListComputeNodeGroups",
