@@ -65,6 +65,8 @@ DIAGNOSE_ACTIONS: dict[tuple[str, str], str] = {
     ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
     ("sagemaker", "ListClusterEvents"): "sagemaker:ListClusterEvents",
     ("sagemaker", "DescribeClusterEvent"): "sagemaker:DescribeClusterEvent",
+    ("sagemaker", "ListClusterOperations"): "sagemaker:ListClusterOperations",
+    ("sagemaker", "DescribeClusterOperation"): "sagemaker:DescribeClusterOperation",
     ("logs", "GetLogEvents"): "logs:GetLogEvents",
     ("pcs", "GetCluster"): "pcs:GetCluster",
     ("pcs", "ListComputeNodeGroups"): "pcs:ListComputeNodeGroups",

@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws, sagemaker_not_found
 from fmcluster.live.findings import Collected, Finding, problem, unknown
-from fmcluster.live.hyperpod_events import cluster_events
+from fmcluster.live.hyperpod_events import cluster_events, operations
 from fmcluster.live.logs import log_tail
 from fmcluster.live.runner import STOPPED, Check, stopped_reason
 
@@ -90,7 +90,7 @@ def check_cluster(config: ClusterConfig, aws: Aws, kept: Collected, workers: int
         findings.append(Finding("ok", subject, f"InService; nodes {shown}"))
     else:
         findings.append(Finding("warning", subject, f"{status}; nodes {shown}"))
-    findings += cluster_events(aws, cluster, keys, kept)
+    findings += cluster_events(aws, cluster, keys, kept) + operations(aws, cluster, keys, kept)
     try:
         nodes = list(aws.pages("sagemaker", "ListClusterNodes", "ClusterNodeSummaries", ClusterName=name))
     except STOPPED as error:

@@ -9,8 +9,10 @@ only for clusters whose `NodeProvisioningMode` is `Continuous` ("This functional
 NodeProvisioningMode is set to Continuous", SageMaker API reference for both operations), so other clusters are not
 asked. The newest `EVENT_PAGE` events are read (one page, newest first); the Error and Warn ones are grouped by level,
 resource, instance group and description, and each group is described once (its newest event), so 100 nodes failing
-the same way are one finding naming a few of them. IAM actions `sagemaker:ListClusterEvents` and
-`sagemaker:DescribeClusterEvent` (named after the operations, as SageMaker's are; unconfirmed against the Service
+the same way are one finding naming a few of them. The operations in progress (ListClusterOperations,
+DescribeClusterOperation: scaling and deep health checks) are shown too, so that a short group is seen to be worked on.
+IAM actions `sagemaker:ListClusterEvents`, `sagemaker:DescribeClusterEvent`, `sagemaker:ListClusterOperations` and
+`sagemaker:DescribeClusterOperation` (named after the operations, as SageMaker's are; unconfirmed against the Service
 Authorization Reference).
 
 >>> failure_message({"EventDetails": {"EventMetadata": {"Instance": {"FailureMessage": "no capacity"}}}})
@@ -73,6 +75,49 @@ def cluster_events(aws: Aws, cluster: dict[str, Any], keys: Keys, kept: Collecte
         return [Finding("ok", subject, f"no errors or warnings among the newest {len(events)} events")]
     return [finding for (level, _, group, _), same in kinds.items()
             for finding in _kind(aws, name, level, group, same, len(events), keys, kept)]  # fmt: skip
+
+
+def operations(aws: Aws, cluster: dict[str, Any], keys: Keys, kept: Collected) -> list[Finding]:
+    """The cluster's operations in progress (ListClusterOperations Status InProgress: scaling and deep health checks,
+    botocore sagemaker ClusterOperationSummary), one warning each with what DescribeClusterOperation says it changes:
+    a group short of its target while one runs is being worked on. Asked of Continuous clusters only, as the events
+    are (unconfirmed whether other clusters have operations: not asking them fails safe)."""
+    name = cluster["ClusterName"]
+    if cluster.get("NodeProvisioningMode") != CONTINUOUS:
+        return []
+    subject = f"HyperPod operations of {name}"
+    try:
+        running = aws.call(
+            "sagemaker", "ListClusterOperations", ClusterName=name, Status="InProgress", MaxResults=EVENT_PAGE
+        ).get("ClusterOperationSummaries", [])
+    except STOPPED as error:
+        return [unknown(subject, "the operations in progress", stopped_reason(error), key="compute")]
+    kept.keep("hyperpod/operations", running)
+    findings = []
+    for summary in running:
+        what = f"HyperPod {summary['Type']} operation {summary['OperationId']}"
+        since = f"in progress since {summary['CreationTime'].astimezone(UTC):%Y-%m-%d %H:%M UTC}"
+        try:
+            detail = aws.call("sagemaker", "DescribeClusterOperation", ClusterName=name,
+                              OperationId=summary["OperationId"])  # fmt: skip
+        except STOPPED as error:
+            findings.append(unknown(what, "what it changes", stopped_reason(error), key="compute"))
+            continue
+        kept.keep(f"hyperpod/operations/{summary['OperationId']}", detail)
+        changes = [
+            f"{step['InstanceGroupName']} {step.get('Original', {}).get('CurrentCount', '?')} -> "
+            f"{step.get('Desired', {}).get('TargetCount', '?')} nodes"
+            for step in detail.get("ScalingDetails", [])
+        ] + [
+            f"{check['InstanceGroupName']} {'/'.join(check.get('DeepHealthChecks', []))} on "
+            f"{len(check.get('InstanceIds', []))} node(s)"
+            for check in detail.get("DeepHealthCheckDetails", [])
+        ]
+        groups = [step["InstanceGroupName"] for step in (*detail.get("ScalingDetails", []),
+                                                          *detail.get("DeepHealthCheckDetails", []))]  # fmt: skip
+        key = keys[groups[0]][0] if len(set(groups)) == 1 and groups[0] in keys else "compute"
+        findings.append(Finding("warning", what, f"{since}" + (f": {'; '.join(changes)}" if changes else ""), key))
+    return findings
 
 
 def _kind(

@@ -521,6 +521,39 @@ def cluster_event(event_id: str, group: str, instance: str, failure: str) -> dic
     }
 
 
+OPERATION = "7c6b5a49-3827-4165-a4f3-e2d1c0b9a817"
+
+
+def cluster_operations(*operations: tuple[str, str]) -> dict:
+    """ListClusterOperations: (operation id, type) per operation in progress (ClusterOperationSummary)."""
+    return {
+        "ClusterOperationSummaries": [
+            {"OperationId": operation, "ClusterArn": CLUSTER_ARN, "Type": kind, "Status": "InProgress",
+             "CreationTime": NOW - timedelta(minutes=20)}
+            for operation, kind in operations
+        ]
+    }  # fmt: skip
+
+
+def scaling_operation(operation: str, group: str, current: int, target: int) -> dict:
+    """DescribeClusterOperation of a Scaling operation of one group (ClusterOperationScalingDetails)."""
+    return {
+        "OperationId": operation,
+        "ClusterArn": CLUSTER_ARN,
+        "Type": "Scaling",
+        "Status": "InProgress",
+        "CreationTime": NOW - timedelta(minutes=20),
+        "ScalingDetails": [
+            {
+                "InstanceGroupName": group,
+                "Status": "InProgress",
+                "Original": {"CurrentCount": current, "TargetCount": current},
+                "Desired": {"CurrentCount": current, "TargetCount": target},
+            }
+        ],
+    }
+
+
 EVENT_A = "0f1e2d3c-4b5a-4978-8697-a5b4c3d2e1f0"
 EVENT_B = "1a2b3c4d-5e6f-4a0b-9c1d-2e3f4a5b6c7d"
 EVENT_C = "9e8d7c6b-5a49-4837-a261-5f4e3d2c1b0a"
@@ -535,6 +568,8 @@ SAMPLES.update(
         ("sagemaker", "DescribeClusterEvent"): cluster_event(
             EVENT_A, "gpu", "i-0123456789abcdef0", PROVISIONING_FAILED
         ),
+        ("sagemaker", "ListClusterOperations"): cluster_operations((OPERATION, "Scaling")),
+        ("sagemaker", "DescribeClusterOperation"): scaling_operation(OPERATION, "gpu", 1, 2),
         ("cloudformation", "DescribeStackEvents"): rolled_back_storage(),
         ("sagemaker", "DescribeCluster"): hyperpod_cluster(),
         ("sagemaker", "ListClusterNodes"): cluster_nodes(("gpu", "i-0123456789abcdef0", "Failure", LIFECYCLE_FAILED)),

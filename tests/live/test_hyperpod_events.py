@@ -13,15 +13,19 @@ from tests.live.responses import (
     EVENT_A,
     EVENT_B,
     EVENT_C,
+    OPERATION,
     PROVISIONING_FAILED,
     cluster_event,
     cluster_events,
     cluster_nodes,
+    cluster_operations,
     hyperpod_cluster,
+    scaling_operation,
 )
 
 NAME = {"ClusterName": "quickstart"}
 NEWEST = {**NAME, "SortBy": "EventTime", "SortOrder": "Descending", "MaxResults": 100}
+RUNNING = {**NAME, "Status": "InProgress", "MaxResults": 100}
 
 
 def queue_cluster(stub, mode: str | None = "Continuous") -> None:
@@ -31,7 +35,10 @@ def queue_cluster(stub, mode: str | None = "Continuous") -> None:
     stub.ok("sagemaker", "DescribeCluster", cluster, NAME)
 
 
-def queue_nodes(stub) -> None:
+def queue_nodes(stub, operations: bool = True) -> None:
+    """The operations in progress (none) a Continuous cluster is asked for, then its nodes."""
+    if operations:
+        stub.ok("sagemaker", "ListClusterOperations", cluster_operations(), RUNNING)
     stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(), NAME)
 
 
@@ -104,9 +111,9 @@ def test_warnings_are_warnings_and_a_quiet_cluster_says_what_it_read(stubs):
 def test_a_cluster_without_continuous_provisioning_is_not_asked_for_events(stubs):
     stub = stubs()
     queue_cluster(stub, mode=None)
-    queue_nodes(stub)
+    queue_nodes(stub, operations=False)
     findings = check_cluster(config_of(QUICKSTART), stub.aws(), Collected())
-    assert [f.subject for f in findings] == ["HyperPod cluster quickstart"]  # and no ListClusterEvents call
+    assert [f.subject for f in findings] == ["HyperPod cluster quickstart"]  # no events or operations asked for
 
 
 def test_events_that_cannot_be_read_are_not_checked_and_say_why(stubs):
@@ -135,3 +142,21 @@ def test_what_the_events_hold_passes_the_redactor(stubs):
     check_cluster(config_of(QUICKSTART), stub.aws(), kept)
     assert "hunter2secret" not in str(redact(kept.items["hyperpod/events"]))
     assert "hunter2secret" not in str(redact(kept.items[f"hyperpod/events/{EVENT_A}"]))
+
+
+def test_a_scaling_operation_in_progress_is_shown_with_what_it_changes(stubs):
+    stub = stubs()
+    queue_cluster(stub)
+    stub.ok("sagemaker", "ListClusterEvents", cluster_events(), NEWEST)
+    stub.ok("sagemaker", "ListClusterOperations", cluster_operations((OPERATION, "Scaling")), RUNNING)
+    stub.ok("sagemaker", "DescribeClusterOperation", scaling_operation(OPERATION, "gpu", 1, 2),
+            {**NAME, "OperationId": OPERATION})  # fmt: skip
+    stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(), NAME)
+    kept = Collected()
+    _, events, operation = check_cluster(config_of(QUICKSTART), stub.aws(), kept)
+    assert events.message == "no errors or warnings among the newest 0 events"
+    assert operation.render() == (
+        f"warning  HyperPod Scaling operation {OPERATION}: in progress since 2026-11-30 09:40 UTC: gpu 1 -> 2 nodes\n"
+        "         from: compute[0]"
+    )
+    assert kept.items[f"hyperpod/operations/{OPERATION}"]["Type"] == "Scaling"
