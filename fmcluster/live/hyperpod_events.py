@@ -46,25 +46,38 @@ def failure_message(detail: dict[str, Any]) -> str:
     return next((part["FailureMessage"] for part in metadata.values() if part.get("FailureMessage")), "")
 
 
+def _listed(
+    aws: Aws,
+    cluster: dict[str, Any],
+    kept: Collected,
+    subject: str,
+    what: str,
+    name: str,
+    operation: str,
+    result: str,
+    **params: Any,
+) -> tuple[list[dict[str, Any]] | None, list[Finding]]:
+    """(the first page of `operation`'s `result`, kept as hyperpod/`name`, []) for a Continuous cluster; (None, []) for
+    another cluster, which keeps none; (None, [why it could not be read]) when the call stopped."""
+    if cluster.get("NodeProvisioningMode") != CONTINUOUS:
+        return None, []
+    try:
+        items = aws.call("sagemaker", operation, ClusterName=cluster["ClusterName"], MaxResults=EVENT_PAGE, **params)
+    except STOPPED as error:
+        return None, [unknown(subject, what, stopped_reason(error), key="compute")]
+    kept.keep(f"hyperpod/{name}", items.get(result, []))
+    return items.get(result, []), []
+
+
 def cluster_events(aws: Aws, cluster: dict[str, Any], keys: Keys, kept: Collected) -> list[Finding]:
     """One finding per kind of Error or Warn event among the cluster's newest events (none for a cluster that keeps
     no events), or one saying there are none, or why they could not be read."""
     name = cluster["ClusterName"]
-    if cluster.get("NodeProvisioningMode") != CONTINUOUS:
-        return []
     subject = f"HyperPod events of {name}"
-    try:
-        events = aws.call(
-            "sagemaker",
-            "ListClusterEvents",
-            ClusterName=name,
-            SortBy="EventTime",
-            SortOrder="Descending",
-            MaxResults=EVENT_PAGE,
-        ).get("Events", [])
-    except STOPPED as error:
-        return [unknown(subject, "the newest events", stopped_reason(error), key="compute")]
-    kept.keep("hyperpod/events", events)
+    events, stopped = _listed(aws, cluster, kept, subject, "the newest events", "events", "ListClusterEvents",
+                              "Events", SortBy="EventTime", SortOrder="Descending")  # fmt: skip
+    if events is None:
+        return stopped
     kinds: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for event in events:
         if event.get("EventLevel") in BAD_LEVELS:
@@ -83,16 +96,11 @@ def operations(aws: Aws, cluster: dict[str, Any], keys: Keys, kept: Collected) -
     a group short of its target while one runs is being worked on. Asked of Continuous clusters only, as the events
     are (unconfirmed whether other clusters have operations: not asking them fails safe)."""
     name = cluster["ClusterName"]
-    if cluster.get("NodeProvisioningMode") != CONTINUOUS:
-        return []
     subject = f"HyperPod operations of {name}"
-    try:
-        running = aws.call(
-            "sagemaker", "ListClusterOperations", ClusterName=name, Status="InProgress", MaxResults=EVENT_PAGE
-        ).get("ClusterOperationSummaries", [])
-    except STOPPED as error:
-        return [unknown(subject, "the operations in progress", stopped_reason(error), key="compute")]
-    kept.keep("hyperpod/operations", running)
+    running, stopped = _listed(aws, cluster, kept, subject, "the operations in progress", "operations",
+                               "ListClusterOperations", "ClusterOperationSummaries", Status="InProgress")  # fmt: skip
+    if running is None:
+        return stopped
     findings = []
     for summary in running:
         what = f"HyperPod {summary['Type']} operation {summary['OperationId']}"
