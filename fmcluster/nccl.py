@@ -4,7 +4,9 @@
 NCCL, the aws-ofi-nccl plugin and the EFA installer:
 
 * what is still needed: `NCCL_SOCKET_IFNAME=^docker,lo,veth` (NCCL's bootstrap sockets stay off container,
-  loopback and veth links; EFA devices are not IP interfaces, so never an `rdmap*` name), and, for plugins
+  loopback and veth links; EFA devices are not IP interfaces, so never an `rdmap*` name), on EFA GPU instances
+  `NCCL_NET` naming the aws-ofi-nccl plugin (`net_plugin_name`: NCCL then fails rather than silently running over
+  its Socket transport when the plugin cannot load), and, for plugins
   older than 1.7, the variables those plugins relied on users for (the presets of aws-ofi-nccl
   `doc/efa-env-var.md`);
 * nothing the plugin already sets for itself on that instance type at that version (`plugin_defaults()`):
@@ -243,11 +245,30 @@ def plugin_defaults(instance_type: str, versions: Versions) -> dict[str, str]:
 
 
 # --- what the job must still set ----------------------------------------------------------------------------------
+def net_plugin_name(versions: Versions) -> str:
+    """The network name NCCL_NET must give to make NCCL use the aws-ofi-nccl plugin `versions.ofi_nccl` or fail.
+
+    NCCL initializes only the network (plugin or internal: IB, Socket) whose name equals NCCL_NET, case aside, and
+    with none left fails ("Failed to initialize any NET plugin", ncclInvalidUsage: NVIDIA/nccl src/plugin/net.cc
+    `ncclNetInit`, v2.30.7-1; the snapshot holds no v2.31.2 tag, so the default NCCL's code is unconfirmed). Unset, a
+    plugin that fails to load is skipped and NCCL silently takes its Socket transport over the ENA interface.
+    The plugin's name ([nvidia], aws/aws-ofi-nccl src/nccl_ofi_interface_nvidia.c(pp)): "AWS Libfabric" up to
+    v1.12.1-aws; "Libfabric" from v1.13.0-aws, whose `nvidia_plugin_name_fixup` also answers to NCCL_NET="AWS
+    Libfabric" or "OFI" (still so at v1.21.1). "Libfabric" has no space for a shell or an env file to split.
+
+    >>> net_plugin_name(Versions(ofi_nccl="1.21.1")), net_plugin_name(Versions(ofi_nccl="1.11.0-aws"))
+    ('Libfabric', 'AWS Libfabric')
+    """
+    return "Libfabric" if versions.ofi_nccl_v >= (1, 13, 0) else "AWS Libfabric"
+
+
 def _required(instance: catalog.InstanceType, versions: Versions) -> dict[str, str]:
-    """[doc] "Sample Presets": what each plugin generation needs from the user, plus the socket interfaces."""
+    """[doc] "Sample Presets": what each plugin generation needs from the user, plus the socket interfaces; on EFA GPU
+    instances NCCL_NET, so that NCCL fails instead of falling back to sockets (`net_plugin_name`)."""
     env = {"NCCL_SOCKET_IFNAME": SOCKET_IFNAME}
     if not (instance.supports_efa and is_nvidia(instance)):
         return env
+    env["NCCL_NET"] = net_plugin_name(versions)
     plugin = versions.ofi_nccl_v
     if plugin < (1, 6, 0):  # aws-ofi-nccl <= 1.5.0
         env["FI_PROVIDER"] = "efa"
@@ -310,13 +331,14 @@ def nccl_environment(
 ) -> dict[str, str]:
     """The NCCL/libfabric environment a training job on `instance_type` needs with these versions.
 
-    What is still needed (`NCCL_SOCKET_IFNAME`, and the variables plugins before 1.7 relied on), nothing the plugin
-    sets itself (`plugin_defaults`), no obsolete variable (`obsolete_variables`), then `user_env` on top: the user's
-    value wins every conflict, obsolete or not (warn about those with `obsolete_variables`).
+    What is still needed (`NCCL_SOCKET_IFNAME`; on EFA GPU instances `NCCL_NET`, so that a job whose NCCL cannot use
+    the plugin fails instead of running over sockets; and the variables plugins before 1.7 relied on), nothing the
+    plugin sets itself (`plugin_defaults`), no obsolete variable (`obsolete_variables`), then `user_env` on top: the
+    user's value wins every conflict, obsolete or not (warn about those with `obsolete_variables`).
 
     >>> nccl_environment("p5.48xlarge", nccl_version="2.27.7", ofi_nccl_version="1.16.3",
     ...                  efa_installer_version="1.43.2", user_env={"NCCL_DEBUG": "WARN"})
-    {'NCCL_SOCKET_IFNAME': '^docker,lo,veth', 'NCCL_DEBUG': 'WARN'}
+    {'NCCL_SOCKET_IFNAME': '^docker,lo,veth', 'NCCL_NET': 'Libfabric', 'NCCL_DEBUG': 'WARN'}
 
     Raises ValueError naming every problem: an unknown instance type (with the known ones), a malformed version,
     a version below the P5-class requirements on p5*/p6* (NCCL 2.18.0, aws-ofi-nccl 1.7.2, EFA installer 1.29.0), a

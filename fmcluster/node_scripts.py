@@ -77,6 +77,7 @@ BUNDLE_SCRIPTS: tuple[str, ...] = (
     "mirror.sh",
     "observability.sh",
     "lnet-efa.sh",
+    "lustre-efa-check.sh",
     "enroot-pyxis.sh",
     "slurm-hooks.sh",
     "slurm/task-prolog.sh",

@@ -7,7 +7,8 @@ cluster ARN). fmcluster's on_create.sh ends a failed run with one line, `fmclust
 <reason> (log: /var/log/fmcluster/lifecycle.log)`, which the diagnosis shows first. A cluster InService with an
 instance group below its target count is a problem (HyperPod keeps the cluster InService while nodes fail); nodes are
 listed across every page (ListClusterNodes' paginator), and each failed node's log is read on its own, so one that
-cannot be read leaves the others' and says why.
+cannot be read leaves the others' and says why. A cluster in NodeProvisioningMode Continuous also has HyperPod's own
+events, with the failure messages only they carry (`fmcluster.live.hyperpod_events`).
 Sources: SageMaker API reference (DescribeCluster ClusterStatus, InstanceGroups CurrentCount/TargetCount,
 ListClusterNodes InstanceStatus).
 """
@@ -23,6 +24,7 @@ from botocore.exceptions import ClientError
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws, sagemaker_not_found
 from fmcluster.live.findings import Collected, Finding, problem, unknown
+from fmcluster.live.hyperpod_events import cluster_events, operations
 from fmcluster.live.logs import log_tail
 from fmcluster.live.runner import STOPPED, Check, stopped_reason
 
@@ -88,6 +90,7 @@ def check_cluster(config: ClusterConfig, aws: Aws, kept: Collected, workers: int
         findings.append(Finding("ok", subject, f"InService; nodes {shown}"))
     else:
         findings.append(Finding("warning", subject, f"{status}; nodes {shown}"))
+    findings += cluster_events(aws, cluster, keys, kept) + operations(aws, cluster, keys, kept)
     try:
         nodes = list(aws.pages("sagemaker", "ListClusterNodes", "ClusterNodeSummaries", ClusterName=name))
     except STOPPED as error:

@@ -7,8 +7,9 @@
 # Usage: lnet-efa.sh           set LNet up and install fmcluster-lnet-efa.service (which runs `lnet-efa.sh --boot`)
 #        lnet-efa.sh --boot    set LNet up again (at every boot, before remote file systems mount)
 #
-# Exit status 0: LNet has EFA NIDs; 3: this node mounts over TCP (which an EFA-enabled file system serves too), the
-# log says why: not an FSx EFA client (efa_client_problem), no EFA devices, or a set-up command failed. It ships in
+# Installs fmcluster-lustre-efa-check.timer first (lustre-efa-check.sh: after the mount, proof that the traffic rides
+# EFA, as a metric). Exit status 0: LNet has EFA NIDs; 3: this node mounts over TCP (which an EFA-enabled file system
+# serves too), the log says why: not an FSx EFA client (efa_client_problem), no EFA devices, or a set-up command failed. It ships in
 # the node bundle (and the HyperPod lifecycle), not in the user data, which has no room for it.
 # Log: /var/log/fmcluster/lnet-efa.log
 set -euo pipefail
@@ -206,6 +207,10 @@ main() {
       ;;
   esac
   require_root
+  # the file system is EFA-enabled (mount-lustre.sh --efa runs this): prove, after the mount, that its traffic rides EFA
+  if ((boot == 0)) && ! "$SCRIPT_DIR/lustre-efa-check.sh" --install; then
+    log WARN "fmcluster-lustre-efa-check.timer could not be installed: nothing will say whether Lustre rides EFA"
+  fi
   if configure_lnet_efa "$boot"; then
     return 0
   fi

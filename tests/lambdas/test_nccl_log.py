@@ -449,3 +449,27 @@ def test_a_run_stopped_before_its_first_table_is_a_parse_error():
     with pytest.raises(nccl_log.ParseError) as error:
         nccl_log.parse("0: # nThread 1 nGpus 1 minBytes 8 maxBytes 68719476736\n0: #\n" + STOPPED + "\n")
     assert str(error.value) == f"nccl-tests failed and the log holds no result table header: {STOPPED} (line 3)"
+
+
+@pytest.mark.parametrize(
+    ("name", "networks"),
+    [
+        ("all_reduce_p5en_4n_nccl-tests-2.20.log", ["Libfabric"]),  # aws-ofi-nccl 1.21.1's name
+        ("all_reduce_p5_2n_nccl-tests-2.13.log", ["AWS Libfabric"]),  # the name up to plugin v1.12.1-aws
+        ("all_reduce_p4de_2n_mpirun.log", []),  # no NCCL INFO lines: nothing said
+    ],
+)
+def test_each_table_names_the_network_nccl_said_it_used(name, networks):
+    assert [run.networks for run in nccl_log.parse(fixture(name))] == [networks]
+
+
+def test_the_network_line_of_every_rank_and_every_run_is_read():
+    """NCCL's line as it prints it (src/debug.cc: `<host>:<pid>:<tid> [<device>] NCCL INFO <text>`; a real one:
+    "8h200-2:6831:6840 [0] NCCL INFO Using network Libfabric", NVIDIA/nccl issue 1597), from two ranks whose `srun -l`
+    labels differ, before each of two runs in one log."""
+    table = fixture("all_reduce_p5en_4n_nccl-tests-2.20.log")
+    first = table.replace("0: ip-10-2-10-31:40000:40088 [0] NCCL INFO Using network Libfabric",
+                          "0: 8h200-2:6831:6840 [0] NCCL INFO Using network Libfabric\n"
+                          "17: 8h200-3:6310:6318 [1] NCCL INFO Using network Socket")  # fmt: skip
+    second = table.replace("NCCL INFO Using network Libfabric", "NCCL INFO Using network IB")
+    assert [run.networks for run in nccl_log.parse(first + second)] == [["Libfabric", "Socket"], ["IB"]]

@@ -62,6 +62,7 @@ def load_handler():
 
 
 handler = load_handler()
+Run = handler.Run
 
 
 def environment(**overrides: str) -> dict[str, str]:
@@ -580,10 +581,11 @@ def test_sbatch_runs_all_reduce_in_the_image_and_uploads_what_the_handler_accept
     assert srun_args == (
         "--nodes=2 --ntasks-per-node=8 --mpi=pmix --cpu-bind=none -u -l "
         "--container-image=123456789012.dkr.ecr.us-east-1.amazonaws.com#llm-pretrain-training:2026-11-29 "
-        "--container-env=NCCL_DEBUG,NCCL_SOCKET_IFNAME "
+        "--container-env=NCCL_DEBUG,NCCL_SOCKET_IFNAME,NCCL_DEBUG_SUBSYS "
         "/opt/nccl-tests/bin/all_reduce_perf -b 8 -e 64G -f 2 -g 1 -c 1"
     )
-    assert srun_env == ["NCCL_DEBUG=WARN", "NCCL_SOCKET_IFNAME=^docker,lo,veth"]
+    # the node's NCCL_DEBUG=WARN gives way to INFO with INIT lines only: the log then names the network NCCL used
+    assert srun_env == ["NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT", "NCCL_SOCKET_IFNAME=^docker,lo,veth"]
     key = "nccl-tests/p5.48xlarge/2n/4242.log"
     assert (sbatch.dir / "aws.args").read_text().splitlines() == [
         "ecr get-login-password --region us-east-1",
@@ -787,3 +789,43 @@ def test_sbatch_pulls_the_published_image_when_the_imported_one_is_older(sbatch)
     assert "not the published" in result.stderr
     assert f" --container-image={IMAGE.replace('.com/', '.com#')} " in (sbatch.dir / "srun.args").read_text()
     assert (sbatch.dir / "enroot-credentials").exists()
+
+
+# -- which network NCCL used -----------------------------------------------------------------------------------------
+# NCCL's line is `INFO(NCCL_INIT, "Using network %s", comm->ncclNet->name)` (NVIDIA/nccl src/init.cc, v2.30.7-1); a
+# real one from an EFA run: "8h200-2:6831:6840 [0] NCCL INFO Using network Libfabric" (NVIDIA/nccl issue 1597). The
+# plugin's name is "Libfabric" from aws-ofi-nccl v1.13.0-aws, "AWS Libfabric" before; NCCL's internal fallbacks are
+# named "IB" and "Socket" (src/transport/net_ib.cc, net_socket.cc: ncclNetIb / ncclNetSocket).
+P5EN_LOG = fixture("all_reduce_p5en_4n_nccl-tests-2.20.log")
+
+
+def test_a_run_over_efa_says_so_in_its_result(aws, capsys):
+    s3, _ = aws
+    assert handler.handler(upload(s3, "nccl-tests/p5en.48xlarge/4n/71.log", P5EN_LOG)) == {"accepted": 1, "rejected": 0}
+    (entry,) = logged(capsys)
+    assert entry["network"] == "Libfabric"
+
+
+def test_a_multi_node_run_over_sockets_on_efa_instances_is_rejected(aws, capsys):
+    s3, cloudwatch = aws
+    over_sockets = P5EN_LOG.replace("NCCL INFO Using network Libfabric", "NCCL INFO Using network Socket")
+    assert over_sockets != P5EN_LOG
+    assert handler.handler(upload(s3, "nccl-tests/p5en.48xlarge/4n/72.log", over_sockets)) == {
+        "accepted": 0,
+        "rejected": 1,
+    }
+    (entry,) = logged(capsys)
+    assert entry["reason"] == (
+        "NCCL used its Socket network, not EFA (the aws-ofi-nccl plugin): the bandwidth is the sockets', not EFA's"
+    )
+    assert metric(cloudwatch, "RejectedResults", Cluster=CLUSTER) == [1.0]
+    assert metric(cloudwatch, "BelowBaseline", Cluster=CLUSTER, InstanceType="p5en.48xlarge") == []
+
+
+def test_the_plugin_is_known_by_all_its_names_and_a_log_without_the_line_says_nothing():
+    for name in ("Libfabric", "AWS Libfabric", "OFI", "libfabric"):
+        assert handler.network_problem(Run(networks=[name]), nodes=4, efa=True) is None
+    assert handler.network_problem(Run(networks=[]), nodes=4, efa=True) is None
+    assert handler.network_problem(Run(networks=["Socket"]), nodes=1, efa=True) is None  # NVLink, no network
+    assert handler.network_problem(Run(networks=["Socket"]), nodes=2, efa=False) is None  # no EFA: sockets it is
+    assert "its IB network" in handler.network_problem(Run(networks=["IB"]), nodes=2, efa=True)

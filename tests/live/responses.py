@@ -474,8 +474,102 @@ def queue_log_tail(stub, group: str, stream: str, limit: int, *pages: list[str])
         token = following
 
 
+PROVISIONING_FAILED = (
+    "We currently do not have sufficient capacity for the requested instance type(s). Please try again."
+)
+"""HyperPod's capacity failure as awslabs/awsome-distributed-ai issue 204 reports it (causes.py's source; the same text
+test_diagnose uses for a cluster's FailureMessage): here as an event's FailureMessage, where HyperPod puts a node's
+provisioning error in Continuous mode (unconfirmed that the event's text is the same as the cluster's)."""
+
+
+def cluster_events(*events: tuple[str, str, str, str, str, str]) -> dict:
+    """ListClusterEvents: (event id, level, resource type, instance group, instance id, description) per event, newest
+    first, one minute apart (botocore sagemaker ClusterEventSummary: EventId is a UUID; EventLevel Info|Warn|Error)."""
+    return {
+        "Events": [
+            {
+                "EventId": event_id,
+                "ClusterArn": CLUSTER_ARN,
+                "ClusterName": "quickstart",
+                "ResourceType": resource,
+                "EventTime": NOW - timedelta(minutes=10 + index),
+                "EventLevel": level,
+                "Description": description,
+                **({"InstanceGroupName": group} if group else {}),
+                **({"InstanceId": instance} if instance else {}),
+            }
+            for index, (event_id, level, resource, group, instance, description) in enumerate(events)
+        ]
+    }
+
+
+def cluster_event(event_id: str, group: str, instance: str, failure: str) -> dict:
+    """DescribeClusterEvent of an Instance event whose EventMetadata.Instance carries the FailureMessage."""
+    return {
+        "EventDetails": {
+            "EventId": event_id,
+            "ClusterArn": CLUSTER_ARN,
+            "ClusterName": "quickstart",
+            "InstanceGroupName": group,
+            "InstanceId": instance,
+            "ResourceType": "Instance",
+            "EventTime": NOW - timedelta(minutes=10),
+            "EventLevel": "Error",
+            "Description": "Instance provisioning failed",
+            "EventDetails": {"EventMetadata": {"Instance": {"FailureMessage": failure}}},
+        }
+    }
+
+
+OPERATION = "7c6b5a49-3827-4165-a4f3-e2d1c0b9a817"
+
+
+def cluster_operations(*operations: tuple[str, str]) -> dict:
+    """ListClusterOperations: (operation id, type) per operation in progress (ClusterOperationSummary)."""
+    return {
+        "ClusterOperationSummaries": [
+            {"OperationId": operation, "ClusterArn": CLUSTER_ARN, "Type": kind, "Status": "InProgress",
+             "CreationTime": NOW - timedelta(minutes=20)}
+            for operation, kind in operations
+        ]
+    }  # fmt: skip
+
+
+def scaling_operation(operation: str, group: str, current: int, target: int) -> dict:
+    """DescribeClusterOperation of a Scaling operation of one group (ClusterOperationScalingDetails)."""
+    return {
+        "OperationId": operation,
+        "ClusterArn": CLUSTER_ARN,
+        "Type": "Scaling",
+        "Status": "InProgress",
+        "CreationTime": NOW - timedelta(minutes=20),
+        "ScalingDetails": [
+            {
+                "InstanceGroupName": group,
+                "Status": "InProgress",
+                "Original": {"CurrentCount": current, "TargetCount": current},
+                "Desired": {"CurrentCount": current, "TargetCount": target},
+            }
+        ],
+    }
+
+
+EVENT_A = "0f1e2d3c-4b5a-4978-8697-a5b4c3d2e1f0"
+EVENT_B = "1a2b3c4d-5e6f-4a0b-9c1d-2e3f4a5b6c7d"
+EVENT_C = "9e8d7c6b-5a49-4837-a261-5f4e3d2c1b0a"
+
+
 SAMPLES.update(
     {
+        ("sagemaker", "ListClusterEvents"): cluster_events(
+            (EVENT_A, "Error", "Instance", "gpu", "i-0123456789abcdef0", "Instance provisioning failed"),
+            (EVENT_C, "Info", "InstanceGroup", "gpu", "", "Scaling started"),
+        ),
+        ("sagemaker", "DescribeClusterEvent"): cluster_event(
+            EVENT_A, "gpu", "i-0123456789abcdef0", PROVISIONING_FAILED
+        ),
+        ("sagemaker", "ListClusterOperations"): cluster_operations((OPERATION, "Scaling")),
+        ("sagemaker", "DescribeClusterOperation"): scaling_operation(OPERATION, "gpu", 1, 2),
         ("cloudformation", "DescribeStackEvents"): rolled_back_storage(),
         ("sagemaker", "DescribeCluster"): hyperpod_cluster(),
         ("sagemaker", "ListClusterNodes"): cluster_nodes(("gpu", "i-0123456789abcdef0", "Failure", LIFECYCLE_FAILED)),

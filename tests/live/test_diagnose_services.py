@@ -7,6 +7,7 @@ from fmcluster.live.findings import Collected
 from fmcluster.live.image_build import check_image_build
 from fmcluster.live.pcs import check_pcs
 from fmcluster.live.results_and_alarms import check_alarms, check_nccl
+from fmcluster.names import HEAD_GROUP
 from tests.live.conftest import PCS_BLOCK, QUICKSTART, config_of
 from tests.live.responses import (
     BOOT_CONSOLE,
@@ -277,8 +278,10 @@ def test_an_active_group_with_errors_is_a_problem_with_its_cause(stubs):
 
 
 def test_the_head_node_group_maps_to_its_key_under_its_real_name(stubs):
-    """fmcluster names the PCS head node's group `head` (fmcluster.config.models.HEAD_GROUP_NAME), not
-    `fmcluster_head` (a PCS group name cannot hold '_'); without a login node it exists for managed Prometheus."""
+    """fmcluster names the PCS head node's group `head` (fmcluster.names.HEAD_GROUP, which the cluster stack and
+    live/pcs.py's keys both take), not `fmcluster_head` (a PCS group name cannot hold '_': botocore pcs
+    ComputeNodeGroupName pattern); without a login node it exists for managed Prometheus."""
+    assert HEAD_GROUP == "head"
     stub = stubs()
     stub.ok("pcs", "GetCluster", pcs_cluster(), GROUP)
     stub.ok("pcs", "ListComputeNodeGroups", pcs_group_summaries(("head", "pcs_head000001", "CREATE_FAILED")), GROUP)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import stat
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from fmcluster import nccl
 from tests.node import ami
 from tests.node.test_scripts import DNS, NODE_DIR, STUBS, TOOLS, Node, efa_devices, store_disks
 from tests.stub_node import stub_env
@@ -258,6 +260,25 @@ def test_the_nccl_environment_reaches_containers_and_a_users_own_value_wins(mach
     assert run_enroot_hook(node, hook, {"NCCL_DEBUG": "INFO"}) == [
         "PATH=/usr/local/bin:/usr/bin", "NCCL_SOCKET_IFNAME=^docker,lo,veth",
     ]  # fmt: skip
+
+
+def test_an_efa_group_environment_makes_nccl_fail_rather_than_use_sockets_in_containers(machine):
+    """The SSM value NcclTuning writes for a p5 group (nccl.nccl_environment at the image's default versions) carries
+    NCCL_NET=Libfabric (NCCL then initializes only the aws-ofi-nccl plugin and fails without it: NVIDIA/nccl
+    src/plugin/net.cc ncclNetInit, v2.30.7-1); it reaches login shells, env files and every container, and a job that
+    names another network keeps its own."""
+    node, _ = machine
+    value = nccl.nccl_environment(
+        "p5.48xlarge", nccl_version=nccl.DEFAULT_NCCL_VERSION, ofi_nccl_version=nccl.DEFAULT_OFI_NCCL_VERSION,
+        efa_installer_version=nccl.DEFAULT_EFA_INSTALLER_VERSION,
+    )  # fmt: skip
+    node.set("ssm-value", json.dumps(value))
+    assert node.run("nccl-env.sh", "/fmcluster/x/gpu/nccl-env", env={"AWS_REGION": "us-east-1"}).returncode == 0
+    assert "NCCL_NET=Libfabric" in node.path("/etc/fmcluster/nccl.env").read_text().splitlines()
+    assert "export NCCL_NET='Libfabric'" in node.path("/etc/profile.d/fmcluster-nccl.sh").read_text()
+    hook = node.path("/etc/enroot/hooks.d/50-fmcluster-nccl.sh")
+    assert "NCCL_NET=Libfabric" in run_enroot_hook(node, hook, {})
+    assert not any(line.startswith("NCCL_NET=") for line in run_enroot_hook(node, hook, {"NCCL_NET": "Socket"}))
 
 
 # -- slurm-hooks.sh --------------------------------------------------------------------------------------------

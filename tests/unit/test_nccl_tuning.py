@@ -25,6 +25,19 @@ from fmcluster.nccl import (
 )
 
 SOCKETS = {"NCCL_SOCKET_IFNAME": SOCKET_IFNAME}
+# NCCL_NET names the aws-ofi-nccl plugin on EFA GPU instances, so that NCCL fails instead of using sockets: NCCL
+# initializes only the network named so (NVIDIA/nccl src/plugin/net.cc ncclNetInit, strcasecmp, v2.30.7-1); the
+# plugin's name is "AWS Libfabric" up to v1.12.1-aws and "Libfabric" from v1.13.0-aws (aws/aws-ofi-nccl
+# src/nccl_ofi_interface_nvidia.c(pp) at those tags)
+EFA_GPU = [name for name, i in catalog.CATALOG.items() if i.supports_efa and i.accelerator.startswith("NVIDIA")]
+CURRENT_NET = {"NCCL_NET": "Libfabric"}
+OLD_NET = {"NCCL_NET": "AWS Libfabric"}
+
+
+def needed(instance_type: str, net: dict[str, str]) -> dict[str, str]:
+    return {**SOCKETS, **net} if instance_type in EFA_GPU else SOCKETS
+
+
 P5_CLASS = [name for name in catalog.CATALOG if name.startswith(("p5", "p6"))]
 OTHERS = [name for name in catalog.CATALOG if name not in P5_CLASS]
 
@@ -44,17 +57,14 @@ def env(instance_type: str, nccl_version: str = "2.27.7", ofi: str = "1.16.3", e
 
 
 @pytest.mark.parametrize("instance_type", list(catalog.CATALOG))
-def test_current_versions_need_only_the_socket_interfaces_on_every_type(instance_type):
-    assert env(instance_type) == SOCKETS
-    assert (
-        nccl_environment(
-            instance_type,
-            nccl_version=DEFAULT_NCCL_VERSION,
-            ofi_nccl_version=DEFAULT_OFI_NCCL_VERSION,
-            efa_installer_version=DEFAULT_EFA_INSTALLER_VERSION,
-        )
-        == SOCKETS
-    )
+def test_current_versions_need_only_the_socket_interfaces_and_the_plugin_on_every_type(instance_type):
+    assert env(instance_type) == needed(instance_type, CURRENT_NET)
+    assert nccl_environment(
+        instance_type,
+        nccl_version=DEFAULT_NCCL_VERSION,
+        ofi_nccl_version=DEFAULT_OFI_NCCL_VERSION,
+        efa_installer_version=DEFAULT_EFA_INSTALLER_VERSION,
+    ) == needed(instance_type, CURRENT_NET)
 
 
 @pytest.mark.parametrize(
@@ -83,19 +93,23 @@ def test_current_versions_need_only_the_socket_interfaces_on_every_type(instance
     ],
 )
 def test_old_plugins_get_the_variables_they_relied_on(instance_type, ofi, expected):
-    assert env(instance_type, nccl_version="2.12.12", ofi=ofi, efa="1.18.0") == {**SOCKETS, **expected}
+    net = CURRENT_NET if nccl.parse_version(ofi, "ofi") >= (1, 13, 0) else OLD_NET
+    assert env(instance_type, nccl_version="2.12.12", ofi=ofi, efa="1.18.0") == {
+        **needed(instance_type, net),
+        **expected,
+    }
 
 
 def test_the_floors_do_not_apply_below_p5():
     for instance_type in OTHERS:
-        assert env(instance_type, nccl_version="2.12.12", ofi="1.7.0", efa="1.20.0") == SOCKETS
+        assert env(instance_type, nccl_version="2.12.12", ofi="1.7.0", efa="1.20.0") == needed(instance_type, OLD_NET)
 
 
 @pytest.mark.parametrize("instance_type", P5_CLASS)
 def test_p5_class_floors_at_the_requirement_pass_with_a_warning(instance_type):
     # aws-ofi-nccl doc/efa-env-var.md, p5.48xlarge: "nccl>=2.18.0 (recommend at least 2.18.5)",
     # "aws-ofi-nccl>=1.7.2 (recommend at least 1.7.3)", efa-installer>=1.29.0
-    assert env(instance_type, nccl_version="2.18.0-1", ofi="v1.7.2-aws", efa="1.29.0") == SOCKETS
+    assert env(instance_type, nccl_version="2.18.0-1", ofi="v1.7.2-aws", efa="1.29.0") == needed(instance_type, OLD_NET)
     assert lines(nccl.floor_warnings(instance_type, Versions(nccl="2.18.0-1", ofi_nccl="v1.7.2-aws"))) == [
         "nccl_version: aws-ofi-nccl recommends 2.18.5 or later on P5-class instances (p5*, p6*); got '2.18.0-1' "
         "(below 2.18.5 the plugin disables NVLS on NVLink Switch platforms; aws-ofi-nccl doc/efa-env-var.md)",
@@ -205,8 +219,11 @@ def test_the_defaults_are_real_releases_above_every_floor():
 def test_user_env_is_added_and_wins_every_conflict():
     assert env("p5.48xlarge", NCCL_DEBUG="WARN", NCCL_SOCKET_IFNAME="^lo,docker0") == {
         "NCCL_SOCKET_IFNAME": "^lo,docker0",
+        "NCCL_NET": "Libfabric",
         "NCCL_DEBUG": "WARN",
     }
+    # a job that must run without the plugin names another network itself
+    assert env("p5.48xlarge", NCCL_NET="Socket")["NCCL_NET"] == "Socket"
     # even an obsolete variable or one the plugin sets: the user's choice stands (obsolete_variables warns)
     kept = env("p4d.24xlarge", ofi="1.5.0", NCCL_PROTO="LL128", FI_EFA_USE_DEVICE_RDMA="0", NCCL_BUFFSIZE="4194304")
     assert kept["NCCL_PROTO"] == "LL128" and kept["FI_EFA_USE_DEVICE_RDMA"] == "0"
@@ -400,3 +417,22 @@ def test_baseline_spec_has_the_line_rate_and_the_published_figures():
     assert baseline_spec("g5.4xlarge") == {"gpus": 1, "efa_gbps": 0, "published": []}  # no EFA below g5.8xlarge
     with pytest.raises(ValueError, match=r"unknown instance type 'x\.large'"):
         baseline_spec("x.large")
+
+
+@pytest.mark.parametrize(
+    ("ofi", "name"),
+    [
+        # the name each tag's nvidia interface registers (aws/aws-ofi-nccl, `.name =` of ncclNetPlugin_v*)
+        ("1.6.0", "AWS Libfabric"),
+        ("v1.11.0-aws", "AWS Libfabric"),
+        ("v1.12.1-aws", "AWS Libfabric"),
+        ("v1.13.0-aws", "Libfabric"),
+        ("1.16.3", "Libfabric"),
+        ("1.21.1", "Libfabric"),
+    ],
+)
+def test_nccl_net_names_the_plugin_each_version_registers(ofi, name):
+    assert nccl.net_plugin_name(Versions(ofi_nccl=ofi)) == name
+    assert env("p4d.24xlarge", nccl_version="2.18.5", ofi=ofi, efa="1.29.0")["NCCL_NET"] == name
+    assert "NCCL_NET" not in env("g5.4xlarge", ofi=ofi)  # no EFA: NCCL's sockets are the network
+    assert "NCCL_NET" not in env("trn1.32xlarge", ofi=ofi)  # no NVIDIA GPU: not NCCL's plugin

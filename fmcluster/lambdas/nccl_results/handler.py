@@ -24,9 +24,13 @@ largest message is below MIN_BASELINE_BYTES are not judged (bus bandwidth is lat
 
 Bad input (a key outside the layout, an unknown instance type, a log that is empty or holds no table, a table that is
 truncated, garbled, failed, reports #wrong > 0, out-of-bounds values or FAILED, cannot be told apart from another
-collective, or ran on more or fewer hosts or ranks than the key's node count and the instance type's GPUs) is logged
+collective, ran on more or fewer hosts or ranks than the key's node count and the instance type's GPUs, or, on several
+EFA instances, over another network than the aws-ofi-nccl plugin, as NCCL's "Using network <name>" line says) is logged
 as a structured rejection with its reason and the function returns normally: S3 retries an asynchronous invocation
 that raises, and a bad log would only fail again.
+
+Each published result's log line names the network NCCL used (`network`; None when the log has no NCCL INFO lines:
+nccl-tests.sbatch runs with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT so that it has).
 
 Environment: CLUSTER_NAME, BASELINES (JSON), LINE_RATE_FRACTION, PUBLISHED_MARGIN, MIN_BASELINE_BYTES,
 MAX_LOG_BYTES (optional; default 16 MiB).
@@ -200,6 +204,27 @@ def placement_problem(run: Run, *, instance_type: str, nodes: int, gpus: int) ->
     return None
 
 
+PLUGIN_NETWORKS = ("libfabric", "aws libfabric", "ofi")
+"""The names NCCL knows the aws-ofi-nccl plugin by, case aside (NCCL compares NCCL_NET with strcasecmp): "AWS Libfabric"
+up to plugin v1.12.1-aws, "Libfabric" from v1.13.0-aws, which also answers to "AWS Libfabric" and "OFI"
+(aws/aws-ofi-nccl src/nccl_ofi_interface_nvidia.c(pp), `nvidia_plugin_name_fixup`)."""
+
+
+def network_problem(run: Run, *, nodes: int, efa: bool) -> str | None:
+    """Why a multi-node run on EFA instances did not measure EFA: NCCL named another network than the plugin.
+
+    >>> network_problem(Run(networks=["Socket"]), nodes=2, efa=True)
+    "NCCL used its Socket network, not EFA (the aws-ofi-nccl plugin): the bandwidth is the sockets', not EFA's"
+    """
+    others = [name for name in run.networks if name.lower() not in PLUGIN_NETWORKS]
+    if nodes < 2 or not efa or not others:
+        return None
+    return (
+        f"NCCL used its {', '.join(others)} network, not EFA (the aws-ofi-nccl plugin): the bandwidth is the "
+        f"{'sockets' if others == ['Socket'] else 'other network'}', not EFA's"
+    )
+
+
 def why_not_judged(run: Run, nodes: int) -> str | None:
     """Why a usable run is not held to a baseline (None: judge it)."""
     if run.collective != JUDGED_COLLECTIVE:
@@ -298,8 +323,10 @@ def _process(record: object, settings: Settings) -> tuple[int, int]:
     published = rejected = 0
     for number, run in enumerate(runs, start=1):
         table = {**where, "table": number, "collective": run.collective}
-        problem = run.problem or placement_problem(
-            run, instance_type=instance_type, nodes=nodes, gpus=int(spec.get("gpus", 0))
+        problem = (
+            run.problem
+            or placement_problem(run, instance_type=instance_type, nodes=nodes, gpus=int(spec.get("gpus", 0)))
+            or network_problem(run, nodes=nodes, efa=bool(spec.get("efa_gbps")))
         )
         if problem:
             _reject(settings, Rejected(problem, **table))
@@ -324,6 +351,7 @@ def _process(record: object, settings: Settings) -> tuple[int, int]:
             avg_busbw=run.avg_bus_bandwidth,
             validated=run.validated,
             nccl_tests_version=run.nccl_tests_version,
+            network=", ".join(run.networks) or None,
             baseline_gbs=judged.threshold_gbs if judged else None,
             baseline_basis=judged.basis
             if judged

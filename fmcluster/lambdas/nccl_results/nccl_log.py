@@ -19,7 +19,8 @@ never guessed.
 Formats read: nccl-tests 2.x (`size count type redop root ... #wrong`, optional `timestamp` column, `cputime`), the
 older layouts without `root` or with `error` instead of `#wrong` (a maximum error, judged only through the
 `Out of bounds values` line), and nccl-tests 1.x (`bytes N type op ... res`). Lines may carry `srun -l` labels
-(`0: `) or Open MPI's `--tag-output` tags (`[1,0]<stdout>:`); NCCL_DEBUG lines and MPI warnings are skipped.
+(`0: `) or Open MPI's `--tag-output` tags (`[1,0]<stdout>:`); NCCL_DEBUG lines and MPI warnings are skipped, except
+NCCL's "Using network <name>" (`Run.networks`: which network the table's NCCL ran over).
 
 >>> [(run.collective, run.problem) for run in parse(EXAMPLE)]
 [('all_reduce', None)]
@@ -71,6 +72,10 @@ _FAILURE = re.compile(r"(?:Test (?:NCCL |CUDA )?failure|^NCCL failure) (\S+:\d+)
 _STOPPED = re.compile(r"^#\s*fmcluster: nccl-tests did not finish: ")
 """The line fmcluster/node/nccl-tests.sbatch appends when it stopped a run (time limit, scancel): a failed run."""
 _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b")
+_USING_NETWORK = re.compile(r"\bNCCL INFO Using network (\S.*?)\s*$")
+"""NCCL's INIT line naming the network it chose: `INFO(NCCL_INIT, "Using network %s", comm->ncclNet->name)` (NVIDIA/nccl
+src/init.cc at v2.18.5-1, v2.23.4-1 and v2.30.7-1), printed as `<host>:<pid>:<tid> [<cuda device>] NCCL INFO <text>`
+(src/debug.cc `ncclDebugLog`; a timestamp may come first with NCCL_DEBUG_TIMESTAMP_FORMAT)."""
 _IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
 _MEASURED = ("time", "algbw", "busbw")
 
@@ -119,6 +124,10 @@ class Run:
     """Distinct host names of the ranks, in rank order (empty when the log has no `# Rank` lines)."""
     ranks: int = 0
     nccl_tests_version: str | None = None
+    networks: list[str] = field(default_factory=list)
+    """The networks NCCL said it used ("Using network <name>") since the previous table, in order, each once: the
+    aws-ofi-nccl plugin's name ("Libfabric", "AWS Libfabric" before plugin 1.13) or an internal one ("IB", "Socket").
+    Empty when the log has no NCCL_DEBUG=INFO lines."""
     counts_wrong: bool = True
     """False for layouts whose error column is a maximum error rather than a count of wrong elements."""
     problem: str | None = None
@@ -365,6 +374,11 @@ def parse(text: str) -> list[Run]:
     layout: _Layout | None = None
     early_failure = None
     for number, line, printer in _lines(text):
+        if match := _USING_NETWORK.search(line):  # every rank's, whichever prints the tables
+            target = current if current is not None and current.avg_bus_bandwidth is None else pending
+            if match[1] not in target.networks:
+                target.networks.append(match[1])
+            continue
         if _FAILURE.search(line) or _STOPPED.match(line):
             failure = f"{line} (line {number})"
             target = current if current is not None and current.avg_bus_bandwidth is None else None
@@ -377,7 +391,11 @@ def parse(text: str) -> list[Run]:
             continue
         if match := _STARTING.match(line):
             current, layout = None, None  # an unfinished table before it stays in `runs`, judged truncated
-            pending = Run(_declared=collective_name(match[1]), nccl_tests_version=pending.nccl_tests_version)
+            pending = Run(
+                _declared=collective_name(match[1]),
+                nccl_tests_version=pending.nccl_tests_version,
+                networks=pending.networks,
+            )
             continue
         if match := _VERSION.match(line):
             pending.nccl_tests_version = match[1]
@@ -401,6 +419,7 @@ def parse(text: str) -> list[Run]:
                     nccl_tests_version=pending.nccl_tests_version,
                     hosts=list(pending.hosts),
                     ranks=pending.ranks,
+                    networks=list(pending.networks),
                     header_line=number,
                     _declared=pending._declared,
                     _binary=pending._binary,
