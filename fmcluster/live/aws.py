@@ -38,6 +38,7 @@ from botocore.retries.standard import ThrottledRetryableChecker
 PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("sts", "GetCallerIdentity"): "sts:GetCallerIdentity",
     ("ec2", "DescribeCapacityReservations"): "ec2:DescribeCapacityReservations",
+    ("ec2", "DescribeCapacityBlockStatus"): "ec2:DescribeCapacityBlockStatus",
     ("ec2", "DescribeInstanceTypeOfferings"): "ec2:DescribeInstanceTypeOfferings",
     ("ec2", "DescribeInstanceTypes"): "ec2:DescribeInstanceTypes",
     ("ec2", "DescribeImages"): "ec2:DescribeImages",
