@@ -4,8 +4,8 @@ Each reservation or plan named in the file is read once; the groups that use it 
 (their counts add up). Sources: EC2 API reference (DescribeCapacityReservations, CapacityReservation: states,
 ReservationType, AvailableInstanceCount, CapacityBlockId; DescribeCapacityBlockStatus), EC2 user guide "Launch
 instances using Capacity Blocks" (same AZ, same platform, termination starts 30 minutes before the end) and "View
-Capacity Blocks" (states; before a block starts its available count is 0 and its size is in a tag), SageMaker API reference (DescribeTrainingPlan,
-ReservedCapacitySummary).
+Capacity Blocks" (states; before a block starts its available count is 0 and its size is in a tag), SageMaker API
+reference (DescribeTrainingPlan, ReservedCapacitySummary).
 """
 
 from __future__ import annotations
