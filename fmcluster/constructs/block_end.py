@@ -74,7 +74,10 @@ class BlockEndDrain(Construct):
         stack = cdk.Stack.of(self)
         self.log_group = function_log_group(self, "Logs", log_retention, cdk.RemovalPolicy.DESTROY)
         role = function_role(
-            self, "Role", f"fmcluster {cluster_name}: drains capacity blocks' Slurm nodes before they end", self.log_group
+            self,
+            "Role",
+            f"fmcluster {cluster_name}: drains capacity blocks' Slurm nodes before they end",
+            self.log_group,
         )
         role.add_to_policy(
             iam.PolicyStatement(

@@ -53,8 +53,9 @@ WARNING = {
 """The event as the EC2 user guide's example has it (its placeholders filled in)."""
 STEP = "trap 'echo step got USR1; exit 3' USR1; echo step started; while :; do sleep 0.2; done"
 JOB = f'#!/bin/bash\nsrun --ntasks=1 bash -c "{STEP}"\necho "batch: the step ended with $?"\n'
-"""A job in the real Slurm's one partition (debug, as the block's group's would be) whose step checkpoints (here: says so) and exits 3 on SIGUSR1, as examples/jobs/train.py does; its batch
-shell would die of a SIGUSR1 of its own (bash's default), so the job ends COMPLETED only if the shell was spared."""
+"""A job in the real Slurm's one partition (debug, standing for the block's group's) whose step checkpoints (here:
+says so) and exits 3 on SIGUSR1, as examples/jobs/train.py does; its batch shell would die of a SIGUSR1 of its own
+(bash's default), so the job ends COMPLETED only if the shell was spared."""
 _MODELS = botocore.session.get_session()
 
 
@@ -115,7 +116,7 @@ def ec2_stub(times: int):
     stub = Stubber(ec2)
     block = {"CapacityReservationId": RID, "State": "active", "ReservationType": "capacity-block",
              "StartDate": END - timedelta(days=14), "EndDate": END, "InstanceType": "p5.48xlarge",
-             "TotalInstanceCount": 1, "AvailableInstanceCount": 0, "CapacityBlockId": "cb-0123456789abcdef0"}  # fmt: skip
+             "TotalInstanceCount": 1, "AvailableInstanceCount": 0}  # fmt: skip
     nodes = [{"InstanceId": "i-0bbbbbbbbbbbbbbbb", "CapacityReservationId": RID}, {"InstanceId": HEAD}]
     filters = [{"Name": "tag:fmcluster:cluster", "Values": ["llm-pretrain"]},
                {"Name": "instance-state-name", "Values": ["running"]}]  # fmt: skip

@@ -44,7 +44,9 @@ InProgress and Delayed still may)."""
 COMMAND_TIMEOUT_SECONDS = 120
 """SendCommand TimeoutSeconds (botocore ssm: 30 to 2592000): the script runs a few Slurm commands."""
 WAIT_SECONDS = 150
-RESULT = re.compile(r"^drained (?P<drained>\d+) node\(s\): (?P<nodes>\S+); signalled (?P<count>\d+) job\(s\): (?P<jobs>\S+)$")
+RESULT = re.compile(
+    r"^drained (?P<drained>\d+) node\(s\): (?P<nodes>\S+); signalled (?P<count>\d+) job\(s\): (?P<jobs>\S+)$"
+)
 
 
 def on_event(
@@ -129,7 +131,10 @@ def _runner(ec2, rid: str) -> str | None:
     """A running instance of the cluster to run the drain on, outside the block when there is one."""
     pages = ec2.get_paginator("describe_instances").paginate(
         Filters=[
-            {"Name": f"tag:{os.environ.get('CLUSTER_TAG', 'fmcluster:cluster')}", "Values": [os.environ["CLUSTER_NAME"]]},
+            {
+                "Name": f"tag:{os.environ.get('CLUSTER_TAG', 'fmcluster:cluster')}",
+                "Values": [os.environ["CLUSTER_NAME"]],
+            },
             {"Name": "instance-state-name", "Values": ["running"]},
         ]
     )
@@ -148,8 +153,9 @@ def _wait(ssm, command_id: str, instance: str, sleep) -> tuple[str, str, str]:
         try:
             found = ssm.get_command_invocation(CommandId=command_id, InstanceId=instance)
         except ClientError as error:
+            # a declared error of GetCommandInvocation (botocore ssm); right after SendCommand (unconfirmed)
             if error.response.get("Error", {}).get("Code") == "InvocationDoesNotExist":
-                continue  # a declared error of GetCommandInvocation (botocore ssm); right after SendCommand (unconfirmed)
+                continue
             raise
         status = found.get("Status", "")
         if status in DONE:
