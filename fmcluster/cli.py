@@ -174,6 +174,7 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
             f"{row.nvme_total_gb / 1000:g} TB",
         )
     console.print(compute)
+    print_capacity_windows(config, console)
     if config.orchestrator.type == "hyperpod-slurm":
         print_deep_health_checks(config, console)
 
@@ -201,6 +202,26 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
             f"{estimate.seconds:,.0f} s (target {estimate.target_seconds} s, limited by {estimate.limited_by})",
         )
     console.print(storage)
+
+
+def print_capacity_windows(config: ClusterConfig, console: Console) -> None:
+    """Per capacity block and training plan: the groups on it and its drain; the window itself only `info` reads."""
+    seen: dict[str, list[str]] = {}
+    for group in config.compute:
+        key = group.reservation_id if group.capacity == "capacity-block" else group.training_plan_arn
+        if key:
+            seen.setdefault(key, []).append(group.name)
+    for key, names in seen.items():
+        groups = [group for group in config.compute if group.name in names]
+        if key.startswith("arn:"):
+            what, drain = f"training plan {key.rsplit('/', 1)[-1]}", "its nodes are not drained before it ends"
+        else:
+            minutes = max(group.drain_before_end_minutes or 0 for group in groups)
+            what = f"capacity block {key}"
+            drain = f"its nodes drain {minutes} min before its end" if minutes else "its nodes are not drained"
+        console.print(
+            f"{what} ({', '.join(names)}): start and end known live only (`fmcluster info`); {drain}", soft_wrap=True
+        )
 
 
 def print_deep_health_checks(config: ClusterConfig, console: Console) -> None:

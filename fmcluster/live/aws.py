@@ -83,6 +83,8 @@ INFO_ACTIONS: dict[tuple[str, str], str] = {
     ("cloudformation", "DescribeStacks"): "cloudformation:DescribeStacks",
     ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
     ("ec2", "DescribeInstances"): "ec2:DescribeInstances",
+    ("ec2", "DescribeCapacityReservations"): "ec2:DescribeCapacityReservations",
+    ("sagemaker", "DescribeTrainingPlan"): "sagemaker:DescribeTrainingPlan",
 }
 """Every call `fmcluster info` makes (read-only, like diagnose's)."""
 

@@ -315,7 +315,7 @@ def _future_block_size(
 def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime) -> list[Problem]:
     state = reservation.get("State", "")
     start, end = reservation.get("StartDate"), reservation.get("EndDate")
-    window = _window(start, end, now)
+    window = window_text(start, end, now)
     if state == "scheduled":
         return [Problem(at, f"warning: {what} is scheduled: {window}; nodes cannot launch before it starts")]
     if state == "payment-pending":
@@ -344,7 +344,7 @@ def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime)
 
 def _plan_state(at: str, what: str, plan: dict, now: datetime) -> list[Problem]:
     status = plan.get("Status", "")
-    window = _window(plan.get("StartTime"), plan.get("EndTime"), now)
+    window = window_text(plan.get("StartTime"), plan.get("EndTime"), now)
     if status == "Scheduled":
         return [
             Problem(at, f"warning: {what} is scheduled: {window}; HyperPod cannot create its nodes before it starts")
@@ -358,7 +358,7 @@ def _plan_state(at: str, what: str, plan: dict, now: datetime) -> list[Problem]:
     return []
 
 
-def _window(start: datetime | None, end: datetime | None, now: datetime) -> str:
+def window_text(start: datetime | None, end: datetime | None, now: datetime) -> str:
     begins = f"starts {_when(start, now)}" if start and start > now else f"started {_stamp(start)}" if start else ""
     ends = f"ends {_when(end, now)}" if end and end > now else f"ended {_stamp(end)}" if end else "no end date"
     return ", ".join(part for part in (begins, ends) if part)

@@ -32,9 +32,10 @@ def test_the_diagnose_policy_is_exactly_what_the_calls_need():
 
 def test_the_info_and_connect_policy_is_exactly_what_the_calls_need():
     assert policy_actions("FmclusterConnect", FIRST_JOB) == set(CONNECT_ACTIONS.values())
-    assert {"cloudformation:DescribeStacks", "sagemaker:ListClusterNodes", "ec2:DescribeInstances"} == set(
+    assert {"cloudformation:DescribeStacks", "sagemaker:ListClusterNodes", "ec2:DescribeInstances",
+            "ec2:DescribeCapacityReservations", "sagemaker:DescribeTrainingPlan"} == set(
         INFO_ACTIONS.values()
-    )  # the doc says info needs these three
+    )  # the doc says info needs these five  # fmt: skip
 
 
 def test_every_action_but_opening_and_closing_a_session_is_read_only():
