@@ -14,6 +14,7 @@ from fmcluster import advice, deploy_time, sizing
 from fmcluster.access_command import add_access_commands, run_access_command
 from fmcluster.config import ClusterConfig, ConfigError, load
 from fmcluster.config.value_rules import possible_deep_health_checks
+from fmcluster.healthcheck_command import add_healthcheck_command, run_healthcheck
 from fmcluster.update_command import add_update_arguments, plan_update
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     diagnose.add_argument("file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})")
     diagnose.add_argument("--collect", metavar="DIR", help="also write what was read (secrets redacted) to DIR")
     add_access_commands(commands, DEFAULT_FILE)
+    add_healthcheck_command(commands, DEFAULT_FILE)
     args = parser.parse_args(argv)
     if args.command == "plan" and args.previous:
         return plan_update(args.file, args.previous, allow_replacement=args.allow_replacement)
@@ -57,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_diagnose(args.file, config, args.collect)
     if args.command in ("info", "connect"):
         return run_access_command(args, config, EXIT_INVALID)
+    if args.command == "healthcheck":
+        return run_healthcheck(args, config, EXIT_INVALID)
     if args.command == "validate" and args.live:
         return validate_live(args.file, config)
     if args.command == "validate":

@@ -97,7 +97,13 @@ CONNECT_ACTIONS: dict[tuple[str, str], str] = {
 """Every call `fmcluster connect` makes: finding the node (read-only), then opening (or, when the plugin cannot start,
 closing) the session, which is not read-only."""
 
-ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS, **CONNECT_ACTIONS}
+HEALTHCHECK_ACTIONS: dict[tuple[str, str], str] = {
+    ("sagemaker", "StartClusterHealthCheck"): "sagemaker:StartClusterHealthCheck",
+    ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
+}
+"""Every call `fmcluster healthcheck` makes: starting the checks (not read-only) and reading the nodes' state."""
+
+ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS, **CONNECT_ACTIONS, **HEALTHCHECK_ACTIONS}
 
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "403", "Forbidden"})
 """Error codes of a call the caller's policy refuses: EC2 answers UnauthorizedOperation (EC2 API reference, error

@@ -504,6 +504,7 @@ SAMPLES.update(
         ("sagemaker", "DescribeCluster"): hyperpod_cluster(),
         ("sagemaker", "ListClusterNodes"): cluster_nodes(("gpu", "i-0123456789abcdef0", "Failure", LIFECYCLE_FAILED)),
         ("logs", "GetLogEvents"): log_events(LIFECYCLE_TAIL),
+        ("sagemaker", "StartClusterHealthCheck"): {"ClusterArn": CLUSTER_ARN},
     }
 )
 
