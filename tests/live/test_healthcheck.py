@@ -1,6 +1,6 @@
 """`fmcluster healthcheck`: HyperPod's StartClusterHealthCheck and ListClusterNodes against botocore's Stubber (every
-request and response checked against the sagemaker model, tests/live/conftest.py); PCS refused as unconfirmed; one
-line and exit 2 without credentials, as `info` and `connect` do."""
+request and response checked against the sagemaker model, tests/live/conftest.py); PCS refused as unconfirmed. One
+line and exit 2 without credentials, as `info` does: tests/live/test_info.py."""
 
 from __future__ import annotations
 
@@ -55,20 +55,6 @@ def test_what_cannot_run_is_one_line_and_calls_nothing(stubs, text, groups, chec
     with pytest.raises(HealthCheckError) as raised:
         healthcheck(config_of(text), stubs().aws(), groups=groups, checks=checks)
     assert str(raised.value) == message
-
-
-def test_cli_without_credentials_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
-    path = tmp_path / "cluster.yaml"
-    path.write_text(QUICKSTART)
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.delenv(name)
-    assert cli.main(["healthcheck", str(path)]) == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err.splitlines() == [
-        f"{path}: healthcheck: no AWS credentials found (Unable to locate credentials); set AWS_PROFILE or run "
-        "`aws configure`"
-    ]
 
 
 def test_cli_starts_and_reports(stubs, tmp_path, monkeypatch, capsys):

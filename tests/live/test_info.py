@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fmcluster import cli
 from fmcluster.live.info import cluster_info
 from fmcluster.live.windows import capacity_windows
@@ -174,16 +176,18 @@ def test_cli_info_json_and_exit_1_when_nothing_is_deployed(stubs, monkeypatch, c
     assert json.loads(capsys.readouterr().out) == {"head_node": None}
 
 
-def test_cli_info_without_credentials_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("command", ["info", "healthcheck"])
+def test_cli_info_without_credentials_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, command):
     path = tmp_path / "cluster.yaml"
     path.write_text(QUICKSTART)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(name)
-    assert cli.main(["info", str(path)]) == 2
+    assert cli.main([command, str(path)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err.splitlines() == [
-        f"{path}: info: no AWS credentials found (Unable to locate credentials); set AWS_PROFILE or run `aws configure`"
+        f"{path}: {command}: no AWS credentials found (Unable to locate credentials); set AWS_PROFILE or run "
+        "`aws configure`"
     ]
 
 
