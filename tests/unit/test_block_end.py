@@ -80,7 +80,8 @@ def test_files_without_a_block_to_drain_get_no_drain(synthesized):
 
 def test_groups_sharing_a_block_drain_together_at_the_longest_grace():
     config = parse({
-        "name": "llm-pretrain", "region": "us-east-1", "availability_zone_id": "use1-az6", "orchestrator": {"type": "pcs"},
+        "name": "llm-pretrain", "region": "us-east-1", "availability_zone_id": "use1-az6",
+        "orchestrator": {"type": "pcs"},
         "compute": [
             {"name": "gpu-a", "instance_type": "p5.48xlarge", "count": 2, "capacity": "capacity-block",
              "reservation_id": RID, "drain_before_end_minutes": 45},
