@@ -104,7 +104,8 @@ def check_reservation(config: ClusterConfig, aws: Aws, rid: str, groups: Groups,
             )
         )
     needed = sum(member.count for _, member in groups)
-    status, health = (None, [])
+    status: dict | None = None
+    health: list[Problem] = []
     if is_block and reservation.get("State") in ("active", *NOT_STARTED):
         status, health = _block_status(aws, f"{at}.reservation_id", rid, reservation)
     problems += health
