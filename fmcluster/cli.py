@@ -14,6 +14,7 @@ from fmcluster import advice, deploy_time, sizing
 from fmcluster.access_command import add_access_commands, run_access_command
 from fmcluster.config import ClusterConfig, ConfigError, load
 from fmcluster.config.value_rules import possible_deep_health_checks
+from fmcluster.healthcheck_command import add_healthcheck_command, run_healthcheck
 from fmcluster.update_command import add_update_arguments, plan_update
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     diagnose.add_argument("file", nargs="?", default=DEFAULT_FILE, help=f"cluster file (default {DEFAULT_FILE})")
     diagnose.add_argument("--collect", metavar="DIR", help="also write what was read (secrets redacted) to DIR")
     add_access_commands(commands, DEFAULT_FILE)
+    add_healthcheck_command(commands, DEFAULT_FILE)
     args = parser.parse_args(argv)
     if args.command == "plan" and args.previous:
         return plan_update(args.file, args.previous, allow_replacement=args.allow_replacement)
@@ -57,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_diagnose(args.file, config, args.collect)
     if args.command in ("info", "connect"):
         return run_access_command(args, config, EXIT_INVALID)
+    if args.command == "healthcheck":
+        return run_healthcheck(args, config, EXIT_INVALID)
     if args.command == "validate" and args.live:
         return validate_live(args.file, config)
     if args.command == "validate":
@@ -183,6 +187,7 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
             f"{row.nvme_total_gb / 1000:g} TB" if row.cataloged else "not known",
         )
     console.print(compute)
+    print_capacity_windows(config, console)
     if config.orchestrator.type == "hyperpod-slurm":
         print_deep_health_checks(config, console)
 
@@ -210,6 +215,26 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
             f"{estimate.seconds:,.0f} s (target {estimate.target_seconds} s, limited by {estimate.limited_by})",
         )
     console.print(storage)
+
+
+def print_capacity_windows(config: ClusterConfig, console: Console) -> None:
+    """Per capacity block and training plan: the groups on it and its drain; the window itself only `info` reads."""
+    seen: dict[str, list[str]] = {}
+    for group in config.compute:
+        key = group.reservation_id if group.capacity == "capacity-block" else group.training_plan_arn
+        if key:
+            seen.setdefault(key, []).append(group.name)
+    for key, names in seen.items():
+        groups = [group for group in config.compute if group.name in names]
+        if key.startswith("arn:"):
+            what, drain = f"training plan {key.rsplit('/', 1)[-1]}", "its nodes are not drained before it ends"
+        else:
+            minutes = max(group.drain_before_end_minutes or 0 for group in groups)
+            what = f"capacity block {key}"
+            drain = f"its nodes drain {minutes} min before its end" if minutes else "its nodes are not drained"
+        console.print(
+            f"{what} ({', '.join(names)}): start and end known live only (`fmcluster info`); {drain}", soft_wrap=True
+        )
 
 
 def print_deep_health_checks(config: ClusterConfig, console: Console) -> None:

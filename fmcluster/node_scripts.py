@@ -86,6 +86,7 @@ BUNDLE_SCRIPTS: tuple[str, ...] = (
     "training-image.sh",
     "hyperpod/ssm.sh",
     "hyperpod/import-image.sh",
+    "block-end-drain.sh",
 )
 """The scripts of `fmcluster/node/` in the bundle, under `node/`."""
 NCCL_TESTS = "nccl-tests.sbatch"

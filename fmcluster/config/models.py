@@ -92,6 +92,16 @@ class _Model(BaseModel):
 
 
 Capacity = Literal["on-demand", "capacity-block", "odcr", "training-plan"]
+DRAIN_CHECK_MINUTES = 5
+"""How often the cluster's block-end drain looks at its capacity blocks' end dates (constructs/block_end.py)."""
+DRAIN_BEFORE_END_DEFAULT = 60
+"""`compute[].drain_before_end_minutes` of a capacity-block group: drained an hour before the end, so a job has
+about 30 minutes to checkpoint before EC2 begins terminating the block's instances (EC2 user guide, "Launch instances
+using Capacity Blocks": 30 minutes before the end)."""
+DRAIN_BEFORE_END_MIN = 30 + DRAIN_CHECK_MINUTES
+"""The drain happens between the grace and the grace minus one check interval before the end: never after
+termination begins."""
+DRAIN_BEFORE_END_MAX = 24 * 60
 RepositoryEvent = Literal["new", "changed", "deleted"]
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 """HyperPod's on-start deep health checks (botocore sagemaker DeepHealthCheckType)."""
@@ -148,6 +158,7 @@ class ComputeGroup(_Model):
     deep_health_checks: tuple[DeepHealthCheck, ...] = ()
     min_count: int = Field(None, validate_default=True)  # resolved below: `count`, a static group
     scale_down_idle_minutes: int | None = Field(None, validate_default=True)
+    drain_before_end_minutes: int | None = Field(None, validate_default=True)  # resolved below
 
     @field_validator("name")
     @classmethod
@@ -266,6 +277,22 @@ class ComputeGroup(_Model):
     def scales(self) -> bool:
         """True when the group scales between `min_count` and `count` (nodes start for jobs, stop when idle)."""
         return self.min_count < self.count
+
+    @field_validator("drain_before_end_minutes")
+    @classmethod
+    def _drain_before_end(cls, value: int | None, info: ValidationInfo) -> int | None:
+        capacity = info.data.get("capacity")
+        if value is None:
+            return DRAIN_BEFORE_END_DEFAULT if capacity == "capacity-block" else None
+        if capacity is not None and capacity != "capacity-block":
+            raise fail(f"only for capacity 'capacity-block'; this group's capacity is {capacity!r}")
+        if value != 0 and not DRAIN_BEFORE_END_MIN <= value <= DRAIN_BEFORE_END_MAX:
+            raise fail(
+                f"must be 0 (never drain) or {DRAIN_BEFORE_END_MIN} to {DRAIN_BEFORE_END_MAX} minutes: EC2 begins "
+                "terminating a block's instances 30 minutes before its end, and the drain check runs every "
+                f"{DRAIN_CHECK_MINUTES} minutes; got {value}"
+            )
+        return value
 
     @property
     def instance(self) -> catalog.InstanceType:

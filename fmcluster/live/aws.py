@@ -38,6 +38,7 @@ from botocore.retries.standard import ThrottledRetryableChecker
 PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("sts", "GetCallerIdentity"): "sts:GetCallerIdentity",
     ("ec2", "DescribeCapacityReservations"): "ec2:DescribeCapacityReservations",
+    ("ec2", "DescribeCapacityBlockStatus"): "ec2:DescribeCapacityBlockStatus",
     ("ec2", "DescribeInstanceTypeOfferings"): "ec2:DescribeInstanceTypeOfferings",
     ("ec2", "DescribeInstanceTypes"): "ec2:DescribeInstanceTypes",
     ("ec2", "DescribeImages"): "ec2:DescribeImages",
@@ -86,6 +87,8 @@ INFO_ACTIONS: dict[tuple[str, str], str] = {
     ("cloudformation", "DescribeStacks"): "cloudformation:DescribeStacks",
     ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
     ("ec2", "DescribeInstances"): "ec2:DescribeInstances",
+    ("ec2", "DescribeCapacityReservations"): "ec2:DescribeCapacityReservations",
+    ("sagemaker", "DescribeTrainingPlan"): "sagemaker:DescribeTrainingPlan",
 }
 """Every call `fmcluster info` makes (read-only, like diagnose's)."""
 
@@ -98,7 +101,13 @@ CONNECT_ACTIONS: dict[tuple[str, str], str] = {
 """Every call `fmcluster connect` makes: finding the node (read-only), then opening (or, when the plugin cannot start,
 closing) the session, which is not read-only."""
 
-ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS, **CONNECT_ACTIONS}
+HEALTHCHECK_ACTIONS: dict[tuple[str, str], str] = {
+    ("sagemaker", "StartClusterHealthCheck"): "sagemaker:StartClusterHealthCheck",
+    ("sagemaker", "ListClusterNodes"): "sagemaker:ListClusterNodes",
+}
+"""Every call `fmcluster healthcheck` makes: starting the checks (not read-only) and reading the nodes' state."""
+
+ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS, **CONNECT_ACTIONS, **HEALTHCHECK_ACTIONS}
 
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "403", "Forbidden"})
 """Error codes of a call the caller's policy refuses: EC2 answers UnauthorizedOperation (EC2 API reference, error

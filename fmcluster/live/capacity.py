@@ -2,10 +2,10 @@
 
 Each reservation or plan named in the file is read once; the groups that use it are checked against it together
 (their counts add up). Sources: EC2 API reference (DescribeCapacityReservations, CapacityReservation: states,
-ReservationType, AvailableInstanceCount), EC2 user guide "Launch instances using Capacity Blocks" (same AZ, same
-platform, termination starts 30 minutes before the end) and "View Capacity Blocks" (states; before a block starts
-its available count is 0 and its size is in a tag), SageMaker API reference (DescribeTrainingPlan,
-ReservedCapacitySummary).
+ReservationType, AvailableInstanceCount, CapacityBlockId; DescribeCapacityBlockStatus), EC2 user guide "Launch
+instances using Capacity Blocks" (same AZ, same platform, termination starts 30 minutes before the end) and "View
+Capacity Blocks" (states; before a block starts its available count is 0 and its size is in a tag), SageMaker API
+reference (DescribeTrainingPlan, ReservedCapacitySummary).
 """
 
 from __future__ import annotations
@@ -104,8 +104,25 @@ def check_reservation(config: ClusterConfig, aws: Aws, rid: str, groups: Groups,
             )
         )
     needed = sum(member.count for _, member in groups)
+    status: dict | None = None
+    health: list[Problem] = []
+    if is_block and reservation.get("State") in ("active", *NOT_STARTED):
+        status, health = _block_status(aws, f"{at}.reservation_id", rid, reservation)
+    problems += health
     if is_block and reservation.get("State") in NOT_STARTED:
-        problems += _future_block_size(f"{at}.count", rid, reservation, groups, needed)
+        problems += _future_block_size(f"{at}.count", rid, reservation, status, groups, needed)
+    elif (
+        status
+        and status.get("TotalUnavailableCapacity")
+        and needed > status["TotalCapacity"] - status.get("TotalUnavailableCapacity", 0)
+    ):
+        problems.append(
+            Problem(
+                f"{at}.count",
+                f"{_who(groups)} {needed} instance(s), but capacity block {rid} holds {status['TotalCapacity']}, "
+                f"{status.get('TotalUnavailableCapacity', 0)} of them unavailable (a failed system status check)",
+            )
+        )
     elif needed > reservation.get("AvailableInstanceCount", 0):
         problems += _count(config, aws, f"{at}.count", f"{kind} {rid}", reservation, groups, needed)
     platform = reservation.get("InstancePlatform")
@@ -226,10 +243,61 @@ def check_training_plan(config: ClusterConfig, aws: Aws, arn: str, groups: Group
     return problems
 
 
-def _future_block_size(at: str, rid: str, reservation: dict, groups: Groups, needed: int) -> list[Problem]:
-    """A block that has not started shows 0 available; its size is in a tag (EC2 user guide, View Capacity Blocks)."""
+def _block_status(aws: Aws, at: str, rid: str, reservation: dict) -> tuple[dict | None, list[Problem]]:
+    """The capacity of block reservation `rid` as EC2 DescribeCapacityBlockStatus reports it (TotalCapacity,
+    TotalAvailableCapacity, TotalUnavailableCapacity: "unavailable for use due to a system status check failure"),
+    with the problems of its block's accelerator interconnect (InterconnectStatus ok | impaired | insufficient-data)
+    and of its unavailable capacity; (None, ...) when the block's status could not be read. The reservation names its
+    block (CapacityReservation.CapacityBlockId); a block of several reservations reports each
+    (CapacityReservationStatuses), and `rid`'s row is used when there is one. Shapes and docs: botocore's ec2
+    model."""
+    block_id = reservation.get("CapacityBlockId")
+    if not block_id:
+        return None, []
+    what = f"the capacity and interconnect of capacity block {block_id}"
+    try:
+        rows = aws.call("ec2", "DescribeCapacityBlockStatus", CapacityBlockIds=[block_id])["CapacityBlockStatuses"]
+    except (Denied, Throttled) as error:
+        return None, [unchecked(at, what, stopped_reason(error))]
+    row = next((row for row in rows if row.get("CapacityBlockId") == block_id), None)
+    if row is None or "TotalCapacity" not in row:
+        return None, [unchecked(at, what, "EC2 DescribeCapacityBlockStatus returned no status for it")]
+    mine = next((r for r in row.get("CapacityReservationStatuses", []) if r.get("CapacityReservationId") == rid), row)
+    if "TotalCapacity" not in mine:
+        mine = row
+    problems = []
+    interconnect = row.get("InterconnectStatus")
+    if interconnect == "impaired":
+        problems.append(
+            Problem(
+                at,
+                f"warning: capacity block {block_id} ({rid}) reports its accelerator interconnect impaired (EC2 "
+                "DescribeCapacityBlockStatus): jobs spanning its instances may run slowly or fail",
+            )
+        )
+    elif interconnect == "insufficient-data":
+        problems.append(
+            Problem(at, f"note: EC2 has insufficient data on the accelerator interconnect of capacity block {block_id}")
+        )
+    unavailable = mine.get("TotalUnavailableCapacity", 0)
+    if unavailable:
+        problems.append(
+            Problem(
+                at,
+                f"warning: {unavailable} of {mine['TotalCapacity']} instance(s) of capacity block {rid} are "
+                f"unavailable (a failed system status check); {mine.get('TotalAvailableCapacity', 0)} can launch",
+            )
+        )
+    return mine, problems
+
+
+def _future_block_size(
+    at: str, rid: str, reservation: dict, status: dict | None, groups: Groups, needed: int
+) -> list[Problem]:
+    """A block that has not started shows 0 available; its size is its status's TotalCapacity when EC2 reports one
+    (unconfirmed whether it does before the start), else a tag (EC2 user guide, View Capacity Blocks)."""
     tags = {tag.get("Key"): tag.get("Value") for tag in reservation.get("Tags", [])}
-    size = tags.get(BLOCK_SIZE_TAG, "")
+    size = str(status["TotalCapacity"]) if status and status["TotalCapacity"] > 0 else tags.get(BLOCK_SIZE_TAG, "")
     if not size.isdigit():
         return [
             unchecked(
@@ -248,7 +316,7 @@ def _future_block_size(at: str, rid: str, reservation: dict, groups: Groups, nee
 def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime) -> list[Problem]:
     state = reservation.get("State", "")
     start, end = reservation.get("StartDate"), reservation.get("EndDate")
-    window = _window(start, end, now)
+    window = window_text(start, end, now)
     if state == "scheduled":
         return [Problem(at, f"warning: {what} is scheduled: {window}; nodes cannot launch before it starts")]
     if state == "payment-pending":
@@ -277,7 +345,7 @@ def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime)
 
 def _plan_state(at: str, what: str, plan: dict, now: datetime) -> list[Problem]:
     status = plan.get("Status", "")
-    window = _window(plan.get("StartTime"), plan.get("EndTime"), now)
+    window = window_text(plan.get("StartTime"), plan.get("EndTime"), now)
     if status == "Scheduled":
         return [
             Problem(at, f"warning: {what} is scheduled: {window}; HyperPod cannot create its nodes before it starts")
@@ -291,7 +359,7 @@ def _plan_state(at: str, what: str, plan: dict, now: datetime) -> list[Problem]:
     return []
 
 
-def _window(start: datetime | None, end: datetime | None, now: datetime) -> str:
+def window_text(start: datetime | None, end: datetime | None, now: datetime) -> str:
     begins = f"starts {_when(start, now)}" if start and start > now else f"started {_stamp(start)}" if start else ""
     ends = f"ends {_when(end, now)}" if end and end > now else f"ended {_stamp(end)}" if end else "no end date"
     return ", ".join(part for part in (begins, ends) if part)

@@ -2,7 +2,8 @@
 
 Read-only: DescribeStacks of each of the file's stacks (their outputs, as `fmcluster.outputs` declares them), then the
 head node (`fmcluster.live.nodes`): HyperPod's controller through ListClusterNodes, PCS's login or head node through
-DescribeInstances by its node group's tag. A stack not deployed yet is reported as such; a head node that cannot be
+DescribeInstances by its node group's tag; and each capacity block's and training plan's window
+(`fmcluster.live.windows`). A stack not deployed yet is reported as such; a head node that cannot be
 found is a note, not a failure (it may still be booting).
 Sources: CloudFormation API reference (DescribeStacks: Outputs with OutputKey, OutputValue, Description; a missing
 stack is a ValidationError "Stack with id ... does not exist").
@@ -11,6 +12,7 @@ stack is a ValidationError "Stack with id ... does not exist").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from botocore.exceptions import ClientError
 
@@ -18,6 +20,7 @@ from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws, error_code, error_message
 from fmcluster.live.nodes import Node, NodeNotFound, hyperpod_node, pcs_node
 from fmcluster.live.stacks import stack_parts
+from fmcluster.live.windows import Window, capacity_windows
 from fmcluster.outputs import OUTPUTS
 
 
@@ -36,6 +39,9 @@ class ClusterInfo:
     stacks: list[StackOutputs]
     head: Node | None = None
     head_note: str = ""
+    windows: list[Window] = field(default_factory=list)
+    """The window of each capacity block and training plan of the file (fmcluster.live.windows)."""
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def output(self, part: str, key: str) -> str | None:
         return next((stack.outputs.get(key) for stack in self.stacks if stack.part == part), None)
@@ -48,6 +54,8 @@ class ClusterInfo:
             if self.head is not None
             else None
         )
+        if self.windows:
+            data["capacity_windows"] = [window.as_json() for window in self.windows]
         return data
 
     def report(self, path: str) -> str:
@@ -68,6 +76,7 @@ class ClusterInfo:
             lines.append(f"  connect     fmcluster connect {path}")
         elif self.head_note:
             lines.append(f"head node: {self.head_note}")
+        lines += [window.line(self.now) for window in self.windows]
         return "\n".join(lines)
 
 
@@ -85,7 +94,7 @@ def read_stack(aws: Aws, part: str, name: str) -> StackOutputs:
 def cluster_info(config: ClusterConfig, aws: Aws) -> ClusterInfo:
     """The outputs of every stack of `config`, and its head node when it can be found."""
     stacks = [read_stack(aws, part, f"{config.name}-{part}") for part in stack_parts(config)]
-    info = ClusterInfo(config, stacks)
+    info = ClusterInfo(config, stacks, windows=capacity_windows(config, aws))
     group = info.output("cluster", "HeadNodeGroup")
     if group is None:
         info.head_note = "none named by the cluster stack (not deployed, or a PCS cluster without a login node)"

@@ -35,6 +35,7 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("NodeDataAccess", "storage", "the nodes' policy for datasets and checkpoints"),
     ("BucketNotifications", "storage", "the nccl-tests results trigger on the checkpoint bucket"),
     ("NcclTests", "storage", "the nccl-tests results function and its alarms"),
+    ("BlockEnd", "compute[].drain_before_end_minutes", "the drain before a capacity block ends (BlockEndDrain)"),
     ("NcclEnvironment", "nccl.env", "a compute group's NCCL environment in SSM"),
     ("Nccl", "nccl.env", "the NCCL environment function"),
     ("NetworkNat", "network.egress", "the NAT gateway and its Elastic IP"),

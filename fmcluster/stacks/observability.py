@@ -9,6 +9,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
+from fmcluster.constructs.block_end import BlockEndDrain
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.observability import ClusterObservability
 from fmcluster.outputs import SELF_HOSTED_GRAFANA_URL
@@ -59,6 +60,20 @@ class ObservabilityStack(cdk.Stack):
         )
         if storage.nccl_tests is not None:
             storage.nccl_tests.add_alarms(Construct(self, "NcclTests"), self.observability.topic)
+        blocks = capacity_blocks_to_drain(config)
+        self.block_end = (
+            BlockEndDrain(
+                self,
+                "BlockEnd",
+                cluster_name=config.name,
+                blocks=blocks,
+                topic=self.observability.topic,
+                topic_key=self.observability.key,
+            )
+            if blocks
+            else None
+        )
+        """Drains capacity blocks' nodes before the blocks end (None without a capacity block to drain)."""
         encrypt_log_groups(self, self.observability.key)
         built = self.observability
         url = grafana_url(built, observability.grafana)
@@ -77,3 +92,20 @@ def grafana_url(observability: ClusterObservability, grafana: str) -> str | None
     if grafana == "self-hosted" and observability.workspace is not None:
         return SELF_HOSTED_GRAFANA_URL
     return None
+
+
+def capacity_blocks_to_drain(config: ClusterConfig) -> dict[str, tuple[list[str], int]]:
+    """Reservation id -> (its groups' partitions, the longest drain_before_end_minutes of them), for every capacity
+    block whose groups drain before its end (drain_before_end_minutes above 0).
+
+    >>> from fmcluster.config import load
+    >>> capacity_blocks_to_drain(load("examples/quickstart.yaml"))
+    {}
+    """
+    blocks: dict[str, tuple[list[str], int]] = {}
+    for group in config.compute:
+        if group.capacity != "capacity-block" or not group.reservation_id or not group.drain_before_end_minutes:
+            continue
+        partitions, minutes = blocks.get(group.reservation_id, ([], 0))
+        blocks[group.reservation_id] = ([*partitions, group.name], max(minutes, group.drain_before_end_minutes))
+    return blocks

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 ACCOUNT = "123456789012"
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 RESERVATION = "cr-0123456789abcdef0"
+BLOCK = "cb-0123456789abcdef0"
 PLAN_ARN = f"arn:aws:sagemaker:us-west-2:{ACCOUNT}:training-plan/llm-pretrain-2026q4"
 
 # Error codes the models do not declare (EC2 and S3 HEAD declare none), from the services' error-code pages.
@@ -75,8 +76,30 @@ def capacity_reservation(
         "ReservationType": "capacity-block" if block else "default",
     }
     if block:
-        row["CapacityBlockId"] = "cb-0123456789abcdef0"
+        row["CapacityBlockId"] = BLOCK
     return {"CapacityReservations": [row]}
+
+
+def capacity_block_status(
+    *, total: int = 16, unavailable: int = 0, interconnect: str = "ok", reservation: str = RESERVATION
+) -> dict:
+    """EC2 DescribeCapacityBlockStatus (botocore ec2 CapacityBlockStatus: TotalCapacity is available + unavailable;
+    InterconnectStatus ok | impaired | insufficient-data), for a block of one reservation."""
+    counts = {
+        "TotalCapacity": total,
+        "TotalAvailableCapacity": total - unavailable,
+        "TotalUnavailableCapacity": unavailable,
+    }
+    return {
+        "CapacityBlockStatuses": [
+            {
+                "CapacityBlockId": BLOCK,
+                "InterconnectStatus": interconnect,
+                **counts,
+                "CapacityReservationStatuses": [{"CapacityReservationId": reservation, **counts}],
+            }
+        ]
+    }
 
 
 def training_plan(
@@ -307,6 +330,7 @@ def addresses(count: int) -> dict:
 SAMPLES = {
     ("sts", "GetCallerIdentity"): identity(),
     ("ec2", "DescribeCapacityReservations"): capacity_reservation(),
+    ("ec2", "DescribeCapacityBlockStatus"): capacity_block_status(interconnect="impaired", unavailable=2),
     ("sagemaker", "DescribeTrainingPlan"): training_plan(),
     ("ec2", "DescribeInstanceTypes"): instance_types(*VCPUS),
     ("ec2", "DescribeInstanceTypeOfferings"): offerings("use1-az6", "p5.48xlarge"),
@@ -574,6 +598,7 @@ SAMPLES.update(
         ("sagemaker", "DescribeCluster"): hyperpod_cluster(),
         ("sagemaker", "ListClusterNodes"): cluster_nodes(("gpu", "i-0123456789abcdef0", "Failure", LIFECYCLE_FAILED)),
         ("logs", "GetLogEvents"): log_events(LIFECYCLE_TAIL),
+        ("sagemaker", "StartClusterHealthCheck"): {"ClusterArn": CLUSTER_ARN},
     }
 )
 

@@ -9,9 +9,11 @@ import pytest
 from fmcluster.live.capacity import check_reservation, check_training_plan
 from tests.live.conftest import PCS_BLOCK, config_of
 from tests.live.responses import (
+    BLOCK,
     NOW,
     PLAN_ARN,
     RESERVATION,
+    capacity_block_status,
     capacity_reservation,
     instances,
     own_instances_query,
@@ -19,10 +21,13 @@ from tests.live.responses import (
 )
 
 ASK = {"CapacityReservationIds": [RESERVATION]}
+BLOCK_ASK = {"CapacityBlockIds": [BLOCK]}
 
 
-def reservation_messages(stubs, response=None, *, error=None, text=PCS_BLOCK, own=None, **changes):
-    """`own`: the cluster's own instance ids in the reservation, when the check is expected to count them."""
+def reservation_messages(stubs, response=None, *, error=None, text=PCS_BLOCK, own=None, status=None, **changes):
+    """`own`: the cluster's own instance ids in the reservation, when the check is expected to count them;
+    `status`: the block's DescribeCapacityBlockStatus answer (default: all of its instances available, interconnect
+    ok), asked for a block that is active or not started yet; "denied" when the caller may not call it."""
     config = config_of(text, **changes)
     stub = stubs()
     if error:
@@ -31,6 +36,14 @@ def reservation_messages(stubs, response=None, *, error=None, text=PCS_BLOCK, ow
         )
     else:
         stub.ok("ec2", "DescribeCapacityReservations", response, ASK)
+        row = response["CapacityReservations"][0]
+        if "CapacityBlockId" in row and row["State"] in ("active", "scheduled", "payment-pending"):
+            if status == "denied":
+                stub.error("ec2", "DescribeCapacityBlockStatus", "UnauthorizedOperation", "not authorized",
+                           status=403, params=BLOCK_ASK)  # fmt: skip
+            else:
+                stub.ok("ec2", "DescribeCapacityBlockStatus", status or capacity_block_status(total=row[
+                    "TotalInstanceCount"]), BLOCK_ASK)  # fmt: skip
     if own is not None:
         tags = {"fmcluster:cluster": config.name}
         stub.ok("ec2", "DescribeInstances", instances(*own, reservation=RESERVATION, tags=tags),
@@ -171,6 +184,7 @@ def test_own_instances_that_cannot_be_counted_leave_the_count_not_checked(stubs)
     config = config_of(PCS_BLOCK)
     stub = stubs()
     stub.ok("ec2", "DescribeCapacityReservations", capacity_reservation(total=16, available=0), ASK)
+    stub.ok("ec2", "DescribeCapacityBlockStatus", capacity_block_status(), BLOCK_ASK)
     stub.error("ec2", "DescribeInstances", "UnauthorizedOperation", "You are not authorized to perform this "
                "operation.", status=403, params=own_instances_query(RESERVATION, "llm-pretrain"))  # fmt: skip
     groups = [(0, config.compute[0])]
@@ -179,6 +193,67 @@ def test_own_instances_that_cannot_be_counted_leave_the_count_not_checked(stubs)
         "cluster.yaml: compute[0].count: not checked: the count against capacity block cr-0123456789abcdef0: 0 are "
         "free and the cluster's own instances in it could not be counted: access denied to ec2:DescribeInstances "
         "(the read-only policy in fmcluster's README grants it)"
+    ]
+
+
+# DescribeCapacityBlockStatus (botocore ec2 model, CapacityBlockStatus): TotalCapacity "the combined amount of
+# Available and Unavailable capacity", TotalUnavailableCapacity "unavailable for use due to a system status check
+# failure", InterconnectStatus "ok | impaired | insufficient-data" ("accelerator interconnect communication is
+# impaired"). The reservation names its block in CapacityReservation.CapacityBlockId.
+
+
+def test_a_block_with_unavailable_instances_too_few_for_the_group_is_an_error(stubs):
+    status = capacity_block_status(total=16, unavailable=2)
+    assert reservation_messages(stubs, capacity_reservation(available=14), status=status)[1:] == [
+        "cluster.yaml: compute[0].reservation_id: warning: 2 of 16 instance(s) of capacity block "
+        "cr-0123456789abcdef0 are unavailable (a failed system status check); 14 can launch",
+        "cluster.yaml: compute[0].count: group gpu needs 16 instance(s), but capacity block cr-0123456789abcdef0 "
+        "holds 16, 2 of them unavailable (a failed system status check)",
+    ]
+
+
+def test_unavailable_instances_the_group_can_spare_are_a_warning_only(stubs):
+    status = capacity_block_status(total=16, unavailable=2)
+    lines = reservation_messages(
+        stubs, capacity_reservation(available=14), status=status, text=PCS_BLOCK.replace("count: 16", "count: 12")
+    )
+    assert lines[1:] == [
+        "cluster.yaml: compute[0].reservation_id: warning: 2 of 16 instance(s) of capacity block "
+        "cr-0123456789abcdef0 are unavailable (a failed system status check); 14 can launch"
+    ]
+
+
+def test_an_impaired_interconnect_is_a_warning(stubs):
+    status = capacity_block_status(interconnect="impaired")
+    assert reservation_messages(stubs, capacity_reservation(), status=status)[1:] == [
+        "cluster.yaml: compute[0].reservation_id: warning: capacity block cb-0123456789abcdef0 "
+        "(cr-0123456789abcdef0) reports its accelerator interconnect impaired (EC2 DescribeCapacityBlockStatus): "
+        "jobs spanning its instances may run slowly or fail"
+    ]
+
+
+def test_an_interconnect_without_data_is_a_note(stubs):
+    status = capacity_block_status(interconnect="insufficient-data")
+    assert reservation_messages(stubs, capacity_reservation(), status=status)[1:] == [
+        "cluster.yaml: compute[0].reservation_id: note: EC2 has insufficient data on the accelerator interconnect "
+        "of capacity block cb-0123456789abcdef0"
+    ]
+
+
+def test_a_scheduled_block_is_judged_by_its_reported_size_before_its_tag(stubs):
+    response = capacity_reservation(state="scheduled", total=0, available=0, tags={SIZE_TAG: "16"}, **LATER)
+    lines = reservation_messages(stubs, response, status=capacity_block_status(total=8))
+    assert lines[1:] == [
+        "cluster.yaml: compute[0].count: group gpu needs 16 instance(s), but capacity block cr-0123456789abcdef0 "
+        "will hold 8 when it starts"
+    ]
+
+
+def test_a_block_status_the_caller_may_not_read_is_not_checked_and_the_rest_runs(stubs):
+    assert reservation_messages(stubs, capacity_reservation(), status="denied")[1:] == [
+        "cluster.yaml: compute[0].reservation_id: not checked: the capacity and interconnect of capacity block "
+        "cb-0123456789abcdef0: access denied to ec2:DescribeCapacityBlockStatus (the read-only policy in "
+        "fmcluster's README grants it)"
     ]
 
 

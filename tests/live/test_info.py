@@ -9,14 +9,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fmcluster import cli
 from fmcluster.live.info import cluster_info
+from fmcluster.live.windows import capacity_windows
 from tests.live.conftest import PCS_BLOCK, QUICKSTART, config_of
 from tests.live.responses import (
     CLUSTER_ARN,
     HEAD_GROUP_ID,
     HYPERPOD_CLUSTER_OUTPUTS,
+    NOW,
     PCS_CLUSTER_OUTPUTS,
+    RESERVATION,
+    capacity_reservation,
     cluster_nodes,
     instances,
     stack_with_outputs,
@@ -119,6 +125,8 @@ def test_pcs_login_node_found_by_its_node_group_tag(stubs):
         {"StackName": "llm-pretrain-cluster"},
     )
     missing(stub, "llm-pretrain-observability")
+    block = capacity_reservation()
+    stub.ok("ec2", "DescribeCapacityReservations", block, {"CapacityReservationIds": [RESERVATION]})
     stub.ok(
         "ec2",
         "DescribeInstances",
@@ -131,11 +139,30 @@ def test_pcs_login_node_found_by_its_node_group_tag(stubs):
         },
     )
     info = cluster_info(config, stub.aws())
+    info.now = NOW
     assert (info.head.group, info.head.target) == ("login", "i-0ccccccccccccccc0")
     assert info.as_json() == {
         "cluster": outputs,
         "head_node": {"group": "login", "instance_id": "i-0ccccccccccccccc0", "ssm_target": "i-0ccccccccccccccc0"},
-    }
+        "capacity_windows": [
+            {"kind": "capacity block", "id": RESERVATION, "groups": ["gpu"], "state": "active",
+             "start": "2026-11-30T08:00:00+00:00", "end": "2026-12-14T10:00:00+00:00", "drain_before_end_minutes": 60}
+        ],
+    }  # fmt: skip
+    assert info.report("cluster.yaml").splitlines()[-1] == (
+        f"capacity block {RESERVATION} (gpu): active, started 2026-11-30 08:00 UTC, ends 2026-12-14 10:00 UTC (in 14 "
+        "days 0 h); its nodes drain 60 min before its end"
+    )
+
+
+def test_a_window_that_cannot_be_read_says_why(stubs):
+    stub = stubs()
+    stub.denied("ec2", "DescribeCapacityReservations", {"CapacityReservationIds": [RESERVATION]})
+    (window,) = capacity_windows(config_of(PCS_BLOCK), stub.aws())
+    assert window.line(NOW) == (
+        f"capacity block {RESERVATION} (gpu): window not read: access denied to ec2:DescribeCapacityReservations "
+        "(the read-only policy in fmcluster's README grants it)"
+    )
 
 
 def test_cli_info_json_and_exit_1_when_nothing_is_deployed(stubs, monkeypatch, capsys, tmp_path):
@@ -149,16 +176,18 @@ def test_cli_info_json_and_exit_1_when_nothing_is_deployed(stubs, monkeypatch, c
     assert json.loads(capsys.readouterr().out) == {"head_node": None}
 
 
-def test_cli_info_without_credentials_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("command", ["info", "healthcheck"])
+def test_cli_info_without_credentials_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, command):
     path = tmp_path / "cluster.yaml"
     path.write_text(QUICKSTART)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(name)
-    assert cli.main(["info", str(path)]) == 2
+    assert cli.main([command, str(path)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err.splitlines() == [
-        f"{path}: info: no AWS credentials found (Unable to locate credentials); set AWS_PROFILE or run `aws configure`"
+        f"{path}: {command}: no AWS credentials found (Unable to locate credentials); set AWS_PROFILE or run "
+        "`aws configure`"
     ]
 
 

@@ -32,13 +32,14 @@ def test_the_diagnose_policy_is_exactly_what_the_calls_need():
 
 def test_the_info_and_connect_policy_is_exactly_what_the_calls_need():
     assert policy_actions("FmclusterConnect", FIRST_JOB) == set(CONNECT_ACTIONS.values())
-    assert {"cloudformation:DescribeStacks", "sagemaker:ListClusterNodes", "ec2:DescribeInstances"} == set(
+    assert {"cloudformation:DescribeStacks", "sagemaker:ListClusterNodes", "ec2:DescribeInstances",
+            "ec2:DescribeCapacityReservations", "sagemaker:DescribeTrainingPlan"} == set(
         INFO_ACTIONS.values()
-    )  # the doc says info needs these three
+    )  # the doc says info needs these five  # fmt: skip
 
 
-def test_every_action_but_opening_and_closing_a_session_is_read_only():
-    sessions = {"ssm:StartSession", "ssm:TerminateSession"}
-    assert sessions <= set(CONNECT_ACTIONS.values())
+def test_every_action_but_opening_and_closing_a_session_and_starting_health_checks_is_read_only():
+    sessions = {"ssm:StartSession", "ssm:TerminateSession", "sagemaker:StartClusterHealthCheck"}
+    assert sessions - {"sagemaker:StartClusterHealthCheck"} <= set(CONNECT_ACTIONS.values())
     verbs = {action.split(":", 1)[1] for action in ACTIONS.values() if action not in sessions}
     assert all(re.match(r"^(Describe|Get|List|BatchGet)", verb) for verb in verbs), verbs

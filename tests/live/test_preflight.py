@@ -18,10 +18,12 @@ from fmcluster.live.runner import Check, run_checks
 from tests.live.conftest import PCS_BLOCK, QUICKSTART, config_of
 from tests.live.responses import (
     ACCOUNT,
+    BLOCK,
     NOW,
     RESERVATION,
     addresses,
     bootstrap_stack,
+    capacity_block_status,
     capacity_reservation,
     identity,
     instance_types,
@@ -50,6 +52,8 @@ def queue_account(
         stub.error("ec2", "DescribeCapacityReservations", "UnauthorizedOperation", message, status=403, params=ask)
     else:
         stub.ok("ec2", "DescribeCapacityReservations", reservation, ask)
+        total = reservation["CapacityReservations"][0]["TotalInstanceCount"]
+        stub.ok("ec2", "DescribeCapacityBlockStatus", capacity_block_status(total=total), {"CapacityBlockIds": [BLOCK]})
     if own is not None:
         tags = {"fmcluster:cluster": "llm-pretrain"}
         stub.ok("ec2", "DescribeInstances", instances(*own, reservation=RESERVATION, tags=tags),

@@ -261,6 +261,16 @@ def test_plan_without_training_has_no_checkpoint_rows(tmp_path: Path, capsys: py
 
 
 @pytest.mark.usefixtures("no_synth")
+def test_plan_names_each_capacity_block_and_its_drain(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "examples/p5-capacity-block.yaml")
+    assert code == 0
+    assert (
+        "capacity block cr-0123456789abcdef0 (gpu): start and end known live only (`fmcluster info`); its nodes "
+        "drain 60 min before its end" in out.splitlines()
+    )
+
+
+@pytest.mark.usefixtures("no_synth")
 def test_plan_groups_with_and_without_efa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(
         tmp_path,

@@ -40,7 +40,7 @@ TOP_KEYS = (
 )
 GROUP_KEYS = (
     "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa, "
-    "deep_health_checks, min_count, scale_down_idle_minutes"
+    "deep_health_checks, min_count, scale_down_idle_minutes, drain_before_end_minutes"
 )
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -579,6 +579,32 @@ INVALID = [
             "instance type, so it cannot also serve p4d.24xlarge"
         ],
         "reservation-shared-odcr-and-block",
+    ),
+    # --- compute[].drain_before_end_minutes ---------------------------------------------------------------
+    *(
+        _p(
+            {**CAPACITY_BLOCK, "compute[0].drain_before_end_minutes": minutes},
+            [
+                "compute[0].drain_before_end_minutes: must be 0 (never drain) or 35 to 1440 minutes: EC2 begins "
+                "terminating a block's instances 30 minutes before its end, and the drain check runs every 5 "
+                f"minutes; got {minutes}"
+            ],
+            f"drain-before-end-{minutes}",
+        )
+        for minutes in (30, 34, 1441)
+    ),
+    _p(
+        {**ODCR, "compute[0].drain_before_end_minutes": 60},
+        ["compute[0].drain_before_end_minutes: only for capacity 'capacity-block'; this group's capacity is 'odcr'"],
+        "drain-before-end-odcr",
+    ),
+    _p(
+        {"compute[0].drain_before_end_minutes": 60},
+        [
+            "compute[0].drain_before_end_minutes: only for capacity 'capacity-block'; this group's capacity is "
+            "'on-demand'"
+        ],
+        "drain-before-end-on-demand",
     ),
     # --- compute[].training_plan_arn --------------------------------------------------------------------
     _p(
@@ -1509,6 +1535,16 @@ VALID = [
     pytest.param({"tags": {"team": "ml-platform", "cost center": "a/b:c=d+e@f.g", "empty": ""}}, id="tags-chars"),
     pytest.param({"tags": {"awsome": "yes"}}, id="tag-starting-with-aws-not-colon"),
 ]
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [({**CAPACITY_BLOCK}, 60), ({**CAPACITY_BLOCK, "compute[0].drain_before_end_minutes": 0}, 0),
+     ({**CAPACITY_BLOCK, "compute[0].drain_before_end_minutes": 35}, 35),
+     ({**CAPACITY_BLOCK, "compute[0].drain_before_end_minutes": 1440}, 1440), ({**ODCR}, None), ({}, None)],
+)  # fmt: skip
+def test_drain_before_end_default_and_bounds(changes: dict[str, object], expected: int | None) -> None:
+    assert parse(changed(changes), source=SOURCE).compute[0].drain_before_end_minutes == expected
 
 
 @pytest.mark.parametrize("changes", VALID)

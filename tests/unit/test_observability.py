@@ -14,6 +14,7 @@ import yaml
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
+from fmcluster.constructs.block_end import WARNING_TYPES
 from fmcluster.constructs.observability import (
     DASHBOARD_FILES,
     HYPERPOD_FAILED_STATUSES,
@@ -24,7 +25,7 @@ from fmcluster.constructs.observability import (
     rule_file,
 )
 from fmcluster.outputs import SELF_HOSTED_GRAFANA_URL
-from fmcluster.stacks.observability import grafana_url
+from fmcluster.stacks.observability import capacity_blocks_to_drain, grafana_url
 from tests import support
 from tests.conftest import SynthesizedExample
 
@@ -365,4 +366,7 @@ def test_each_examples_event_rules_match_what_its_orchestrator_emits(synthesized
         assert hyperpod == []
     else:
         assert [p["detail-type"] for p in hyperpod] == [[HYPERPOD_STATE_CHANGE]]
-    assert not [p for p in patterns if p.get("source") in (["aws.ec2"], ["aws.health"])]
+    # EC2's own events only where a capacity block drains before its end (tests/unit/test_block_end.py)
+    ec2 = [p["detail-type"] for p in patterns if p.get("source") == ["aws.ec2"]]
+    assert ec2 == ([list(WARNING_TYPES)] if capacity_blocks_to_drain(built.config) else [])
+    assert not [p for p in patterns if p.get("source") == ["aws.health"]]
