@@ -17,10 +17,11 @@ from functools import partial
 
 from botocore.exceptions import ClientError
 
-from fmcluster.config import ClusterConfig, ComputeGroup, Problem
+from fmcluster.config import ClusterConfig, ComputeGroup
 from fmcluster.config.models import CLUSTER_TAG
 from fmcluster.live.aws import Aws, Denied, Throttled, error_code, sagemaker_not_found
 from fmcluster.live.runner import Check, stopped_reason, unchecked
+from fmcluster.problems import Problem, note, warning
 
 ENDING_SOON = timedelta(days=1)
 LINUX = "Linux/UNIX"
@@ -250,12 +251,12 @@ def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime)
     start, end = reservation.get("StartDate"), reservation.get("EndDate")
     window = _window(start, end, now)
     if state == "scheduled":
-        return [Problem(at, f"warning: {what} is scheduled: {window}; nodes cannot launch before it starts")]
+        return [warning(at, f"{what} is scheduled: {window}; nodes cannot launch before it starts")]
     if state == "payment-pending":
         return [
-            Problem(
+            warning(
                 at,
-                f"warning: {what} is payment-pending: its upfront payment is not processed yet ({window}); EC2 "
+                f"{what} is payment-pending: its upfront payment is not processed yet ({window}); EC2 "
                 "releases the block if payment fails within 12 hours",
             )
         ]
@@ -263,13 +264,12 @@ def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime)
         return [Problem(at, f"{what} is {state}, not active or scheduled ({window})")]
     problems = []
     if is_block:
-        problems.append(Problem(at, f"note: {what} is active: {window}"))
+        problems.append(note(at, f"{what} is active: {window}"))
     if end is not None and end - now < ENDING_SOON:
         problems.append(
-            Problem(
+            warning(
                 at,
-                f"warning: {what} ends {_when(end, now)}; EC2 begins terminating its instances "
-                "30 minutes before the end",
+                f"{what} ends {_when(end, now)}; EC2 begins terminating its instances 30 minutes before the end",
             )
         )
     return problems
@@ -279,15 +279,13 @@ def _plan_state(at: str, what: str, plan: dict, now: datetime) -> list[Problem]:
     status = plan.get("Status", "")
     window = _window(plan.get("StartTime"), plan.get("EndTime"), now)
     if status == "Scheduled":
-        return [
-            Problem(at, f"warning: {what} is scheduled: {window}; HyperPod cannot create its nodes before it starts")
-        ]
+        return [warning(at, f"{what} is scheduled: {window}; HyperPod cannot create its nodes before it starts")]
     if status != "Active":
         reason = f": {plan['StatusMessage']}" if plan.get("StatusMessage") else ""
         return [Problem(at, f"{what} is {status}{reason}, not Active or Scheduled ({window})")]
     end = plan.get("EndTime")
     if end is not None and end - now < ENDING_SOON:
-        return [Problem(at, f"warning: {what} ends {_when(end, now)}")]
+        return [warning(at, f"{what} ends {_when(end, now)}")]
     return []
 
 

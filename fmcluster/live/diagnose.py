@@ -3,7 +3,7 @@
 >>> # diagnose(load("cluster.yaml"), Aws("us-east-1")).exit_code -> 0 healthy, 1 problems, 2 not all diagnosed
 
 Exit 0 only when every check ran and found nothing wrong; a check that could not run (access denied, throttled, an
-AWS error) is an `unknown` finding that names it, and makes the exit 2 when nothing else is wrong.
+AWS error) is an `unchecked` finding that names it, and makes the exit 2 when nothing else is wrong.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ class Diagnosis:
 
     @property
     def exit_code(self) -> int:
-        if any(f.level == "problem" for f in self.findings):
+        if any(f.is_error for f in self.findings):
             return PROBLEMS
-        if any(f.level == "unknown" for f in self.findings):
+        if any(f.is_unchecked for f in self.findings):
             return UNDIAGNOSED
         stacks = [f for f in self.findings if f.subject.startswith("stack ")]
         return UNDIAGNOSED if all(f.message == "not deployed" for f in stacks) else HEALTHY

@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws, sagemaker_not_found
-from fmcluster.live.findings import Collected, Finding, problem, unknown
+from fmcluster.live.findings import Collected, Finding, ok, problem, unknown, warning
 from fmcluster.live.logs import log_tail
 from fmcluster.live.runner import STOPPED, Check, stopped_reason
 
@@ -59,7 +59,7 @@ def check_cluster(config: ClusterConfig, aws: Aws, kept: Collected, workers: int
     except ClientError as error:
         if not sagemaker_not_found(error):
             raise
-        return [Finding("warning", subject, "not found (the cluster stack has not created it)")]
+        return [warning(subject, "not found (the cluster stack has not created it)")]
     kept.keep("hyperpod/cluster", cluster)
     status = cluster.get("ClusterStatus", "")
     keys = group_keys(config)
@@ -85,9 +85,9 @@ def check_cluster(config: ClusterConfig, aws: Aws, kept: Collected, workers: int
                 )
             )
     elif status == "InService":
-        findings.append(Finding("ok", subject, f"InService; nodes {shown}"))
+        findings.append(ok(subject, f"InService; nodes {shown}"))
     else:
-        findings.append(Finding("warning", subject, f"{status}; nodes {shown}"))
+        findings.append(warning(subject, f"{status}; nodes {shown}"))
     try:
         nodes = list(aws.pages("sagemaker", "ListClusterNodes", "ClusterNodeSummaries", ClusterName=name))
     except STOPPED as error:
