@@ -18,12 +18,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.live.aws import Aws
 from fmcluster.live.findings import Collected, Finding, report, unknown
-from fmcluster.live.hyperpod import hyperpod_checks
 from fmcluster.live.image_build import image_build_checks
-from fmcluster.live.pcs import pcs_checks
 from fmcluster.live.redact import redact, redact_text
 from fmcluster.live.results_and_alarms import validation_checks
 from fmcluster.live.runner import Check, run_checks
@@ -69,8 +67,7 @@ def diagnose(
     kept.keep("account", {"Account": account, "Region": aws.region, "Cluster": config.name})
     checks: list[Check] = [
         *stack_checks(config, aws, kept),
-        *hyperpod_checks(config, aws, kept, workers),
-        *pcs_checks(config, aws, kept, workers),
+        *orchestrators.resolve(orchestrators.of(config.orchestrator.type).DIAGNOSE_CHECKS)(config, aws, kept, workers),
         *image_build_checks(config, aws, kept),
         *validation_checks(config, aws, kept, now),
     ]

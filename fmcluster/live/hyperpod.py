@@ -32,8 +32,6 @@ BAD_NODE = ("Failure", "NotFound")
 
 
 def hyperpod_checks(config: ClusterConfig, aws: Aws, kept: Collected, workers: int = 8) -> list[Check]:
-    if config.orchestrator.type != "hyperpod-slurm":
-        return []
     return [Check(f"HyperPod cluster {config.name}", "compute", lambda: check_cluster(config, aws, kept, workers))]
 
 

@@ -35,8 +35,6 @@ TAIL = 15
 
 
 def pcs_checks(config: ClusterConfig, aws: Aws, kept: Collected, workers: int = 8) -> list[Check]:
-    if config.orchestrator.type != "pcs":
-        return []
     return [Check(f"PCS cluster {config.name}", "compute", lambda: check_pcs(config, aws, kept, workers))]
 
 
