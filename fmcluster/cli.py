@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from fmcluster import advice, deploy_time, sizing
 from fmcluster.access_command import add_access_commands, run_access_command
-from fmcluster.config import ClusterConfig, ConfigError, load
+from fmcluster.config import ClusterConfig, ConfigError, load, orchestrators
 from fmcluster.config.value_rules import possible_deep_health_checks
 from fmcluster.healthcheck_command import add_healthcheck_command, run_healthcheck
 from fmcluster.update_command import add_update_arguments, plan_update
@@ -188,7 +188,7 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
         )
     console.print(compute)
     print_capacity_windows(config, console)
-    if config.orchestrator.type == "hyperpod-slurm":
+    if orchestrators.of(config.orchestrator.type).RUNS_DEEP_HEALTH_CHECKS:
         print_deep_health_checks(config, console)
 
     lustre = config.storage.lustre

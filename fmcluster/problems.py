@@ -1,15 +1,20 @@
 """One kind of problem for every check fmcluster runs, and the one printer of `FILE: key.path: message` lines.
 
 The cluster file (`fmcluster.config`), the constructs' props checks, `fmcluster plan`, `validate --live` and
-`diagnose` all report `Problem`s: a level (an error stops; a warning or a note informs), the key path it belongs to
-(`compute[0].reservation_id` in a cluster file, `reservation_id` for a construct's prop), the message, and where one
-is known the nearest valid value. The level is data, never a prefix inside the message; the printer shows it.
+`diagnose` all report `Problem`s: a level (an error stops; a warning or a note informs; `unchecked` says a check, or
+part of one, could not run, with the reason: no error was found there and nothing is known either; `ok` is what
+`diagnose` found fine), the key path it belongs to (`compute[0].reservation_id` in a cluster file, `reservation_id`
+for a construct's prop), the message, and where one is known the nearest valid value. The level is data, never a
+prefix inside the message, and nothing parses a message back; the printer shows the level
+(tests/unit/test_problem_levels.py keeps it so).
 
 >>> problem = Problem("compute[0].count", "must be at most 6758; got 7000", nearest="6758")
 >>> render(problem, "cluster.yaml")
 'cluster.yaml: compute[0].count: must be at most 6758; got 7000'
 >>> render(warning("training", "one checkpoint takes 400 s"), "cluster.yaml")
 'cluster.yaml: training: warning: one checkpoint takes 400 s'
+>>> render(Problem("compute[0]", "quota 'P5': access denied", "unchecked"), "cluster.yaml")
+"cluster.yaml: compute[0]: not checked: quota 'P5': access denied"
 >>> str(InvalidProps("EfaLaunchTemplate", [Problem("capacity", "must be 'odcr'")]))
 "EfaLaunchTemplate: capacity: must be 'odcr'"
 """
@@ -20,7 +25,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-Level = Literal["error", "warning", "note"]
+Level = Literal["error", "warning", "note", "unchecked", "ok"]
+LABELS: dict[Level, str] = {"error": "", "warning": "warning", "note": "note", "unchecked": "not checked", "ok": "ok"}
+"""What the printer writes before the message of each level (an error's message stands alone)."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,16 @@ class Problem:
     @property
     def is_error(self) -> bool:
         return self.level == "error"
+
+    @property
+    def is_unchecked(self) -> bool:
+        return self.level == "unchecked"
+
+    @property
+    def text(self) -> str:
+        """The message with its level's label before it (`warning: ...`, `not checked: ...`); an error's alone."""
+        label = LABELS[self.level]
+        return f"{label}: {self.message}" if label else self.message
 
     def at(self, prefix: str) -> Problem:
         """The same problem one level down: `at("compute_groups[0]")` turns `name` into `compute_groups[0].name`."""
@@ -68,9 +85,9 @@ def join_path(prefix: str, path: str) -> str:
 
 
 def render(problem: Problem, source: str) -> str:
-    """`SOURCE: key.path: message`, with `warning: ` or `note: ` before the message of one that informs."""
-    text = problem.message if problem.is_error else f"{problem.level}: {problem.message}"
-    return f"{source}: {problem.path}: {text}" if problem.path else f"{source}: {text}"
+    """`SOURCE: key.path: message`, with `warning: `, `note: ` or `not checked: ` before the message of one that
+    does not stop the work."""
+    return f"{source}: {problem.path}: {problem.text}" if problem.path else f"{source}: {problem.text}"
 
 
 def render_all(problems: Iterable[Problem], source: str) -> list[str]:

@@ -66,8 +66,8 @@ def plan_update(new_file: str, old_file: str, *, allow_replacement: bool = False
     for reader in update_plan.stale_readers(changes, new):
         print(reader.line())
     refused = update_plan.refusals(changes, old, new, allow_replacement=allow_replacement)
-    for path, message in refused:
-        print(f"{new_file}: {path}: {message}", file=sys.stderr)
+    for problem in refused:
+        print(problem.render(new_file), file=sys.stderr)
     return EXIT_REFUSED if refused else 0
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from fmcluster.config.service_models import create_only_properties
+from fmcluster.problems import Problem
 
 Action = Literal["add", "modify", "replace", "delete"]
 KNOWN_CREATE_ONLY: Mapping[str, tuple[str, ...]] = {
@@ -500,8 +501,8 @@ class StaleReader:
         )
 
 
-def stale_refusals(readers: list[StaleReader]) -> list[tuple[str, str]]:
-    """(key path, message) per replaced resource that other stacks read: refused whatever --allow-replacement says.
+def stale_refusals(readers: list[StaleReader]) -> list[Problem]:
+    """A `Problem` per replaced resource that other stacks read: refused whatever --allow-replacement says.
 
     Cross-stack values are weak references (cdk.json `@aws-cdk/core:defaultCrossStackReferences: weak`), resolved when
     the reading stack deploys; the CDK CLI skips a stack whose template did not change (FACTS.md: unconfirmed whether
@@ -511,13 +512,13 @@ def stale_refusals(readers: list[StaleReader]) -> list[tuple[str, str]]:
     by_source: dict[tuple[str, str], list[StaleReader]] = {}
     for reader in readers:
         by_source.setdefault((reader.source.stack, reader.source.logical_id), []).append(reader)
-    refusals = []
+    refusals: list[Problem] = []
     for (stack, logical_id), mine in by_source.items():
         names = [f"{reader.stack} {reader.logical_id}" for reader in mine]
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         source = mine[0].source
         refusals.append(
-            (
+            Problem(
                 f"{stack}.{logical_id}",
                 f"this update would replace {source.resource_type} ({source.reason}) while other stacks use it "
                 f"through Fn::GetStackOutput ({shown}); `cdk deploy --all` skips a stack whose template does not "
@@ -585,11 +586,11 @@ def read_templates(outdir: Path, stack_names: list[str]) -> dict[str, dict]:
     return {name: json.loads((outdir / f"{name}.template.json").read_text()) for name in stack_names}
 
 
-def refusal(change: Change, old: Mapping[str, dict]) -> tuple[str, str]:
-    """(key path, message) that explains a refused change and what to do instead."""
+def refusal(change: Change, old: Mapping[str, dict]) -> Problem:
+    """The `Problem` (key path, message) that explains a refused change and what to do instead."""
     if change.resource_type == "AWS::PCS::Cluster" and change.reason == "Size is create-only":
         size = old[change.stack]["Resources"][change.logical_id]["Properties"]["Size"].lower()
-        return (
+        return Problem(
             "orchestrator.size",
             f"AWS PCS cannot change a cluster's size in place: this update would replace the cluster (size "
             f"{size}) with every node group, queue and running job. Set orchestrator.size: {size} to keep it (it must "
@@ -597,7 +598,7 @@ def refusal(change: Change, old: Mapping[str, dict]) -> tuple[str, str]:
         )
     if change.fails and change.resource_type == "AWS::FSx::DataRepositoryAssociation":
         path = old[change.stack]["Resources"][change.logical_id]["Properties"].get("FileSystemPath")
-        return (
+        return Problem(
             "storage.lustre.repositories",
             f"this update would replace the S3 link of {path} ({change.reason}): {change.failure}, so the update "
             f"would fail and roll back. Keep its old s3_uri, or change it in two deploys: remove the repository at "
@@ -608,28 +609,28 @@ def refusal(change: Change, old: Mapping[str, dict]) -> tuple[str, str]:
         replaced = change.action == "replace"
         detail = change.reason if replaced else ", ".join(change.properties)
         what = f"{'replace' if replaced else 'change'} {change.resource_type} ({detail})"
-        return (
+        return Problem(
             change.key or f"{change.stack}.{change.logical_id}",
             f"this update would {what}, and {change.failure}: CloudFormation would fail the update and roll back; "
             "keep the old value" + (" or give the resource a new name too" if replaced else ""),
         )
     if change.risk and change.resource_type in RETAINED_TYPES:
         what = PROTECTED_TYPES[change.resource_type].split(" (")[0]
-        return (
+        return Problem(
             "storage.retain_on_delete",
             f"this update would stop retaining {what} {change.logical_id} ({change.risk}): `cdk destroy`, or a later "
             "update that removes it, would then delete it with its data; keep storage.retain_on_delete: true, or "
             "pass --allow-replacement to do it anyway",
         )
     if change.risk:
-        return (
+        return Problem(
             f"{change.stack}.{change.logical_id}",
             f"this update may replace running nodes ({change.risk}); drain the group's jobs first, then pass "
             "--allow-replacement to do it anyway",
         )
     verb = "replace" if change.action == "replace" else "delete"
     why = f" ({change.reason})" if change.reason else ""
-    return (
+    return Problem(
         f"{change.stack}.{change.logical_id}",
         f"this update would {verb} {PROTECTED_TYPES[change.resource_type]}{why}; "
         + (
@@ -643,8 +644,8 @@ def refusal(change: Change, old: Mapping[str, dict]) -> tuple[str, str]:
 
 def refusals(
     changes: list[Change], old: Mapping[str, dict], new: Mapping[str, dict], *, allow_replacement: bool = False
-) -> list[tuple[str, str]]:
-    """(key path, message) of everything the update may not do: what CloudFormation or the service would fail and
+) -> list[Problem]:
+    """The `Problem`s of everything the update may not do: what CloudFormation or the service would fail and
     replaced resources that other stacks read (whatever the flag), then, without `allow_replacement`, what replaces,
     deletes or stops retaining data or the cluster, or may replace running nodes."""
     refused = [refusal(change, old) for change in changes if change.fails]

@@ -132,19 +132,11 @@ def orchestrator_takes_groups(config: Sections) -> Iterator[Problem]:
             yield Problem(f"compute[{index}].{key}", message)
 
 
-def root_volume_needs_pcs(config: Sections) -> Iterator[Problem]:
-    if config.orchestrator is None or config.orchestrator.type != "hyperpod-slurm":
+def orchestrator_takes_keys(config: Sections) -> Iterator[Problem]:
+    """Keys the orchestrator does not take (HyperPod: root_volume_gib; AWS PCS: controller_instance_type)."""
+    if config.orchestrator is None:
         return
-    for index, group in config.groups():
-        if problem := orchestrators.hyperpod.root_volume_problem(group.model_fields_set):
-            yield Problem(f"compute[{index}].root_volume_gib", problem)
-
-
-def controller_type_needs_hyperpod(config: Sections) -> Iterator[Problem]:
-    if config.orchestrator is None or config.orchestrator.type != "pcs":
-        return
-    if problem := orchestrators.pcs.controller_type_problem(config.orchestrator.model_fields_set):
-        yield Problem("orchestrator.controller_instance_type", problem)
+    yield from orchestrators.of(config.orchestrator.type).key_problems(config.orchestrator, list(config.groups()))
 
 
 def training_plan_in_cluster_region(config: Sections) -> Iterator[Problem]:
@@ -265,8 +257,7 @@ def _s3_key(uri: str) -> str:
 
 RULES: tuple[Rule, ...] = (
     orchestrator_takes_groups,
-    root_volume_needs_pcs,
-    controller_type_needs_hyperpod,
+    orchestrator_takes_keys,
     training_plan_in_cluster_region,
     group_names_unique,
     reservation_holds_one_type,

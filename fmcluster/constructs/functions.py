@@ -35,6 +35,21 @@ def quiet_redundant_depends_on(construct: IConstruct) -> None:
         resource.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
 
 
+BASIC_EXECUTION_ROLE = (
+    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
+)
+"""cdk-nag's finding on a function role with the AWS-managed basic execution policy (CloudWatch Logs writes)."""
+
+
+def acknowledge_cdk_function(function: IConstruct, what: str, basic_role_reason: str) -> None:
+    """The findings of one of CDK's own deploy-time functions (a singleton whose role fmcluster cannot replace): the
+    role's DependsOn (cfn-lint W3005), every deploy-time function's findings (`what` it does) and its basic execution
+    role (`basic_role_reason`)."""
+    quiet_redundant_depends_on(function)
+    acknowledge_deploy_time_functions(function, what, resource_type="AWS::Lambda::Function")
+    cdk.Validations.of(function).acknowledge(cdk.Acknowledgment(id=BASIC_EXECUTION_ROLE, reason=basic_role_reason))
+
+
 def provider_with_handler(
     scope: Construct,
     construct_id: str,
@@ -64,7 +79,7 @@ def provider_with_handler(
     provider = cr.Provider(scope, provider_id, on_event_handler=handler)
     for function in (handler, provider.node.find_child("framework-onEvent")):
         quiet_redundant_depends_on(function)
-    basic = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
+    basic = BASIC_EXECUTION_ROLE
     cdk.Validations.of(handler).acknowledge(
         cdk.Acknowledgment(id=basic, reason="Lets the function write its own CloudWatch logs; no other permission")
     )

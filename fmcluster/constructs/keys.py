@@ -40,6 +40,14 @@ def limit_grants_to_aws_services(key: kms.IKey) -> None:
     )
 
 
+def every_arn_here(stack: cdk.Stack, service: str, resource: str) -> str:
+    """The ARN pattern of every `resource` of `service` in the stack's account and region, for a resource policy's
+    `ArnLike` condition: `arn:${Partition}:logs:${Region}:${Account}:log-group:*`."""
+    return stack.format_arn(
+        service=service, resource=resource, resource_name="*", arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME
+    )
+
+
 def let_logs_use(key: kms.IKey) -> None:
     """Let CloudWatch Logs of this account and region encrypt log groups with `key` (and read them back).
 
@@ -56,12 +64,7 @@ def let_logs_use(key: kms.IKey) -> None:
             resources=["*"],
             conditions={
                 "ArnLike": {
-                    "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
-                        service="logs",
-                        resource="log-group",
-                        resource_name="*",
-                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-                    )
+                    "kms:EncryptionContext:aws:logs:arn": every_arn_here(stack, "logs", "log-group"),
                 }
             },
         ),

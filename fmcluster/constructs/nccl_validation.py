@@ -25,12 +25,12 @@ from constructs import Construct
 
 from fmcluster.constructs.acknowledgments import (
     LAMBDA_IN_VPC,
-    acknowledge_deploy_time_functions,
     acknowledge_findings,
     acknowledge_wildcards,
 )
 from fmcluster.constructs.functions import (
     LAMBDA_RUNTIME,
+    acknowledge_cdk_function,
     function_log_group,
     function_role,
     lambda_code,
@@ -298,19 +298,10 @@ def _acknowledge_notifications_handler(stack: cdk.Stack) -> None:
     handler = stack.node.try_find_child(S3_NOTIFICATIONS_HANDLER)
     if handler is None:
         return
-    quiet_redundant_depends_on(handler)
-    acknowledge_deploy_time_functions(
+    acknowledge_cdk_function(
         handler,
         "sets the bucket's event notifications (s3:PutBucketNotification)",
-        resource_type="AWS::Lambda::Function",
-    )
-    cdk.Validations.of(handler).acknowledge(
-        cdk.Acknowledgment(
-            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-            reason=(
-                "CDK's bucket-notifications handler (one per stack, created by aws-s3 add_event_notification; its role "
-                "cannot be replaced) gets only the AWS-managed basic execution policy: CloudWatch Logs writes for its "
-                "own log streams. Its S3 permission is an inline s3:PutBucketNotification."
-            ),
-        )
+        "CDK's bucket-notifications handler (one per stack, created by aws-s3 add_event_notification; its role cannot "
+        "be replaced) gets only the AWS-managed basic execution policy: CloudWatch Logs writes for its own log "
+        "streams. Its S3 permission is an inline s3:PutBucketNotification.",
     )

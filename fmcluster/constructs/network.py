@@ -14,8 +14,7 @@ from constructs import Construct
 from fmcluster.addressing import plan_subnets
 from fmcluster.config.models import Network
 from fmcluster.config.regions import AZ_ID_PATTERN
-from fmcluster.constructs.acknowledgments import acknowledge_deploy_time_functions
-from fmcluster.constructs.functions import quiet_redundant_depends_on
+from fmcluster.constructs.functions import acknowledge_cdk_function
 from fmcluster.constructs.props import prop_problems
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token
@@ -313,18 +312,11 @@ class TrainingNetwork(Construct):
                 install_latest_aws_sdk=False,
             )
         function = stack.node.find_child(AWS_CUSTOM_RESOURCE_FUNCTION)
-        quiet_redundant_depends_on(function)
-        acknowledge_deploy_time_functions(
+        acknowledge_cdk_function(
             function,
             "removes the default security group's rules (ec2:RevokeSecurityGroupIngress/Egress)",
-            resource_type="AWS::Lambda::Function",
-        )
-        cdk.Validations.of(function).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-                reason="CDK's AwsCustomResource function writes only its own CloudWatch logs with this policy; its EC2 "
-                "permissions are inline and name the default security group",
-            )
+            "CDK's AwsCustomResource function writes only its own CloudWatch logs with this policy; its EC2 "
+            "permissions are inline and name the default security group",
         )
 
     def _name(self, resource: cdk.CfnResource, suffix: str) -> None:

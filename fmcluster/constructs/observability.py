@@ -26,7 +26,7 @@ from fmcluster import names
 from fmcluster.config.models import Observability, Orchestrator, is_lustre_capacity
 from fmcluster.config.value_rules import grafana_without_source
 from fmcluster.constructs.functions import provider_with_handler
-from fmcluster.constructs.keys import customer_key
+from fmcluster.constructs.keys import customer_key, every_arn_here
 from fmcluster.constructs.props import prop_problems
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token
@@ -182,12 +182,7 @@ class ClusterObservability(Construct):
                 resources=[self.topic.topic_arn],
                 conditions={
                     "ArnLike": {
-                        "aws:SourceArn": stack.format_arn(
-                            service="cloudwatch",
-                            resource="alarm",
-                            resource_name="*",
-                            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-                        )
+                        "aws:SourceArn": every_arn_here(stack, "cloudwatch", "alarm"),
                     }
                 },
             )

@@ -17,10 +17,11 @@ from functools import partial
 
 from botocore.exceptions import ClientError
 
-from fmcluster.config import ClusterConfig, ComputeGroup, Problem
+from fmcluster.config import ClusterConfig, ComputeGroup
 from fmcluster.config.models import CLUSTER_TAG
 from fmcluster.live.aws import Aws, Denied, Throttled, error_code, sagemaker_not_found
 from fmcluster.live.runner import Check, stopped_reason, unchecked
+from fmcluster.problems import Problem, note, warning
 
 ENDING_SOON = timedelta(days=1)
 LINUX = "Linux/UNIX"
@@ -269,22 +270,22 @@ def _block_status(aws: Aws, at: str, rid: str, reservation: dict) -> tuple[dict 
     interconnect = row.get("InterconnectStatus")
     if interconnect == "impaired":
         problems.append(
-            Problem(
+            warning(
                 at,
-                f"warning: capacity block {block_id} ({rid}) reports its accelerator interconnect impaired (EC2 "
+                f"capacity block {block_id} ({rid}) reports its accelerator interconnect impaired (EC2 "
                 "DescribeCapacityBlockStatus): jobs spanning its instances may run slowly or fail",
             )
         )
     elif interconnect == "insufficient-data":
         problems.append(
-            Problem(at, f"note: EC2 has insufficient data on the accelerator interconnect of capacity block {block_id}")
+            note(at, f"EC2 has insufficient data on the accelerator interconnect of capacity block {block_id}")
         )
     unavailable = mine.get("TotalUnavailableCapacity", 0)
     if unavailable:
         problems.append(
-            Problem(
+            warning(
                 at,
-                f"warning: {unavailable} of {mine['TotalCapacity']} instance(s) of capacity block {rid} are "
+                f"{unavailable} of {mine['TotalCapacity']} instance(s) of capacity block {rid} are "
                 f"unavailable (a failed system status check); {mine.get('TotalAvailableCapacity', 0)} can launch",
             )
         )
@@ -318,12 +319,12 @@ def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime)
     start, end = reservation.get("StartDate"), reservation.get("EndDate")
     window = window_text(start, end, now)
     if state == "scheduled":
-        return [Problem(at, f"warning: {what} is scheduled: {window}; nodes cannot launch before it starts")]
+        return [warning(at, f"{what} is scheduled: {window}; nodes cannot launch before it starts")]
     if state == "payment-pending":
         return [
-            Problem(
+            warning(
                 at,
-                f"warning: {what} is payment-pending: its upfront payment is not processed yet ({window}); EC2 "
+                f"{what} is payment-pending: its upfront payment is not processed yet ({window}); EC2 "
                 "releases the block if payment fails within 12 hours",
             )
         ]
@@ -331,13 +332,12 @@ def _state(at: str, what: str, reservation: dict, is_block: bool, now: datetime)
         return [Problem(at, f"{what} is {state}, not active or scheduled ({window})")]
     problems = []
     if is_block:
-        problems.append(Problem(at, f"note: {what} is active: {window}"))
+        problems.append(note(at, f"{what} is active: {window}"))
     if end is not None and end - now < ENDING_SOON:
         problems.append(
-            Problem(
+            warning(
                 at,
-                f"warning: {what} ends {_when(end, now)}; EC2 begins terminating its instances "
-                "30 minutes before the end",
+                f"{what} ends {_when(end, now)}; EC2 begins terminating its instances 30 minutes before the end",
             )
         )
     return problems
@@ -347,15 +347,13 @@ def _plan_state(at: str, what: str, plan: dict, now: datetime) -> list[Problem]:
     status = plan.get("Status", "")
     window = window_text(plan.get("StartTime"), plan.get("EndTime"), now)
     if status == "Scheduled":
-        return [
-            Problem(at, f"warning: {what} is scheduled: {window}; HyperPod cannot create its nodes before it starts")
-        ]
+        return [warning(at, f"{what} is scheduled: {window}; HyperPod cannot create its nodes before it starts")]
     if status != "Active":
         reason = f": {plan['StatusMessage']}" if plan.get("StatusMessage") else ""
         return [Problem(at, f"{what} is {status}{reason}, not Active or Scheduled ({window})")]
     end = plan.get("EndTime")
     if end is not None and end - now < ENDING_SOON:
-        return [Problem(at, f"warning: {what} ends {_when(end, now)}")]
+        return [warning(at, f"{what} ends {_when(end, now)}")]
     return []
 
 

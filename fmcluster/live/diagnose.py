@@ -3,7 +3,7 @@
 >>> # diagnose(load("cluster.yaml"), Aws("us-east-1")).exit_code -> 0 healthy, 1 problems, 2 not all diagnosed
 
 Exit 0 only when every check ran and found nothing wrong; a check that could not run (access denied, throttled, an
-AWS error) is an `unknown` finding that names it, and makes the exit 2 when nothing else is wrong.
+AWS error) is an `unchecked` finding that names it, and makes the exit 2 when nothing else is wrong.
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.live.aws import Aws
 from fmcluster.live.findings import Collected, Finding, report, unknown
-from fmcluster.live.hyperpod import hyperpod_checks
 from fmcluster.live.image_build import image_build_checks
-from fmcluster.live.pcs import pcs_checks
 from fmcluster.live.redact import redact, redact_text
 from fmcluster.live.results_and_alarms import validation_checks
 from fmcluster.live.runner import Check, run_checks
@@ -39,9 +37,9 @@ class Diagnosis:
 
     @property
     def exit_code(self) -> int:
-        if any(f.level == "problem" for f in self.findings):
+        if any(f.is_error for f in self.findings):
             return PROBLEMS
-        if any(f.level == "unknown" for f in self.findings):
+        if any(f.is_unchecked for f in self.findings):
             return UNDIAGNOSED
         stacks = [f for f in self.findings if f.subject.startswith("stack ")]
         return UNDIAGNOSED if all(f.message == "not deployed" for f in stacks) else HEALTHY
@@ -69,8 +67,7 @@ def diagnose(
     kept.keep("account", {"Account": account, "Region": aws.region, "Cluster": config.name})
     checks: list[Check] = [
         *stack_checks(config, aws, kept),
-        *hyperpod_checks(config, aws, kept, workers),
-        *pcs_checks(config, aws, kept, workers),
+        *orchestrators.resolve(orchestrators.of(config.orchestrator.type).DIAGNOSE_CHECKS)(config, aws, kept, workers),
         *image_build_checks(config, aws, kept),
         *validation_checks(config, aws, kept, now),
     ]

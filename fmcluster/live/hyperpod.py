@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws, sagemaker_not_found
-from fmcluster.live.findings import Collected, Finding, problem, unknown
+from fmcluster.live.findings import Collected, Finding, ok, problem, unknown, warning
 from fmcluster.live.hyperpod_events import cluster_events, operations
 from fmcluster.live.logs import log_tail
 from fmcluster.live.runner import STOPPED, Check, stopped_reason
@@ -34,8 +34,6 @@ BAD_NODE = ("Failure", "NotFound")
 
 
 def hyperpod_checks(config: ClusterConfig, aws: Aws, kept: Collected, workers: int = 8) -> list[Check]:
-    if config.orchestrator.type != "hyperpod-slurm":
-        return []
     return [Check(f"HyperPod cluster {config.name}", "compute", lambda: check_cluster(config, aws, kept, workers))]
 
 
@@ -61,7 +59,7 @@ def check_cluster(config: ClusterConfig, aws: Aws, kept: Collected, workers: int
     except ClientError as error:
         if not sagemaker_not_found(error):
             raise
-        return [Finding("warning", subject, "not found (the cluster stack has not created it)")]
+        return [warning(subject, "not found (the cluster stack has not created it)")]
     kept.keep("hyperpod/cluster", cluster)
     status = cluster.get("ClusterStatus", "")
     keys = group_keys(config)
@@ -87,9 +85,9 @@ def check_cluster(config: ClusterConfig, aws: Aws, kept: Collected, workers: int
                 )
             )
     elif status == "InService":
-        findings.append(Finding("ok", subject, f"InService; nodes {shown}"))
+        findings.append(ok(subject, f"InService; nodes {shown}"))
     else:
-        findings.append(Finding("warning", subject, f"{status}; nodes {shown}"))
+        findings.append(warning(subject, f"{status}; nodes {shown}"))
     findings += cluster_events(aws, cluster, keys, kept) + operations(aws, cluster, keys, kept)
     try:
         nodes = list(aws.pages("sagemaker", "ListClusterNodes", "ClusterNodeSummaries", ClusterName=name))

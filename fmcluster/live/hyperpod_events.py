@@ -25,7 +25,7 @@ from datetime import UTC
 from typing import Any
 
 from fmcluster.live.aws import Aws
-from fmcluster.live.findings import Collected, Finding, problem, unknown
+from fmcluster.live.findings import Collected, Finding, ok, problem, unknown, warning
 from fmcluster.live.runner import STOPPED, stopped_reason
 
 EVENT_PAGE = 100
@@ -85,7 +85,7 @@ def cluster_events(aws: Aws, cluster: dict[str, Any], keys: Keys, kept: Collecte
                     event.get("Description", ""))  # fmt: skip
             kinds.setdefault(kind, []).append(event)
     if not kinds:
-        return [Finding("ok", subject, f"no errors or warnings among the newest {len(events)} events")]
+        return [ok(subject, f"no errors or warnings among the newest {len(events)} events")]
     return [finding for (level, _, group, _), same in kinds.items()
             for finding in _kind(aws, name, level, group, same, len(events), keys, kept)]  # fmt: skip
 
@@ -124,7 +124,7 @@ def operations(aws: Aws, cluster: dict[str, Any], keys: Keys, kept: Collected) -
         groups = [step["InstanceGroupName"] for step in (*detail.get("ScalingDetails", []),
                                                           *detail.get("DeepHealthCheckDetails", []))]  # fmt: skip
         key = keys[groups[0]][0] if len(set(groups)) == 1 and groups[0] in keys else "compute"
-        findings.append(Finding("warning", what, f"{since}" + (f": {'; '.join(changes)}" if changes else ""), key))
+        findings.append(warning(what, f"{since}" + (f": {'; '.join(changes)}" if changes else ""), key=key))
     return findings
 
 
@@ -153,5 +153,5 @@ def _kind(
     if BAD_LEVELS[level] == "problem":
         finding = problem(subject, message, key=key, text=failure or newest.get("Description", ""), capacity=capacity)
     else:
-        finding = Finding("warning", subject, message, key)
+        finding = warning(subject, message, key=key)
     return [finding] if unread is None else [finding, unread]

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from fmcluster import names
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws, error_code, error_message
-from fmcluster.live.findings import Collected, Finding, problem, unknown
+from fmcluster.live.findings import Collected, Finding, ok, problem, unknown, warning
 from fmcluster.live.logs import log_tail
 from fmcluster.live.runner import STOPPED, Check, stopped_reason
 
@@ -43,10 +43,10 @@ def check_image_build(config: ClusterConfig, aws: Aws, kept: Collected) -> list[
     subject = "training image build"
     projects = stack_resources(aws, names.stack_name(config.name, names.IMAGE_STACK), "AWS::CodeBuild::Project")
     if not projects:
-        return [Finding("warning", subject, "no CodeBuild project (the image stack is not deployed)")]
+        return [warning(subject, "no CodeBuild project (the image stack is not deployed)")]
     ids = aws.call("codebuild", "ListBuildsForProject", projectName=projects[0], sortOrder="DESCENDING").get("ids")
     if not ids:
-        return [Finding("warning", subject, f"project {projects[0]} has never built")]
+        return [warning(subject, f"project {projects[0]} has never built")]
     builds = aws.call("codebuild", "BatchGetBuilds", ids=ids[:1]).get("builds", [])
     if not builds:  # deleted since it was listed: BatchGetBuilds answers it in buildsNotFound
         gone = f"CodeBuild no longer finds {ids[0]} (BatchGetBuilds buildsNotFound)"
@@ -55,9 +55,9 @@ def check_image_build(config: ClusterConfig, aws: Aws, kept: Collected) -> list[
     kept.keep("image/build", build)
     status = build.get("buildStatus", "")
     if status == "SUCCEEDED":
-        return [Finding("ok", subject, f"SUCCEEDED ({build['id']})")]
+        return [ok(subject, f"SUCCEEDED ({build['id']})")]
     if status not in BAD:
-        return [Finding("warning", subject, f"{status} ({build['id']}, phase {build.get('currentPhase', '?')})")]
+        return [warning(subject, f"{status} ({build['id']}, phase {build.get('currentPhase', '?')})")]
     failed: dict = next((p for p in build.get("phases", []) if p.get("phaseStatus") in BAD), {})
     why = "; ".join(c.get("message", "") for c in failed.get("contexts", []) if c.get("message"))
     logs = build.get("logs", {})

@@ -10,8 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from fmcluster.config import ClusterConfig, Problem
-from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
+from fmcluster.config import ClusterConfig, Problem, orchestrators
 from fmcluster.live.aws import Aws
 from fmcluster.live.runner import Check
 
@@ -22,13 +21,8 @@ def instance_types_of(config: ClusterConfig) -> dict[str, str]:
     found: dict[str, str] = {}
     for index, group in enumerate(config.compute):
         found.setdefault(group.instance_type, f"compute[{index}].instance_type")
-    orchestrator = config.orchestrator
-    if orchestrator.type == "hyperpod-slurm":  # PCS runs the Slurm controller itself
-        found.setdefault(orchestrator.controller_instance_type, "orchestrator.controller_instance_type")
-        if orchestrator.login_instance_type:
-            found.setdefault(orchestrator.login_instance_type, "orchestrator.login_instance_type")
-    elif (head := pcs_head_group(orchestrator, config.observability)) is not None:
-        key, _, instance_type = head  # the login node, or the head node metrics need (fmcluster builds its group)
+    rules = orchestrators.of(config.orchestrator.type)
+    for key, instance_type in rules.head_instance_types(config.orchestrator, config.observability):
         found.setdefault(instance_type, key)
     return found
 
@@ -97,13 +91,12 @@ def check_offerings(config: ClusterConfig, aws: Aws) -> list[Problem]:
             Filters=[{"Name": "location", "Values": [zone]}, {"Name": "instance-type", "Values": sorted(types)}],
         )
     }
-    hyperpod = config.orchestrator.type == "hyperpod-slurm"
+    level, advice = orchestrators.of(config.orchestrator.type).UNOFFERED_TYPE
     return [
         Problem(
             key,
-            f"{name} is not offered in {zone} ({config.region}): EC2 lists no offering of it there"
-            + ("; HyperPod may not be able to place it either" if hyperpod else "; choose a type or zone that has it"),
-            "warning" if hyperpod else "error",
+            f"{name} is not offered in {zone} ({config.region}): EC2 lists no offering of it there; {advice}",
+            level,
         )
         for name, key in types.items()
         if name not in offered

@@ -25,7 +25,7 @@ from botocore.exceptions import ClientError
 from fmcluster.config import ClusterConfig
 from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.live.aws import Aws, error_code
-from fmcluster.live.findings import Collected, Finding, problem, unknown
+from fmcluster.live.findings import Collected, Finding, finding, ok, problem, unknown, warning
 from fmcluster.live.runner import STOPPED, Check, stopped_reason
 
 FAILED = ("CREATE_FAILED", "UPDATE_FAILED", "DELETE_FAILED")
@@ -35,8 +35,6 @@ TAIL = 15
 
 
 def pcs_checks(config: ClusterConfig, aws: Aws, kept: Collected, workers: int = 8) -> list[Check]:
-    if config.orchestrator.type != "pcs":
-        return []
     return [Check(f"PCS cluster {config.name}", "compute", lambda: check_pcs(config, aws, kept, workers))]
 
 
@@ -58,7 +56,7 @@ def check_pcs(config: ClusterConfig, aws: Aws, kept: Collected, workers: int = 8
     except ClientError as error:
         if error_code(error) != "ResourceNotFoundException":
             raise
-        return [Finding("warning", subject, "not found (the cluster stack has not created it)")]
+        return [warning(subject, "not found (the cluster stack has not created it)")]
     kept.keep("pcs/cluster", cluster)
     findings = [_state(subject, cluster, "orchestrator", None)]
     keys = group_keys(config)
@@ -133,7 +131,7 @@ def node_boots(aws: Aws, group: dict, key: str, kept: Collected, workers: int = 
         reasons = "; ".join(f"{count} {reason}" for reason, count in unread.items())
         findings.append(unknown(subject, f"boots: consoles read {read} of {len(ids)}", reasons, key=key))
     elif ids:
-        findings.append(Finding("ok" if not failed else "warning", subject,
+        findings.append(finding("ok" if not failed else "warning", subject,
                                 f"consoles read: {read} of {len(ids)} ({failed} with a failed bootstrap)"))  # fmt: skip
     return findings
 
@@ -158,5 +156,5 @@ def _state(subject: str, resource: dict, key: str, capacity: str | None) -> Find
     if status == "ACTIVE" and errors:
         return problem(subject, f"ACTIVE but PCS reports errors: {errors}", key=key, text=errors, capacity=capacity)
     if status == "ACTIVE":
-        return Finding("ok", subject, "ACTIVE")
-    return Finding("warning", subject, status + (f": {errors}" if errors else ""))
+        return ok(subject, "ACTIVE")
+    return warning(subject, status + (f": {errors}" if errors else ""))

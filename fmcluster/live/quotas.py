@@ -22,7 +22,8 @@ from collections import defaultdict
 from functools import partial
 from typing import Any
 
-from fmcluster.config import ClusterConfig, Problem
+from fmcluster.config import ClusterConfig, Problem, orchestrators
+from fmcluster.config.orchestrators import resolve
 from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.live.aws import Aws
 from fmcluster.live.instances import InstanceTypes
@@ -89,27 +90,8 @@ class ServiceQuotas:
 
 def quota_checks(config: ClusterConfig, aws: Aws, types: InstanceTypes) -> list[Check]:
     quotas = ServiceQuotas(aws)
-    checks: list[Check] = []
-    if config.orchestrator.type == "pcs":
-        for name, members in _on_demand_groups(config).items():
-            checks.append(
-                Check(
-                    f"quota '{name}'",
-                    members[0][0],
-                    partial(check_vcpus, quotas, types, name, members),
-                )
-            )
-    else:
-        for ml_type, members in _hyperpod_instances(config).items():
-            checks.append(
-                Check(
-                    f"quota '{HYPERPOD_TYPE.format(ml_type=ml_type)}'",
-                    members[0][0],
-                    partial(check_hyperpod_type, quotas, ml_type, members),
-                )
-            )
-        for name in (HYPERPOD_PER_CLUSTER, HYPERPOD_TOTAL):
-            checks.append(Check(f"quota '{name}'", "compute", partial(check_hyperpod_instances, quotas, config, name)))
+    instances = resolve(orchestrators.of(config.orchestrator.type).INSTANCE_QUOTA_CHECKS)
+    checks: list[Check] = instances(config, quotas, types)
     checks.append(
         Check(f"quota '{LUSTRE_STORAGE}'", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config))
     )
@@ -123,6 +105,29 @@ def quota_checks(config: ClusterConfig, aws: Aws, types: InstanceTypes) -> list[
             )
         )
         checks.append(Check(f"quota '{ELASTIC_IPS}'", "network.egress", lambda: check_elastic_ips(quotas, aws)))
+    return checks
+
+
+def on_demand_checks(config: ClusterConfig, quotas: ServiceQuotas, types: InstanceTypes) -> list[Check]:
+    """The EC2 On-Demand vCPU quotas the file's groups draw on (AWS PCS launches EC2 instances)."""
+    return [
+        Check(f"quota '{name}'", members[0][0], partial(check_vcpus, quotas, types, name, members))
+        for name, members in _on_demand_groups(config).items()
+    ]
+
+
+def hyperpod_instance_checks(config: ClusterConfig, quotas: ServiceQuotas, types: InstanceTypes) -> list[Check]:
+    """SageMaker's per-type and per-cluster HyperPod instance quotas (SageMaker launches HyperPod's instances)."""
+    checks = [
+        Check(
+            f"quota '{HYPERPOD_TYPE.format(ml_type=ml_type)}'",
+            members[0][0],
+            partial(check_hyperpod_type, quotas, ml_type, members),
+        )
+        for ml_type, members in _hyperpod_instances(config).items()
+    ]
+    for name in (HYPERPOD_PER_CLUSTER, HYPERPOD_TOTAL):
+        checks.append(Check(f"quota '{name}'", "compute", partial(check_hyperpod_instances, quotas, config, name)))
     return checks
 
 

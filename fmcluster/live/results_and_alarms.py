@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws
-from fmcluster.live.findings import Collected, Finding
+from fmcluster.live.findings import Collected, Finding, finding, ok, warning
 from fmcluster.live.image_build import stack_resources
 from fmcluster.live.runner import Check
 from fmcluster.names import OBSERVABILITY_STACK, STORAGE_STACK, stack_name
@@ -44,7 +44,7 @@ def check_nccl(config: ClusterConfig, aws: Aws, kept: Collected, now: datetime) 
         )
     )
     if not metrics:
-        return [Finding("warning", "nccl-tests", "no result yet: run /opt/fmcluster/nccl-tests.sbatch (README)")]
+        return [warning("nccl-tests", "no result yet: run /opt/fmcluster/nccl-tests.sbatch (README)")]
     findings = []
     for metric in sorted(metrics, key=lambda m: sorted((d["Name"], d["Value"]) for d in m["Dimensions"])):
         dimensions = metric["Dimensions"]
@@ -52,18 +52,18 @@ def check_nccl(config: ClusterConfig, aws: Aws, kept: Collected, now: datetime) 
         subject = f"nccl-tests {shown.get('Nodes', '?')} x {shown.get('InstanceType', '?')}"
         latest = _latest(aws, "LargestMessageBusBandwidth", dimensions, now)
         if latest is None:
-            findings.append(Finding("warning", subject, "no result in the last 14 days"))
+            findings.append(warning(subject, "no result in the last 14 days"))
             continue
         baseline = _latest(aws, "BaselineBusBandwidth", dimensions, now)
         kept.keep(f"nccl/{shown.get('InstanceType')}-{shown.get('Nodes')}", {"latest": latest, "baseline": baseline})
         when = latest["Timestamp"].astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
         value = latest["Maximum"]
         if baseline is None:
-            findings.append(Finding("ok", subject, f"{value:.1f} GB/s bus bandwidth at {when} (no baseline)"))
+            findings.append(ok(subject, f"{value:.1f} GB/s bus bandwidth at {when} (no baseline)"))
         elif value < baseline["Maximum"]:
             findings.append(
-                Finding(
-                    "problem",
+                finding(
+                    "error",
                     subject,
                     f"{value:.1f} GB/s bus bandwidth at {when}, below the "
                     f"baseline {baseline['Maximum']:.1f} GB/s: check EFA (fi_info -p efa), the NCCL "
@@ -73,9 +73,7 @@ def check_nccl(config: ClusterConfig, aws: Aws, kept: Collected, now: datetime) 
             )
         else:
             findings.append(
-                Finding(
-                    "ok", subject, f"{value:.1f} GB/s bus bandwidth at {when} (baseline {baseline['Maximum']:.1f} GB/s)"
-                )
+                ok(subject, f"{value:.1f} GB/s bus bandwidth at {when} (baseline {baseline['Maximum']:.1f} GB/s)")
             )
     return findings
 
@@ -111,10 +109,10 @@ def check_alarms(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Findi
     kept.keep("alarms", alarms)
     firing = [alarm for alarm in alarms if alarm.get("StateValue") == "ALARM"]
     if not firing:
-        return [Finding("ok", "alarms", f"none of {len(alarms)} in ALARM")]
+        return [ok("alarms", f"none of {len(alarms)} in ALARM")]
     return [
-        Finding(
-            "problem",
+        finding(
+            "error",
             f"alarm {alarm['AlarmName']}",
             f"ALARM since "
             f"{alarm['StateUpdatedTimestamp'].astimezone(UTC):%Y-%m-%d %H:%M UTC}: {alarm.get('StateReason', '')}",

@@ -1,12 +1,11 @@
 """Run independent live checks concurrently, with a progress display, and turn what stops a check into its own result.
 
-A check is a function returning results (`Problem`s for validate, `Finding`s for diagnose). Problems whose message
-starts with "warning:" or "note:" inform; one that starts with "not checked:" says a check (or part of one) could
-not run, with the reason: the IAM action refused, the call throttled, AWS's error. It is a level of its own: no
-error was found there, and nothing is known either, so a run with one never reads as ready. Every other problem is
-an error. Missing credentials stop the whole run.
+A check is a function returning results (`Problem`s for validate, `Finding`s, which are Problems, for diagnose).
+Their level says what they are: warnings and notes inform; `unchecked` says a check (or part of one) could not run,
+with the reason: the IAM action refused, the call throttled, AWS's error. No error was found there, and nothing is
+known either, so a run with one never reads as ready. Missing credentials stop the whole run.
 
->>> [p.message for p in run_checks([Check("two", "x", lambda: [Problem("x", "note: 2")])], console=None)]
+>>> [p.text for p in run_checks([Check("two", "x", lambda: [note("x", "2")])], console=None)]
 ['note: 2']
 """
 
@@ -21,13 +20,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-from fmcluster.config import Problem
 from fmcluster.live.aws import Denied, Throttled, error_code, error_message
+from fmcluster.problems import Problem, note  # noqa: F401  (note: the doctest)
 
 STOPPED = (Denied, Throttled, ClientError, BotoCoreError)
 """What stops a read without stopping the run: a refused or throttled call, AWS's error, botocore's own."""
-INFORMATIVE = ("warning:", "note:")
-NOT_CHECKED = "not checked:"
 README_POLICY = "the read-only policy in fmcluster's README grants it"
 
 
@@ -41,11 +38,11 @@ class Check:
 
 
 def is_error(problem: Problem) -> bool:
-    return not problem.message.startswith((*INFORMATIVE, NOT_CHECKED))
+    return problem.is_error
 
 
 def is_unchecked(problem: Problem) -> bool:
-    return problem.message.startswith(NOT_CHECKED)
+    return problem.is_unchecked
 
 
 def denied_reason(action: str) -> str:
@@ -68,11 +65,12 @@ def stopped_reason(error: Exception) -> str:
 
 
 def denied(path: str, label: str, action: str) -> Problem:
-    return Problem(path, f"{NOT_CHECKED} {label}: {denied_reason(action)}")
+    return unchecked(path, label, denied_reason(action))
 
 
 def unchecked(path: str, what: str, reason: str) -> Problem:
-    return Problem(path, f"{NOT_CHECKED} {what}: {reason}")
+    """`what` (a check, or part of one) did not run, and why: an `unchecked` Problem at `path`."""
+    return Problem(path, f"{what}: {reason}", "unchecked")
 
 
 def not_checked(check: Check, reason: str) -> Problem:

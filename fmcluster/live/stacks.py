@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig, ComputeGroup
 from fmcluster.live.aws import Aws, error_code, error_message
-from fmcluster.live.findings import Collected, Finding, problem
+from fmcluster.live.findings import Collected, Finding, ok, problem, warning
 from fmcluster.live.runner import Check
 
 PARTS = ("network", "storage", "image", "cluster", "observability")
@@ -114,14 +114,14 @@ def check_stack(config: ClusterConfig, aws: Aws, name: str, kept: Collected) -> 
         stack = aws.call("cloudformation", "DescribeStacks", StackName=name)["Stacks"][0]
     except ClientError as error:
         if error_code(error) == "ValidationError" and "does not exist" in error_message(error):
-            return [Finding("warning", subject, "not deployed")]
+            return [warning(subject, "not deployed")]
         raise
     kept.keep(f"stacks/{name}", stack)
     status = stack.get("StackStatus", "")
     if status in HEALTHY:
-        return [Finding("ok", subject, status)]
+        return [ok(subject, status)]
     if status.endswith("_IN_PROGRESS") and "ROLLBACK" not in status:
-        return [Finding("warning", subject, f"{status} (a deploy is running; diagnose again when it ends)")]
+        return [warning(subject, f"{status} (a deploy is running; diagnose again when it ends)")]
     events = _last_operation(aws, name)
     kept.keep(f"events/{name}", events)
     first = root_cause(events, name)

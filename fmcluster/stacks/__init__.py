@@ -6,7 +6,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from fmcluster import names
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.config.models import CLUSTER_TAG
 from fmcluster.names import stack_name
 from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
@@ -102,11 +102,8 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: training image (ECR repository, CodeBuild project, image build)",
     )
-    cluster_stack, what = (
-        (PcsClusterStack, "AWS PCS Slurm cluster, EFA launch templates, node bootstrap")
-        if config.orchestrator.type == "pcs"
-        else (HyperPodClusterStack, "SageMaker HyperPod Slurm cluster, lifecycle scripts, node role")
-    )
+    rules = orchestrators.of(config.orchestrator.type)
+    cluster_stack, what = orchestrators.resolve(rules.CLUSTER_STACK), rules.CLUSTER_STACK_DESCRIPTION
     cluster = cluster_stack(
         app,
         stack_name(config.name, names.CLUSTER_STACK),

@@ -6,7 +6,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.constructs.keys import customer_key, encrypt_log_groups
 from fmcluster.constructs.network import TrainingNetwork
 from fmcluster.stacks.outputs import add_output
@@ -18,6 +18,7 @@ class NetworkStack(cdk.Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: ClusterConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        rules = orchestrators.of(config.orchestrator.type)
         removal_policy = cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY
         self.network = TrainingNetwork(
             self,
@@ -27,10 +28,10 @@ class NetworkStack(cdk.Stack):
             vpc_cidr=config.network.vpc_cidr,
             egress=config.network.egress,
             removal_policy=removal_policy,
-            pcs_endpoint=config.orchestrator.type == "pcs",
+            pcs_endpoint=rules.PCS_ENDPOINT,
         )
         self.placement_groups: dict[str, ec2.PlacementGroup] = {}
-        if config.orchestrator.type == "pcs":
+        if rules.NETWORK_PLACEMENT_GROUPS:
             for group in config.compute:
                 if group.new_placement_group:  # a named group exists already: the cluster stack uses it as it is
                     self.placement_groups[group.name] = ec2.PlacementGroup(

@@ -27,7 +27,7 @@ def grown(example: str, change) -> dict:
 
 
 def synthesized_from(data: dict, tmp_path):
-    result = synthesize(tmp_path / "cluster.yaml", tmp_path, parse(copy.deepcopy(data)))
+    result = synthesize(tmp_path / "cluster.yaml", tmp_path, parse(copy.deepcopy(data)), guard=False)
     assert result.nag == []
     return result.templates
 
@@ -68,7 +68,8 @@ def test_outgrowing_the_pcs_size_is_refused_with_how_to_migrate(synthesized, tmp
     assert [(c.resource_type, c.reason) for c in refused] == [("AWS::PCS::Cluster", "Size is create-only")]
     follows = {c.resource_type for c in changes if c.reason == f"follows {refused[0].logical_id}, replaced"}
     assert follows == {"AWS::PCS::ComputeNodeGroup", "AWS::PCS::Queue"}  # ClusterId is create-only for both
-    path, message = refusal(refused[0], old)
+    problem = refusal(refused[0], old)
+    path, message = problem.path, problem.message
     assert path == "orchestrator.size"
     assert message.split(". ")[1] == (
         "Set orchestrator.size: medium to keep it (it must still hold every node), or deploy the file under a new "
@@ -198,8 +199,8 @@ def test_update_pairs(synthesized, tmp_path, example, change, refused, refused_w
     old, new = synthesized[example].templates, synthesized_from(data, tmp_path)
     account = data.get("account") or synthesized[example].config.account
     changes = compare(old, new, {"AWS::AccountId": account} if account else None)
-    assert [path for path, _ in refusals(changes, old, new)] == refused
-    assert [path for path, _ in refusals(changes, old, new, allow_replacement=True)] == refused_when_allowed
+    assert [problem.path for problem in refusals(changes, old, new)] == refused
+    assert [problem.path for problem in refusals(changes, old, new, allow_replacement=True)] == refused_when_allowed
     assert not [c.line() for c in changes if c.resource_type == "AWS::EC2::PlacementGroup" and c.action == "replace"]
     if change is _account:
         assert changes == []
@@ -219,7 +220,7 @@ def test_a_security_group_reworded_by_an_upgrade_is_refused(synthesized):
     group = new["quickstart-network"]["Resources"]["NetworkEfaSecurityGroup3744DDDC"]["Properties"]
     group["GroupDescription"] += " (reworded)"
     changes = compare(old, new)
-    assert [path for path, _ in refusals(changes, old, new, allow_replacement=True)] == [
+    assert [problem.path for problem in refusals(changes, old, new, allow_replacement=True)] == [
         "quickstart-network.NetworkEfaSecurityGroup3744DDDC"
     ]
 

@@ -162,7 +162,7 @@ def test_a_failed_hyperpod_node_with_its_lifecycle_log(stubs):
     queue_failed_hyperpod(stub)
     kept = Collected()
     cluster, node = check_cluster(config_of(QUICKSTART), stub.aws(), kept)
-    assert cluster.level == "problem" and cluster.cause.name == "lifecycle-script-failed"
+    assert cluster.level == "error" and cluster.cause.name == "lifecycle-script-failed"
     assert node.render() == FAILED_NODE
     assert kept.items["hyperpod/lifecycle/gpu/i-0123456789abcdef0"] == LIFECYCLE_TAIL
     assert CLUSTER_ARN.endswith("/a1b2c3d4e5f6")
@@ -501,5 +501,5 @@ def test_nodes_and_logs_that_cannot_be_read_leave_what_was_read(stubs):
     stub.denied("logs", "GetLogEvents", {"logGroupName": LOG_GROUP, "logStreamName":
                 "LifecycleConfig/gpu/i-0123456789abcdef0", "limit": 40, "startFromHead": False})  # fmt: skip
     _, node, log = check_cluster(config_of(QUICKSTART), stub.aws(), Collected())
-    assert node.level == "problem" and node.cause.name == "lifecycle-script-failed"
-    assert log.level == "unknown" and "its lifecycle log: access denied to logs:GetLogEvents" in log.message
+    assert node.level == "error" and node.cause.name == "lifecycle-script-failed"
+    assert log.level == "unchecked" and "its lifecycle log: access denied to logs:GetLogEvents" in log.message

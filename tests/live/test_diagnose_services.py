@@ -215,7 +215,7 @@ def test_a_100_node_group_with_3_failed_boots_reports_all_3(stubs):
     failed = {f"i-0{index:016x}" for index in (17, 58, 99)}
     hundred_node_group(stub, failed)
     findings = check_pcs(config_of(PCS_BLOCK), stub.aws(), Collected(), workers=1)
-    assert sorted(f.subject for f in findings if f.level == "problem") == sorted(
+    assert sorted(f.subject for f in findings if f.level == "error") == sorted(
         f"PCS node {instance} (gpu)" for instance in failed
     )
     assert findings[-1].render() == "warning  PCS node group gpu: consoles read: 100 of 100 (3 with a failed bootstrap)"
@@ -271,7 +271,7 @@ def test_an_active_group_with_errors_is_a_problem_with_its_cause(stubs):
     group = pcs_group("gpu", GPU_GROUP_ID, count=0, errors=(("InsufficientInstanceCapacity", message),))
     queue_pcs(stub, group, ())
     _, found, *_ = check_pcs(config_of(PCS_BLOCK), stub.aws(), Collected())
-    assert found.level == "problem" and found.message.startswith("ACTIVE but PCS reports errors: ")
+    assert found.level == "error" and found.message.startswith("ACTIVE but PCS reports errors: ")
     # The group is on a capacity block: it is not told to buy one.
     assert found.cause.name == "insufficient-capacity" and "reservation_id" in found.cause.fix
     assert "capacity block or ODCR" not in found.cause.fix
@@ -299,7 +299,7 @@ def test_a_build_whose_log_stream_was_never_created_is_still_reported_failed(stu
                params={"logGroupName": logs["groupName"], "logStreamName": logs["streamName"], "limit": 30,
                        "startFromHead": False})  # fmt: skip
     [finding] = check_image_build(config_of(PCS_BLOCK), stub.aws(), Collected())
-    assert finding.level == "problem" and finding.message.startswith("FAILED in phase BUILD")
+    assert finding.level == "error" and finding.message.startswith("FAILED in phase BUILD")
     assert finding.details == ("(no build log: the stream was never created; the build failed before it wrote any)",)
 
 
@@ -344,7 +344,7 @@ def test_a_build_batchgetbuilds_no_longer_finds_is_not_checked_not_a_traceback(s
             {"projectName": project, "sortOrder": "DESCENDING"})  # fmt: skip
     stub.ok("codebuild", "BatchGetBuilds", {"builds": [], "buildsNotFound": [BUILD_ID]}, {"ids": [BUILD_ID]})
     [finding] = check_image_build(config_of(PCS_BLOCK), stub.aws(), Collected())
-    assert (finding.level, finding.message) == (
-        "unknown",
+    assert (finding.level, finding.text) == (
+        "unchecked",
         f"not checked: the last build: CodeBuild no longer finds {BUILD_ID} (BatchGetBuilds buildsNotFound)",
     )

@@ -77,7 +77,7 @@ def test_fsx_settings_the_schema_leaves_out_still_replace():
     # FSx for Lustre guide, "Managing storage capacity": "You can only increase the amount of storage capacity"
     (shrunk,) = compare(stack(Fs=("AWS::FSx::FileSystem", {**fsx, "StorageCapacity": 9600})), old)
     assert (shrunk.action, shrunk.fails) == ("modify", True)
-    assert refusal(shrunk, {})[1] == (
+    assert refusal(shrunk, {}).message == (
         "this update would change AWS::FSx::FileSystem (StorageCapacity), and FSx for Lustre cannot decrease a file "
         "system's storage capacity: CloudFormation would fail the update and roll back; keep the old value"
     )
@@ -105,7 +105,8 @@ def test_render_and_the_size_refusal_say_what_to_do():
         "  ! REPLACE Cluster (AWS::PCS::Cluster): Size is create-only",
         "t: no change",
     ]
-    path, message = refusal(changes[0], old)
+    problem = refusal(changes[0], old)
+    path, message = problem.path, problem.message
     assert path == "orchestrator.size"
     assert "Set orchestrator.size: small to keep it" in message
 
@@ -117,7 +118,7 @@ def test_render_and_the_size_refusal_say_what_to_do():
 def test_stateful_and_cluster_types_are_protected(resource_type):
     (change,) = compare(stack(X=(resource_type, {})), {"s": {"Resources": {}}})
     assert change.protected
-    assert refusal(change, {})[1].endswith("pass --allow-replacement to do it anyway")
+    assert refusal(change, {}).message.endswith("pass --allow-replacement to do it anyway")
 
 
 def test_the_plan_command_prints_per_stack_and_refuses_with_exit_2(tmp_path, monkeypatch, capsys):
@@ -159,7 +160,8 @@ def test_replacing_a_resource_that_keeps_its_custom_name_fails_even_when_allowed
     old = stack(Gpu=("AWS::PCS::ComputeNodeGroup", configs))
     (change,) = compare(old, stack(Gpu=("AWS::PCS::ComputeNodeGroup", other)))
     assert (change.action, change.fails, change.protected) == ("replace", True, False)
-    path, message = refusal(change, old)
+    problem = refusal(change, old)
+    path, message = problem.path, problem.message
     assert (path, message) == (
         "s.Gpu",
         "this update would replace AWS::PCS::ComputeNodeGroup (InstanceConfigs is create-only), and CloudFormation "
@@ -364,8 +366,8 @@ def test_update_rules(rule, old, new, actions, refused, refused_when_allowed):
 
     changes = compare(old, new, {"AWS::AccountId": "123456789012"})
     assert [(c.logical_id, c.action) for c in changes] == actions
-    assert [path for path, _ in refusals(changes, old, new)] == refused
-    assert [path for path, _ in refusals(changes, old, new, allow_replacement=True)] == refused_when_allowed
+    assert [problem.path for problem in refusals(changes, old, new)] == refused
+    assert [problem.path for problem in refusals(changes, old, new, allow_replacement=True)] == refused_when_allowed
 
 
 def test_the_rules_sources_say_what_the_table_assumes():
@@ -412,18 +414,18 @@ def test_refusal_messages_give_the_safe_path():
     from fmcluster.update_plan import refusals
 
     link_old, link_new = RULES[0][1], RULES[0][2]
-    ((_, link),) = refusals(compare(link_old, link_new), link_old, link_new)
+    (link,) = [problem.message for problem in refusals(compare(link_old, link_new), link_old, link_new)]
     assert link.endswith(
         "Keep its old s3_uri, or change it in two deploys: remove the repository at /datasets and deploy (the files "
         "already in the file system stay), then add it back with the new s3_uri and deploy again"
     )
     sg_old, sg_new = RULES[2][1], RULES[2][2]
-    ((_, stale),) = refusals(compare(sg_old, sg_new), sg_old, sg_new)
+    (stale,) = [problem.message for problem in refusals(compare(sg_old, sg_new), sg_old, sg_new)]
     assert "while other stacks use it through Fn::GetStackOutput (app Fs)" in stale
     assert stale.endswith("deploy the file under a new name (a new cluster beside this one), move the work, then "
                           "`cdk destroy` the old cluster")  # fmt: skip
     pg_old, pg_new = RULES[9][1], RULES[9][2]
-    ((_, deleted),) = refusals(compare(pg_old, pg_new), pg_old, pg_new)
+    (deleted,) = [problem.message for problem in refusals(compare(pg_old, pg_new), pg_old, pg_new)]
     assert "first deploy with that compute group's count: 0 so its nodes terminate, then remove it" in deleted
 
 
@@ -498,7 +500,7 @@ def test_a_follower_that_keeps_its_custom_name_fails_even_when_allowed():
     new = stack(Sg=("AWS::EC2::SecurityGroup", {"GroupDescription": "b"}), Cluster=("AWS::PCS::Cluster", cluster))
     changes = {c.logical_id: c for c in compare(old, new)}
     assert (changes["Cluster"].action, changes["Cluster"].fails) == ("replace", True)
-    assert [path for path, _ in refusals(list(changes.values()), old, new, allow_replacement=True)] == ["s.Cluster"]
+    assert [p.path for p in refusals(list(changes.values()), old, new, allow_replacement=True)] == ["s.Cluster"]
     renamed = stack(
         Sg=("AWS::EC2::SecurityGroup", {"GroupDescription": "b"}),
         Cluster=("AWS::PCS::Cluster", {**cluster, "Name": "x"}),
@@ -533,4 +535,4 @@ def test_hyperpod_groups_written_with_fn_if_are_planned_as_risky_not_a_traceback
     new = stack(Hp=("AWS::SageMaker::Cluster", {"ClusterName": "c", "InstanceGroups": conditional}))
     (change,) = compare(old, new)
     assert (change.action, change.risk) == ("modify", "InstanceGroups unread")
-    assert [path for path, _ in refusals([change], old, new)] == ["s.Hp"]
+    assert [problem.path for problem in refusals([change], old, new)] == ["s.Hp"]

@@ -13,7 +13,17 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
 - `api_values(name, orchestrator, groups, observability)`: every name the cluster stack sends to its API;
 - `instance_types(orchestrator, groups, observability)`: every instance type the cluster stack asks for;
 - `instance_type_problem(instance_type, region)`: a type it does not run (in the region, when known);
-- `file_problems(orchestrator, observability, groups, complete)`: its rules across sections of the file.
+- `file_problems(orchestrator, observability, groups, complete)`: its rules across sections of the file;
+- `key_problems(orchestrator, groups)`: keys of the file it does not take;
+- `head_instance_types(orchestrator, observability)`: the EC2 types of its head nodes (controller, login);
+- `CLUSTER_STACK` (with `CLUSTER_STACK_DESCRIPTION`), `DIAGNOSE_CHECKS`, `INSTANCE_QUOTA_CHECKS`: its cluster stack
+  class, its `diagnose` checks and `validate --live`'s checks of its instance quotas, as `module:name` references
+  that `resolve` imports only where aws_cdk or boto3 are loaded;
+- `PCS_ENDPOINT`, `NETWORK_PLACEMENT_GROUPS`: what the network stack adds for it;
+- `RUNS_DEEP_HEALTH_CHECKS`, `UNOFFERED_TYPE`: what `plan` shows and what `validate --live` says of a type EC2 does
+  not offer in the zone.
+
+tests/unit/test_orchestrator_seam.py checks that every registered module has all of them.
 
 Shared rules that do not depend on the orchestrator stay in `config.value_rules` (one value) and
 `config.file_rules` (across sections).
@@ -24,7 +34,9 @@ Shared rules that do not depend on the orchestrator stay in `config.value_rules`
 
 from __future__ import annotations
 
+from pkgutil import resolve_name
 from types import ModuleType
+from typing import Any
 
 from fmcluster.config.orchestrators import hyperpod, pcs
 
@@ -35,3 +47,8 @@ ORCHESTRATORS: dict[str, ModuleType] = {"hyperpod-slurm": hyperpod, "pcs": pcs}
 def of(orchestrator_type: str) -> ModuleType:
     """The rules of `orchestrator_type` ('hyperpod-slurm', 'pcs')."""
     return ORCHESTRATORS[orchestrator_type]
+
+
+def resolve(reference: str) -> Any:
+    """The object a `module:name` reference names (`CLUSTER_STACK`, `DIAGNOSE_CHECKS`), imported now."""
+    return resolve_name(reference)

@@ -19,6 +19,21 @@ if TYPE_CHECKING:
     from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
 
 CLUSTER_RESOURCE = "AWS::SageMaker::Cluster"
+CLUSTER_STACK = "fmcluster.stacks.cluster_hyperpod:HyperPodClusterStack"
+"""The cluster stack's class, named and imported when an app is built (`fmcluster validate` loads no aws_cdk)."""
+CLUSTER_STACK_DESCRIPTION = "SageMaker HyperPod Slurm cluster, lifecycle scripts, node role"
+DIAGNOSE_CHECKS = "fmcluster.live.hyperpod:hyperpod_checks"
+"""`diagnose`'s checks of the deployed cluster, named and imported by diagnose (which loads boto3)."""
+INSTANCE_QUOTA_CHECKS = "fmcluster.live.quotas:hyperpod_instance_checks"
+"""`validate --live`'s checks of the quotas its instances draw on."""
+PCS_ENDPOINT = False
+NETWORK_PLACEMENT_GROUPS = False
+"""HyperPod places its instance groups itself; the network stack makes no placement group."""
+RUNS_DEEP_HEALTH_CHECKS = True
+"""HyperPod runs on-start deep health checks; `plan` shows each group's and what they add to a new node."""
+UNOFFERED_TYPE = ("warning", "HyperPod may not be able to place it either")
+"""(level, advice) when EC2 lists no offering of a type in the zone: only a proxy (unconfirmed: no API lists HyperPod's
+offerings per zone), so a warning."""
 CAPACITIES = ("on-demand", "training-plan")
 """What HyperPod consumes: on-demand capacity, or a SageMaker training plan (botocore sagemaker
 ClusterInstanceGroupSpecification has TrainingPlanArn and no EC2 capacity reservation)."""
@@ -67,6 +82,18 @@ def group_problems(group: ComputeGroup, slurm_version: str | None) -> Iterator[t
             "a placement group name is for orchestrator.type: pcs: HyperPod places its nodes itself and its instance "
             "groups take no placement group (botocore sagemaker ClusterInstanceGroupSpecification)",
         )
+def key_problems(orchestrator: Orchestrator, groups: list[tuple[int, ComputeGroup]]) -> Iterator[Problem]:
+    """Keys the file gives that HyperPod does not take: a group's root volume size."""
+    for index, group in groups:
+        if problem := root_volume_problem(group.model_fields_set):
+            yield Problem(f"compute[{index}].root_volume_gib", problem)
+
+
+def head_instance_types(orchestrator: Orchestrator, observability: Observability | None) -> Iterator[tuple[str, str]]:
+    """(key path, EC2 type) of the controller and the login node."""
+    yield "orchestrator.controller_instance_type", orchestrator.controller_instance_type
+    if orchestrator.login_instance_type:
+        yield "orchestrator.login_instance_type", orchestrator.login_instance_type
 
 
 def deep_health_checks_problem(checks: Iterable[str]) -> str | None:
@@ -107,9 +134,7 @@ def instance_types(
     observability: Observability | None,
 ) -> Iterator[tuple[str, str]]:
     """(key path, EC2 type) of the controller, the login node and every compute group."""
-    yield "orchestrator.controller_instance_type", orchestrator.controller_instance_type
-    if orchestrator.login_instance_type:
-        yield "orchestrator.login_instance_type", orchestrator.login_instance_type
+    yield from head_instance_types(orchestrator, observability)
     for index, group in groups:
         yield f"compute[{index}].instance_type", group.instance_type
 

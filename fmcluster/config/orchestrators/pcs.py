@@ -21,6 +21,21 @@ if TYPE_CHECKING:
     from fmcluster.config.models import ComputeGroup, Observability, Orchestrator
 
 CLUSTER_RESOURCE = "AWS::PCS::Cluster"
+CLUSTER_STACK = "fmcluster.stacks.cluster_pcs:PcsClusterStack"
+"""The cluster stack's class, named and imported when an app is built (`fmcluster validate` loads no aws_cdk)."""
+CLUSTER_STACK_DESCRIPTION = "AWS PCS Slurm cluster, EFA launch templates, node bootstrap"
+DIAGNOSE_CHECKS = "fmcluster.live.pcs:pcs_checks"
+"""`diagnose`'s checks of the deployed cluster, named and imported by diagnose (which loads boto3)."""
+INSTANCE_QUOTA_CHECKS = "fmcluster.live.quotas:on_demand_checks"
+"""`validate --live`'s checks of the quotas its instances draw on."""
+PCS_ENDPOINT = True
+"""Nodes call the AWS PCS API (slurmd registers through it): the network has its interface endpoint."""
+NETWORK_PLACEMENT_GROUPS = True
+"""Compute groups' cluster placement groups are resources of the network stack, named by the launch templates."""
+RUNS_DEEP_HEALTH_CHECKS = False
+"""Deep health checks are HyperPod's on-start checks; `plan` shows none for PCS groups."""
+UNOFFERED_TYPE = ("error", "choose a type or zone that has it")
+"""(level, advice) when EC2 lists no offering of a type in the zone: PCS launches EC2 instances, so it cannot run."""
 MAX_NODES = 2048
 """AWS PCS LARGE clusters manage at most 2,048 instances (PCS API reference, Cluster.size)."""
 SIZES = {"small": 32, "medium": 512, "large": MAX_NODES}
@@ -99,6 +114,17 @@ def group_problems(group: ComputeGroup, slurm_version: str | None) -> Iterator[t
             f"ComputeNodeGroupSlurmConfigurationRequest); orchestrator.slurm_version is {slurm_version}: remove it "
             "(idle nodes then stop after PCS's cluster-wide 10 minutes) or use 25.11 or later",
         )
+def key_problems(orchestrator: Orchestrator, groups: list[tuple[int, ComputeGroup]]) -> Iterator[Problem]:
+    """Keys the file gives that AWS PCS does not take: a controller instance type."""
+    if problem := controller_type_problem(orchestrator.model_fields_set):
+        yield Problem("orchestrator.controller_instance_type", problem)
+
+
+def head_instance_types(orchestrator: Orchestrator, observability: Observability | None) -> Iterator[tuple[str, str]]:
+    """(key path, EC2 type) of the head node, which is the login node or the group metrics need (PCS runs the Slurm
+    controller itself)."""
+    if (head := head_group(orchestrator, observability)) is not None:
+        yield head[0], head[2]
 
 
 def deep_health_checks_problem(checks: Iterable[str]) -> str | None:
@@ -194,9 +220,7 @@ def instance_types(
     """(key path, EC2 type) of every compute group and the head node (each in a launch template)."""
     for index, group in groups:
         yield f"compute[{index}].instance_type", group.instance_type
-    head = head_group(orchestrator, observability)
-    if head is not None:
-        yield head[0], head[2]
+    yield from head_instance_types(orchestrator, observability)
 
 
 def file_problems(
