@@ -13,17 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.config.value_rules import possible_deep_health_checks
 from fmcluster.live.aws import Aws
 
 CHECKS = ("InstanceStress", "InstanceConnectivity")
 """botocore sagemaker DeepHealthCheckType."""
-PCS_UNCONFIRMED = (
-    "AWS PCS instance health checks are not in this fmcluster's botocore pcs model (unconfirmed), so there is no "
-    "check to run; the nccl-tests job (docs/operations.md) checks the fabric"
-)
-
 
 class HealthCheckError(Exception):
     """What stops `healthcheck`, in one line."""
@@ -61,8 +56,8 @@ def healthcheck(
     config: ClusterConfig, aws: Aws, *, groups: tuple[str, ...] = (), checks: tuple[str, ...] = (), start: bool = True
 ) -> list[NodeStatus]:
     """Start the deep health checks on `groups` (default: every compute group) and return each of their nodes' state."""
-    if config.orchestrator.type == "pcs":
-        raise HealthCheckError(PCS_UNCONFIRMED)
+    if (unavailable := orchestrators.of(config.orchestrator.type).NO_HEALTH_CHECKS) is not None:
+        raise HealthCheckError(unavailable)
     names = [group.name for group in config.compute]
     unknown = [name for name in groups if name not in names]
     if unknown:

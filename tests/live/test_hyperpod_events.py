@@ -122,8 +122,8 @@ def test_events_that_cannot_be_read_are_not_checked_and_say_why(stubs):
     stub.denied("sagemaker", "ListClusterEvents", NEWEST)
     queue_nodes(stub)
     _, event = check_cluster(config_of(QUICKSTART), stub.aws(), Collected())
-    assert event.level == "unknown" and event.key == "compute"
-    assert event.message.startswith("not checked: the newest events: ")
+    assert event.level == "unchecked" and event.key == "compute"
+    assert event.text.startswith("not checked: the newest events: ")
     assert "sagemaker:ListClusterEvents" in event.message
 
 

@@ -23,6 +23,7 @@ SEAM = (
     "NETWORK_PLACEMENT_GROUPS",
     "RUNS_DEEP_HEALTH_CHECKS",
     "UNOFFERED_TYPE",
+    "NO_HEALTH_CHECKS",
     "capacity_problem",
     "deep_health_checks_problem",
     "api_values",

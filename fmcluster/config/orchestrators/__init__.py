@@ -21,7 +21,8 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
   that `resolve` imports only where aws_cdk or boto3 are loaded;
 - `PCS_ENDPOINT`, `NETWORK_PLACEMENT_GROUPS`: what the network stack adds for it;
 - `RUNS_DEEP_HEALTH_CHECKS`, `UNOFFERED_TYPE`: what `plan` shows and what `validate --live` says of a type EC2 does
-  not offer in the zone.
+  not offer in the zone;
+- `NO_HEALTH_CHECKS`: why `fmcluster healthcheck` has nothing to start (None where the service has checks).
 
 tests/unit/test_orchestrator_seam.py checks that every registered module has all of them.
 

@@ -32,6 +32,8 @@ NETWORK_PLACEMENT_GROUPS = False
 RUNS_DEEP_HEALTH_CHECKS = True
 """HyperPod runs on-start deep health checks; `plan` shows each group's and what they add to a new node."""
 UNOFFERED_TYPE = ("warning", "HyperPod may not be able to place it either")
+NO_HEALTH_CHECKS: str | None = None
+"""HyperPod starts deep health checks on demand (StartClusterHealthCheck), so `fmcluster healthcheck` runs them."""
 """(level, advice) when EC2 lists no offering of a type in the zone: only a proxy (unconfirmed: no API lists HyperPod's
 offerings per zone), so a warning."""
 CAPACITIES = ("on-demand", "training-plan")

@@ -35,6 +35,11 @@ NETWORK_PLACEMENT_GROUPS = True
 RUNS_DEEP_HEALTH_CHECKS = False
 """Deep health checks are HyperPod's on-start checks; `plan` shows none for PCS groups."""
 UNOFFERED_TYPE = ("error", "choose a type or zone that has it")
+NO_HEALTH_CHECKS: str | None = (
+    "AWS PCS instance health checks are not in this fmcluster's botocore pcs model (unconfirmed), so there is no "
+    "check to run; the nccl-tests job (docs/operations.md) checks the fabric"
+)
+"""Why `fmcluster healthcheck` has nothing to start on PCS (None where the service has health checks to run)."""
 """(level, advice) when EC2 lists no offering of a type in the zone: PCS launches EC2 instances, so it cannot run."""
 MAX_NODES = 2048
 """AWS PCS LARGE clusters manage at most 2,048 instances (PCS API reference, Cluster.size)."""
