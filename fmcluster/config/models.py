@@ -34,7 +34,9 @@ from fmcluster.config.value_rules import (
     GROUP_NAME_PATTERN,
     IMAGE_REFRESH_PATTERN,
     S3_URI_PATTERN,
+    SUBNET_ID_PATTERN,
     TRAINING_PLAN_ARN_PATTERN,
+    VPC_ID_PATTERN,
     cluster_name_problem,
     deep_health_checks_problem,
     no_efa,
@@ -105,11 +107,46 @@ TAG_KEY_PATTERN = re.compile(r"^[\w.:/=+@ -]{1,128}$")
 TAG_VALUE_PATTERN = re.compile(r"^[\w.:/=+@ -]{0,256}$")
 
 
-class Network(_Model):
-    """`network`: the VPC."""
+DEFAULT_VPC_CIDR = "10.0.0.0/16"
 
-    vpc_cidr: str = "10.0.0.0/16"
+
+class Network(_Model):
+    """`network`: the VPC fmcluster creates, or (`vpc_id`, `subnet_id`) one of your own that it only uses."""
+
+    vpc_id: str | None = None
+    subnet_id: str | None = Field(None, validate_default=True)
+    vpc_cidr: str = Field(None, validate_default=True)  # resolved below
     egress: Literal["nat", "none"] = "nat"
+
+    @field_validator("vpc_id")
+    @classmethod
+    def _vpc_id(cls, value: str | None) -> str | None:
+        if value is not None and not VPC_ID_PATTERN.match(value):
+            raise fail(f"must be a VPC id like vpc-0123456789abcdef0; got {value!r}")
+        return value
+
+    @field_validator("subnet_id")
+    @classmethod
+    def _subnet_id(cls, value: str | None, info: ValidationInfo) -> str | None:
+        own_vpc = info.data.get("vpc_id") is not None or "vpc_id" not in info.data  # an invalid vpc_id is one too
+        if value is None:
+            if info.data.get("vpc_id") is not None:
+                raise fail("required with network.vpc_id: the subnet (in availability_zone_id) the nodes go in")
+            return None
+        if not own_vpc:
+            raise fail("only with network.vpc_id: a subnet of a VPC of your own (without it fmcluster creates one)")
+        if not SUBNET_ID_PATTERN.match(value):
+            raise fail(f"must be a subnet id like subnet-0123456789abcdef0; got {value!r}")
+        return value
+
+    @field_validator("vpc_cidr", mode="before")
+    @classmethod
+    def _cidr_of_own_vpc(cls, value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return DEFAULT_VPC_CIDR
+        if info.data.get("vpc_id") is not None:
+            raise fail("only without network.vpc_id: fmcluster creates no VPC in one of your own")
+        return value
 
     @field_validator("vpc_cidr")
     @classmethod

@@ -46,6 +46,8 @@ PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("ec2", "DescribeAddresses"): "ec2:DescribeAddresses",
     ("ec2", "DescribeNatGateways"): "ec2:DescribeNatGateways",
     ("ec2", "DescribeSubnets"): "ec2:DescribeSubnets",
+    ("ec2", "DescribeRouteTables"): "ec2:DescribeRouteTables",
+    ("ec2", "DescribeVpcEndpoints"): "ec2:DescribeVpcEndpoints",
     ("sagemaker", "DescribeTrainingPlan"): "sagemaker:DescribeTrainingPlan",
     ("service-quotas", "ListServiceQuotas"): "servicequotas:ListServiceQuotas",
     ("service-quotas", "ListAWSDefaultServiceQuotas"): "servicequotas:ListAWSDefaultServiceQuotas",

@@ -113,6 +113,8 @@ def quota_checks(config: ClusterConfig, aws: Aws, types: InstanceTypes) -> list[
     checks.append(
         Check(f"quota '{LUSTRE_STORAGE}'", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config))
     )
+    if config.network.vpc_id is not None:
+        return checks  # a VPC of your own: fmcluster creates no VPC, NAT gateway or Elastic IP
     checks.append(Check(f"quota '{VPCS}'", "network", lambda: check_vpcs(quotas, aws)))
     if config.network.egress == "nat":
         checks.append(

@@ -8,6 +8,7 @@ from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.buckets import ProjectBuckets
+from fmcluster.constructs.existing_network import ExistingNetwork
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.lustre import LustreStorage
 from fmcluster.constructs.nccl_validation import NcclValidation
@@ -30,7 +31,7 @@ class StorageStack(cdk.Stack):
         construct_id: str,
         *,
         config: ClusterConfig,
-        network: TrainingNetwork,
+        network: TrainingNetwork | ExistingNetwork,
         **kwargs,
     ) -> None:
         retain = config.storage.retain_on_delete
