@@ -96,7 +96,10 @@ CONNECT_ACTIONS: dict[tuple[str, str], str] = {
 """Every call `fmcluster connect` makes: finding the node (read-only), then opening (or, when the plugin cannot start,
 closing) the session, which is not read-only."""
 
-ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS, **CONNECT_ACTIONS}
+PLAN_ACTIONS: dict[tuple[str, str], str] = {("pricing", "GetProducts"): "pricing:GetProducts"}
+"""Every call `fmcluster plan --live` makes (the Price List API; read-only)."""
+
+ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS, **CONNECT_ACTIONS, **PLAN_ACTIONS}
 
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "403", "Forbidden"})
 """Error codes of a call the caller's policy refuses: EC2 answers UnauthorizedOperation (EC2 API reference, error
