@@ -28,7 +28,7 @@ from fmcluster.endpoints import INTERFACE_ENDPOINT_SERVICES
 HOURS_PER_MONTH = 730
 """The AWS Pricing Calculator's hours in a month (8,760 / 12)."""
 PREPAID = {
-    "capacity-block": "prepaid: a capacity block's fee is charged up front when it is bought (EC2 Capacity Blocks pricing)",
+    "capacity-block": "prepaid: a capacity block's fee is charged when it is bought (EC2 Capacity Blocks pricing)",
     "training-plan": "prepaid: a training plan is paid up front when it is bought (SageMaker training plans)",
 }
 ODCR_NOTE = "an ODCR bills its reserved instances at the On-Demand rate whether they run or not"

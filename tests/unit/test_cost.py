@@ -61,16 +61,16 @@ def test_hyperpod_on_demand_nodes_controller_file_system_and_nat():
 
 def test_capacity_blocks_and_training_plans_are_prepaid_and_odcrs_bill_on_demand():
     pcs = {"orchestrator": {"type": "pcs"}}
-    block = lines_of(**pcs, compute=[{"name": "gpu", "instance_type": "p5.48xlarge", "count": 4,
-                                      "capacity": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}])  # fmt: skip
+    reserved = {"name": "gpu", "instance_type": "p5.48xlarge", "count": 4, "reservation_id": "cr-0123456789abcdef0"}
+    block = lines_of(**pcs, compute=[{**reserved, "capacity": "capacity-block"}])
     line = block["compute gpu (4 x p5.48xlarge, capacity-block)"]
     assert (line.prepaid, line.hourly) == (True, None) and line.note.startswith("prepaid")
-    odcr = lines_of(**pcs, compute=[{"name": "gpu", "instance_type": "p5.48xlarge", "count": 4, "capacity": "odcr",
-                                     "reservation_id": "cr-0123456789abcdef0"}])  # fmt: skip
+    odcr = lines_of(**pcs, compute=[{**reserved, "capacity": "odcr"}])
     line = odcr["compute gpu (4 x p5.48xlarge, odcr)"]
     assert line.hourly == 200.0 and line.note == cost.ODCR_NOTE
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p"
     plan = lines_of(compute=[{"name": "gpu", "instance_type": "p5.48xlarge", "count": 4, "capacity": "training-plan",
-                              "training_plan_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p"}])  # fmt: skip
+                              "training_plan_arn": arn}])  # fmt: skip
     assert plan["compute gpu (4 x ml.p5.48xlarge, training-plan)"].prepaid
 
 
