@@ -198,6 +198,17 @@ def secondary_zone_needs_own_network(config: Sections) -> Iterator[Problem]:
         )
 
 
+def existing_file_system_needs_its_vpc(config: Sections) -> Iterator[Problem]:
+    if config.lustre is None or not config.lustre.existing or config.network is None:
+        return
+    if config.network.vpc_id is None:
+        yield Problem(
+            "storage.lustre.file_system_id",
+            "needs network.vpc_id and network.subnet_id: an existing file system lives in a VPC of its own, and the "
+            "VPC fmcluster would create has no route to it",
+        )
+
+
 def lustre_efa_has_clients(config: Sections) -> Iterator[Problem]:
     if config.lustre is None or not config.lustre.efa or None in config.compute:
         return
@@ -284,6 +295,7 @@ RULES: tuple[Rule, ...] = (
     reservation_holds_one_type,
     nodes_fit_compute_subnet,
     secondary_zone_needs_own_network,
+    existing_file_system_needs_its_vpc,
     lustre_efa_has_clients,
     repositories_do_not_overlap,
     grafana_has_a_source,

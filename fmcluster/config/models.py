@@ -31,14 +31,18 @@ from fmcluster.config.orchestrators import pcs
 from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
 from fmcluster.config.value_rules import (
     AMI_ID_PATTERN,
+    FILE_SYSTEM_ID_PATTERN,
     GROUP_NAME_PATTERN,
     IMAGE_REFRESH_PATTERN,
     S3_URI_PATTERN,
+    SECURITY_GROUP_ID_PATTERN,
     SUBNET_ID_PATTERN,
     TRAINING_PLAN_ARN_PATTERN,
     VPC_ID_PATTERN,
     cluster_name_problem,
     deep_health_checks_problem,
+    lustre_dns_name_problem,
+    lustre_mount_name_problem,
     no_efa,
     reservation_problem,
     unknown_instance_type,
@@ -377,9 +381,20 @@ class Repository(_Model):
         return value
 
 
-class Lustre(_Model):
-    """`storage.lustre`: FSx for Lustre, PERSISTENT_2, SSD."""
+EXISTING_FILE_SYSTEM_KEYS = ("dns_name", "mount_name", "security_group_id")
+"""What a mount of an existing file system needs, read from the file (never looked up at synth)."""
+CREATED_FILE_SYSTEM_KEYS = ("throughput_per_tib", "capacity_gib", "compression", "metadata_iops", "repositories")
+"""Keys that shape a file system fmcluster creates: refused with `file_system_id`."""
 
+
+class Lustre(_Model):
+    """`storage.lustre`: FSx for Lustre, PERSISTENT_2, SSD, created by fmcluster; or, with `file_system_id`, an
+    existing one that is only mounted."""
+
+    file_system_id: str | None = None
+    dns_name: str | None = None
+    mount_name: str | None = None
+    security_group_id: str | None = None
     throughput_per_tib: Literal[125, 250, 500, 1000] = 250
     efa: bool = False
     capacity_gib: int = Field(4800, validate_default=True)
@@ -391,6 +406,62 @@ class Lustre(_Model):
     @classmethod
     def _list(cls, value: object) -> object:
         return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("file_system_id")
+    @classmethod
+    def _file_system_id(cls, value: str | None) -> str | None:
+        if value is not None and not FILE_SYSTEM_ID_PATTERN.match(value):
+            raise fail(f"must be an FSx file system id like fs-0123456789abcdef0; got {value!r}")
+        return value
+
+    @field_validator("dns_name")
+    @classmethod
+    def _dns_name(cls, value: str | None) -> str | None:
+        if value is not None and (problem := lustre_dns_name_problem(value)):
+            raise fail(problem)
+        return value
+
+    @field_validator("mount_name")
+    @classmethod
+    def _mount_name(cls, value: str | None) -> str | None:
+        if value is not None and (problem := lustre_mount_name_problem(value)):
+            raise fail(problem)
+        return value
+
+    @field_validator("security_group_id")
+    @classmethod
+    def _security_group_id(cls, value: str | None) -> str | None:
+        if value is not None and not SECURITY_GROUP_ID_PATTERN.match(value):
+            raise fail(f"must be a security group id like sg-0123456789abcdef0; got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _existing_or_created(self) -> Lustre:
+        """With `file_system_id`: the mount's keys are required and the keys of a created file system refused;
+        without it, the mount's keys are refused."""
+        given = self.model_fields_set
+        if self.file_system_id is not None:
+            problems = [(key, "required with storage.lustre.file_system_id (what a mount needs: aws fsx "
+                         "describe-file-systems shows it)") for key in EXISTING_FILE_SYSTEM_KEYS if key not in given]  # fmt: skip
+            problems += [(key, "only for a file system fmcluster creates; an existing one (file_system_id) is "
+                          "mounted as it is") for key in CREATED_FILE_SYSTEM_KEYS if key in given]  # fmt: skip
+        else:
+            problems = [(key, "only with storage.lustre.file_system_id") for key in EXISTING_FILE_SYSTEM_KEYS
+                        if key in given]  # fmt: skip
+        if problems:
+            raise ValidationError.from_exception_data(
+                "Lustre",
+                [
+                    InitErrorDetails(type=fail(message), loc=(key,), input=getattr(self, key))
+                    for key, message in problems
+                ],
+            )
+        return self
+
+    @property
+    def existing(self) -> bool:
+        """An existing file system, mounted only (nothing of it is created or retained)."""
+        return self.file_system_id is not None
 
     @field_validator("capacity_gib")
     @classmethod
