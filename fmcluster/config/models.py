@@ -441,13 +441,17 @@ class Lustre(_Model):
         without it, the mount's keys are refused."""
         given = self.model_fields_set
         if self.file_system_id is not None:
-            problems = [(key, "required with storage.lustre.file_system_id (what a mount needs: aws fsx "
-                         "describe-file-systems shows it)") for key in EXISTING_FILE_SYSTEM_KEYS if key not in given]  # fmt: skip
-            problems += [(key, "only for a file system fmcluster creates; an existing one (file_system_id) is "
-                          "mounted as it is") for key in CREATED_FILE_SYSTEM_KEYS if key in given]  # fmt: skip
+            required = (
+                "required with storage.lustre.file_system_id "
+                "(what a mount needs: aws fsx describe-file-systems shows it)"
+            )
+            created = "only for a file system fmcluster creates; an existing one (file_system_id) is mounted as it is"
+            problems = [(key, required) for key in EXISTING_FILE_SYSTEM_KEYS if key not in given]
+            problems += [(key, created) for key in CREATED_FILE_SYSTEM_KEYS if key in given]
         else:
-            problems = [(key, "only with storage.lustre.file_system_id") for key in EXISTING_FILE_SYSTEM_KEYS
-                        if key in given]  # fmt: skip
+            problems = [
+                (key, "only with storage.lustre.file_system_id") for key in EXISTING_FILE_SYSTEM_KEYS if key in given
+            ]
         if problems:
             raise ValidationError.from_exception_data(
                 "Lustre",
@@ -471,7 +475,8 @@ class Lustre(_Model):
             nearest = f"{max(below)} or {next_lustre_capacity(value)}" if below else "1200"
             raise fail(f"must be 1200, 2400 or a multiple of 2400 GiB; got {value} (nearest: {nearest})")
         tier = info.data.get("throughput_per_tib")
-        if info.data.get("efa") and tier in LUSTRE_EFA_CAPACITY_STEP_GIB:
+        creates = info.data.get("file_system_id") is None  # an existing file system's size is its own
+        if creates and info.data.get("efa") and tier in LUSTRE_EFA_CAPACITY_STEP_GIB:
             step = LUSTRE_EFA_CAPACITY_STEP_GIB[tier]
             if value % step:
                 raise fail(
