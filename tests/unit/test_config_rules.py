@@ -288,7 +288,7 @@ INVALID = [
         [
             "storage.lustre.file_system_id: must be an FSx file system id like fs-0123456789abcdef0; got "
             "'fsx-0123456789abcdef0'"
-        ],  # fmt: skip
+        ],
         "fs-id-prefix",
     ),
     _p(
@@ -301,7 +301,7 @@ INVALID = [
         [
             "storage.lustre.dns_name: must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; "
             "got 'lustre.example.com'"
-        ],  # fmt: skip
+        ],
         "fs-dns-name",
     ),
     _p(
