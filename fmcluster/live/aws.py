@@ -48,6 +48,8 @@ PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("ec2", "DescribeSubnets"): "ec2:DescribeSubnets",
     ("ec2", "DescribeRouteTables"): "ec2:DescribeRouteTables",
     ("ec2", "DescribeVpcEndpoints"): "ec2:DescribeVpcEndpoints",
+    ("ec2", "DescribeSecurityGroups"): "ec2:DescribeSecurityGroups",
+    ("fsx", "DescribeFileSystems"): "fsx:DescribeFileSystems",
     ("sagemaker", "DescribeTrainingPlan"): "sagemaker:DescribeTrainingPlan",
     ("service-quotas", "ListServiceQuotas"): "servicequotas:ListServiceQuotas",
     ("service-quotas", "ListAWSDefaultServiceQuotas"): "servicequotas:ListAWSDefaultServiceQuotas",

@@ -110,9 +110,12 @@ def quota_checks(config: ClusterConfig, aws: Aws, types: InstanceTypes) -> list[
             )
         for name in (HYPERPOD_PER_CLUSTER, HYPERPOD_TOTAL):
             checks.append(Check(f"quota '{name}'", "compute", partial(check_hyperpod_instances, quotas, config, name)))
-    checks.append(
-        Check(f"quota '{LUSTRE_STORAGE}'", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config))
-    )
+    if not config.storage.lustre.existing:  # an existing file system draws on no new storage
+        checks.append(
+            Check(
+                f"quota '{LUSTRE_STORAGE}'", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config)
+            )
+        )
     if config.network.vpc_id is not None:
         return checks  # a VPC of your own: fmcluster creates no VPC, NAT gateway or Elastic IP
     checks.append(Check(f"quota '{VPCS}'", "network", lambda: check_vpcs(quotas, aws)))
