@@ -183,6 +183,13 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
         print_deep_health_checks(config, console)
 
     lustre = config.storage.lustre
+    if lustre.existing:
+        console.print(
+            f"storage: the existing FSx for Lustre file system {lustre.file_system_id} ({lustre.dns_name}@tcp:/"
+            f"{lustre.mount_name}), mounted at /fsx; nothing of it is created, and its size and throughput are its own",
+            soft_wrap=True,
+        )
+        return
     storage = Table(title="storage: FSx for Lustre (PERSISTENT_2, SSD)")
     storage.add_column("item")
     storage.add_column("value", justify="right")

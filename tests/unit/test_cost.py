@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster import cli, cost
+from fmcluster import cli, cost, sizing
 from fmcluster.config import load, parse
 from tests.unit.test_cli import no_synth, run, table_row  # noqa: F401 (no_synth is a fixture)
 
@@ -91,6 +91,24 @@ def test_no_egress_prices_the_interface_endpoints_per_zone():
 def test_a_vpc_of_ones_own_adds_no_nat_gateway_or_endpoints():
     lines = lines_of(network={"vpc_id": "vpc-0123456789abcdef0", "subnet_id": "subnet-0123456789abcdef0"})
     assert not any(part.startswith(("NAT", "interface endpoints")) for part in lines)
+
+
+def test_an_existing_file_system_adds_no_fsx_line_and_no_checkpoint_estimate():
+    fs = {"file_system_id": "fs-0123456789abcdef0", "dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+          "mount_name": "abcdef12", "security_group_id": "sg-0123456789abcdef0"}  # fmt: skip
+    own = {"network": {"vpc_id": "vpc-0123456789abcdef0", "subnet_id": "subnet-0123456789abcdef0"}}
+    lines = lines_of(**own, storage={"lustre": fs}, training={"model_parameters": "70B"})
+    assert not any(part.startswith("FSx") for part in lines)
+    config = parse({**BASE, **own, "storage": {"lustre": fs}, "training": {"model_parameters": "70B"}}, source="f")
+    assert sizing.checkpoint_estimate(config) is None  # its throughput is not in the file: no warning from a guess
+
+
+@pytest.mark.usefixtures("no_synth")
+def test_plan_of_an_existing_file_system_names_it(capsys):
+    code, out, err = run(capsys, "plan", str(EXAMPLES / "hyperpod-own-file-system.yaml"))
+    assert (code, err) == (0, "")
+    assert "storage: the existing FSx for Lustre file system fs-0a1b2c3d4e5f60718 (" in out
+    assert "FSx for Lustre (" not in out  # no cost line, no size table
 
 
 def test_a_type_without_a_price_is_named_not_guessed():
