@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fmcluster import advice, deploy_time, sizing
+from fmcluster import advice, cost, deploy_time, sizing
 from fmcluster.access_command import add_access_commands, run_access_command
 from fmcluster.config import ClusterConfig, ConfigError, load, orchestrators
 from fmcluster.config.value_rules import possible_deep_health_checks
@@ -39,6 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "--assembly", metavar="DIR", help="the file's cloud assembly (cdk.out) to time; default: synthesize it"
             )
             add_update_arguments(command)
+            command.add_argument(
+                "--live", action="store_true", help="price the plan from the AWS Price List API (credentials)"
+            )
         if name == "validate":
             command.add_argument(
                 "--live", action="store_true", help="also check the AWS account with read-only calls (credentials)"
@@ -72,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         console = Console(width=max(Console().width, PLAN_WIDTH))
         print_plan(config, console)
+        if print_cost(args.file, config, console, live=args.live) is None:
+            return EXIT_INVALID
         try:
             estimate = _assembly_estimate(config, args.assembly)
         except (RuntimeError, OSError, ValueError) as error:  # jsii reports a failed synth as RuntimeError
@@ -192,6 +197,13 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
         print_deep_health_checks(config, console)
 
     lustre = config.storage.lustre
+    if lustre.existing:
+        console.print(
+            f"storage: the existing FSx for Lustre file system {lustre.file_system_id} ({lustre.dns_name}@tcp:/"
+            f"{lustre.mount_name}), mounted at /fsx; nothing of it is created, and its size and throughput are its own",
+            soft_wrap=True,
+        )
+        return
     storage = Table(title="storage: FSx for Lustre (PERSISTENT_2, SSD)")
     storage.add_column("item")
     storage.add_column("value", justify="right")
@@ -235,6 +247,60 @@ def print_capacity_windows(config: ClusterConfig, console: Console) -> None:
         console.print(
             f"{what} ({', '.join(names)}): start and end known live only (`fmcluster info`); {drain}", soft_wrap=True
         )
+def print_cost(path: str, config: ClusterConfig, console: Console, *, live: bool = False) -> cost.Total | None:
+    """The cost table: every billed part per hour and per month, from the shipped price table or (`live`) the AWS
+    Price List API; None after one line on stderr when `live` has no credentials."""
+    from rich.table import Table
+
+    table = cost.PriceTable.load()
+    lookup, origin = table.get, f"price table of {table.date} ({table.source})"
+    if live:
+        from fmcluster import live as aws_live  # boto3 loads only for --live
+        from fmcluster.live.prices import PriceList
+
+        try:
+            lookup = PriceList(aws_live.Aws(PriceList.REGION)).lookup_or(table.get)
+        except aws_live.NoCredentials as error:
+            print(f"{path}: plan --live: {error}", file=sys.stderr)
+            return None
+        origin = f"AWS Price List API (today), else the price table of {table.date}"
+    lines = cost.estimate(config, lookup)
+    shown = Table(title=f"cost estimate ({config.region}, USD, list prices; {origin})")
+    for column in ("part", "per hour", "per month", "note"):
+        shown.add_column(column, justify="right" if column.startswith("per") else "left")
+    for line in lines:
+        hourly, one_off = line.hourly, line.one_off
+        flag = " (unconfirmed)" if line.price is not None and not line.price.confirmed else ""
+        if line.prepaid:
+            cells = ("prepaid", "prepaid")
+        elif one_off is not None:
+            cells = (f"${one_off:,.2f} per build{flag}", "")
+        elif hourly is not None:
+            cells = (f"{_usd(hourly)}{flag}", f"${hourly * cost.HOURS_PER_MONTH:,.0f}{flag}")
+        elif line.key is not None:
+            cells = (f"no price for {line.key}", "")
+        else:
+            cells = ("not estimated", "")
+        shown.add_row(line.part, *cells, line.note)
+    console.print(shown)
+    summed = cost.total(lines)
+    flag = " (includes unconfirmed figures)" if summed.unconfirmed else ""
+    console.print(
+        f"estimate: ${summed.hourly:,.2f} per hour, ${summed.monthly:,.0f} per month ({cost.HOURS_PER_MONTH} h) "
+        f"from the {origin}{flag}",
+        soft_wrap=True,
+    )
+    if summed.missing:
+        console.print(
+            f"not in the estimate (no price; run tools/prices.py or plan --live): {'; '.join(summed.missing)}",
+            soft_wrap=True,
+        )
+    return summed
+
+
+def _usd(value: float) -> str:
+    """$1,234.57 and $0.045: cents, or three decimals below a dollar (NAT gateways and endpoints bill $0.0x)."""
+    return f"${value:,.2f}" if value >= 1 else f"${value:.3f}"
 
 
 def print_deep_health_checks(config: ClusterConfig, console: Console) -> None:

@@ -73,8 +73,9 @@ class CheckpointEstimate:
 
 
 def checkpoint_estimate(config: ClusterConfig) -> CheckpointEstimate | None:
-    """Size and write time of one full checkpoint, or None without `training` or without accelerated nodes."""
-    if config.training is None or not checkpoint_writers(config):
+    """Size and write time of one full checkpoint, or None without `training`, without accelerated nodes, or on an
+    existing file system (`storage.lustre.file_system_id`), whose size and throughput are not in the file."""
+    if config.training is None or not checkpoint_writers(config) or config.storage.lustre.existing:
         return None
     lustre = config.storage.lustre
     return CheckpointEstimate(

@@ -49,6 +49,7 @@ class Sections:
     name: str | None
     region: str | None
     account: str | None
+    secondary_availability_zone_id: object
     network: Network | None
     orchestrator: Orchestrator | None
     compute: tuple[ComputeGroup | None, ...]
@@ -65,6 +66,7 @@ class Sections:
             name=config.name,
             region=config.region,
             account=config.account,
+            secondary_availability_zone_id=config.secondary_availability_zone_id,
             network=config.network,
             orchestrator=config.orchestrator,
             compute=config.compute,
@@ -86,6 +88,7 @@ class Sections:
             name=data.get("name") if cluster_name_problem(data.get("name")) is None else None,
             region=data.get("region") if data.get("region") in REGIONS else None,
             account=account if isinstance(account, str) and account.isdigit() and len(account) == 12 else None,
+            secondary_availability_zone_id=data.get("secondary_availability_zone_id"),
             network=_valid(Network, data.get("network") or {}),
             orchestrator=_valid(Orchestrator, data.get("orchestrator") or {}),
             compute=tuple(_valid(ComputeGroup, group) for group in groups),
@@ -165,7 +168,8 @@ def reservation_holds_one_type(config: Sections) -> Iterator[Problem]:
 
 
 def nodes_fit_compute_subnet(config: Sections) -> Iterator[Problem]:
-    if config.network is None or None in config.compute:
+    """The subnet fmcluster plans; a subnet of your own (`network.subnet_id`) is counted by `validate --live`."""
+    if config.network is None or config.network.vpc_id is not None or None in config.compute:
         return
     plan = plan_subnets(config.network.vpc_cidr)
     total_nodes = sum(group.count for _, group in config.groups())
@@ -175,6 +179,27 @@ def nodes_fit_compute_subnet(config: Sections) -> Iterator[Problem]:
             f"{total_nodes} nodes do not fit the compute subnet {plan.compute} of network.vpc_cidr "
             f"{config.network.vpc_cidr}, which holds {plan.node_capacity}; use a larger block (a /16 holds "
             f"{plan_subnets('10.0.0.0/16').node_capacity}) or fewer nodes",
+        )
+
+
+def secondary_zone_needs_own_network(config: Sections) -> Iterator[Problem]:
+    """A second AZ places a second subnet fmcluster creates, which it does not do in a VPC of yours."""
+    if config.network is not None and config.network.vpc_id is not None and config.secondary_availability_zone_id:
+        yield Problem(
+            "secondary_availability_zone_id",
+            "only without network.vpc_id: it places a second subnet (for the interface endpoints) in the VPC "
+            "fmcluster creates; in a VPC of your own the endpoints are yours",
+        )
+
+
+def existing_file_system_needs_its_vpc(config: Sections) -> Iterator[Problem]:
+    if config.lustre is None or not config.lustre.existing or config.network is None:
+        return
+    if config.network.vpc_id is None:
+        yield Problem(
+            "storage.lustre.file_system_id",
+            "needs network.vpc_id and network.subnet_id: an existing file system lives in a VPC of its own, and the "
+            "VPC fmcluster would create has no route to it",
         )
 
 
@@ -262,6 +287,8 @@ RULES: tuple[Rule, ...] = (
     group_names_unique,
     reservation_holds_one_type,
     nodes_fit_compute_subnet,
+    secondary_zone_needs_own_network,
+    existing_file_system_needs_its_vpc,
     lustre_efa_has_clients,
     repositories_do_not_overlap,
     grafana_has_a_source,

@@ -31,13 +31,19 @@ from fmcluster.config.orchestrators import pcs
 from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
 from fmcluster.config.value_rules import (
     AMI_ID_PATTERN,
+    FILE_SYSTEM_ID_PATTERN,
     GROUP_NAME_PATTERN,
     IMAGE_REFRESH_PATTERN,
     S3_URI_PATTERN,
+    SECURITY_GROUP_ID_PATTERN,
+    SUBNET_ID_PATTERN,
     TRAINING_PLAN_ARN_PATTERN,
+    VPC_ID_PATTERN,
     cluster_name_problem,
     deep_health_checks_problem,
     hyperpod_prefix_problem,
+    lustre_dns_name_problem,
+    lustre_mount_name_problem,
     min_count_problem,
     no_efa,
     placement_group_name_problem,
@@ -119,11 +125,46 @@ TAG_KEY_PATTERN = re.compile(r"^[\w.:/=+@ -]{1,128}$")
 TAG_VALUE_PATTERN = re.compile(r"^[\w.:/=+@ -]{0,256}$")
 
 
-class Network(_Model):
-    """`network`: the VPC."""
+DEFAULT_VPC_CIDR = "10.0.0.0/16"
 
-    vpc_cidr: str = "10.0.0.0/16"
+
+class Network(_Model):
+    """`network`: the VPC fmcluster creates, or (`vpc_id`, `subnet_id`) one of your own that it only uses."""
+
+    vpc_id: str | None = None
+    subnet_id: str | None = Field(None, validate_default=True)
+    vpc_cidr: str = Field(None, validate_default=True)  # resolved below
     egress: Literal["nat", "none"] = "nat"
+
+    @field_validator("vpc_id")
+    @classmethod
+    def _vpc_id(cls, value: str | None) -> str | None:
+        if value is not None and not VPC_ID_PATTERN.match(value):
+            raise fail(f"must be a VPC id like vpc-0123456789abcdef0; got {value!r}")
+        return value
+
+    @field_validator("subnet_id")
+    @classmethod
+    def _subnet_id(cls, value: str | None, info: ValidationInfo) -> str | None:
+        own_vpc = info.data.get("vpc_id") is not None or "vpc_id" not in info.data  # an invalid vpc_id is one too
+        if value is None:
+            if info.data.get("vpc_id") is not None:
+                raise fail("required with network.vpc_id: the subnet (in availability_zone_id) the nodes go in")
+            return None
+        if not own_vpc:
+            raise fail("only with network.vpc_id: a subnet of a VPC of your own (without it fmcluster creates one)")
+        if not SUBNET_ID_PATTERN.match(value):
+            raise fail(f"must be a subnet id like subnet-0123456789abcdef0; got {value!r}")
+        return value
+
+    @field_validator("vpc_cidr", mode="before")
+    @classmethod
+    def _cidr_of_own_vpc(cls, value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return DEFAULT_VPC_CIDR
+        if info.data.get("vpc_id") is not None:
+            raise fail("only without network.vpc_id: fmcluster creates no VPC in one of your own")
+        return value
 
     @field_validator("vpc_cidr")
     @classmethod
@@ -415,9 +456,20 @@ class Repository(_Model):
         return value
 
 
-class Lustre(_Model):
-    """`storage.lustre`: FSx for Lustre, PERSISTENT_2, SSD."""
+EXISTING_FILE_SYSTEM_KEYS = ("dns_name", "mount_name", "security_group_id")
+"""What a mount of an existing file system needs, read from the file (never looked up at synth)."""
+CREATED_FILE_SYSTEM_KEYS = ("throughput_per_tib", "capacity_gib", "compression", "metadata_iops", "repositories")
+"""Keys that shape a file system fmcluster creates: refused with `file_system_id`."""
 
+
+class Lustre(_Model):
+    """`storage.lustre`: FSx for Lustre, PERSISTENT_2, SSD, created by fmcluster; or, with `file_system_id`, an
+    existing one that is only mounted."""
+
+    file_system_id: str | None = None
+    dns_name: str | None = None
+    mount_name: str | None = None
+    security_group_id: str | None = None
     throughput_per_tib: Literal[125, 250, 500, 1000] = 250
     efa: bool = False
     capacity_gib: int = Field(4800, validate_default=True)
@@ -430,6 +482,66 @@ class Lustre(_Model):
     def _list(cls, value: object) -> object:
         return tuple(value) if isinstance(value, list) else value
 
+    @field_validator("file_system_id")
+    @classmethod
+    def _file_system_id(cls, value: str | None) -> str | None:
+        if value is not None and not FILE_SYSTEM_ID_PATTERN.match(value):
+            raise fail(f"must be an FSx file system id like fs-0123456789abcdef0; got {value!r}")
+        return value
+
+    @field_validator("dns_name")
+    @classmethod
+    def _dns_name(cls, value: str | None) -> str | None:
+        if value is not None and (problem := lustre_dns_name_problem(value)):
+            raise fail(problem)
+        return value
+
+    @field_validator("mount_name")
+    @classmethod
+    def _mount_name(cls, value: str | None) -> str | None:
+        if value is not None and (problem := lustre_mount_name_problem(value)):
+            raise fail(problem)
+        return value
+
+    @field_validator("security_group_id")
+    @classmethod
+    def _security_group_id(cls, value: str | None) -> str | None:
+        if value is not None and not SECURITY_GROUP_ID_PATTERN.match(value):
+            raise fail(f"must be a security group id like sg-0123456789abcdef0; got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _existing_or_created(self) -> Lustre:
+        """With `file_system_id`: the mount's keys are required and the keys of a created file system refused;
+        without it, the mount's keys are refused."""
+        given = self.model_fields_set
+        if self.file_system_id is not None:
+            required = (
+                "required with storage.lustre.file_system_id "
+                "(what a mount needs: aws fsx describe-file-systems shows it)"
+            )
+            created = "only for a file system fmcluster creates; an existing one (file_system_id) is mounted as it is"
+            problems = [(key, required) for key in EXISTING_FILE_SYSTEM_KEYS if key not in given]
+            problems += [(key, created) for key in CREATED_FILE_SYSTEM_KEYS if key in given]
+        else:
+            problems = [
+                (key, "only with storage.lustre.file_system_id") for key in EXISTING_FILE_SYSTEM_KEYS if key in given
+            ]
+        if problems:
+            raise ValidationError.from_exception_data(
+                "Lustre",
+                [
+                    InitErrorDetails(type=fail(message), loc=(key,), input=getattr(self, key))
+                    for key, message in problems
+                ],
+            )
+        return self
+
+    @property
+    def existing(self) -> bool:
+        """An existing file system, mounted only (nothing of it is created or retained)."""
+        return self.file_system_id is not None
+
     @field_validator("capacity_gib")
     @classmethod
     def _capacity(cls, value: int, info: ValidationInfo) -> int:
@@ -438,7 +550,8 @@ class Lustre(_Model):
             nearest = f"{max(below)} or {next_lustre_capacity(value)}" if below else "1200"
             raise fail(f"must be 1200, 2400 or a multiple of 2400 GiB; got {value} (nearest: {nearest})")
         tier = info.data.get("throughput_per_tib")
-        if info.data.get("efa") and tier in LUSTRE_EFA_CAPACITY_STEP_GIB:
+        creates = info.data.get("file_system_id") is None  # an existing file system's size is its own
+        if creates and info.data.get("efa") and tier in LUSTRE_EFA_CAPACITY_STEP_GIB:
             step = LUSTRE_EFA_CAPACITY_STEP_GIB[tier]
             if value % step:
                 raise fail(

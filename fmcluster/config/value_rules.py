@@ -54,6 +54,14 @@ MOUNT_POINT_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
 SSM_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
 """A fully qualified SSM parameter name or path prefix (SSM user guide, parameter hierarchies)."""
 RESERVATION_CAPACITIES = ("capacity-block", "odcr")
+VPC_ID_PATTERN = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+"""An existing VPC's id (botocore `fsx` VpcId `^(vpc-[0-9a-f]{8,})$`, 12-21 characters, so 8-17 hex digits)."""
+SUBNET_ID_PATTERN = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+"""An existing subnet's id (botocore `fsx` SubnetId `^(subnet-[0-9a-f]{8,})$`, 15-24 characters)."""
+FILE_SYSTEM_ID_PATTERN = re.compile(r"^fs-[0-9a-f]{8,18}$")
+"""An FSx file system's id (botocore `fsx` FileSystemId `^(fs-[0-9a-f]{8,})$`, 11-21 characters)."""
+SECURITY_GROUP_ID_PATTERN = re.compile(r"^sg-[0-9a-f]{8,17}$")
+"""An EC2 security group's id (botocore `fsx` SecurityGroupId `^(sg-[0-9a-f]{8,})$`, 11-20 characters)."""
 
 
 EC2_TYPES_SOURCE = "botocore ec2 InstanceType"

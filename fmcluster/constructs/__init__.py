@@ -1,6 +1,7 @@
 """fmcluster's L3 constructs: each module is named after the construct it holds.
 
-- `network` TrainingNetwork, `efa` EfaLaunchTemplate (named after what it wires), `lustre` LustreStorage (and
+- `network` TrainingNetwork, `existing_network` ExistingNetwork (a VPC and subnet of your own), `efa`
+  EfaLaunchTemplate (named after what it wires), `lustre` LustreStorage (and
   LustreMount, a file system created elsewhere), `buckets` ProjectBuckets, `image` TrainingImage, `observability`
   ClusterObservability, `pcs` PcsSlurmCluster;
 - `nccl_tuning` NcclTuning and `nccl_validation` NcclValidation (deployed in different stacks; the pure NCCL rules
@@ -13,6 +14,7 @@ Helpers, not constructs: `props` (validation of props with the cluster file's ru
 
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.efa import EfaLaunchTemplate
+from fmcluster.constructs.existing_network import ExistingNetwork
 from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
 from fmcluster.constructs.image import TrainingImage
 from fmcluster.constructs.lustre import LustreMount, LustreStorage
@@ -25,6 +27,7 @@ from fmcluster.constructs.pcs import PcsSlurmCluster
 __all__ = [
     "ClusterObservability",
     "EfaLaunchTemplate",
+    "ExistingNetwork",
     "HyperPodSlurmCluster",
     "LustreMount",
     "LustreStorage",

@@ -61,6 +61,54 @@ class LustreMount:
     dns_name: str
     mount_name: str
     efa: bool = False
+    file_system_id: str | None = None
+    """Its id (`fs-...`), for outputs; omitted where nothing needs it."""
+
+
+LUSTRE_PORT_RANGES = (("tcp", 988, 988), ("tcp", 1018, 1023))
+"""`LUSTRE_PORTS` as (protocol, from, to), for rules to a security group this app does not own."""
+
+
+class ExistingFileSystemAccess(Construct):
+    """Egress from the nodes' security group to an existing file system's security group: Lustre (TCP 988 and
+    1018-1023), or all traffic when the file system is EFA-enabled. Nothing of the file system is created or changed:
+    its own group must admit the nodes (`fmcluster validate --live` checks it).
+
+    Example::
+
+        ExistingFileSystemAccess(stack, "Lustre", clients=network.efa_security_group,
+                                 file_system_security_group_id="sg-0123456789abcdef0")
+
+    Args:
+        clients: the nodes' security group.
+        file_system_security_group_id: the file system's security group.
+        efa: the file system is EFA-enabled. Omitted: False.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        clients: ec2.ISecurityGroup,
+        file_system_security_group_id: str,
+        efa: bool = False,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        ranges = (("-1", None, None),) if efa else LUSTRE_PORT_RANGES
+        for index, (protocol, low, high) in enumerate(ranges):
+            ec2.CfnSecurityGroupEgress(
+                self,
+                f"Egress{index}",
+                group_id=clients.security_group_id,
+                ip_protocol=protocol,
+                from_port=low,
+                to_port=high,
+                destination_security_group_id=file_system_security_group_id,
+                description="EFA and Lustre to the existing file system"
+                if efa
+                else "Lustre to the existing file system",
+            )
 
 
 def file_system_problems(file_system: object) -> list[Problem]:

@@ -16,27 +16,9 @@ from fmcluster.config.models import Network
 from fmcluster.config.regions import AZ_ID_PATTERN
 from fmcluster.constructs.functions import acknowledge_cdk_function
 from fmcluster.constructs.props import prop_problems
+from fmcluster.endpoints import INTERFACE_ENDPOINTS, PCS_ENDPOINT_SERVICE
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token
-
-INTERFACE_ENDPOINTS: dict[str, str] = {
-    "EcrApi": "ECR",
-    "EcrDocker": "ECR_DOCKER",
-    "Ssm": "SSM",
-    "SsmMessages": "SSM_MESSAGES",
-    "Ec2Messages": "EC2_MESSAGES",
-    "Logs": "CLOUDWATCH_LOGS",
-    "Monitoring": "CLOUDWATCH_MONITORING",
-    "Sts": "STS",
-    "SageMakerApi": "SAGEMAKER_API",
-    "PrometheusWorkspaces": "PROMETHEUS_WORKSPACES",
-}
-"""Construct id -> `ec2.InterfaceVpcEndpointAwsService` attribute: what nodes reach without an internet path
-(egress: none): image pulls, SSM sessions, logs and metrics, role credentials, the SageMaker API that
-HyperPod's agents call, and Prometheus remote write. Names, not services, so importing makes no jsii call."""
-PCS_ENDPOINT_SERVICE = "pcs"
-"""`com.amazonaws.<region>.pcs`: without an internet path PCS nodes call RegisterComputeNodeGroupInstance through
-it, or they never join the cluster (AWS PCS user guide, "Access AWS PCS using an interface endpoint")."""
 
 AWS_CUSTOM_RESOURCE_FUNCTION = "AWS679f53fac002430cb0da5b7982bd2287"
 """The id CDK gives, in each stack, to the singleton Lambda behind every `AwsCustomResource`."""
@@ -155,29 +137,8 @@ class TrainingNetwork(Construct):
                 ipv4_cidr_block=plan.secondary,
             )
 
-        self.efa_security_group = ec2.SecurityGroup(
-            self,
-            "EfaSecurityGroup",
-            vpc=self.vpc,
-            allow_all_outbound=False,
-            description="Cluster nodes: EFA and Slurm traffic between members; HTTPS out to AWS APIs",
-        )
+        self.efa_security_group = node_security_group(self, self.vpc, egress)
         """All traffic to and from itself (EFA needs both directions), HTTPS out; nothing in from outside."""
-        self.efa_security_group.add_ingress_rule(
-            self.efa_security_group, ec2.Port.all_traffic(), "EFA, NCCL and Slurm between cluster nodes"
-        )
-        self.efa_security_group.add_egress_rule(
-            self.efa_security_group, ec2.Port.all_traffic(), "EFA, NCCL and Slurm between cluster nodes"
-        )
-        self.efa_security_group.add_egress_rule(
-            ec2.Peer.any_ipv4(),
-            ec2.Port.tcp(443),
-            "HTTPS to AWS APIs and package mirrors (through the NAT gateway or VPC endpoints)",
-        )
-        if egress == "nat":
-            self.efa_security_group.add_egress_rule(
-                ec2.Peer.any_ipv4(), ec2.Port.tcp(80), "HTTP package mirrors (apt) through the NAT gateway"
-            )
 
         self.s3_endpoint = ec2.GatewayVpcEndpoint(
             self,
@@ -322,6 +283,31 @@ class TrainingNetwork(Construct):
     def _name(self, resource: cdk.CfnResource, suffix: str) -> None:
         prefix = re.sub(r"[^A-Za-z0-9-]", "-", cdk.Stack.of(self).stack_name)
         cdk.Tags.of(resource).add("Name", f"{prefix}-{suffix}")
+
+
+def node_security_group(scope: Construct, vpc: ec2.IVpc, egress: Literal["nat", "none"]) -> ec2.SecurityGroup:
+    """The cluster nodes' security group in `vpc`: all traffic to and from itself (EFA needs both directions, EC2
+    user guide "Prepare an EFA-enabled security group"), HTTPS out to AWS APIs, HTTP out too with an internet path
+    (`egress="nat"`); nothing in from outside."""
+    group = ec2.SecurityGroup(
+        scope,
+        "EfaSecurityGroup",
+        vpc=vpc,
+        allow_all_outbound=False,
+        description="Cluster nodes: EFA and Slurm traffic between members; HTTPS out to AWS APIs",
+    )
+    group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA, NCCL and Slurm between cluster nodes")
+    group.add_egress_rule(group, ec2.Port.all_traffic(), "EFA, NCCL and Slurm between cluster nodes")
+    group.add_egress_rule(
+        ec2.Peer.any_ipv4(),
+        ec2.Port.tcp(443),
+        "HTTPS to AWS APIs and package mirrors (through the NAT gateway or VPC endpoints)",
+    )
+    if egress == "nat":
+        group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(80), "HTTP package mirrors (apt) through the NAT gateway"
+        )
+    return group
 
 
 def _validated(

@@ -47,6 +47,10 @@ PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("ec2", "DescribeAddresses"): "ec2:DescribeAddresses",
     ("ec2", "DescribeNatGateways"): "ec2:DescribeNatGateways",
     ("ec2", "DescribeSubnets"): "ec2:DescribeSubnets",
+    ("ec2", "DescribeRouteTables"): "ec2:DescribeRouteTables",
+    ("ec2", "DescribeVpcEndpoints"): "ec2:DescribeVpcEndpoints",
+    ("ec2", "DescribeSecurityGroups"): "ec2:DescribeSecurityGroups",
+    ("fsx", "DescribeFileSystems"): "fsx:DescribeFileSystems",
     ("sagemaker", "DescribeTrainingPlan"): "sagemaker:DescribeTrainingPlan",
     ("service-quotas", "ListServiceQuotas"): "servicequotas:ListServiceQuotas",
     ("service-quotas", "ListAWSDefaultServiceQuotas"): "servicequotas:ListAWSDefaultServiceQuotas",
@@ -107,7 +111,10 @@ HEALTHCHECK_ACTIONS: dict[tuple[str, str], str] = {
 }
 """Every call `fmcluster healthcheck` makes: starting the checks (not read-only) and reading the nodes' state."""
 
-ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS, **CONNECT_ACTIONS, **HEALTHCHECK_ACTIONS}
+PLAN_ACTIONS: dict[tuple[str, str], str] = {("pricing", "GetProducts"): "pricing:GetProducts"}
+"""Every call `fmcluster plan --live` makes (the Price List API; read-only)."""
+
+ACTIONS = {**PREFLIGHT_ACTIONS, **DIAGNOSE_ACTIONS, **CONNECT_ACTIONS, **PLAN_ACTIONS, **HEALTHCHECK_ACTIONS}
 
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "403", "Forbidden"})
 """Error codes of a call the caller's policy refuses: EC2 answers UnauthorizedOperation (EC2 API reference, error

@@ -92,9 +92,14 @@ def quota_checks(config: ClusterConfig, aws: Aws, types: InstanceTypes) -> list[
     quotas = ServiceQuotas(aws)
     instances = resolve(orchestrators.of(config.orchestrator.type).INSTANCE_QUOTA_CHECKS)
     checks: list[Check] = instances(config, quotas, types)
-    checks.append(
-        Check(f"quota '{LUSTRE_STORAGE}'", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config))
-    )
+    if not config.storage.lustre.existing:  # an existing file system draws on no new storage
+        checks.append(
+            Check(
+                f"quota '{LUSTRE_STORAGE}'", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config)
+            )
+        )
+    if config.network.vpc_id is not None:
+        return checks  # a VPC of your own: fmcluster creates no VPC, NAT gateway or Elastic IP
     checks.append(Check(f"quota '{VPCS}'", "network", lambda: check_vpcs(quotas, aws)))
     if config.network.egress == "nat":
         checks.append(

@@ -30,6 +30,7 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("LustreRepository", "storage.lustre.repositories", "a data repository association (LustreStorage)"),
     ("LinksRepository", "storage.lustre.repositories", "a data repository association (DataRepositoryLinks)"),
     ("LustreSecurityGroup", "storage.lustre", "the file system's security group and Lustre port rules"),
+    ("ExistingLustre", "storage.lustre.security_group_id", "the nodes' egress to the existing file system's group"),
     ("Lustre", "storage.lustre", "FSx for Lustre (LustreStorage)"),
     ("Buckets", "storage", "the project buckets and their KMS key (ProjectBuckets)"),
     ("NodeDataAccess", "storage", "the nodes' policy for datasets and checkpoints"),

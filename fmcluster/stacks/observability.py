@@ -52,9 +52,10 @@ class ObservabilityStack(cdk.Stack):
             prometheus=observability.prometheus,
             grafana=observability.grafana,
             alarm_email=observability.alarm_email,
-            file_system_id=storage.lustre.file_system_id,
-            lustre_capacity_gib=lustre.capacity_gib,
-            lustre_throughput_per_tib=lustre.throughput_per_tib,
+            # an existing file system's size is not in the file: its dashboards and alarm are its owner's
+            file_system_id=None if lustre.existing else storage.lustre.file_system_id,
+            lustre_capacity_gib=None if lustre.existing else lustre.capacity_gib,
+            lustre_throughput_per_tib=None if lustre.existing else lustre.throughput_per_tib,
             node_roles=node_roles,
             removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
         )

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.buckets import ProjectBuckets
+from fmcluster.constructs.existing_network import ExistingNetwork
 from fmcluster.constructs.keys import encrypt_log_groups
-from fmcluster.constructs.lustre import LustreStorage
+from fmcluster.constructs.lustre import ExistingFileSystemAccess, LustreMount, LustreStorage
 from fmcluster.constructs.mirror import ArtifactMirror
 from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.constructs.network import TrainingNetwork
@@ -17,7 +20,9 @@ from fmcluster.stacks.outputs import add_output
 
 
 class StorageStack(cdk.Stack):
-    """`ProjectBuckets` and `LustreStorage` configured from the cluster file's `storage` section, without its S3 links.
+    """`ProjectBuckets` and `LustreStorage` configured from the cluster file's `storage` section, without its S3 links;
+    with `storage.lustre.file_system_id`, no file system: the existing one is mounted (`LustreMount`) and only the
+    nodes' egress to its security group is added.
 
     The file system sits in the network's compute subnet and admits the nodes' EFA security group. With
     `storage.retain_on_delete: true` (the default) the stack is termination-protected and the key, buckets,
@@ -31,7 +36,7 @@ class StorageStack(cdk.Stack):
         construct_id: str,
         *,
         config: ClusterConfig,
-        network: TrainingNetwork,
+        network: TrainingNetwork | ExistingNetwork,
         **kwargs,
     ) -> None:
         retain = config.storage.retain_on_delete
@@ -41,22 +46,39 @@ class StorageStack(cdk.Stack):
         lustre = config.storage.lustre
 
         self.buckets = ProjectBuckets(self, "Buckets", removal_policy=removal_policy)
-        self.lustre = LustreStorage(
-            self,
-            "Lustre",
-            vpc=network.vpc,
-            subnet=network.compute_subnet,
-            client_security_groups=[network.efa_security_group],
-            capacity_gib=lustre.capacity_gib,
-            throughput_per_tib=lustre.throughput_per_tib,
-            efa=lustre.efa,
-            compression=lustre.compression,
-            metadata_iops=lustre.metadata_iops,
-            # The S3 links live in a stack of their own (DataLinksStack), so the cluster need not wait for them.
-            data_bucket=self.buckets.data_bucket,
-            kms_key=self.buckets.key,
-            removal_policy=removal_policy,
-        )
+        self.lustre: LustreStorage | LustreMount
+        """The file system the nodes mount: created here, or (`storage.lustre.file_system_id`) an existing one."""
+        if lustre.existing:
+            self.lustre = LustreMount(
+                dns_name=cast(str, lustre.dns_name),  # required with file_system_id
+                mount_name=cast(str, lustre.mount_name),
+                efa=lustre.efa,
+                file_system_id=lustre.file_system_id,
+            )
+            ExistingFileSystemAccess(
+                self,
+                "ExistingLustre",
+                clients=network.efa_security_group,
+                file_system_security_group_id=cast(str, lustre.security_group_id),
+                efa=lustre.efa,
+            )
+        else:
+            self.lustre = LustreStorage(
+                self,
+                "Lustre",
+                vpc=network.vpc,
+                subnet=network.compute_subnet,
+                client_security_groups=[network.efa_security_group],
+                capacity_gib=lustre.capacity_gib,
+                throughput_per_tib=lustre.throughput_per_tib,
+                efa=lustre.efa,
+                compression=lustre.compression,
+                metadata_iops=lustre.metadata_iops,
+                # The S3 links live in a stack of their own (DataLinksStack), so the cluster need not wait for them.
+                data_bucket=self.buckets.data_bucket,
+                kms_key=self.buckets.key,
+                removal_policy=removal_policy,
+            )
         self.mirror = ArtifactMirror(self, "Mirror", bucket=self.buckets.data_bucket, key=self.buckets.key)
         """Every file a node installs, copied in by a job outside the VPC while the file system is created (beside
         it, so it adds nothing to the deploy's critical path); the cluster stacks give `mirror.uri` to the nodes."""
@@ -83,7 +105,7 @@ class StorageStack(cdk.Stack):
         for key, value in (
             ("DataBucket", self.buckets.data_bucket.bucket_name),
             ("CheckpointsBucket", self.buckets.checkpoints_bucket.bucket_name),
-            ("FileSystemId", self.lustre.file_system_id),
+            ("FileSystemId", cast(str, self.lustre.file_system_id)),
             ("FileSystemDnsName", self.lustre.dns_name),
             ("FileSystemMountName", self.lustre.mount_name),
         ):

@@ -23,6 +23,7 @@ PLAN_ARN = f"arn:aws:sagemaker:us-west-2:{ACCOUNT}:training-plan/llm-pretrain-20
 DOCUMENTED_ERRORS = {
     "InvalidCapacityReservationId.NotFound": "EC2 API reference, error codes",
     "InvalidAMIID.NotFound": "EC2 API reference, error codes",
+    "InvalidGroup.NotFound": "EC2 API reference, error codes (the specified security group does not exist)",
     "UnauthorizedOperation": "EC2 API reference, error codes",
     "404": "S3 API reference, HeadBucket (a HEAD response has no body: the code is the HTTP status)",
     "403": "S3 API reference, HeadBucket",
@@ -915,5 +916,53 @@ SAMPLES.update(
     {
         ("ssm", "StartSession"): session(),
         ("ssm", "TerminateSession"): {"SessionId": SESSION_ID},
+    }
+)
+
+
+# --- a VPC, a file system and prices of one's own (tests/live/test_network.py, test_file_system.py, test_prices.py)
+SAMPLES.update(
+    {
+        ("ec2", "DescribeRouteTables"): {
+            "RouteTables": [
+                {
+                    "RouteTableId": "rtb-0123456789abcdef0",
+                    "VpcId": "vpc-0123456789abcdef0",
+                    "Routes": [{"DestinationCidrBlock": "0.0.0.0/0", "NatGatewayId": "nat-0123", "State": "active"}],
+                }
+            ]
+        },
+        ("ec2", "DescribeVpcEndpoints"): {
+            "VpcEndpoints": [
+                {
+                    "VpcEndpointId": "vpce-0123456789abcdef0",
+                    "VpcEndpointType": "Gateway",
+                    "ServiceName": "com.amazonaws.us-east-1.s3",
+                    "State": "Available",
+                    "RouteTableIds": ["rtb-0123456789abcdef0"],
+                }
+            ]
+        },
+        ("ec2", "DescribeSecurityGroups"): {
+            "SecurityGroups": [
+                {
+                    "GroupId": "sg-0123456789abcdef0",
+                    "IpPermissions": [
+                        {"IpProtocol": "tcp", "FromPort": 988, "ToPort": 988, "IpRanges": [{"CidrIp": "10.0.0.0/16"}]}
+                    ],
+                }
+            ]
+        },
+        ("fsx", "DescribeFileSystems"): {
+            "FileSystems": [
+                {
+                    "FileSystemId": "fs-0123456789abcdef0",
+                    "FileSystemType": "LUSTRE",
+                    "Lifecycle": "AVAILABLE",
+                    "LustreConfiguration": {"MountName": "abcdef12", "EfaEnabled": False},
+                }
+            ]
+        },
+        ("pricing", "GetProducts"): {"FormatVersion": "aws_v1", "PriceList": ['{"product": {}, "terms": {}}']},
     }
 )

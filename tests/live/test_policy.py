@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from fmcluster.live.aws import ACTIONS, CONNECT_ACTIONS, DIAGNOSE_ACTIONS, INFO_ACTIONS, PREFLIGHT_ACTIONS
+from fmcluster.live.aws import ACTIONS, CONNECT_ACTIONS, DIAGNOSE_ACTIONS, INFO_ACTIONS, PLAN_ACTIONS, PREFLIGHT_ACTIONS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 FIRST_JOB = README.with_name("docs") / "first-job.md"
@@ -24,6 +24,10 @@ def policy_actions(sid: str, document: Path = README) -> set[str]:
 
 def test_the_validate_live_policy_is_exactly_what_the_calls_need():
     assert policy_actions("FmclusterValidateLive") == set(PREFLIGHT_ACTIONS.values())
+
+
+def test_the_plan_live_policy_is_exactly_what_the_calls_need():
+    assert policy_actions("FmclusterPlanLive") == set(PLAN_ACTIONS.values())
 
 
 def test_the_diagnose_policy_is_exactly_what_the_calls_need():

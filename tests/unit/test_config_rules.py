@@ -21,6 +21,25 @@ from fmcluster.config.service_models import service_data
 SOURCE = "cluster.yaml"
 RES = "cr-0123456789abcdef0"
 OTHER_RES = "cr-0fedcba9876543210"
+VPC = "vpc-0123456789abcdef0"
+SUBNET = "subnet-0123456789abcdef0"
+OWN_VPC = {"network.vpc_id": VPC, "network.subnet_id": SUBNET}
+FS_ID = "fs-0123456789abcdef0"
+FS_REQUIRED = "required with storage.lustre.file_system_id (what a mount needs: aws fsx describe-file-systems shows it)"
+FS_CREATED_ONLY = "only for a file system fmcluster creates; an existing one (file_system_id) is mounted as it is"
+
+
+def existing_fs(**keys: str) -> dict[str, str]:
+    mount = {
+        "file_system_id": FS_ID,
+        "dns_name": f"{FS_ID}.fsx.us-east-1.amazonaws.com",
+        "mount_name": "abcdef12",
+        "security_group_id": "sg-0123456789abcdef0",
+        **keys,
+    }
+    return {f"storage.lustre.{key}": value for key, value in mount.items()}
+
+
 ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/my-plan"
 DELETE = object()
 
@@ -107,6 +126,7 @@ RESERVATION_FORMAT = "must be a capacity reservation id like cr-0123456789abcdef
 ARN_FORMAT = (
     "must be a SageMaker training plan ARN like arn:aws:sagemaker:us-east-1:123456789012:training-plan/my-plan; got "
 )
+SUBNET_WITHOUT_VPC = "only with network.vpc_id: a subnet of a VPC of your own (without it fmcluster creates one)"
 ML_PREFIX = "HyperPod's 'ml.' prefix is added for you"
 CAPACITY_RULE = "must be 1200, 2400 or a multiple of 2400 GiB; got "
 IOPS_RULE = "must be 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000; got "
@@ -256,6 +276,110 @@ INVALID = [
     _p({"network.vpc_cidr": "fd00::/16"}, ["network.vpc_cidr: " + CIDR_FORMAT + "'fd00::/16'"], "cidr-ipv6"),
     _p({"network.egress": "igw"}, ["network.egress: must be 'nat' or 'none'; got 'igw'"], "egress-enum"),
     _p({"network": []}, ["network: must be a mapping of keys; got a list"], "network-not-mapping"),
+    # an existing file system: id formats from botocore's fsx model (FileSystemId ^(fs-[0-9a-f]{8,})$, 11-21
+    # characters; SecurityGroupId ^(sg-[0-9a-f]{8,})$, 11-20; DNSName; LustreFileSystemMountName 1-8 [A-Za-z0-9_-])
+    _p(
+        {**OWN_VPC, **existing_fs(file_system_id="fs-123")},
+        ["storage.lustre.file_system_id: must be an FSx file system id like fs-0123456789abcdef0; got 'fs-123'"],
+        "fs-id-short",
+    ),
+    _p(
+        {**OWN_VPC, **existing_fs(file_system_id="fsx-0123456789abcdef0")},
+        [
+            "storage.lustre.file_system_id: must be an FSx file system id like fs-0123456789abcdef0; got "
+            "'fsx-0123456789abcdef0'"
+        ],
+        "fs-id-prefix",
+    ),
+    _p(
+        {**OWN_VPC, **existing_fs(security_group_id="sg-12")},
+        ["storage.lustre.security_group_id: must be a security group id like sg-0123456789abcdef0; got 'sg-12'"],
+        "fs-security-group-id",
+    ),
+    _p(
+        {**OWN_VPC, **existing_fs(dns_name="lustre.example.com")},
+        [
+            "storage.lustre.dns_name: must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; "
+            "got 'lustre.example.com'"
+        ],
+        "fs-dns-name",
+    ),
+    _p(
+        {**OWN_VPC, **existing_fs(mount_name="abcdefghi")},
+        ["storage.lustre.mount_name: must be an FSx mount name of 1-8 letters, digits, '_' or '-'; got 'abcdefghi'"],
+        "fs-mount-name",
+    ),
+    _p(
+        {**OWN_VPC, "storage.lustre.file_system_id": FS_ID},
+        [f"storage.lustre.{key}: " + FS_REQUIRED for key in ("dns_name", "mount_name", "security_group_id")],
+        "fs-id-without-mount-keys",
+    ),
+    _p(
+        {**OWN_VPC, **existing_fs(), "storage.lustre.capacity_gib": 2400, **repos({"path": "/datasets"})},
+        [
+            "storage.lustre.capacity_gib: " + FS_CREATED_ONLY,
+            "storage.lustre.repositories: " + FS_CREATED_ONLY,
+        ],
+        "fs-id-with-created-keys",
+    ),
+    _p(
+        {"storage.lustre.mount_name": "abcdef12"},
+        ["storage.lustre.mount_name: only with storage.lustre.file_system_id"],
+        "mount-name-without-fs-id",
+    ),
+    _p(
+        existing_fs(),
+        [
+            "storage.lustre.file_system_id: needs network.vpc_id and network.subnet_id: an existing file system "
+            "lives in a VPC of its own, and the VPC fmcluster would create has no route to it"
+        ],
+        "fs-id-without-own-vpc",
+    ),
+    # a VPC of your own: id formats from botocore's fsx model (VpcId ^(vpc-[0-9a-f]{8,})$, 12-21 characters;
+    # SubnetId ^(subnet-[0-9a-f]{8,})$, 15-24 characters)
+    _p(
+        {"network.vpc_id": "vpc-123", "network.subnet_id": SUBNET},
+        ["network.vpc_id: must be a VPC id like vpc-0123456789abcdef0; got 'vpc-123'"],
+        "vpc-id-short",
+    ),
+    _p(
+        {"network.vpc_id": "vpc-0123456789ABCDEF0", "network.subnet_id": SUBNET},
+        ["network.vpc_id: must be a VPC id like vpc-0123456789abcdef0; got 'vpc-0123456789ABCDEF0'"],
+        "vpc-id-upper",
+    ),
+    _p(
+        {"network.vpc_id": VPC, "network.subnet_id": "subnet-0123456789abcdef01"},
+        ["network.subnet_id: must be a subnet id like subnet-0123456789abcdef0; got 'subnet-0123456789abcdef01'"],
+        "subnet-id-long",
+    ),
+    _p(
+        {"network.vpc_id": VPC, "network.subnet_id": "sn-01234567"},
+        ["network.subnet_id: must be a subnet id like subnet-0123456789abcdef0; got 'sn-01234567'"],
+        "subnet-id-prefix",
+    ),
+    _p(
+        {"network.vpc_id": VPC},
+        ["network.subnet_id: required with network.vpc_id: the subnet (in availability_zone_id) the nodes go in"],
+        "vpc-id-without-subnet",
+    ),
+    _p(
+        {"network.subnet_id": SUBNET},
+        ["network.subnet_id: " + SUBNET_WITHOUT_VPC],
+        "subnet-id-without-vpc",
+    ),
+    _p(
+        {"network.vpc_id": VPC, "network.subnet_id": SUBNET, "network.vpc_cidr": "10.0.0.0/16"},
+        ["network.vpc_cidr: only without network.vpc_id: fmcluster creates no VPC in one of your own"],
+        "vpc-cidr-with-vpc-id",
+    ),
+    _p(
+        {"network.vpc_id": VPC, "network.subnet_id": SUBNET, "secondary_availability_zone_id": "use1-az4"},
+        [
+            "secondary_availability_zone_id: only without network.vpc_id: it places a second subnet (for the "
+            "interface endpoints) in the VPC fmcluster creates; in a VPC of your own the endpoints are yours"
+        ],
+        "secondary-az-with-vpc-id",
+    ),
     _p(
         {"compliance": "soc2"},
         ["compliance: must be 'baseline' or 'control-tower'; got 'soc2'"],
@@ -1437,6 +1561,10 @@ VALID = [
     pytest.param({**PCS, "compute[0].root_volume_gib": 1024}, id="root-volume-with-pcs"),
     pytest.param({"orchestrator.controller_instance_type": "m5.8xlarge"}, id="controller-type-with-hyperpod"),
     pytest.param({"network.vpc_cidr": "10.0.0.0/20"}, id="cidr-20"),
+    pytest.param({"network.vpc_id": VPC, "network.subnet_id": SUBNET}, id="own-vpc"),
+    pytest.param({**OWN_VPC, **existing_fs()}, id="existing-file-system"),
+    pytest.param({**OWN_VPC, **existing_fs(), "storage.lustre.efa": True}, id="existing-efa-file-system"),
+    pytest.param({"network.vpc_id": "vpc-01234567", "network.subnet_id": "subnet-01234567"}, id="own-vpc-short-ids"),
     pytest.param({"network.vpc_cidr": "172.16.0.0/16"}, id="cidr-172-16"),
     pytest.param({"network.vpc_cidr": "192.168.0.0/16"}, id="cidr-192-168"),
     pytest.param({"network.egress": "none"}, id="egress-none"),

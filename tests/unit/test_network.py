@@ -10,6 +10,7 @@ from aws_cdk.assertions import Match, Template
 
 from fmcluster.constructs import TrainingNetwork
 from fmcluster.constructs.network import INTERFACE_ENDPOINTS
+from fmcluster.endpoints import INTERFACE_ENDPOINT_SERVICES, endpoint_services
 from tests.support import properties_of as resources
 
 pytestmark = pytest.mark.synth
@@ -57,6 +58,15 @@ def test_pcs_nodes_without_internet_reach_pcs_through_its_endpoint(isolated):
     # VPC without internet cannot call RegisterComputeNodeGroupInstance.
     names = [e["ServiceName"] for e in resources(isolated, "AWS::EC2::VPCEndpoint")]
     assert "com.amazonaws.us-west-2.pcs" in names
+
+
+def test_the_endpoints_validate_live_looks_for_are_the_ones_fmcluster_creates(isolated):
+    """fmcluster.endpoints names them for `validate --live` without CDK: the same as the synthesized ServiceNames."""
+    for key, attribute in INTERFACE_ENDPOINTS.items():
+        assert getattr(ec2.InterfaceVpcEndpointAwsService, attribute).short_name == INTERFACE_ENDPOINT_SERVICES[key]
+    names = {str(e["ServiceName"]) for e in resources(isolated, "AWS::EC2::VPCEndpoint")}
+    created = {name if name.startswith("com.") else "" for name in names}  # the S3 gateway's name is an Fn::Join
+    assert set(endpoint_services("us-west-2", pcs=True)) - {"com.amazonaws.us-west-2.s3"} == created - {""}
 
 
 def test_hyperpod_networks_have_no_pcs_endpoint():

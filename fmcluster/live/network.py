@@ -1,0 +1,168 @@
+"""A VPC and subnet of your own (`network.vpc_id`, `network.subnet_id`): the subnet is in the VPC and in
+`availability_zone_id`, has free addresses for the nodes, and a way out: a default route (`egress: nat`) or the VPC
+endpoints fmcluster would create in its own VPC (`egress: none`).
+
+Sources: EC2 API reference, DescribeSubnets (VpcId, AvailabilityZoneId, AvailableIpAddressCount), DescribeRouteTables
+(`association.subnet-id`, `association.main` filters; a subnet without an explicit association uses its VPC's main
+route table: VPC user guide, "Subnet route tables"; Route State active|blackhole), DescribeVpcEndpoints (ServiceName,
+VpcEndpointType Interface|Gateway, State, RouteTableIds, PrivateDnsEnabled); EC2 user guide, EFA: `efa-only`
+interfaces take no IP address, so a node takes one address of its subnet (FACTS.md).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from fmcluster.config import ClusterConfig
+from fmcluster.config.orchestrators import pcs
+from fmcluster.endpoints import GATEWAY_ENDPOINTS, endpoint_services
+from fmcluster.live.aws import Aws
+from fmcluster.live.runner import Check
+from fmcluster.problems import Problem, warning
+
+ROUTE_TARGETS = (
+    "NatGatewayId",
+    "GatewayId",
+    "TransitGatewayId",
+    "NetworkInterfaceId",
+    "InstanceId",
+    "VpcPeeringConnectionId",
+    "CoreNetworkArn",
+)
+"""Targets of a route that leaves the VPC (botocore ec2 `Route`); GatewayId `local` is the VPC itself."""
+USABLE_ENDPOINT_STATES = ("available", "pending", "pendingacceptance")
+"""Endpoint states that carry (or will carry) traffic, compared without case: botocore's ec2 model spells the State
+enum `Available`, `Pending`, `PendingAcceptance`; the CLI's answers show `available` (unconfirmed which one the API
+sends)."""
+
+
+def network_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
+    if config.network.vpc_id is None:
+        return []
+    return [Check(f"subnet {config.network.subnet_id}", "network.subnet_id", partial(check_subnet, config, aws))]
+
+
+def nodes_in_subnet(config: ClusterConfig) -> int:
+    """Instances that take an address in the subnet: compute nodes, and the controller (HyperPod) or head node
+    (PCS), and a login node. One each: a node's EFA interfaces are `efa-only` (no address)."""
+    if config.orchestrator.type == "pcs":
+        return pcs.nodes(config.orchestrator, config.observability, config.total_nodes)
+    return config.total_nodes + 1 + (1 if config.orchestrator.login_instance_type else 0)
+
+
+def check_subnet(config: ClusterConfig, aws: Aws) -> list[Problem]:
+    path, subnet_id, vpc_id = "network.subnet_id", config.network.subnet_id, config.network.vpc_id
+    subnets = aws.call("ec2", "DescribeSubnets", SubnetIds=[subnet_id]).get("Subnets", [])
+    if not subnets:
+        return [Problem(path, f"subnet {subnet_id} does not exist in {config.region}")]
+    subnet = subnets[0]
+    problems = []
+    if subnet.get("VpcId") != vpc_id:
+        return [Problem(path, f"subnet {subnet_id} is in {subnet.get('VpcId')}, not in network.vpc_id {vpc_id}")]
+    zone = subnet.get("AvailabilityZoneId")
+    if zone != config.availability_zone_id:
+        problems.append(
+            Problem(
+                path,
+                f"subnet {subnet_id} is in {zone}, not in availability_zone_id {config.availability_zone_id} "
+                "(where the capacity is); give a subnet of that zone",
+            )
+        )
+    free, needed = subnet.get("AvailableIpAddressCount", 0), nodes_in_subnet(config)
+    if free < needed:
+        problems.append(
+            Problem(
+                path,
+                f"subnet {subnet_id} has {free} free addresses; the cluster's {needed} instances take one each "
+                "(EFA interfaces are efa-only and take none), plus the file system's (FSx does not document how "
+                "many, unconfirmed)",
+            )
+        )
+    routes = _route_table(aws, subnet_id, vpc_id)
+    if config.network.egress == "nat":
+        problems += _route_out(subnet_id, routes)
+    else:
+        problems += _endpoints(config, aws, routes)
+    return problems
+
+
+def _route_table(aws: Aws, subnet_id: str, vpc_id: str) -> dict[str, Any] | None:
+    """The subnet's route table: its own association, else its VPC's main table."""
+    for filters in (
+        [{"Name": "association.subnet-id", "Values": [subnet_id]}],
+        [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "association.main", "Values": ["true"]}],
+    ):
+        tables = list(aws.pages("ec2", "DescribeRouteTables", "RouteTables", Filters=filters))
+        if tables:
+            return tables[0]
+    return None
+
+
+def _route_out(subnet_id: str, table: dict[str, Any] | None) -> list[Problem]:
+    path = "network.egress"
+    defaults = [
+        route
+        for route in (table or {}).get("Routes", [])
+        if route.get("DestinationCidrBlock") == "0.0.0.0/0"
+        and any(route.get(target) and route.get(target) != "local" for target in ROUTE_TARGETS)
+    ]
+    where = f"route table {table['RouteTableId']}" if table else "no route table"
+    if not defaults:
+        return [
+            Problem(
+                path,
+                f"subnet {subnet_id} has no route to 0.0.0.0/0 ({where}); with egress: nat nodes need one (a NAT "
+                "gateway, transit gateway or firewall), or set egress: none with the VPC endpoints the nodes call",
+            )
+        ]
+    if all(route.get("State") == "blackhole" for route in defaults):
+        return [Problem(path, f"subnet {subnet_id}'s route to 0.0.0.0/0 ({where}) is a blackhole: its target is gone")]
+    return []
+
+
+def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) -> list[Problem]:
+    path = "network.egress"
+    found = {
+        endpoint["ServiceName"]: endpoint
+        for endpoint in aws.pages(
+            "ec2",
+            "DescribeVpcEndpoints",
+            "VpcEndpoints",
+            Filters=[{"Name": "vpc-id", "Values": [config.network.vpc_id]}],
+        )
+        if str(endpoint.get("State", "")).lower() in USABLE_ENDPOINT_STATES
+    }
+    problems = []
+    missing = []
+    for service in endpoint_services(config.region, pcs=config.orchestrator.type == "pcs"):
+        endpoint = found.get(service)
+        if endpoint is None:
+            missing.append(service)
+        elif service.rsplit(".", 1)[-1] in GATEWAY_ENDPOINTS:
+            if table is None or table["RouteTableId"] not in endpoint.get("RouteTableIds", []):
+                problems.append(
+                    Problem(
+                        path,
+                        f"the {service} gateway endpoint is not in the subnet's route table "
+                        f"({table['RouteTableId'] if table else 'none'}); add it, or S3 is out of reach",
+                    )
+                )
+        elif not endpoint.get("PrivateDnsEnabled"):
+            problems.append(
+                warning(
+                    path,
+                    f"the {service} endpoint has private DNS off: the AWS SDKs on the nodes resolve the public "
+                    "name and, with egress: none, cannot reach it",
+                )
+            )
+    if missing:
+        problems.insert(
+            0,
+            Problem(
+                path,
+                f"with egress: none the nodes reach AWS through VPC endpoints only; {config.network.vpc_id} has "
+                f"none for {', '.join(missing)}",
+            ),
+        )
+    return problems

@@ -1,0 +1,150 @@
+"""A VPC and subnet of one's own (`network.vpc_id`/`subnet_id`), against stubbed EC2 responses.
+
+Every response is checked against botocore's ec2 output shapes (DescribeSubnets, DescribeRouteTables,
+DescribeVpcEndpoints) by the `stubs` fixture before it is queued.
+"""
+
+from __future__ import annotations
+
+from fmcluster.live.network import check_subnet, network_checks
+from fmcluster.live.preflight import checks
+from tests.live.conftest import QUICKSTART, config_of
+
+VPC = "vpc-0a1b2c3d4e5f60718"
+SUBNET = "subnet-0a1b2c3d4e5f60718"
+TABLE = "rtb-0123456789abcdef0"
+OWN_VPC = {"vpc_id": VPC, "subnet_id": SUBNET}
+BY_SUBNET = [{"Name": "association.subnet-id", "Values": [SUBNET]}]
+MAIN_TABLE = [{"Name": "vpc-id", "Values": [VPC]}, {"Name": "association.main", "Values": ["true"]}]
+
+
+def subnet(zone="use1-az6", free=250, vpc=VPC):
+    return {
+        "Subnets": [{"SubnetId": SUBNET, "VpcId": vpc, "AvailabilityZoneId": zone, "AvailableIpAddressCount": free}]
+    }
+
+
+def table(*routes):
+    local = {"DestinationCidrBlock": "10.0.0.0/16", "GatewayId": "local", "State": "active"}
+    return {"RouteTables": [{"RouteTableId": TABLE, "VpcId": VPC, "Routes": [local, *routes]}]}
+
+
+NAT_ROUTE = {"DestinationCidrBlock": "0.0.0.0/0", "NatGatewayId": "nat-0123456789abcdef0", "State": "active"}
+
+
+def endpoint(name, kind="Interface", dns=True, tables=()):
+    return {
+        "VpcEndpointId": "vpce-0123456789abcdef0",
+        "VpcEndpointType": kind,
+        "VpcId": VPC,
+        "ServiceName": f"com.amazonaws.us-east-1.{name}",
+        "State": "Available",  # botocore's ec2 model spells the enum so
+        "PrivateDnsEnabled": dns,
+        "RouteTableIds": list(tables),
+    }
+
+
+def messages(stubs, responses, **network):
+    config = config_of(QUICKSTART, network={**OWN_VPC, **network})
+    stub = stubs()
+    stub.ok("ec2", "DescribeSubnets", responses.pop(0), {"SubnetIds": [SUBNET]})
+    for operation, response, params in responses:
+        stub.ok("ec2", operation, response, params)
+    return [problem.render("cluster.yaml") for problem in check_subnet(config, stub.aws())]
+
+
+def test_without_a_vpc_of_ones_own_nothing_is_checked():
+    assert network_checks(config_of(QUICKSTART), None) == []
+
+
+def test_a_vpc_of_ones_own_skips_the_vpc_nat_and_address_quotas():
+    labels = [check.label for check in checks(config_of(QUICKSTART, network=OWN_VPC), None, "123456789012", None)]
+    assert f"subnet {SUBNET}" in labels
+    assert not any(label.startswith(("quota 'VPCs", "quota 'NAT", "quota 'EC2-VPC Elastic")) for label in labels)
+
+
+def test_a_subnet_in_the_zone_with_room_and_a_nat_route_passes(stubs):
+    assert messages(stubs, [subnet(), ("DescribeRouteTables", table(NAT_ROUTE), {"Filters": BY_SUBNET})]) == []
+
+
+def test_a_subnet_in_another_zone_with_too_few_addresses(stubs):
+    # the quickstart: 2 compute nodes and the HyperPod controller
+    assert messages(
+        stubs, [subnet("use1-az4", 2), ("DescribeRouteTables", table(NAT_ROUTE), {"Filters": BY_SUBNET})]
+    ) == [
+        f"cluster.yaml: network.subnet_id: subnet {SUBNET} is in use1-az4, not in availability_zone_id use1-az6 "
+        "(where the capacity is); give a subnet of that zone",
+        f"cluster.yaml: network.subnet_id: subnet {SUBNET} has 2 free addresses; the cluster's 3 instances take one "
+        "each (EFA interfaces are efa-only and take none), plus the file system's (FSx does not document how many, "
+        "unconfirmed)",
+    ]
+
+
+def test_a_subnet_of_another_vpc(stubs):
+    other = "vpc-0fedcba9876543210"
+    assert messages(stubs, [subnet(vpc=other)]) == [
+        f"cluster.yaml: network.subnet_id: subnet {SUBNET} is in {other}, not in network.vpc_id {VPC}"
+    ]
+
+
+def test_a_missing_subnet(stubs):
+    assert messages(stubs, [{"Subnets": []}]) == [
+        f"cluster.yaml: network.subnet_id: subnet {SUBNET} does not exist in us-east-1"
+    ]
+
+
+def test_the_main_route_table_without_a_way_out(stubs):
+    responses = [
+        subnet(),
+        ("DescribeRouteTables", {"RouteTables": []}, {"Filters": BY_SUBNET}),
+        ("DescribeRouteTables", table(), {"Filters": MAIN_TABLE}),
+    ]
+    assert messages(stubs, responses) == [
+        f"cluster.yaml: network.egress: subnet {SUBNET} has no route to 0.0.0.0/0 (route table {TABLE}); with "
+        "egress: nat nodes need one (a NAT gateway, transit gateway or firewall), or set egress: none with the VPC "
+        "endpoints the nodes call"
+    ]
+
+
+def test_a_blackhole_route_out(stubs):
+    dead = {**NAT_ROUTE, "State": "blackhole"}
+    assert messages(stubs, [subnet(), ("DescribeRouteTables", table(dead), {"Filters": BY_SUBNET})]) == [
+        f"cluster.yaml: network.egress: subnet {SUBNET}'s route to 0.0.0.0/0 (route table {TABLE}) is a blackhole: "
+        "its target is gone"
+    ]
+
+
+ALL_INTERFACES = ("ecr.api", "ecr.dkr", "ssm", "ssmmessages", "ec2messages", "logs", "monitoring", "sts",
+                  "sagemaker.api", "aps-workspaces")  # fmt: skip
+VPC_FILTER = {"Filters": [{"Name": "vpc-id", "Values": [VPC]}]}
+
+
+def test_no_egress_with_every_endpoint_passes(stubs):
+    endpoints = [endpoint("s3", "Gateway", dns=False, tables=[TABLE]), *map(endpoint, ALL_INTERFACES)]
+    responses = [
+        subnet(),
+        ("DescribeRouteTables", table(), {"Filters": BY_SUBNET}),
+        ("DescribeVpcEndpoints", {"VpcEndpoints": endpoints}, VPC_FILTER),
+    ]
+    assert messages(stubs, responses, egress="none") == []
+
+
+def test_no_egress_with_endpoints_missing_or_unusable(stubs):
+    endpoints = [
+        endpoint("s3", "Gateway", dns=False, tables=["rtb-0fedcba9876543210"]),
+        endpoint("ssm", dns=False),
+        *map(endpoint, ALL_INTERFACES[3:]),
+    ]
+    responses = [
+        subnet(),
+        ("DescribeRouteTables", table(), {"Filters": BY_SUBNET}),
+        ("DescribeVpcEndpoints", {"VpcEndpoints": endpoints}, VPC_FILTER),
+    ]
+    assert messages(stubs, responses, egress="none") == [
+        "cluster.yaml: network.egress: with egress: none the nodes reach AWS through VPC endpoints only; "
+        f"{VPC} has none for com.amazonaws.us-east-1.ecr.api, com.amazonaws.us-east-1.ecr.dkr",
+        "cluster.yaml: network.egress: the com.amazonaws.us-east-1.s3 gateway endpoint is not in the subnet's route "
+        f"table ({TABLE}); add it, or S3 is out of reach",
+        "cluster.yaml: network.egress: warning: the com.amazonaws.us-east-1.ssm endpoint has private DNS off: the AWS "
+        "SDKs on the nodes resolve the public name and, with egress: none, cannot reach it",
+    ]
