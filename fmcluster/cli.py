@@ -247,6 +247,8 @@ def print_capacity_windows(config: ClusterConfig, console: Console) -> None:
         console.print(
             f"{what} ({', '.join(names)}): start and end known live only (`fmcluster info`); {drain}", soft_wrap=True
         )
+
+
 def print_cost(path: str, config: ClusterConfig, console: Console, *, live: bool = False) -> cost.Total | None:
     """The cost table: every billed part per hour and per month, from the shipped price table or (`live`) the AWS
     Price List API; None after one line on stderr when `live` has no credentials."""

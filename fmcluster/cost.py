@@ -21,7 +21,7 @@ from importlib import resources
 import yaml
 
 from fmcluster import deploy_time
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.config.orchestrators import pcs
 from fmcluster.endpoints import INTERFACE_ENDPOINT_SERVICES
 
@@ -176,7 +176,7 @@ def _network(config: ClusterConfig) -> list[Line]:
         return []  # a VPC of your own: its NAT gateways and endpoints are its owner's bill
     if config.network.egress == "nat":
         return [Line("NAT gateway", "vpc:nat-gateway", 1, note="plus data processing per GB, not estimated")]
-    count = len(INTERFACE_ENDPOINT_SERVICES) + (1 if config.orchestrator.type == "pcs" else 0)
+    count = len(INTERFACE_ENDPOINT_SERVICES) + (1 if orchestrators.of(config.orchestrator.type).PCS_ENDPOINT else 0)
     zones = 2 if config.secondary_availability_zone_id else 1
     return [
         Line(

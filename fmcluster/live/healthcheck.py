@@ -20,6 +20,7 @@ from fmcluster.live.aws import Aws
 CHECKS = ("InstanceStress", "InstanceConnectivity")
 """botocore sagemaker DeepHealthCheckType."""
 
+
 class HealthCheckError(Exception):
     """What stops `healthcheck`, in one line."""
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from fmcluster.config import ClusterConfig
-from fmcluster.config.orchestrators import pcs
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.endpoints import GATEWAY_ENDPOINTS, endpoint_services
 from fmcluster.live.aws import Aws
 from fmcluster.live.runner import Check
@@ -46,9 +45,8 @@ def network_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
 def nodes_in_subnet(config: ClusterConfig) -> int:
     """Instances that take an address in the subnet: compute nodes, and the controller (HyperPod) or head node
     (PCS), and a login node. One each: a node's EFA interfaces are `efa-only` (no address)."""
-    if config.orchestrator.type == "pcs":
-        return pcs.nodes(config.orchestrator, config.observability, config.total_nodes)
-    return config.total_nodes + 1 + (1 if config.orchestrator.login_instance_type else 0)
+    rules = orchestrators.of(config.orchestrator.type)
+    return int(rules.nodes(config.orchestrator, config.observability, config.total_nodes))
 
 
 def check_subnet(config: ClusterConfig, aws: Aws) -> list[Problem]:
@@ -135,7 +133,7 @@ def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) ->
     }
     problems = []
     missing = []
-    for service in endpoint_services(config.region, pcs=config.orchestrator.type == "pcs"):
+    for service in endpoint_services(config.region, pcs=orchestrators.of(config.orchestrator.type).PCS_ENDPOINT):
         endpoint = found.get(service)
         if endpoint is None:
             missing.append(service)

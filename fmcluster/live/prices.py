@@ -16,6 +16,7 @@ nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -54,7 +55,8 @@ class PriceList:
     def query(region: str, key: str) -> Query | None:
         """(service code, attribute filters, product selector) for a price table key, or None for a key it cannot
         ask for (the PCS cluster fee, CodeBuild, Managed Grafana)."""
-        kind, _, name = key.partition(":")
+        match = re.fullmatch(r"([^:]*):(.*)", key)  # a price key: "ec2:p5.48xlarge"
+        kind, name = match.groups() if match else (key, "")
         where = {"regionCode": region}
         if kind == "ec2":
             filters = {"instanceType": name, "operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA",

@@ -35,7 +35,7 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("Buckets", "storage", "the project buckets and their KMS key (ProjectBuckets)"),
     ("NodeDataAccess", "storage", "the nodes' policy for datasets and checkpoints"),
     ("BucketNotifications", "storage", "the nccl-tests results trigger on the checkpoint bucket"),
-    ("Mirror", "storage", "the artifact mirror: its CodeBuild job outside the VPC and the deploy-time run (ArtifactMirror)"),
+    ("Mirror", "storage", "the artifact mirror: a CodeBuild job outside the VPC, run at deploy (ArtifactMirror)"),
     ("NcclTests", "storage", "the nccl-tests results function and its alarms"),
     ("BlockEnd", "compute[].drain_before_end_minutes", "the drain before a capacity block ends (BlockEndDrain)"),
     ("NcclEnvironment", "nccl.env", "a compute group's NCCL environment in SSM"),

@@ -29,6 +29,7 @@ SEAM = (
     "api_values",
     "instance_types",
     "head_instance_types",
+    "nodes",
     "instance_type_problem",
     "key_problems",
     "file_problems",
@@ -47,6 +48,9 @@ STILL_BRANCHING = {
     "fmcluster/live/info.py",
     # the observability construct's own `orchestrator` prop (HyperPod's status-change rule): a construct API
     "fmcluster/constructs/observability.py",
+    # the cost lines of each orchestrator's billed parts (ml. prices and the controller on HyperPod; the cluster fee,
+    # head node and root volumes on PCS): to move behind the seam as a per-orchestrator cost function
+    "fmcluster/cost.py",
 }
 
 

@@ -84,11 +84,19 @@ def group_problems(group: ComputeGroup, slurm_version: str | None) -> Iterator[t
             "a placement group name is for orchestrator.type: pcs: HyperPod places its nodes itself and its instance "
             "groups take no placement group (botocore sagemaker ClusterInstanceGroupSpecification)",
         )
+
+
 def key_problems(orchestrator: Orchestrator, groups: list[tuple[int, ComputeGroup]]) -> Iterator[Problem]:
     """Keys the file gives that HyperPod does not take: a group's root volume size."""
     for index, group in groups:
         if problem := root_volume_problem(group.model_fields_set):
             yield Problem(f"compute[{index}].root_volume_gib", problem)
+
+
+def nodes(orchestrator: Orchestrator, observability: Observability | None, compute_nodes: int) -> int:
+    """The instances of a HyperPod cluster that take an address in its subnet: compute nodes, the controller and the
+    login node when there is one."""
+    return compute_nodes + 1 + (1 if orchestrator.login_instance_type else 0)
 
 
 def head_instance_types(orchestrator: Orchestrator, observability: Observability | None) -> Iterator[tuple[str, str]]:

@@ -119,6 +119,8 @@ def group_problems(group: ComputeGroup, slurm_version: str | None) -> Iterator[t
             f"ComputeNodeGroupSlurmConfigurationRequest); orchestrator.slurm_version is {slurm_version}: remove it "
             "(idle nodes then stop after PCS's cluster-wide 10 minutes) or use 25.11 or later",
         )
+
+
 def key_problems(orchestrator: Orchestrator, groups: list[tuple[int, ComputeGroup]]) -> Iterator[Problem]:
     """Keys the file gives that AWS PCS does not take: a controller instance type."""
     if problem := controller_type_problem(orchestrator.model_fields_set):
