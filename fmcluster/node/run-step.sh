@@ -213,6 +213,7 @@ main() {
       exit 1
     fi
     record install "done"
+    log INFO "step install: done"
     return 0
   fi
   [[ -n "${STEP_SCRIPT[$step]+set}" ]] || usage
