@@ -192,6 +192,10 @@ run_step() {
   local name="$1" status runner="$RUNNER" on_error
   if [[ "$name" == install ]]; then
     runner="$HERE/node/run-step.sh" # /opt/fmcluster holds nothing yet
+  elif [[ ! -f "$runner" ]]; then
+    log ERROR "step $name: /opt/fmcluster holds no node files; run the install step first"
+    FAILED+=("$name")
+    return 0
   fi
   # Not `pipeline || status=$?`, which would hide a failure of tee; the step's failure is reported by the runner,
   # so lib.sh's ERR trap is off for the pipeline.
