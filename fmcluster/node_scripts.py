@@ -170,7 +170,7 @@ def bundle_path() -> str:
 
         bundle = s3_assets.Asset(stack, "NodeBundle", path=bundle_path())
         bundle.grant_read(node_role)
-        user_data = bootstrap_user_data(bundle_s3_uri=bundle.s3_object_url, ...)
+        actions = node_lifecycle_actions(runner_s3_uri=runner.s3_object_url, bundle_s3_uri=bundle.s3_object_url)
     """
     return archive_path(bundle_archive(), "fmcluster-node-bundle")
 
