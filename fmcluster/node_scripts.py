@@ -1,40 +1,29 @@
-"""Node bootstrap as EC2 user data: fmcluster's node scripts (package data under `fmcluster/node/`), embedded.
+"""A node's set-up, built from the one list of node files and steps (`fmcluster.node_files`).
 
-`bootstrap_user_data()` returns an `ec2.UserData` whose shell script unpacks `lib.sh`, `nvme-raid.sh`,
-`mount-lustre.sh`, `nccl-env.sh` and `bootstrap.sh` into `/opt/fmcluster/node/` and runs `bootstrap.sh` with the
-file system and SSM parameter given. The scripts travel as a gzip-compressed tar archive in base64, with their
-full-line comments left out (the documented sources are the package files): EC2 allows 16 KB of user data
-and AWS PCS merges its own parts into the same 16 KB, so the whole part is kept under `USER_DATA_BUDGET`.
-The archive is built byte-for-byte the same on every synth (sorted members, zero timestamps and owners), so an
-unchanged script never changes the launch template.
-
-What does not fit in user data travels in the node bundle: a zip of every node script, `observability.sh`, the
-dashboards folder (Prometheus agent configuration, rules, Grafana dashboards) and `nccl-tests.sbatch`, laid out as
-`/opt/fmcluster` is on a node (`bundle_files()`). `bundle_path()` writes it for a CDK S3 asset; given that asset's
-URI, `bootstrap.sh` downloads and unpacks it, then runs `observability.sh` when asked (`NodeObservability`).
+The node bundle is every node file laid out as /opt/fmcluster is on a node (`bundle_files()`: the scripts, the
+dashboards folder, nccl-tests.sbatch and the `manifest` of paths and modes), a reproducible zip that `bundle_path()`
+writes for a CDK S3 asset. The runner, `node/run-step.sh`, is an S3 asset of its own: on AWS PCS every step of a
+node's set-up is a node lifecycle action (`node_lifecycle_actions()`) that runs it, the first installing the bundle,
+the others one step each, a required step with onError TERMINATE (the node is ended and replaced rather than left
+taking jobs) and a warn-only step with CONTINUE. PCS runs the actions of the nodeBootstrapped stage before slurmd
+starts (botocore pcs `NodeLifecycleStages`), so no job lands on a node before its set-up. Nothing of fmcluster
+travels in user data any more: AWS PCS keeps EC2's 16 KB for its own parts.
 """
 
 from __future__ import annotations
 
-import base64
-import functools
 import hashlib
 import io
 import os
-import shlex
-import tarfile
 import tempfile
-import textwrap
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import aws_cdk as cdk
-import zopfli.gzip
-from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_pcs as pcs
 
 from fmcluster.config.value_rules import (
     HYPERPOD_CLUSTER_NAME_PATTERN,
@@ -47,17 +36,31 @@ from fmcluster.config.value_rules import (
     lustre_mount_name_problem,
 )
 from fmcluster.names import LUSTRE_MOUNT_PATH
+from fmcluster.node_files import INSTALL, NODE_ROOT, STEPS, Step, node_tree, step
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token, known
 
-NODE_SCRIPTS: tuple[str, ...] = ("bootstrap.sh", "lib.sh", "mount-lustre.sh", "nccl-env.sh", "nvme-raid.sh")
-"""The scripts under `fmcluster/node/`; all but `lib.sh` (which is sourced) are executable."""
-INSTALL_DIR = "/opt/fmcluster/node"
-"""Where the scripts land on a node; the systemd units they install run them from here."""
-USER_DATA_BUDGET = 12 * 1024
-"""Bytes this part may take of EC2's 16 KB user data, leaving room for AWS PCS's own parts."""
-SHELL_CONTENT_TYPE = 'text/x-shellscript; charset="us-ascii"'
-"""The MIME type AWS PCS documents for a shell part of launch-template user data."""
+INSTALL_DIR = f"{NODE_ROOT}/node"
+"""Where the node scripts land on a node; the systemd units they install run them from here."""
+RUNNER = "node/run-step.sh"
+"""The step runner (package path, and path under /opt/fmcluster): every PCS lifecycle action runs it."""
+NCCL_TESTS = "nccl-tests.sbatch"
+"""The nccl-tests job, at /opt/fmcluster/nccl-tests.sbatch on every node (fmcluster/node/nccl-tests.sbatch)."""
+ON_ERROR = {True: "TERMINATE", False: "CONTINUE"}
+"""A PCS lifecycle action's onError by whether its step is required (botocore pcs `OnError`: TERMINATE "terminates
+the compute node", CONTINUE "ignores the error and continues running the next script")."""
+EXECUTION_POLICY = "FIRST_BOOT_ONLY"
+"""Each action runs at a node's first boot, as user data did: what must be redone at every boot (/scratch, LNet over
+EFA, the Lustre tunables) the steps install as systemd units of their own."""
+LIFECYCLE_STAGE = "nodeBootstrapped"
+"""Every step runs in this stage, before slurmd starts (botocore pcs `NodeLifecycleStages`). Not nodeReady, even for
+the warn-only steps: whether a node group without a queue (the login node) ever reaches it is unconfirmed."""
+MAX_SCRIPTS_PER_STAGE = 20
+MAX_ARGUMENTS = 20
+MAX_ARGUMENT_LENGTH = 256
+"""PCS's limits on lifecycle actions (cfn-lint AWS::PCS::ComputeNodeGroup NodeLifecycleStages and
+NodeLifecycleScript; botocore pcs NodeLifecycleScriptList, NodeLifecycleScriptArguments): the budget that replaced
+user data's 16 KB."""
 
 NODE_RULES: Mapping[str, str] = {
     "LUSTRE_MOUNT_NAME_PATTERN": LUSTRE_MOUNT_NAME_PATTERN.pattern,
@@ -68,31 +71,8 @@ NODE_RULES: Mapping[str, str] = {
 `RULES_BEGIN` and `RULES_END` (`rendered_lib`): one source, so the node and `fmcluster validate` cannot differ."""
 RULES_BEGIN = "# --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---"
 RULES_END = "# --- end of rendered rules ---"
-_ARCHIVE_MARK = "FMCLUSTER_NODE_SCRIPTS"
-
-BUNDLE_DIR = "/opt/fmcluster"
-"""Where the node bundle unpacks on a node (HyperPod's lifecycle scripts install the same layout there)."""
-BUNDLE_SCRIPTS: tuple[str, ...] = (
-    *NODE_SCRIPTS,
-    "mirror.sh",
-    "observability.sh",
-    "lnet-efa.sh",
-    "lustre-efa-check.sh",
-    "enroot-pyxis.sh",
-    "slurm-hooks.sh",
-    "slurm/task-prolog.sh",
-    "slurm/gpu-job-map.sh",
-    "image-watch.sh",
-    "training-image.sh",
-    "hyperpod/ssm.sh",
-    "hyperpod/import-image.sh",
-    "block-end-drain.sh",
-)
-"""The scripts of `fmcluster/node/` in the bundle, under `node/`."""
-NCCL_TESTS = "nccl-tests.sbatch"
-"""The nccl-tests job (fmcluster/node/nccl-tests.sbatch); the bundle puts it at /opt/fmcluster/nccl-tests.sbatch."""
-DASHBOARDS = "dashboards"
-"""The package folder observability.sh needs beside node/: agent.yml, rules/, the Grafana dashboards."""
+STEPS_BEGIN = "# --- steps rendered from fmcluster's one list (node_files.STEPS); do not edit here ---"
+STEPS_END = "# --- end of rendered steps ---"
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 """The earliest time a zip entry can hold: no build time ends up in the bundle."""
 
@@ -106,87 +86,57 @@ def _shell_word(value: str) -> str:
     return f'"{value}"'
 
 
+def _rendered(text: str, begin: str, end: str, block: str) -> str:
+    head, rest = text.split(begin + "\n", 1)
+    _, tail = rest.split(end + "\n", 1)
+    return f"{head}{begin}\n{block}{end}\n{tail}"
+
+
 def rendered_lib(text: str) -> str:
     """lib.sh's `text` with its rules block rewritten from `NODE_RULES` (a test keeps the shipped file equal to it;
-    `python -c "import fmcluster.node_scripts as n; n.write_rendered_lib()"` rewrites it)."""
-    head, rest = text.split(RULES_BEGIN + "\n", 1)
-    _, tail = rest.split(RULES_END + "\n", 1)
+    `write_rendered_scripts()` rewrites it)."""
     # exported: the scripts that source lib.sh read them (and shellcheck, which sees lib.sh alone, knows they are used)
     block = "".join(f"export {name}={_shell_word(value)}\n" for name, value in NODE_RULES.items())
-    return f"{head}{RULES_BEGIN}\n{block}{RULES_END}\n{tail}"
+    return _rendered(text, RULES_BEGIN, RULES_END, block)
 
 
-def write_rendered_lib() -> None:
-    """Rewrite the rules block of this checkout's fmcluster/node/lib.sh (after a rule in `NODE_RULES` changed)."""
-    path = Path(__file__).parent / "node" / "lib.sh"
-    path.write_text(rendered_lib(path.read_text(encoding="ascii")), encoding="ascii")
+def rendered_runner(text: str, steps: Sequence[Step] = STEPS) -> str:
+    """run-step.sh's `text` with its step table rewritten from `steps` (`fmcluster.node_files.STEPS`)."""
+
+    def table(name: str, value: object) -> str:
+        cells = " ".join(f"[{entry.name}]={_shell_word(str(value(entry)))}" for entry in steps)  # type: ignore[operator]
+        return f"declare -A {name}=({cells})\n"
+
+    block = (
+        table("STEP_SCRIPT", lambda entry: entry.script)
+        + table("STEP_REQUIRED", lambda entry: int(entry.required))
+        + table("STEP_NEEDS", lambda entry: " ".join(entry.needs))
+        + table("STEP_CONSEQUENCE", lambda entry: entry.consequence)
+    )
+    return _rendered(text, STEPS_BEGIN, STEPS_END, block)
 
 
-def script_text(name: str) -> str:
-    """The documented source of one node script, read from the installed package."""
-    if name not in NODE_SCRIPTS:
-        raise ValueError(f"unknown node script {name!r}; known: {', '.join(NODE_SCRIPTS)}")
-    return resources.files("fmcluster").joinpath("node", name).read_text(encoding="ascii")
-
-
-def _compact(text: str) -> str:
-    """`text` without full-line comments and blank lines, keeping the `#!` line."""
-    lines = text.splitlines()
-    kept = [lines[0]] + [line for line in lines[1:] if line.strip() and not line.lstrip().startswith("#")]
-    return "\n".join(kept) + "\n"
-
-
-@functools.cache
-def scripts_archive() -> bytes:
-    """The node scripts as a reproducible .tar.gz: sorted, mtime 0, owned by root, modes 0755 (lib.sh 0644).
-
-    Compressed with Zopfli, which writes standard gzip (any `tar -xz` reads it) about 3% smaller than zlib's level 9:
-    the difference keeps the user data within `USER_DATA_BUDGET`."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
-        for name in sorted(NODE_SCRIPTS):
-            data = _compact(script_text(name)).encode("ascii")
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mode = 0o644 if name == "lib.sh" else 0o755
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
-            info.mtime = 0
-            archive.addfile(info, io.BytesIO(data))
-    return zopfli.gzip.compress(buffer.getvalue())  # mtime 0 in its header: the same bytes on every synth
-
-
-def _package_files(folder: Traversable, prefix: str) -> dict[str, bytes]:
-    found: dict[str, bytes] = {}
-    for entry in folder.iterdir():
-        if entry.name == "__pycache__":
-            continue
-        if entry.is_dir():
-            found.update(_package_files(entry, f"{prefix}{entry.name}/"))
-        else:
-            found[f"{prefix}{entry.name}"] = entry.read_bytes()
-    return found
-
-
-def dashboard_files() -> dict[str, bytes]:
-    """Every file of the package's dashboards folder, by path relative to it (e.g. "rules/alerts.yml")."""
-    return dict(sorted(_package_files(resources.files("fmcluster").joinpath(DASHBOARDS), "").items()))
+def write_rendered_scripts() -> None:
+    """Rewrite the rendered blocks of this checkout's lib.sh (`NODE_RULES`) and run-step.sh (`STEPS`)."""
+    node = Path(__file__).parent / "node"
+    for name, render in (("lib.sh", rendered_lib), ("run-step.sh", rendered_runner)):
+        path = node / name
+        path.write_text(render(path.read_text(encoding="ascii")), encoding="ascii")
 
 
 def bundle_files() -> dict[str, tuple[bytes, int]]:
-    """The node bundle: path under /opt/fmcluster -> (content, mode). Scripts and the sbatch job 0755, the rest 0644.
+    """The node bundle: path under /opt/fmcluster -> (content, mode), every file of `fmcluster.node_files`."""
+    return node_tree()
 
-    `node/` holds `BUNDLE_SCRIPTS` as the package has them (comments kept), `dashboards/` the dashboards folder,
-    and `nccl-tests.sbatch` sits at the top, where users find it.
-    """
-    node = resources.files("fmcluster").joinpath("node")
-    files: dict[str, tuple[bytes, int]] = {}
-    for name in BUNDLE_SCRIPTS:
-        files[f"node/{name}"] = (node.joinpath(name).read_bytes(), 0o644 if name == "lib.sh" else 0o755)
-    for name, data in dashboard_files().items():
-        files[f"{DASHBOARDS}/{name}"] = (data, 0o644)
-    files[NCCL_TESTS] = (node.joinpath(NCCL_TESTS).read_bytes(), 0o755)
-    return dict(sorted(files.items()))
+
+def runner_path() -> str:
+    """The package's run-step.sh, for a CDK S3 asset (a single-file asset is uploaded as it is)."""
+    return str(resources.files("fmcluster").joinpath(RUNNER))
+
+
+def runner_checksum() -> str:
+    """run-step.sh's SHA-256, the lifecycle actions' `Checksum`: the PCS agent verifies the script it downloads."""
+    return hashlib.sha256(resources.files("fmcluster").joinpath(RUNNER).read_bytes()).hexdigest()
 
 
 def zip_archive(files: Mapping[str, tuple[bytes, int]]) -> bytes:
@@ -220,7 +170,7 @@ def bundle_path() -> str:
 
         bundle = s3_assets.Asset(stack, "NodeBundle", path=bundle_path())
         bundle.grant_read(node_role)
-        user_data = bootstrap_user_data(bundle_s3_uri=bundle.s3_object_url, ...)
+        actions = node_lifecycle_actions(runner_s3_uri=runner.s3_object_url, bundle_s3_uri=bundle.s3_object_url)
     """
     return archive_path(bundle_archive(), "fmcluster-node-bundle")
 
@@ -253,7 +203,7 @@ def archive_path(data: bytes, name: str) -> str:
 
 @dataclass(frozen=True)
 class NodeObservability:
-    """How `observability.sh` (from the node bundle) runs at the end of the bootstrap; see its header.
+    """How `observability.sh` (from the node bundle) runs as the last step of a PCS node; see its header.
 
     Args:
         cluster_name: the cluster's name (the `cluster` label of every series).
@@ -272,7 +222,7 @@ class NodeObservability:
     mirror: str | None = None
 
     def arguments(self, region: str) -> list[str]:
-        """observability.sh's arguments, shell-quoted."""
+        """observability.sh's arguments (each a lifecycle action argument of its own)."""
         arguments = ["--cluster", self.cluster_name, "--region", region]
         arguments += ["--endpoint-parameter", self.endpoint_parameter]
         if self.head_node:
@@ -281,152 +231,100 @@ class NodeObservability:
             arguments.append("--grafana")
         if self.mirror is not None:
             arguments += ["--mirror", self.mirror]
-        return [shlex.quote(argument) for argument in arguments]
+        return arguments
 
 
-def bootstrap_commands(
+def pcs_steps(
     *,
+    bundle_s3_uri: str,
+    region: str | None = None,
     lustre_dns_name: str | None = None,
     lustre_mount_name: str | None = None,
     lustre_mount_point: str = LUSTRE_MOUNT_PATH,
     lustre_efa: bool = False,
     nccl_parameter_name: str | None = None,
-    region: str | None = None,
-    bundle_s3_uri: str | None = None,
     observability: NodeObservability | None = None,
     image_parameter: str | None = None,
     slurm_version: str | None = None,
     mirror: str | None = None,
-) -> list[str]:
-    """The shell commands of the user data (see `bootstrap_user_data` for the arguments)."""
+) -> list[tuple[Step | None, list[str]]]:
+    """The steps of an AWS PCS node, in order, each with run-step.sh's arguments (`None`: the install step).
+
+    Arguments may be CDK tokens. See `node_lifecycle_actions` for what each argument does."""
     _check(lustre_dns_name, lustre_mount_name, lustre_mount_point, lustre_efa, nccl_parameter_name)
     _check_bundle(bundle_s3_uri, observability)
     region = region if region is not None else cdk.Aws.REGION
-    encoded = "\n".join(textwrap.wrap(base64.b64encode(scripts_archive()).decode("ascii"), 76))
-    arguments: list[str] = []
-    if lustre_dns_name is not None and lustre_mount_name is not None:
-        arguments += [
-            "--lustre-dns-name",
-            shlex.quote(lustre_dns_name),
-            "--lustre-mount-name",
-            shlex.quote(lustre_mount_name),
-        ]
-        arguments += ["--lustre-mount-point", shlex.quote(lustre_mount_point)]
-        if lustre_efa:
-            arguments.append("--lustre-efa")
-    if nccl_parameter_name is not None:
-        arguments += ["--nccl-parameter", shlex.quote(nccl_parameter_name)]
+    install = [INSTALL, bundle_s3_uri, "--region", region]
     if slurm_version is not None:
-        arguments += ["--slurm-version", shlex.quote(slurm_version)]
-    if bundle_s3_uri is not None:
-        arguments += ["--bundle", shlex.quote(bundle_s3_uri)]
+        install += ["--slurm-version", slurm_version]
+    if mirror is not None:
+        install += ["--mirror", mirror]
+    steps: list[tuple[Step | None, list[str]]] = [(None, install), (step("scratch"), [])]
+    if lustre_dns_name is not None and lustre_mount_name is not None:
+        lustre = [lustre_dns_name, lustre_mount_name, lustre_mount_point]
+        steps.append((step("lustre"), [*lustre, "--efa"] if lustre_efa else lustre))
+    steps.append((step("nccl"), [nccl_parameter_name] if nccl_parameter_name is not None else []))
+    steps += [(step("enroot"), []), (step("slurm-hooks"), [])]
     if image_parameter is not None:
-        if bundle_s3_uri is None:
-            raise ValueError("image_parameter: image-watch.sh comes in the node bundle; give bundle_s3_uri too")
-        arguments += ["--image-parameter", shlex.quote(image_parameter)]
+        steps.append((step("image-watch"), ["install", region, image_parameter, lustre_mount_point]))
     if observability is not None:
-        arguments += ["--observability", *observability.arguments(region)]  # the rest goes to observability.sh
-    return [
-        "set -euo pipefail",
-        "# fmcluster node bootstrap: unpack the node scripts, then run bootstrap.sh (logs: /var/log/fmcluster/)",
-        f'dest="${{FMCLUSTER_ROOT:-}}{INSTALL_DIR}"',
-        'mkdir -p "$dest"',
-        f"base64 -d <<'{_ARCHIVE_MARK}' | tar -xzmf - --no-same-owner -C \"$dest\"",
-        encoded,
-        _ARCHIVE_MARK,
-        f"export AWS_DEFAULT_REGION={shlex.quote(region)}",
-        *([f"export FMCLUSTER_ARTIFACT_MIRROR={shlex.quote(mirror)}"] if mirror is not None else []),
-        " ".join(['"$dest/bootstrap.sh"', *arguments]),
-    ]
+        steps.append((step("observability"), observability.arguments(region)))
+    return steps
 
 
-def bootstrap_user_data(
-    *,
-    lustre_dns_name: str | None = None,
-    lustre_mount_name: str | None = None,
-    lustre_mount_point: str = LUSTRE_MOUNT_PATH,
-    lustre_efa: bool = False,
-    nccl_parameter_name: str | None = None,
-    region: str | None = None,
-    bundle_s3_uri: str | None = None,
-    observability: NodeObservability | None = None,
-    image_parameter: str | None = None,
-    slurm_version: str | None = None,
-    mirror: str | None = None,
-    multipart: bool = True,
-) -> ec2.UserData:
-    """EC2 user data that installs fmcluster's node scripts and runs `bootstrap.sh` at first boot.
+def node_lifecycle_actions(
+    *, runner_s3_uri: str, **settings: object
+) -> pcs.CfnComputeNodeGroup.NodeLifecycleActionsProperty:
+    """A PCS node group's `NodeLifecycleActions`: every step of `pcs_steps(**settings)` as one action running the
+    runner (`runner_path()` as an S3 asset, its `s3_object_url` here) in the nodeBootstrapped stage, before slurmd.
 
-    The node gets local NVMe scratch at /scratch (RAID 0 of the instance-store disks), the Lustre file system at
-    `lustre_mount_point` when one is given, and the NCCL environment in /etc/profile.d/fmcluster-nccl.sh and
-    /etc/fmcluster/nccl.env; with `bundle_s3_uri`, the node bundle unpacked in /opt/fmcluster (so
-    /opt/fmcluster/nccl-tests.sbatch), and with `observability`, observability.sh run from it. Every value may be a
-    CDK token (e.g. `lustre.dns_name`), resolved at deploy time.
+    A required step (install, scratch, lustre, nccl, enroot) has onError TERMINATE: PCS ends the node, and a static
+    group replaces it, rather than let it take jobs it cannot run; the others have CONTINUE, and the runner exits 0
+    after its WARNING line anyway. The node role needs read on the runner and the bundle (S3 GetObject; PCS user guide,
+    node lifecycle actions; the PCS agent downloads the script, checks `Checksum`, and runs it as root). Each
+    action's output is in /var/log/amazon/pcs/lifecycle/actions/nodeBootstrapped/<name>.log (aws-hpc-recipes
+    `recipes/pcs-scripts`), and the runner's in /var/log/fmcluster/.
 
     Example::
 
-        user_data = bootstrap_user_data(
+        actions = node_lifecycle_actions(
+            runner_s3_uri=runner.s3_object_url, bundle_s3_uri=bundle.s3_object_url,
             lustre_dns_name=lustre.dns_name, lustre_mount_name=lustre.mount_name, lustre_efa=True,
-            nccl_parameter_name=nccl_parameter.parameter_name,
+            nccl_parameter_name=nccl_parameter.parameter_name, slurm_version="25.05",
         )
-        EfaLaunchTemplate(stack, "Gpu", instance_type="p5.48xlarge", subnet=network.compute_subnet,
-                          security_groups=[network.efa_security_group], user_data=user_data)
+        pcs.CfnComputeNodeGroup(stack, "Gpu", ..., node_lifecycle_actions=actions)
 
-    Args:
-        lustre_dns_name: the FSx for Lustre file system's DNS name. Omitted: no file system is mounted.
-        lustre_mount_name: its mount name; required with `lustre_dns_name`, forbidden without it.
-        lustre_mount_point: where to mount it, an absolute path. Omitted: "/fsx".
-        lustre_efa: the file system is EFA-enabled: set up LNet over EFA on the node first (the FSx EFA client
-            set-up). Omitted: False (TCP).
-        nccl_parameter_name: an SSM parameter holding a JSON object of NCCL/libfabric variables laid over the
-            defaults; the node role needs ssm:GetParameter on it. Omitted: the defaults alone.
-        region: the region of the SSM parameters (and observability.sh's `--region`). Omitted: the stack's region
-            (`AWS::Region`).
-        bundle_s3_uri: the S3 URI of the node bundle (`bundle_path()` as an S3 asset: its `s3_object_url`); the
-            node role needs read on it. The node downloads it with retries (in the region its instance metadata
-            names) and unpacks it into /opt/fmcluster. Omitted: no bundle.
-        observability: run observability.sh from the bundle with these settings; needs `bundle_s3_uri`.
-            Omitted: no metrics collection on the node.
-        image_parameter: the training image's SSM parameter (`/fmcluster/<cluster>/image-uri`): the node runs
-            image-watch.sh from the bundle, which brings the image to /fsx when it is published (give it to one node,
-            the head node; needs `bundle_s3_uri`). Omitted: no watcher on this node.
-        slurm_version: the cluster's Slurm version (AWS PCS): pyxis is built against
-            /opt/aws/pcs/scheduler/slurm-<version> and the node fails when the image lacks it. Omitted: every Slurm
-            version the image holds.
-        mirror: the project's artifact mirror, s3://<data bucket>/fmcluster-mirror (`fmcluster.mirror`; the storage
-            stack's `mirror.uri`): enroot and pyxis are installed from it only (FMCLUSTER_ARTIFACT_MIRROR; the node
-            role needs read on it). Omitted: an image without them fails the enroot step, naming what is missing.
-        multipart: return MIME multi-part user data with one shell part, the form AWS PCS requires (it merges
-            its own parts in); False returns a plain shell script. Omitted: True.
+    Args (`settings`):
+        bundle_s3_uri: the node bundle (`bundle_path()` as an S3 asset: its `s3_object_url`).
+        region: the region of the bundle's bucket and of the SSM parameters. Omitted: the stack's (`AWS::Region`).
+        lustre_dns_name, lustre_mount_name: the FSx for Lustre file system to mount (both, or neither).
+        lustre_mount_point: where. Omitted: "/fsx". lustre_efa: over EFA (LNet over EFA set up first). Omitted: TCP.
+        nccl_parameter_name: an SSM parameter of NCCL/libfabric variables laid over the defaults. Omitted: defaults.
+        observability: run observability.sh with these settings. Omitted: no metrics collection on the node.
+        image_parameter: run image-watch.sh, which brings the training image to the file system when published.
+        slurm_version: the cluster's Slurm version: every step uses that version's Slurm of the image.
+        mirror: the project's artifact mirror, s3://<data bucket>/fmcluster-mirror (the storage stack's `mirror.uri`):
+            enroot and pyxis are installed from it only (FMCLUSTER_ARTIFACT_MIRROR; the node role needs read on it).
+            Omitted: an image without them fails the enroot step, naming what is missing.
     """
-    shell = ec2.UserData.for_linux()
-    shell.add_commands(
-        *bootstrap_commands(
-            lustre_dns_name=lustre_dns_name,
-            lustre_mount_name=lustre_mount_name,
-            lustre_mount_point=lustre_mount_point,
-            lustre_efa=lustre_efa,
-            nccl_parameter_name=nccl_parameter_name,
-            region=region,
-            bundle_s3_uri=bundle_s3_uri,
-            observability=observability,
-            image_parameter=image_parameter,
-            slurm_version=slurm_version,
-            mirror=mirror,
+    scripts = []
+    for entry, arguments in pcs_steps(**settings):  # type: ignore[arg-type]
+        name = entry.name if entry is not None else INSTALL
+        required = entry.required if entry is not None else True
+        scripts.append(
+            pcs.CfnComputeNodeGroup.NodeLifecycleScriptProperty(
+                name=name,
+                script_source=pcs.CfnComputeNodeGroup.ScriptSourceProperty(
+                    script_location=runner_s3_uri, checksum=runner_checksum()
+                ),
+                arguments=arguments if entry is None else [name, *arguments],
+                on_error=ON_ERROR[required],
+                execution_policy=EXECUTION_POLICY,
+            )
         )
+    return pcs.CfnComputeNodeGroup.NodeLifecycleActionsProperty(
+        stages=pcs.CfnComputeNodeGroup.NodeLifecycleStagesProperty(node_bootstrapped=scripts)
     )
-    user_data = shell
-    if multipart:
-        user_data = ec2.MultipartUserData()
-        # a raw part: `add_user_data_part` would base64 the script (a third more bytes of the 16 KB)
-        user_data.add_part(ec2.MultipartBody.from_raw_body(content_type=SHELL_CONTENT_TYPE, body=shell.render()))
-    size = len(user_data.render().encode())
-    if size > USER_DATA_BUDGET:
-        raise ValueError(
-            f"bootstrap_user_data: the node bootstrap user data is {size} bytes, over its budget of "
-            f"{USER_DATA_BUDGET} (EC2 allows 16 KB in all, shared with AWS PCS); shorten the node scripts"
-        )
-    return user_data
 
 
 def _check(dns_name: str | None, mount_name: str | None, mount_point: str, efa: bool, parameter: str | None) -> None:
@@ -451,22 +349,16 @@ def _check(dns_name: str | None, mount_name: str | None, mount_point: str, efa: 
     ):
         if value is not None and not is_token(value) and not pattern.match(value):
             problems.append(Problem(prop, f"must be {right}; got {value!r}"))
-    raise_if_any("bootstrap_user_data", problems)
+    raise_if_any("node_lifecycle_actions", problems)
 
 
-def _check_bundle(bundle_s3_uri: str | None, observability: NodeObservability | None) -> None:
+def _check_bundle(bundle_s3_uri: str, observability: NodeObservability | None) -> None:
     problems: list[Problem] = []
-    if bundle_s3_uri is not None and not is_token(bundle_s3_uri) and not S3_URI_PATTERN.match(bundle_s3_uri):
+    if not is_token(bundle_s3_uri) and not S3_URI_PATTERN.match(bundle_s3_uri):
         problems.append(
             Problem("bundle_s3_uri", f"must be an S3 URI like s3://bucket/bundle.zip; got {bundle_s3_uri!r}")
         )
     if observability is not None:
-        if bundle_s3_uri is None:
-            problems.append(
-                Problem(
-                    "observability", "needs bundle_s3_uri (observability.sh and its dashboards come in the node bundle)"
-                )
-            )
         for prop, value, pattern, right in (
             ("cluster_name", observability.cluster_name, HYPERPOD_CLUSTER_NAME_PATTERN,
              "a cluster name like llm-pretrain"),
@@ -476,4 +368,4 @@ def _check_bundle(bundle_s3_uri: str | None, observability: NodeObservability | 
         ):  # fmt: skip
             if value is not None and not is_token(value) and not pattern.match(value):
                 problems.append(Problem(f"observability.{prop}", f"must be {right}; got {value!r}"))
-    raise_if_any("bootstrap_user_data", problems)
+    raise_if_any("node_lifecycle_actions", problems)

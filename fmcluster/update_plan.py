@@ -135,7 +135,7 @@ replacing a link that keeps its path fails and the stack rolls back."""
 CUSTOM_UPDATES: Mapping[str, str] = {
     "Custom::NcclEnvironment": (
         "updated in place: the SSM parameter is overwritten (fmcluster/lambdas/nccl_env/handler.py); a node reads it "
-        "once, when it is set up (fmcluster/node/bootstrap.sh runs nccl-env.sh), so running nodes keep the old "
+        "once, when it is set up (its nccl lifecycle step runs nccl-env.sh), so running nodes keep the old "
         "variables until they are replaced or nccl-env.sh runs again"
     ),
     "Custom::TrainingImage": (

@@ -66,10 +66,10 @@ class EfaLaunchTemplate(Construct):
             security_groups=[network.efa_security_group],
             subnet=network.compute_subnet,
             capacity="capacity-block", reservation_id="cr-0123456789abcdef0",
-            user_data=bootstrap_user_data(lustre_dns_name=lustre.dns_name, lustre_mount_name=lustre.mount_name),
         )
         pcs.CfnComputeNodeGroup(..., custom_launch_template=pcs.CfnComputeNodeGroup.CustomLaunchTemplateProperty(
-            template_id=template.launch_template_id, version=template.latest_version))
+            template_id=template.launch_template_id, version=template.latest_version),
+            node_lifecycle_actions=node_lifecycle_actions(runner_s3_uri=..., bundle_s3_uri=...))
 
     Args:
         instance_type: an EC2 instance type EC2 offers (a concrete name: the interface layout depends on it), e.g.
@@ -86,7 +86,8 @@ class EfaLaunchTemplate(Construct):
             "odcr", not allowed for "on-demand". Omitted: none.
         placement_group: a cluster placement group for the instances; not allowed with "capacity-block".
             Omitted: no placement group.
-        user_data: what the instance runs at first boot, e.g. `fmcluster.node_scripts.bootstrap_user_data()`.
+        user_data: what the instance runs at first boot (fmcluster's PCS nodes need none: their set-up runs as PCS node
+            lifecycle actions, `fmcluster.node_scripts.node_lifecycle_actions`).
             Omitted: none.
         image_id: an AMI id (ami-...) or "resolve:ssm:<parameter>". Omitted: none in the template, for
             services that choose the image themselves (AWS PCS takes it on the compute node group).

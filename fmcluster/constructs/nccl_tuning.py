@@ -105,7 +105,7 @@ class NcclTuning(Construct):
         tuning = NcclTuning(stack, "Nccl", cluster_name="llm-pretrain", groups=[("gpu", "p5.48xlarge")],
                             user_env={"NCCL_DEBUG": "WARN"})
         tuning.grant_read(node_role)
-        bootstrap_user_data(nccl_parameter_name=tuning.parameter_names["gpu"], ...)
+        node_lifecycle_actions(nccl_parameter_name=tuning.parameter_names["gpu"], ...)
 
     Args:
         cluster_name: the cluster's name (2-24 lowercase letters, digits, '-'); the parameters' path prefix.

@@ -31,14 +31,9 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-SSM="$HERE/ssm.sh"
-IMPORT="$HERE/import-image.sh"
-if [[ ! -f "$SSM" ]]; then # the package layout (and the PCS node bundle): node/hyperpod/ beside node/
-  SSM="$HERE/hyperpod/ssm.sh"
-  IMPORT="$HERE/hyperpod/import-image.sh"
-fi
+IMPORT="$HERE/hyperpod/import-image.sh" # one layout on every node (fmcluster.node_files)
 # shellcheck source=hyperpod/ssm.sh
-source "$SSM"
+source "$HERE/hyperpod/ssm.sh"
 
 IMPORT_MINUTES="${FMCLUSTER_IMAGE_IMPORT_MINUTES:-10}"
 UNIT=fmcluster-image-watch

@@ -154,7 +154,7 @@ install_unit() {
 
 # slurm_prefixes: where this image keeps Slurm (bin/, include/, lib/slurm/), oldest first: /opt/slurm on HyperPod,
 # /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (an image may hold several; PCS user guide, "Install SPANK
-# plugins"), else /usr. On PCS with FMCLUSTER_SLURM_VERSION set (bootstrap.sh --slurm-version: the cluster's version),
+# plugins"), else /usr. On PCS with FMCLUSTER_SLURM_VERSION set (run-step.sh install --slurm-version: the cluster's),
 # only that version's directory, and nothing (status 1) when the image lacks it: a node must not build against or
 # run the Slurm of another version than its controller's. slurm_prefix: the last of them.
 slurm_prefixes() {

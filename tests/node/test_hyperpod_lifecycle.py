@@ -3,8 +3,8 @@
 A test machine is no HyperPod node: it has no /opt/ml/config/resource_config.json, no NVMe instance store, no FSx
 mount, no enroot, pyxis or Slurm, no SSM parameters, no ECR, and the scripts must never touch its real /etc. So
 each test runs the scripts as HyperPod would (`on_create.sh` from a directory holding exactly what the
-HyperPodSlurmCluster construct deploys: the scripts of LIFECYCLE_SCRIPTS, flat, the files of LIFECYCLE_DATA
-(nccl-tests.sbatch, dashboards/) and the fmcluster.env it writes) with:
+HyperPodSlurmCluster construct deploys: on_create.sh beside the one node-file tree of fmcluster.node_files, as
+`lifecycle_files()` gives it, and the fmcluster.env it writes) with:
 
 * a PATH holding only stub commands written into tmp_path, each recording its arguments and answering from a small
   state directory the test prepares: `hostname` (the node's addresses, so the script finds its instance group),
@@ -38,13 +38,8 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.constructs.hyperpod import (
-    LIFECYCLE_DATA,
-    LIFECYCLE_ENV,
-    LIFECYCLE_SCRIPTS,
-    lifecycle_settings,
-)
-from fmcluster.constructs.hyperpod.lifecycle import package_data, package_text
+from fmcluster.constructs.hyperpod import LIFECYCLE_ENV, lifecycle_files, lifecycle_settings
+from fmcluster.node_files import NODE_FILES
 from tests.stub_node import RECORD, StubNode, fail_first, stub_env
 
 HYPERPOD_DIR = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "hyperpod"
@@ -145,12 +140,10 @@ def node(tmp_path: Path) -> Node:
     lifecycle, scratch = tmp_path / "lifecycle", tmp_path / "tmp"
     for directory in (lifecycle, scratch):
         directory.mkdir()
-    # What the construct deploys: every script, flat, the data files (dashboards/ below), and fmcluster.env.
-    for name, package_path in LIFECYCLE_SCRIPTS.items():
-        (lifecycle / name).write_text(package_text(package_path))
-    for name, package_path in LIFECYCLE_DATA.items():
+    # What the construct deploys: on_create.sh, the node-file tree and fmcluster.env (S3 keeps no mode: 0644 here)
+    for name, (data, _) in lifecycle_files().items():
         (lifecycle / name).parent.mkdir(parents=True, exist_ok=True)
-        (lifecycle / name).write_text(package_data(package_path))
+        (lifecycle / name).write_bytes(data)
     (lifecycle / LIFECYCLE_ENV).write_text(
         lifecycle_settings(
             cluster_name=CLUSTER,
@@ -210,15 +203,13 @@ def test_sourced_helpers_are_ascii_bash():
         assert text.startswith("#!/usr/bin/env bash\n# shellcheck shell=bash"), name
 
 
-def test_the_deployment_ships_every_script_on_create_runs():
-    """on_create.sh installs and runs exactly the scripts the construct deploys beside it (lib.sh included)."""
-    text = (HYPERPOD_DIR / "on_create.sh").read_text()
-    installed = re.search(r"^SCRIPTS=\(([^)]*)\)$", text, re.MULTILINE)
-    hooks = re.search(r"^SLURM_HOOKS=\(([^)]*)\)$", text, re.MULTILINE)
-    assert installed is not None and hooks is not None
-    assert set(installed[1].split()) | set(hooks[1].split()) | {"on_create.sh"} == set(LIFECYCLE_SCRIPTS)
-    for package_path in LIFECYCLE_SCRIPTS.values():
-        assert (HYPERPOD_DIR.parents[1] / package_path).is_file(), package_path
+def test_every_script_on_create_runs_is_in_the_one_list():
+    """on_create.sh runs its steps through run-step.sh, whose scripts are all node files (fmcluster.node_files)."""
+    from fmcluster.node_files import STEPS
+
+    files = {entry.path for entry in NODE_FILES}
+    assert {f"node/{entry.script}" for entry in STEPS} <= files
+    assert "node/run-step.sh" in files and "node/lib.sh" in files
 
 
 # -- a GPU node ------------------------------------------------------------------------------------------------
@@ -230,11 +221,12 @@ def test_compute_node_gets_scratch_nccl_enroot_and_pyxis_but_no_image(node):
     result = node.run()
     assert result.returncode == 0, result.stderr
 
-    installed = node.path("/opt/fmcluster/node")
-    hooks = {"task-prolog.sh", "gpu-job-map.sh"}  # Slurm's hooks go to slurm/
-    assert sorted(str(p.relative_to(installed)) for p in installed.rglob("*") if p.is_file()) == sorted(
-        (set(LIFECYCLE_SCRIPTS) - {"on_create.sh"} - hooks) | {f"slurm/{name}" for name in hooks}
-    )
+    installed = node.path("/opt/fmcluster")
+    shipped = {str(p.relative_to(installed)) for p in installed.rglob("*") if p.is_file()} - {"node.env"}
+    assert shipped == set(lifecycle_files()) - {"on_create.sh", LIFECYCLE_ENV}  # the tree a PCS node gets too
+    installed = installed / "node"
+    for entry in NODE_FILES:  # each with its mode of the one list, though S3 kept none
+        assert stat.S_IMODE(node.path(f"/opt/fmcluster/{entry.path}").stat().st_mode) == entry.mode, entry
     assert stat.S_IMODE((installed / "nvme-raid.sh").stat().st_mode) == 0o755
     assert stat.S_IMODE((installed / "lib.sh").stat().st_mode) == 0o644
     assert "already mounted" in node.script_log("nvme-raid")
@@ -290,13 +282,17 @@ def test_a_failed_step_does_not_stop_the_others_and_is_named_last(node):
     assert "step nccl: done" in log and "step enroot: done" in log
 
 
-def test_a_failed_install_leaves_the_steps_to_run_from_the_lifecycle_directory(node):
+def test_a_failed_install_fails_every_step_that_runs_from_opt_fmcluster(node):
+    """One layout: every step runs from /opt/fmcluster (no probing for the lifecycle directory's copies), so without
+    the files the required steps fail, each named, and the node stays drained."""
     node.path("/opt/fmcluster").write_text("not a directory")
     result = node.run()
     assert result.returncode == 1
-    assert failure_line(result)[:2] == ("step", "install")
+    kind, steps, _, _ = failure_line(result)
+    assert kind == "steps" and {"install", "scratch", "nccl", "enroot"} <= set(steps.split(", "))
     log = node.script_log("lifecycle")
-    assert "step scratch: done" in log and "step nccl: done" in log and "step enroot: done" in log
+    assert "fmcluster step install FAILED; the node cannot train without its files" in log
+    assert "holds no node files; run the install step first" in log
 
 
 def test_pyxis_already_in_the_plugin_stack_is_left_alone(node):
@@ -509,8 +505,8 @@ def test_images_fmcluster_cannot_import_only_warn(node, image, reason):
     log = node.script_log("lifecycle")
     assert reason in log
     assert (
-        "WARN: fmcluster lifecycle WARNING: step image failed; jobs pull the training image from ECR instead of "
-        "/fsx/enroot/images (log: /var/log/fmcluster/lifecycle.log)"
+        "WARN: fmcluster WARNING: step image failed; jobs pull the training image from ECR "
+        "(log: /var/log/fmcluster/import-image.log)"
     ) in log
     assert node.calls("enroot") == []
 
@@ -529,7 +525,9 @@ def test_controller_without_enroot_fails_enroot_and_skips_image(node):
     result = node.run()
     assert result.returncode == 1
     assert failure_line(result)[:2] == ("step", "enroot")
-    assert "steps image and image-watch: skipped, since they need enroot" in node.script_log("lifecycle")
+    log = node.script_log("lifecycle")
+    for step in ("image", "image-watch"):
+        assert f"step {step}: skipped, since it needs step enroot, which did not succeed" in log
 
 
 def test_a_cluster_without_a_file_system_skips_the_image(node):
@@ -649,7 +647,7 @@ def observe(node: Node, *, prometheus: str = "managed", grafana: str = "self-hos
         )
     )
     if recorder:
-        (node.lifecycle / "observability.sh").write_text(RECORDER)
+        (node.lifecycle / "node/observability.sh").write_text(RECORDER)
 
 
 def observability_calls(node: Node) -> list[list[str]]:
@@ -661,17 +659,17 @@ def test_install_puts_the_dashboards_and_the_nccl_tests_job_in_opt_fmcluster(nod
     assert node.run().returncode == 0
     dashboards = node.path("/opt/fmcluster/dashboards")
     installed = {str(p.relative_to(dashboards)): p.read_text() for p in dashboards.rglob("*") if p.is_file()}
+    files = lifecycle_files()
     assert installed == {
-        name.removeprefix("dashboards/"): package_data(path)
-        for name, path in LIFECYCLE_DATA.items()
+        name.removeprefix("dashboards/"): data.decode()
+        for name, (data, _) in files.items()
         if name.startswith("dashboards/")
     }
     assert {"agent.yml", "rules/alerts.yml", "rules/recording.yml", "gpu.json"} <= set(installed)
     job = node.path("/opt/fmcluster/nccl-tests.sbatch")
-    assert job.read_text() == package_text("node/nccl-tests.sbatch")
+    assert job.read_bytes() == files["nccl-tests.sbatch"][0]
     assert stat.S_IMODE(job.stat().st_mode) == 0o755
-    log = node.script_log("lifecycle")
-    assert "nccl-tests job installed as /opt/fmcluster/nccl-tests.sbatch" in log
+    assert f"node files from {node.lifecycle} installed in /opt/fmcluster" in node.script_log("lifecycle")
 
 
 def test_with_prometheus_none_no_observability_step_runs(node):
@@ -680,7 +678,7 @@ def test_with_prometheus_none_no_observability_step_runs(node):
     assert observability_calls(node) == []
     log = node.script_log("lifecycle")
     assert "step observability: skipped, since observability.prometheus is none" in log
-    assert "step observability: starting" not in log
+    assert "step observability: running" not in log
 
 
 def test_compute_nodes_run_observability_without_head_node_or_grafana(node):
@@ -689,11 +687,10 @@ def test_compute_nodes_run_observability_without_head_node_or_grafana(node):
     assert result.returncode == 0, result.stderr
     assert observability_calls(node) == [
         [str(node.path("/opt/fmcluster/node/observability.sh")), "--cluster", CLUSTER, "--region", REGION,
-         "--endpoint-parameter", PARAMETER, "--config-dir", str(node.path("/opt/fmcluster/dashboards")),
-         "--mirror", MIRROR]
+         "--endpoint-parameter", PARAMETER, "--mirror", MIRROR]
     ]  # fmt: skip
     log = node.script_log("lifecycle")
-    assert log.index("step enroot: done") < log.index("step observability: starting")
+    assert log.index("step enroot: done") < log.index("step observability: running")
     assert "step observability: done" in log and log.rstrip().endswith("fmcluster lifecycle finished")
 
 
@@ -708,7 +705,7 @@ def test_the_controller_is_the_head_node_and_runs_grafana_when_self_hosted(node,
     assert result.returncode == 0, result.stderr
     ((_, *arguments),) = observability_calls(node)
     assert arguments[:6] == ["--cluster", CLUSTER, "--region", REGION, "--endpoint-parameter", PARAMETER]
-    assert arguments[8:] == extra
+    assert arguments[6:] == extra
     assert (node.state / "observability-path").read_text() == f"{node.path('/opt/slurm/bin')}\n"  # HyperPod's sinfo
     log = node.script_log("lifecycle")
     assert log.index("step image: done") < log.index("step observability: done")
@@ -721,8 +718,8 @@ def test_a_failing_observability_sh_is_a_warning_that_never_fails_the_lifecycle(
     assert result.returncode == 0  # HyperPod would fail the whole cluster for a node that lacks metrics
     log = node.script_log("lifecycle")
     assert (
-        "WARN: fmcluster lifecycle WARNING: step observability failed; this node runs without metrics until "
-        "observability.sh succeeds (e.g. once the mirror is filled) (log: /var/log/fmcluster/lifecycle.log)"
+        "WARN: fmcluster WARNING: step observability failed; the node runs without metrics "
+        "(log: /var/log/fmcluster/observability.log)"
     ) in log
     assert log.rstrip().endswith("fmcluster lifecycle finished")
     downloads = [call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
@@ -799,7 +796,8 @@ def test_a_compute_node_is_drained_first_and_resumed_last(node):
         ["update", "NodeName=ip-10-1-0-5", "State=RESUME"],
     ]
     log = node.script_log("lifecycle")
-    assert log.index("step hold: done") < log.index("step install: starting")
+    # the files first (a copy of local files: slurm-hold.sh runs from /opt/fmcluster too), then the drain
+    assert log.index("step install: done") < log.index("step hold: done") < log.index("step scratch: running")
     assert log.index("step release: done") > log.index("step enroot: done")
 
 

@@ -20,9 +20,20 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster import nccl
+from fmcluster import nccl, node_scripts
 from tests.node import ami
-from tests.node.test_scripts import DNS, NODE_DIR, STUBS, TOOLS, Node, efa_devices, store_disks
+from tests.node.test_scripts import (
+    BUNDLE_URI,
+    DNS,
+    NODE_DIR,
+    STUBS,
+    TOOLS,
+    Node,
+    bundle,
+    efa_devices,
+    serve,
+    store_disks,
+)
 from tests.stub_node import stub_env
 
 MIRROR = "s3://quickstart-data-0123456789ab/fmcluster-mirror"
@@ -150,7 +161,7 @@ def test_nvme_raid_uses_what_the_image_made_of_the_disks(machine):
 
 def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(machine):
     node, profile = machine
-    # on PCS the construct passes the cluster's version (bootstrap.sh --slurm-version); HyperPod has one /opt/slurm
+    # on PCS the construct passes the cluster's version (run-step.sh install --slurm-version); HyperPod: /opt/slurm
     cluster = {"FMCLUSTER_SLURM_VERSION": profile.slurm["version"]} if profile["orchestrator"] == "pcs" else {}
     nodes = pinned_node_dir(node.root.parent, node)
     result = node.run(nodes / "enroot-pyxis.sh", env={**cluster, "FMCLUSTER_ARTIFACT_MIRROR": MIRROR})
@@ -381,14 +392,27 @@ def test_an_image_without_a_lustre_client_fails_the_mount_and_reaches_no_reposit
     assert node.calls("apt-get") == [] and node.calls("mount") == []
 
 
-def test_lustre_mount_failing_fails_the_node_in_one_line(tmp_path):
+def test_lustre_mount_failing_terminates_the_node_in_one_line(tmp_path):
+    """On the PCS image's profile: the bundle installed, the lustre action (onError TERMINATE, node_scripts) exits 1
+    with one line naming the step and its log, so the PCS agent ends the node before slurmd starts."""
     node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    serve(node, BUNDLE_URI, bundle())
+    steps = dict(
+        (entry.name if entry else "install", arguments)
+        for entry, arguments in node_scripts.pcs_steps(bundle_s3_uri=BUNDLE_URI, region="us-west-2",
+                                                       lustre_dns_name=DNS, lustre_mount_name="abcdef12")
+    )  # fmt: skip
+    actions = node_scripts.node_lifecycle_actions(runner_s3_uri="s3://b/run-step.sh", bundle_s3_uri=BUNDLE_URI,
+                                                  lustre_dns_name=DNS, lustre_mount_name="abcdef12")  # fmt: skip
+    on_error = {script.name: script.on_error for script in actions.stages.node_bootstrapped}
+    assert on_error["lustre"] == "TERMINATE"
+    assert node.run("run-step.sh", *steps["install"]).returncode == 0
     node.set("mount-failures", "99")
-    result = node.run("bootstrap.sh", "--lustre-dns-name", DNS, "--lustre-mount-name", "abcdef12",
-                      env={"FMCLUSTER_RETRY_ATTEMPTS": "2"})  # fmt: skip
+    result = node.run("run-step.sh", "lustre", *steps["lustre"], env={"FMCLUSTER_RETRY_ATTEMPTS": "2"})
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1].endswith(
-        "ERROR: fmcluster bootstrap FAILED at mount-lustre (logs: /var/log/fmcluster/mount-lustre.log)"
+        "ERROR: fmcluster step lustre FAILED with exit status 1; the node cannot train without it "
+        "(log: /var/log/fmcluster/mount-lustre.log)"
     )
 
 

@@ -13,18 +13,17 @@ the scripts must never touch the real /etc or /dev here. So each test runs a scr
   mdadm.conf, /etc/systemd, /etc/profile.d, /sys/class/infiniband, /scratch, /fsx, /opt/fmcluster and
   /var/log/fmcluster all land in the test's own directory.
 
-The node bundle the S3 stub serves is the real one (`node_scripts.bundle_archive()`); where a test checks how
-bootstrap.sh hands over to observability.sh, the bundle's observability.sh is replaced by a recorder, since the real
-one (tested in tests/observability/) would install exporters.
+The node bundle the S3 stub serves is the real one (`node_scripts.bundle_archive()`); the PCS agent that runs the
+lifecycle actions is emulated (`agent`). Where a test checks how the observability action hands over to
+observability.sh, the bundle's observability.sh is replaced by a recorder, since the real one (tested in
+tests/observability/) would install exporters.
 
 The tests then check the commands the scripts ran and the files they wrote.
 """
 
 from __future__ import annotations
 
-import email
 import io
-import os
 import re
 import shlex
 import shutil
@@ -36,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster import node_scripts
+from fmcluster import node_files, node_scripts
 from tests.node import ami
 from tests.stub_node import RECORD, StubNode, fail_first, stub_env
 
@@ -150,36 +149,38 @@ def store_disks(count: int) -> list[tuple[str, str]]:
 # -- shellcheck -----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("script", node_scripts.NODE_SCRIPTS)
+SCRIPTS = tuple(entry.path.removeprefix("node/") for entry in node_files.NODE_FILES if entry.path.endswith(".sh"))
+"""Every node script of the one list (fmcluster.node_files.NODE_FILES), under fmcluster/node/."""
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_shellcheck_is_clean(script):
+    path = NODE_DIR / script
     result = subprocess.run(
-        [SHELLCHECK, "-x", script], cwd=NODE_DIR, capture_output=True, text=True, check=False, timeout=60
+        [SHELLCHECK, "-x", path.name], cwd=path.parent, capture_output=True, text=True, check=False, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_shipped_scripts_are_ascii_with_strict_mode_and_executable():
-    for name in node_scripts.NODE_SCRIPTS:
-        text = (NODE_DIR / name).read_text(encoding="ascii")  # the user-data part is declared us-ascii
-        assert text.startswith("#!/usr/bin/env bash\n"), name
-        if name != "lib.sh":
-            assert "\nset -euo pipefail\n" in text, name
-            assert (NODE_DIR / name).stat().st_mode & stat.S_IXUSR, f"{name} is not executable"
+def test_shipped_scripts_are_ascii_with_strict_mode_and_the_mode_of_the_one_list():
+    for entry in node_files.NODE_FILES:
+        if not entry.path.endswith(".sh"):
+            continue
+        path = NODE_DIR / entry.path.removeprefix("node/")
+        text = path.read_text(encoding="ascii")
+        assert text.startswith("#!/usr/bin/env bash\n"), entry
+        if entry.mode == node_files.EXECUTABLE and not entry.path.startswith("node/slurm/"):  # hooks exit 0 always
+            assert "\nset -euo pipefail\n" in text, entry
+            assert path.stat().st_mode & stat.S_IXUSR, f"{entry.path} is not executable"
 
 
-def test_compacted_scripts_in_the_user_data_still_pass_shellcheck(tmp_path):
-    """The archive drops full-line comments; shellcheck (warnings and errors) must still pass on what ships."""
-    for name in node_scripts.NODE_SCRIPTS:
-        (tmp_path / name).write_text(node_scripts._compact(node_scripts.script_text(name)))
-    result = subprocess.run(
-        [SHELLCHECK, "-x", "-S", "warning", *node_scripts.NODE_SCRIPTS],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stdout
+def test_every_script_of_fmcluster_node_is_in_the_one_list():
+    """A script added under fmcluster/node/ but not to node_files.NODE_FILES would never reach a node."""
+    listed = {entry.package_path for entry in node_files.NODE_FILES} | {"node/hyperpod/on_create.sh"}
+    found = {
+        f"node/{p.relative_to(NODE_DIR)}" for p in NODE_DIR.rglob("*") if p.is_file() and p.suffix in (".sh", ".sbatch")
+    }
+    assert found == listed
 
 
 # -- nvme-raid.sh ---------------------------------------------------------------------------------------------
@@ -452,7 +453,7 @@ def test_mount_lustre_takes_a_mount_name_with_a_dash(node):
 def test_lib_sh_carries_the_rules_python_validates_with():
     """lib.sh's rules block is rendered from `node_scripts.NODE_RULES` (the cluster file's own patterns): after a
     rule changes, `python -c "import fmcluster.node_scripts as n; n.write_rendered_lib()"` rewrites it."""
-    text = node_scripts.script_text("lib.sh")
+    text = (NODE_DIR / "lib.sh").read_text(encoding="ascii")
     assert node_scripts.rendered_lib(text) == text
     assert "LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'" in text
 
@@ -569,133 +570,15 @@ def test_profile_values_are_quoted_for_the_shell(node):
     assert shown.stdout == "/opt/it's here/topo.xml"
 
 
-# -- bootstrap.sh and the user data ---------------------------------------------------------------------------
-
-
-def test_bootstrap_runs_scratch_lustre_and_nccl_in_order(node):
-    node.disks(*store_disks(2))
-    node.set("ssm-value", '{"NCCL_DEBUG": "WARN"}')
-    result = node.run(
-        "bootstrap.sh",
-        *("--lustre-dns-name", DNS, "--lustre-mount-name", "abcdef12", "--nccl-parameter", "/fmcluster/nccl"),
-        env={"AWS_REGION": "us-east-1"},
-    )
-    assert result.returncode == 0, result.stderr
-    order = [c for c in node.commands() if c in ("lsblk", "mdadm", "mount", "aws")]
-    assert order == ["lsblk", "mdadm", "mdadm", "mdadm", "mount", "mount", "aws"]
-    log = node.script_log("bootstrap")
-    assert log.index("nvme-raid done") < log.index("mount-lustre done") < log.index("nccl-env done")
-
-
-def test_bootstrap_carries_on_after_a_failed_step_and_reports_it(node):
-    node.disks(*store_disks(1))
-    node.set("fs-nvme1n1", "ext4")  # nvme-raid refuses to format it
-    result = node.run("bootstrap.sh", "--lustre-dns-name", DNS, "--lustre-mount-name", "abcdef12")
-    assert result.returncode == 1
-    assert len(node.calls("mount")) == 1  # Lustre still mounted
-    assert node.path("/etc/fmcluster/nccl.env").exists()
-    last = node.script_log("bootstrap").splitlines()[-1]  # one line: the step and its log
-    assert last.endswith("ERROR: fmcluster bootstrap FAILED at nvme-raid (logs: /var/log/fmcluster/nvme-raid.log)")
-
-
-def test_bootstrap_needs_both_lustre_names(node):
-    result = node.run("bootstrap.sh", "--lustre-dns-name", DNS)
-    assert result.returncode == 1
-    assert "--lustre-dns-name and --lustre-mount-name go together" in result.stderr
-    assert node.calls() == []
-
-
-def shell_part(rendered: str) -> str:
-    """The text/x-shellscript part of MIME multi-part user data."""
-    message = email.message_from_string(rendered)
-    assert message.get_content_type() == "multipart/mixed"
-    (part,) = [p for p in message.walk() if p.get_content_type() == "text/x-shellscript"]
-    assert part.get_content_charset() == "us-ascii"
-    return part.get_payload()
-
-
-def test_the_user_data_unpacks_the_scripts_and_bootstraps_the_node(node, tmp_path):
-    """The rendered user data (multi-part, as AWS PCS wants it) run as cloud-init would, against the stubs."""
-    node.disks(*store_disks(8))
-    node.set("ssm-value", '{"NCCL_DEBUG": "WARN"}')
-    user_data = node_scripts.bootstrap_user_data(
-        lustre_dns_name=DNS, lustre_mount_name="abcdef12", lustre_mount_point="/fsx", nccl_parameter_name="/x/nccl",
-        region="us-east-1",
-    )  # fmt: skip
-    script = tmp_path / "user-data.sh"
-    script.write_text(shell_part(user_data.render()))
-    result = node.run(script)
-    assert result.returncode == 0, result.stderr
-
-    installed = node.path(node_scripts.INSTALL_DIR)
-    assert sorted(p.name for p in installed.iterdir()) == sorted(node_scripts.NODE_SCRIPTS)
-    assert os.access(installed / "bootstrap.sh", os.X_OK) and not os.access(installed / "lib.sh", os.X_OK)
-    assert (node.state / "mounted").read_text().split() == [str(node.path("/scratch")), str(node.path("/fsx"))]
-    assert node.calls("aws")[0][3:5] == ["--region", "us-east-1"]
-    assert "NCCL_DEBUG=WARN" in node.path("/etc/fmcluster/nccl.env").read_text()
-    assert (
-        f"ExecStart={installed}/nvme-raid.sh" in node.path("/etc/systemd/system/fmcluster-scratch.service").read_text()
-    )
-
-
-def test_user_data_is_reproducible_and_within_budget():
-    assert node_scripts.scripts_archive() == node_scripts.scripts_archive()
-    biggest = node_scripts.bootstrap_user_data(
-        lustre_dns_name=DNS, lustre_mount_name="abcdef12", lustre_efa=True, nccl_parameter_name="/x/nccl",
-        region="us-east-1",
-    ).render()  # fmt: skip
-    assert len(biggest.encode()) <= node_scripts.USER_DATA_BUDGET
-
-
-def test_plain_shell_user_data_on_request():
-    rendered = node_scripts.bootstrap_user_data(multipart=False, region="us-east-1").render()
-    assert rendered.startswith("#!/bin/bash\nset -euo pipefail\n")
-    assert rendered.rstrip().endswith('"$dest/bootstrap.sh"')
-
-
-@pytest.mark.parametrize(
-    ("props", "message"),
-    [
-        (
-            {"lustre_dns_name": DNS},
-            "bootstrap_user_data: lustre_dns_name and lustre_mount_name go together: give both to mount a file "
-            "system, or neither",
-        ),
-        (
-            {"lustre_efa": True},
-            "bootstrap_user_data: lustre_efa: needs a file system (lustre_dns_name and lustre_mount_name)",
-        ),
-        (
-            {"lustre_dns_name": "fs-1 && reboot", "lustre_mount_name": "abcdef12"},
-            "bootstrap_user_data: lustre_dns_name: must be an FSx DNS name like "
-            "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'fs-1 && reboot'",
-        ),
-        (
-            {"lustre_dns_name": DNS, "lustre_mount_name": "abcdef12", "lustre_mount_point": "fsx"},
-            "bootstrap_user_data: lustre_mount_point: must be an absolute directory like /fsx; got 'fsx'",
-        ),
-        (
-            {"nccl_parameter_name": "nccl tuning"},
-            "bootstrap_user_data: nccl_parameter_name: must be an SSM parameter name like /fmcluster/nccl; "
-            "got 'nccl tuning'",
-        ),
-    ],
-    ids=["half-lustre", "efa-without-lustre", "dns-name", "mount-point", "parameter"],
-)
-def test_user_data_rejects_bad_arguments(props, message):
-    with pytest.raises(ValueError) as error:
-        node_scripts.bootstrap_user_data(**props)
-    assert str(error.value) == message
-
-
-# -- the node bundle: bootstrap.sh --bundle and --observability -----------------------------------------------
+# -- the PCS node lifecycle actions: run-step.sh install and every step ------------------------------------------
 
 BUNDLE_URI = "s3://cdk-hnb659fds-assets-123456789012-us-west-2/" + "ab" * 32 + ".zip"
 PARAMETER = "/fmcluster/llm-pretrain/observability/prometheus-endpoint"
-OBSERVABILITY_ARGS = (
-    "--cluster", "llm-pretrain", "--region", "us-west-2", "--endpoint-parameter", PARAMETER, "--head-node",
-    "--grafana", "--mirror", "s3://llm-data/fmcluster-mirror",
+OBSERVABILITY = node_scripts.NodeObservability(
+    cluster_name="llm-pretrain", endpoint_parameter=PARAMETER, head_node=True, grafana=True,
+    mirror="s3://llm-data/fmcluster-mirror",
 )  # fmt: skip
+OBSERVABILITY_ARGS = OBSERVABILITY.arguments("us-west-2")
 RECORDER = """#!/usr/bin/env bash
 { printf '%s' "$0"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_STATE/observability-calls"
 printf '%s\\n' "${PATH%%:*}" >"$STUB_STATE/observability-path"
@@ -707,14 +590,13 @@ exec python3 -m zipfile -e "$2" "$4"
 """A stub unzip (records its call, then unpacks as `unzip -q ZIP -d DIR` would) for the path that prefers unzip."""
 
 
-def bundle(recorder: bool = False) -> bytes:
-    """The real node bundle; with `recorder`, its node/observability.sh replaced by RECORDER."""
-    if not recorder:
-        return node_scripts.bundle_archive()
+def bundle(replace: dict[str, str] | None = None) -> bytes:
+    """The real node bundle, with the files of `replace` (path -> text) replaced."""
+    replace = replace or {}
     buffer = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(node_scripts.bundle_archive())) as real, zipfile.ZipFile(buffer, "w") as fake:
         for info in real.infolist():
-            fake.writestr(info, RECORDER if info.filename == "node/observability.sh" else real.read(info))
+            fake.writestr(info, replace.get(info.filename) or real.read(info))
     return buffer.getvalue()
 
 
@@ -730,79 +612,100 @@ def observability_calls(node: Node) -> list[list[str]]:
     return [shlex.split(line) for line in calls.read_text().splitlines()] if calls.exists() else []
 
 
-def test_bootstrap_unpacks_the_node_bundle_into_opt_fmcluster(node):
+def agent(node: Node, tmp_path: Path, **settings) -> list[tuple[str, int]]:
+    """The PCS agent, emulated: each lifecycle action `node_scripts.node_lifecycle_actions` would configure, in
+    order, runs the runner as the agent downloaded it (a copy outside /opt/fmcluster) with the action's arguments;
+    an action whose onError is TERMINATE and which exits non-zero ends the sequence (botocore pcs OnError:
+    "Terminates the compute node"). What stays emulated: the agent itself (not public), its download and checksum
+    check (the synthesized checksum is tested in tests/unit/test_pcs.py). Returns (action, exit status) pairs."""
+    cache = tmp_path / "pcs-agent-cache" / "run-step.sh"
+    cache.parent.mkdir(exist_ok=True)
+    shutil.copy(NODE_DIR / "run-step.sh", cache)
+    ran = []
+    for entry, arguments in node_scripts.pcs_steps(bundle_s3_uri=BUNDLE_URI, region="us-west-2", **settings):
+        name = entry.name if entry is not None else "install"
+        result = node.run(cache, *(arguments if entry is None else [name, *arguments]))
+        ran.append((name, result.returncode))
+        node.last = result
+        required = entry is None or entry.required
+        if result.returncode != 0 and node_scripts.ON_ERROR[required] == "TERMINATE":
+            break
+    return ran
+
+
+def test_the_lifecycle_actions_install_the_bundle_then_run_scratch_lustre_and_nccl_in_order(node, tmp_path):
     """No unzip on the node: python3 -m zipfile unpacks it; every file lands with its mode, the temp dir is gone."""
     serve(node, BUNDLE_URI, bundle())
-    result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI)
-    assert result.returncode == 0, result.stderr
-
+    node.disks(*store_disks(2))
+    node.set("ssm-value", '{"NCCL_DEBUG": "WARN"}')
+    ran = agent(node, tmp_path, lustre_dns_name=DNS, lustre_mount_name="abcdef12", nccl_parameter_name="/x/nccl",
+                slurm_version="25.11")  # fmt: skip
+    assert ran == [(name, 0) for name in ("install", "scratch", "lustre", "nccl", "enroot", "slurm-hooks")]
     (download,) = [call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
-    assert download[3:7] == ["--only-show-errors", "--region", "us-west-2", BUNDLE_URI]  # region: instance metadata
-    assert [call[-1] for call in node.calls("curl")][-1].endswith("meta-data/placement/region")
-    installed = node.path(node_scripts.BUNDLE_DIR)
+    assert download[3:7] == ["--only-show-errors", "--region", "us-west-2", BUNDLE_URI]
+    installed = node.path(node_scripts.NODE_ROOT)
     found = {str(p.relative_to(installed)): p for p in installed.rglob("*") if p.is_file()}
     expected = node_scripts.bundle_files()
-    assert set(found) == set(expected)
+    assert set(found) - {"node.env"} == set(expected)
     for name, (data, mode) in expected.items():
         assert found[name].read_bytes() == data, name
         assert stat.S_IMODE(found[name].stat().st_mode) == mode, name
-    assert stat.S_IMODE(node.path("/opt/fmcluster/nccl-tests.sbatch").stat().st_mode) == 0o755
-    assert not [p for p in installed.iterdir() if p.name.startswith(".bundle.")]
-    log = node.script_log("bootstrap")
-    assert "node bundle " + BUNDLE_URI + " unpacked into /opt/fmcluster" in log and "bundle done" in log
-    assert "running observability" not in log and not node.path("/var/log/fmcluster/observability.log").exists()
+    assert (installed / "node.env").read_text() == "AWS_DEFAULT_REGION=us-west-2\nFMCLUSTER_SLURM_VERSION=25.11\n"
+    assert not [p for p in installed.iterdir() if p.name.startswith(".install.")]
+    order = [c for c in node.commands() if c in ("lsblk", "mdadm", "mount")]
+    assert order == ["lsblk", "mdadm", "mdadm", "mdadm", "mount", "mount"]
+    assert "NCCL_DEBUG=WARN" in node.path("/etc/fmcluster/nccl.env").read_text()
+    log = node.script_log("run-step")
+    assert f"node files from {BUNDLE_URI} installed in /opt/fmcluster" in log
+    assert log.index("step scratch: done") < log.index("step lustre: done") < log.index("step nccl: done")
+    assert (
+        f"ExecStart={installed}/node/nvme-raid.sh"
+        in node.path("/etc/systemd/system/fmcluster-scratch.service").read_text()
+    )
 
 
-def test_bootstrap_prefers_unzip_where_the_node_has_it(node):
+def test_a_failing_required_step_terminates_the_node_in_one_line(node, tmp_path):
+    """nvme-raid.sh refuses a foreign file system: the scratch action exits 1, which its TERMINATE ends the node
+    on; nothing after it runs (the node never reaches slurmd)."""
+    serve(node, BUNDLE_URI, bundle())
+    node.disks(*store_disks(1))
+    node.set("fs-nvme1n1", "ext4")
+    ran = agent(node, tmp_path, lustre_dns_name=DNS, lustre_mount_name="abcdef12")
+    assert ran == [("install", 0), ("scratch", 1)]
+    assert node.last.stderr.splitlines()[-1].endswith(
+        "ERROR: fmcluster step scratch FAILED with exit status 1; the node cannot train without it "
+        "(log: /var/log/fmcluster/nvme-raid.log)"
+    )
+    assert node.calls("mount") == []
+    assert (node.path("/run/fmcluster/steps/scratch")).read_text() == "failed\n"
+
+
+def test_the_runner_prefers_unzip_where_the_node_has_it(node, tmp_path):
     (node.bin / "unzip").write_text(RECORD + UNZIP)
     (node.bin / "unzip").chmod(0o755)
     serve(node, BUNDLE_URI, bundle())
-    assert node.run("bootstrap.sh", "--bundle", BUNDLE_URI).returncode == 0
+    assert node.run("run-step.sh", "install", BUNDLE_URI).returncode == 0
     ((_, quiet, archive, to, target),) = node.calls("unzip")
     assert (quiet, to) == ("-q", "-d") and archive.endswith("/bundle.zip") and target.endswith("/files")
-    assert node.path("/opt/fmcluster/dashboards/agent.yml").read_bytes() == node_scripts.dashboard_files()["agent.yml"]
+    assert node.path("/opt/fmcluster/dashboards/agent.yml").read_bytes() == node_files.dashboard_files()["agent.yml"]
 
 
 def test_bundle_download_is_retried_with_backoff(node):
     serve(node, BUNDLE_URI, bundle())
     node.set("aws-failures", "2")
-    result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI)
+    result = node.run("run-step.sh", "install", BUNDLE_URI, "--region", "us-west-2")
     assert result.returncode == 0, result.stderr
     assert len([call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]) == 3
     assert node.calls("sleep") == [["sleep", "1"], ["sleep", "2"]]
     assert node.path("/opt/fmcluster/node/observability.sh").exists()
 
 
-def test_bootstrap_hands_every_argument_after_observability_to_observability_sh(node):
-    serve(node, BUNDLE_URI, bundle(recorder=True))
-    result = node.run("bootstrap.sh", "--nccl-parameter", "/x/nccl", "--bundle", BUNDLE_URI, "--observability",
-                      *OBSERVABILITY_ARGS, env={"AWS_REGION": "us-west-2"})  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert observability_calls(node) == [[str(node.path("/opt/fmcluster/node/observability.sh")), *OBSERVABILITY_ARGS]]
-    # PCS keeps sinfo in /opt/aws/pcs/scheduler/slurm-<version>/bin (profile pcs-ready-dlami-ubuntu2404)
-    assert (node.state / "observability-path").read_text() == (
-        f"{node.path('/opt/aws/pcs/scheduler/slurm-25.11/bin')}\n"
-    )
-    log = node.script_log("bootstrap")
-    assert log.index("bundle done") < log.index("nccl-env done") < log.index("observability done")
-
-
-def test_without_the_bundle_observability_is_not_run_and_both_are_named(node):
+def test_a_bundle_that_cannot_be_fetched_terminates_the_node(node, tmp_path):
     node.set("aws-failures", "99")
-    result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI, "--observability", *OBSERVABILITY_ARGS,
-                      env={"FMCLUSTER_RETRY_ATTEMPTS": "2"})  # fmt: skip
-    assert result.returncode == 1
-    assert len([call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]) == 2
-    log = node.script_log("bootstrap")
-    assert "bundle failed with exit status 1 (see /var/log/fmcluster/bootstrap.log)" in log
-    assert "observability skipped: it runs from the node bundle, which could not be installed" in log
-    assert "enroot skipped: it runs from the node bundle, which could not be installed" in log
-    # observability is advisory, never a failure; enroot (container jobs) is
-    assert log.splitlines()[-1].endswith(
-        "ERROR: fmcluster bootstrap FAILED at bundle enroot (logs: /var/log/fmcluster/bootstrap.log)"
-    )
-    assert node.path("/etc/fmcluster/nccl.env").exists()  # the other steps ran
-    assert not [p for p in node.path("/opt/fmcluster").iterdir() if p.name.startswith(".bundle.")]
+    ran = agent(node, tmp_path, observability=OBSERVABILITY)
+    assert ran == [("install", 1)]
+    assert "fmcluster step install FAILED; the node cannot train without its files" in node.last.stderr
+    assert not [p for p in node.path("/opt/fmcluster").iterdir() if p.name.startswith(".install.")]
 
 
 def test_a_zip_that_is_no_node_bundle_is_refused(node):
@@ -810,79 +713,114 @@ def test_a_zip_that_is_no_node_bundle_is_refused(node):
     with zipfile.ZipFile(buffer, "w") as other:
         other.writestr("node/evil.sh", "#!/bin/sh\n")
     serve(node, BUNDLE_URI, buffer.getvalue())
-    result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI)
+    result = node.run("run-step.sh", "install", BUNDLE_URI)
     assert result.returncode == 1
-    assert f"{BUNDLE_URI} is no fmcluster node bundle (no node/observability.sh in it)" in node.script_log("bootstrap")
+    assert f"{BUNDLE_URI} holds no fmcluster node files (no manifest and node/lib.sh at its top)" in result.stderr
     assert not node.path("/opt/fmcluster/node/evil.sh").exists()
+
+
+def test_a_manifest_naming_a_file_the_bundle_lacks_is_refused(node):
+    serve(node, BUNDLE_URI, bundle({"manifest": "0755 node/lib.sh\n0755 node/missing.sh\n"}))
+    result = node.run("run-step.sh", "install", BUNDLE_URI)
+    assert result.returncode == 1
+    assert "the manifest names 'node/missing.sh' (mode '0755'), which is not in it as a file" in result.stderr
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [
-        (("--observability", "--cluster", "x"), "--observability needs --bundle: observability.sh and its dashboards"),
-        (("--bundle", "https://example.com/bundle.zip"), "--bundle must be the S3 URI of the node bundle like s3://"),
-        (("--bundle",), "usage: "),
-    ],
-    ids=["observability-without-bundle", "bundle-not-s3", "bundle-without-uri"],
+    [((), "usage: "), (("install",), "usage: "), (("reboot",), "usage: "), (("scratch",), "holds no node files")],
+    ids=["nothing", "install-without-source", "unknown-step", "before-install"],
 )
-def test_bootstrap_rejects_bad_bundle_arguments(node, args, message):
-    result = node.run("bootstrap.sh", *args)
+def test_the_runner_rejects_bad_arguments(node, args, message):
+    result = node.run("run-step.sh", *args)
     assert result.returncode in (1, 2)
     assert message in result.stderr
     assert node.calls() == []
 
 
-def test_the_user_data_with_the_bundle_and_observability_bootstraps_the_node(node, tmp_path):
-    """The rendered user data of a PCS login node run as cloud-init would: scripts from the user data, the rest from
-    the bundle (bootstrap.sh itself replaced while it runs), then observability.sh with the head node's arguments."""
-    node.disks(*store_disks(2))
-    serve(node, BUNDLE_URI, bundle(recorder=True))
-    observability = node_scripts.NodeObservability(
-        cluster_name="llm-pretrain", endpoint_parameter=PARAMETER, head_node=True, grafana=True,
-        mirror="s3://llm-data/fmcluster-mirror",
-    )  # fmt: skip
-    user_data = node_scripts.bootstrap_user_data(
-        lustre_dns_name=DNS, lustre_mount_name="abcdef12", region="us-west-2", bundle_s3_uri=BUNDLE_URI,
-        observability=observability,
-    )  # fmt: skip
-    script = tmp_path / "user-data.sh"
-    script.write_text(shell_part(user_data.render()))
-    result = node.run(script)
-    assert result.returncode == 0, result.stderr
-
-    installed = node.path(node_scripts.INSTALL_DIR)
-    assert (installed / "bootstrap.sh").read_bytes() == node_scripts.bundle_files()["node/bootstrap.sh"][0]
-    files = sorted(str(p.relative_to(installed)) for p in installed.rglob("*") if p.is_file())
-    assert files == sorted(node_scripts.BUNDLE_SCRIPTS)
-    assert node.path("/opt/fmcluster/nccl-tests.sbatch").exists()
-    assert observability_calls(node) == [[str(installed / "observability.sh"), *OBSERVABILITY_ARGS]]
-
-
-def test_compute_nodes_get_no_head_node_arguments_and_no_observability_none_at_all():
-    def command(observability):
-        rendered = node_scripts.bootstrap_user_data(region="us-east-1", bundle_s3_uri=BUNDLE_URI,
-                                                    observability=observability, multipart=False).render()  # fmt: skip
-        return rendered.rstrip().splitlines()[-1]
-
-    compute = node_scripts.NodeObservability(cluster_name="llm", endpoint_parameter=PARAMETER)
-    assert command(compute) == (
-        f'"$dest/bootstrap.sh" --bundle {BUNDLE_URI} --observability --cluster llm --region us-east-1 '
-        f"--endpoint-parameter {PARAMETER}"
+def test_every_argument_of_the_observability_action_reaches_observability_sh(node, tmp_path):
+    serve(node, BUNDLE_URI, bundle({"node/observability.sh": RECORDER}))
+    ran = agent(node, tmp_path, nccl_parameter_name="/x/nccl", observability=OBSERVABILITY, slurm_version="25.11")
+    assert ran[-1] == ("observability", 0) and all(status == 0 for _, status in ran)
+    assert observability_calls(node) == [[str(node.path("/opt/fmcluster/node/observability.sh")), *OBSERVABILITY_ARGS]]
+    # PCS keeps sinfo in /opt/aws/pcs/scheduler/slurm-<version>/bin (profile pcs-ready-dlami-ubuntu2404)
+    assert (node.state / "observability-path").read_text() == (
+        f"{node.path('/opt/aws/pcs/scheduler/slurm-25.11/bin')}\n"
     )
-    assert command(None) == f'"$dest/bootstrap.sh" --bundle {BUNDLE_URI}'
 
 
-def test_the_head_node_runs_the_image_watcher_from_the_bundle():
-    rendered = node_scripts.bootstrap_user_data(region="us-east-1", bundle_s3_uri=BUNDLE_URI, multipart=False,
-                                                image_parameter="/fmcluster/llm/image-uri").render()  # fmt: skip
-    assert rendered.rstrip().splitlines()[-1] == (
-        f'"$dest/bootstrap.sh" --bundle {BUNDLE_URI} --image-parameter /fmcluster/llm/image-uri'
-    )
-    assert {"node/image-watch.sh", "node/training-image.sh", "node/hyperpod/import-image.sh"} <= set(
-        node_scripts.bundle_files()
-    )
-    with pytest.raises(ValueError, match=r"^image_parameter: image-watch\.sh comes in the node bundle; give bundle_s3"):
-        node_scripts.bootstrap_user_data(region="us-east-1", image_parameter="/fmcluster/llm/image-uri")
+def test_a_failing_observability_sh_is_only_a_warning(node, tmp_path):
+    """The bundle's observability.sh replaced by one that fails: the action exits 0 after one WARNING line."""
+    serve(node, BUNDLE_URI, bundle({"node/observability.sh": "#!/bin/sh\nexit 3\n"}))
+    ran = agent(node, tmp_path, observability=OBSERVABILITY)
+    assert ran[-1] == ("observability", 0)
+    assert (
+        "WARN: fmcluster WARNING: step observability failed; the node runs without metrics "
+        "(log: /var/log/fmcluster/observability.log)"
+    ) in node.script_log("run-step")
+    assert node.path("/run/fmcluster/steps/observability").read_text() == "warned\n"
+
+
+def test_the_runners_step_table_is_rendered_from_the_one_list():
+    """run-step.sh's table is node_files.STEPS (`node_scripts.write_rendered_scripts()` rewrites it)."""
+    text = (NODE_DIR / "run-step.sh").read_text()
+    assert node_scripts.rendered_runner(text) == text
+    for entry in node_files.STEPS:
+        assert f"[{entry.name}]='{entry.script}'" in text
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"lustre_dns_name": DNS},
+            "node_lifecycle_actions: lustre_dns_name and lustre_mount_name go together: give both to mount a file "
+            "system, or neither",
+        ),
+        (
+            {"lustre_efa": True},
+            "node_lifecycle_actions: lustre_efa: needs a file system (lustre_dns_name and lustre_mount_name)",
+        ),
+        (
+            {"lustre_dns_name": "fs-1 && reboot", "lustre_mount_name": "abcdef12"},
+            "node_lifecycle_actions: lustre_dns_name: must be an FSx DNS name like "
+            "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got 'fs-1 && reboot'",
+        ),
+        (
+            {"lustre_dns_name": DNS, "lustre_mount_name": "abcdef12", "lustre_mount_point": "fsx"},
+            "node_lifecycle_actions: lustre_mount_point: must be an absolute directory like /fsx; got 'fsx'",
+        ),
+        (
+            {"nccl_parameter_name": "nccl tuning"},
+            "node_lifecycle_actions: nccl_parameter_name: must be an SSM parameter name like /fmcluster/nccl; "
+            "got 'nccl tuning'",
+        ),
+        (
+            {"bundle_s3_uri": "/tmp/bundle.zip"},
+            "node_lifecycle_actions: bundle_s3_uri: must be an S3 URI like s3://bucket/bundle.zip; got "
+            "'/tmp/bundle.zip'",
+        ),
+        (
+            {
+                "observability": node_scripts.NodeObservability(
+                    cluster_name="llm pretrain", endpoint_parameter="prom endpoint", mirror="bucket/mirror"
+                ),
+            },
+            "node_lifecycle_actions: observability.cluster_name: must be a cluster name like llm-pretrain; got "
+            "'llm pretrain'\nnode_lifecycle_actions: observability.endpoint_parameter: must be an SSM parameter "
+            "name like /fmcluster/llm/observability/prometheus-endpoint; got 'prom endpoint'\n"
+            "node_lifecycle_actions: observability.mirror: must be an S3 prefix like s3://my-bucket/fmcluster-mirror; "
+            "got 'bucket/mirror'",
+        ),
+    ],
+    ids=["half-lustre", "efa-without-lustre", "dns-name", "mount-point", "parameter", "bundle-not-s3",
+         "bad-observability"],
+)  # fmt: skip
+def test_lifecycle_actions_reject_bad_arguments(props, message):
+    with pytest.raises(ValueError) as error:
+        node_scripts.node_lifecycle_actions(**{"runner_s3_uri": "s3://b/run-step.sh", "bundle_s3_uri": BUNDLE_URI,
+                                               **props})  # fmt: skip
+    assert str(error.value) == message
 
 
 def test_node_bundle_is_reproducible_and_written_once_per_content():
@@ -899,68 +837,3 @@ def test_node_bundle_is_reproducible_and_written_once_per_content():
     path = Path(node_scripts.bundle_path())
     assert path.read_bytes() == first and re.fullmatch(r"fmcluster-node-bundle-[0-9a-f]{16}\.zip", path.name)
     assert node_scripts.bundle_path() == str(path)
-
-
-def test_user_data_with_the_bundle_and_observability_stays_within_budget():
-    """The longest real values: a bootstrap-bucket asset URI, a long cluster name, a mirror in a long bucket."""
-    name = "a" * 63
-    biggest = node_scripts.bootstrap_user_data(
-        lustre_dns_name=DNS, lustre_mount_name="abcdef12", lustre_efa=True,
-        nccl_parameter_name=f"/fmcluster/{name}/{'g' * 20}/nccl-env", region="ap-southeast-4",
-        bundle_s3_uri="s3://cdk-hnb659fds-assets-123456789012-ap-southeast-4/" + "f" * 64 + ".zip",
-        observability=node_scripts.NodeObservability(
-            cluster_name=name, endpoint_parameter=f"/fmcluster/{name}/observability/prometheus-endpoint",
-            head_node=True, grafana=True, mirror=f"s3://{'b' * 63}/fmcluster-mirror",
-        ),
-    ).render()  # fmt: skip
-    assert len(biggest.encode()) <= node_scripts.USER_DATA_BUDGET
-
-
-@pytest.mark.parametrize(
-    ("props", "message"),
-    [
-        (
-            {"observability": node_scripts.NodeObservability(cluster_name="llm", endpoint_parameter=PARAMETER)},
-            "bootstrap_user_data: observability: needs bundle_s3_uri (observability.sh and its dashboards come in "
-            "the node bundle)",
-        ),
-        (
-            {"bundle_s3_uri": "/tmp/bundle.zip"},
-            "bootstrap_user_data: bundle_s3_uri: must be an S3 URI like s3://bucket/bundle.zip; got '/tmp/bundle.zip'",
-        ),
-        (
-            {
-                "bundle_s3_uri": BUNDLE_URI,
-                "observability": node_scripts.NodeObservability(
-                    cluster_name="llm pretrain", endpoint_parameter="prom endpoint", mirror="bucket/mirror"
-                ),
-            },
-            "bootstrap_user_data: observability.cluster_name: must be a cluster name like llm-pretrain; got "
-            "'llm pretrain'\nbootstrap_user_data: observability.endpoint_parameter: must be an SSM parameter name "
-            "like /fmcluster/llm/observability/prometheus-endpoint; got 'prom endpoint'\nbootstrap_user_data: "
-            "observability.mirror: must be an S3 prefix like s3://my-bucket/fmcluster-mirror; got 'bucket/mirror'",
-        ),
-    ],
-    ids=["observability-without-bundle", "bundle-not-s3", "bad-observability"],
-)
-def test_user_data_rejects_bad_bundle_arguments(props, message):
-    with pytest.raises(ValueError) as error:
-        node_scripts.bootstrap_user_data(**props)
-    assert str(error.value) == message
-
-
-def test_a_failing_observability_sh_is_only_a_warning(node):
-    """The bundle's observability.sh replaced by one that fails: bootstrap still succeeds, and says why."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(node_scripts.bundle_archive())) as real, zipfile.ZipFile(buffer, "w") as fake:
-        for info in real.infolist():
-            fake.writestr(info, "#!/bin/sh\nexit 3\n" if info.filename == "node/observability.sh" else real.read(info))
-    serve(node, BUNDLE_URI, buffer.getvalue())
-    result = node.run("bootstrap.sh", "--bundle", BUNDLE_URI, "--observability", *OBSERVABILITY_ARGS)
-    assert result.returncode == 0
-    log = node.script_log("bootstrap")
-    assert (
-        "WARN: fmcluster bootstrap WARNING: step observability failed; the node runs without metrics "
-        "(log: /var/log/fmcluster/observability.log)"
-    ) in log
-    assert log.rstrip().endswith("bootstrap finished")

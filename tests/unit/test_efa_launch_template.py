@@ -20,13 +20,11 @@ from aws_cdk.assertions import Match, Template
 from fmcluster import catalog
 from fmcluster.constructs.efa import EfaLaunchTemplate
 from fmcluster.constructs.network import TrainingNetwork
-from fmcluster.node_scripts import bootstrap_user_data
 from tests import support
 
 pytestmark = pytest.mark.synth
 
 RESERVATION = "cr-0123456789abcdef0"
-DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 EFA_TYPES = ", ".join(name for name, row in catalog.CATALOG.items() if row.supports_efa)
 
 
@@ -82,9 +80,7 @@ def synthesized(tmp_path_factory) -> Synthesized:
         key=key,
         image_id="ami-0123456789abcdef0",
         instance_profile_arn="arn:aws:iam::123456789012:instance-profile/training-node",
-        user_data=bootstrap_user_data(
-            lustre_dns_name=DNS, lustre_mount_name="abcdef12", lustre_efa=True, nccl_parameter_name="/llm/nccl"
-        ),
+        user_data=ec2.UserData.custom("#!/bin/bash\necho first boot\n"),
         **common,
     )
     built["Odcr"] = EfaLaunchTemplate(
@@ -305,16 +301,9 @@ def test_image_and_instance_profile_only_when_given(synthesized):
     assert plain["InstanceType"] == "g5.48xlarge"
 
 
-def test_user_data_is_the_multipart_node_bootstrap(synthesized):
-    joined = synthesized.data("CapacityBlock")["UserData"]["Fn::Base64"]["Fn::Join"][1]
-    text = "".join(part if isinstance(part, str) else "<token>" for part in joined)
-    assert text.startswith("Content-Type: multipart/mixed;")
-    assert 'Content-Type: text/x-shellscript; charset="us-ascii"' in text
-    assert (
-        f'"$dest/bootstrap.sh" --lustre-dns-name {DNS} --lustre-mount-name abcdef12 --lustre-mount-point /fsx '
-        "--lustre-efa --nccl-parameter /llm/nccl" in text
-    )
-    assert {"Ref": "AWS::Region"} in joined
+def test_user_data_given_is_the_templates_base64(synthesized):
+    """A template of one's own may carry user data (fmcluster's PCS nodes need none: lifecycle actions)."""
+    assert synthesized.data("CapacityBlock")["UserData"] == {"Fn::Base64": "#!/bin/bash\necho first boot\n"}
 
 
 def test_instances_volumes_interfaces_and_the_template_carry_the_tags(synthesized):

@@ -28,18 +28,16 @@ from aws_cdk.assertions import Match
 from fmcluster.config import ComputeGroup
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.hyperpod import (
-    LIFECYCLE_DATA,
     LIFECYCLE_ENV,
     LIFECYCLE_PREFIX,
-    LIFECYCLE_SCRIPTS,
     HyperPodSlurmCluster,
     lifecycle_bucket_name,
+    lifecycle_files,
 )
-from fmcluster.constructs.hyperpod.lifecycle import package_data, package_text
 from fmcluster.constructs.lustre import LustreMount, LustreStorage
 from fmcluster.constructs.network import TrainingNetwork
 from fmcluster.constructs.observability import endpoint_parameter_name
-from fmcluster.node_scripts import dashboard_files
+from fmcluster.node_files import NODE_FILES, dashboard_files, node_tree
 from tests import support
 
 pytestmark = pytest.mark.synth
@@ -364,27 +362,29 @@ def deployed_files(cluster: Cluster) -> dict[str, str]:
     return files
 
 
-def test_scripts_are_deployed_flat_from_the_package_and_pruned(quickstart):
+def test_the_node_files_are_deployed_as_they_lie_on_a_node_and_pruned(quickstart):
+    """The lifecycle prefix holds on_create.sh, fmcluster.env and the one node-file tree (fmcluster.node_files), laid
+    out as /opt/fmcluster is: the same files, in the same places, as a PCS node's bundle."""
     props = deployment(quickstart)
     assert props["DestinationBucketName"] == {"Ref": quickstart.logical_id(quickstart.construct.lifecycle_bucket)}
     assert props["DestinationBucketKeyPrefix"] == LIFECYCLE_PREFIX
     assert props["Prune"] is True
     assert props["RetainOnDelete"] is False
     files = deployed_files(quickstart)
-    assert set(files) == {*LIFECYCLE_SCRIPTS, *LIFECYCLE_DATA, LIFECYCLE_ENV}
-    for name, package_path in LIFECYCLE_SCRIPTS.items():
-        assert files[name] == package_text(package_path), name
-    assert "lib.sh" in files and "on_create.sh" in files
+    tree = node_tree()
+    assert set(files) == {"on_create.sh", LIFECYCLE_ENV, *tree}
+    for name, (data, _) in tree.items():
+        assert files[name] == data.decode(), name
+    assert {entry.path for entry in NODE_FILES} <= set(files)
+    assert files["on_create.sh"] == (support.REPO / "fmcluster/node/hyperpod/on_create.sh").read_text()
 
 
 def test_the_deployment_ships_observability_sh_its_dashboards_folder_and_the_nccl_tests_job(quickstart):
     files = deployed_files(quickstart)
-    assert files["observability.sh"] == package_text("node/observability.sh")
-    assert files["nccl-tests.sbatch"] == package_text("node/nccl-tests.sbatch")
+    assert files["node/observability.sh"] == (support.REPO / "fmcluster/node/observability.sh").read_text()
+    assert files["nccl-tests.sbatch"] == (support.REPO / "fmcluster/node/nccl-tests.sbatch").read_text()
     shipped = {name.removeprefix("dashboards/") for name in files if name.startswith("dashboards/")}
     assert shipped == set(dashboard_files()) >= {"agent.yml", "rules/alerts.yml", "rules/recording.yml", "gpu.json"}
-    for name, package_path in LIFECYCLE_DATA.items():
-        assert files[name] == package_data(package_path), name
 
 
 def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library):
@@ -455,7 +455,7 @@ def test_by_default_the_nodes_collect_no_metrics(tmp_path):
         "FMCLUSTER_ENDPOINT_PARAMETER=",
         "FMCLUSTER_MIRROR=",
     ]
-    assert "observability.sh" in files and "nccl-tests.sbatch" in files  # shipped all the same
+    assert "node/observability.sh" in files and "nccl-tests.sbatch" in files  # shipped all the same
 
 
 # --- the execution role ---------------------------------------------------------------------------------------
@@ -823,19 +823,22 @@ def test_tokens_are_left_for_deploy_time(scope):
 
 
 def test_the_lifecycle_archive_is_the_same_bytes_on_every_machine():
-    """One zip of every lifecycle file: stored (no zlib build in the bytes), dated 1980, mode 0644, sorted; so the
-    asset hash, and the deployment, change only when a shipped file does."""
+    """One zip of every lifecycle file: stored (no zlib build in the bytes), dated 1980, sorted, each with its mode
+    of the one list; so the asset hash, and the deployment, change only when a shipped file does."""
     import io
     import zipfile
 
-    from fmcluster.constructs.hyperpod.lifecycle import LIFECYCLE_DATA, LIFECYCLE_SCRIPTS, lifecycle_archive
+    from fmcluster.constructs.hyperpod.lifecycle import lifecycle_archive
 
     data = lifecycle_archive()
     assert data == lifecycle_archive()
     entries = zipfile.ZipFile(io.BytesIO(data)).infolist()
-    assert [entry.filename for entry in entries] == sorted({*LIFECYCLE_SCRIPTS, *LIFECYCLE_DATA})
-    assert {(entry.compress_type, entry.date_time, entry.external_attr >> 16) for entry in entries} == {
-        (zipfile.ZIP_STORED, (1980, 1, 1, 0, 0, 0), 0o100644)
+    assert [entry.filename for entry in entries] == sorted(lifecycle_files())
+    assert {(entry.compress_type, entry.date_time) for entry in entries} == {
+        (zipfile.ZIP_STORED, (1980, 1, 1, 0, 0, 0))
+    }
+    assert {entry.filename: entry.external_attr >> 16 for entry in entries} == {
+        name: 0o100000 | mode for name, (_, mode) in lifecycle_files().items()
     }
 
 

@@ -5,6 +5,7 @@ with `observability.prometheus: none`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import zipfile
@@ -15,7 +16,7 @@ from aws_cdk import assertions
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from fmcluster import node_scripts
+from fmcluster import node_files, node_scripts
 from fmcluster.config import load, parse
 from fmcluster.constructs import LustreMount, LustreStorage, ProjectBuckets, TrainingNetwork
 from fmcluster.constructs.pcs import PcsSlurmCluster, cluster_size
@@ -127,13 +128,12 @@ def test_without_ami_id_nodes_run_the_pcs_ready_dlami_resolved_once_at_deploy_ti
     assert any(f.get("Runtime") == "python3.14" and f["Handler"] == "handler.on_event" for f in functions)
 
 
-def test_user_data_mounts_lustre_over_efa_only_where_the_node_can(b300):
-    templates = {k: r["Properties"]["LaunchTemplateData"] for k, r in of_type(b300, "AWS::EC2::LaunchTemplate").items()}
-    user_data = {key[:4]: str(data["UserData"]) for key, data in templates.items()}
-    assert "--lustre-efa" in user_data["b300"]
-    assert "--lustre-efa" not in user_data["devL"]
-    for data in user_data.values():  # every node builds pyxis against the cluster's Slurm, not the image's newest
-        assert "--slurm-version 26.05" in data
+def test_lifecycle_actions_mount_lustre_over_efa_only_where_the_node_can(b300):
+    actions = lifecycle(b300)
+    assert "--efa" in actions["b300"]["lustre"]
+    assert "--efa" not in actions["dev"]["lustre"]
+    for steps in actions.values():  # every node builds pyxis against the cluster's Slurm, not the image's newest
+        assert "--slurm-version 26.05" in steps["install"]
 
 
 @pytest.mark.parametrize(
@@ -308,9 +308,8 @@ def test_a_cluster_from_constructs_alone_has_every_part(scope):
     )  # fmt: skip
     # 2 compute nodes + the login node, with room to double: SMALL (32)
     template.has_resource_properties("AWS::PCS::Cluster", {"Size": "SMALL"})
-    templates = template.find_resources("AWS::EC2::LaunchTemplate")
-    login = json.dumps(templates[stack.get_logical_id(cluster.login_template.node.default_child)])
-    gpu = json.dumps(templates[stack.get_logical_id(cluster.launch_templates["gpu"].launch_template)])
+    steps = lifecycle(template.to_json())
+    login, gpu = " ".join(steps["login"].values()), " ".join(steps["gpu"].values())
     assert "--head-node" in login and "--grafana" in login and "image-uri" in login
     assert "--head-node" not in gpu and "image-uri" not in gpu and "/fmcluster/llm/gpu/nccl-env" in gpu
     policy = json.dumps(template.find_resources("AWS::IAM::Policy"))
@@ -320,48 +319,119 @@ def test_a_cluster_from_constructs_alone_has_every_part(scope):
 
 # -- the node bundle and observability --------------------------------------------------------------------------
 
-BUNDLE = re.compile(r"--bundle '?(s3://cdk-hnb659fds-assets-[^/]+/([0-9a-f]{64})\.zip)")
+BUNDLE = re.compile(r"^install (s3://cdk-hnb659fds-assets-[^/]+/([0-9a-f]{64})\.zip) --region ")
+# cfn-lint's schema of AWS::PCS::ComputeNodeGroup (cfnlint/data/schemas/resources/b72c27816367bc03.json), whose
+# limits on lifecycle actions replaced user data's 16 KB as the budget of a node's set-up
+PCS_SCHEMA = json.loads(
+    (REPO / ".venv/lib/python3.11/site-packages/cfnlint/data/schemas/resources/b72c27816367bc03.json").read_text()
+)
 
 
-def user_data(template: dict) -> dict[str, str]:
-    """Each launch template's user data, by the start of its logical id, as one string (tokens as their JSON)."""
-    found = {}
-    for key, resource in of_type(template, "AWS::EC2::LaunchTemplate").items():
-        value = resource["Properties"]["LaunchTemplateData"]["UserData"]
-        found[key[:4]] = "".join(p if isinstance(p, str) else json.dumps(p) for p in _parts(value))
-    return found
-
-
-def _parts(value: object) -> list[object]:
-    if isinstance(value, dict) and "Fn::Base64" in value:
-        return _parts(value["Fn::Base64"])
-    if isinstance(value, dict) and "Fn::Join" in value:
-        return [q for part in value["Fn::Join"][1] for q in _parts(part)]
+def _text(value: object) -> str:
+    """A lifecycle action argument as text (a token as its JSON)."""
+    if isinstance(value, dict) and isinstance(value.get("Fn::Join"), list):
+        return "".join(_text(part) for part in value["Fn::Join"][1])
     if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
-        return [value["Fn::Sub"]]
-    return [value]
+        return value["Fn::Sub"]
+    return value if isinstance(value, str) else json.dumps(value)
 
 
-def test_every_node_unpacks_the_same_node_bundle_from_a_cdk_asset(block, b300, synthesized):
+def actions(template: dict) -> dict[str, list[dict]]:
+    """Each PCS node group's nodeBootstrapped lifecycle actions, by group name."""
+    return {
+        group["Name"]: group["NodeLifecycleActions"]["Stages"]["NodeBootstrapped"]
+        for group in props(template, "AWS::PCS::ComputeNodeGroup")
+    }
+
+
+def lifecycle(template: dict) -> dict[str, dict[str, str]]:
+    """Each node group's steps: action name -> its arguments as one string, in order."""
+    return {
+        name: {action["Name"]: " ".join(_text(a) for a in action.get("Arguments", [])) for action in scripts}
+        for name, scripts in actions(template).items()
+    }
+
+
+def test_every_pcs_node_group_of_every_example_sets_up_its_nodes_as_lifecycle_actions(synthesized):
+    """Each action runs the runner (an asset whose SHA-256 the agent checks); required steps terminate the node on
+    failure, the others continue; and no launch template carries user data of fmcluster's any more."""
+    checked = 0
+    for example in synthesized:
+        result = synthesized[example]
+        for template in result.templates.values():
+            for name, scripts in actions(template).items():
+                checked += 1
+                steps = [action["Name"] for action in scripts]
+                assert steps[:2] == ["install", "scratch"] and {"nccl", "enroot"} <= set(steps), (example, name)
+                for action in scripts:
+                    required = action["Name"] == "install" or node_files.step(action["Name"]).required
+                    assert action["OnError"] == ("TERMINATE" if required else "CONTINUE"), (example, action)
+                    assert action["ExecutionPolicy"] == "FIRST_BOOT_ONLY"
+                    source = action["ScriptSource"]
+                    assert source["Checksum"] == node_scripts.runner_checksum()
+                    digest = re.search(r"/([0-9a-f]{64})\.sh$", _text(source["ScriptLocation"]))
+                    assert digest, source
+                    runner = result.outdir / f"asset.{digest[1]}.sh"
+                    assert hashlib.sha256(runner.read_bytes()).hexdigest() == source["Checksum"]
+            for launch_template in props(template, "AWS::EC2::LaunchTemplate"):
+                assert "UserData" not in launch_template["LaunchTemplateData"]
+    assert checked >= 5
+
+
+def test_a_failing_required_step_terminates_the_node_and_the_rest_only_warn(block):
+    """The steps a node cannot train without (node_files.STEPS: required) are TERMINATE (botocore pcs OnError:
+    "Terminates the compute node"); run-step.sh exits non-zero for them (tests/node/test_profiles.py)."""
+    on_error = {action["Name"]: action["OnError"] for action in actions(block)["gpu"]}
+    assert on_error == {
+        "install": "TERMINATE", "scratch": "TERMINATE", "lustre": "TERMINATE", "nccl": "TERMINATE",
+        "enroot": "TERMINATE", "slurm-hooks": "CONTINUE", "observability": "CONTINUE",
+    }  # fmt: skip
+
+
+def test_lifecycle_actions_fit_the_limits_pcs_sets(block, b300):
+    """The budget that replaced user data's: at most 20 actions per stage, 20 arguments each of 256 characters
+    (cfn-lint's schema), names of its pattern; the biggest examples' longest values leave room."""
+    definitions = PCS_SCHEMA["definitions"]
+    stage = definitions["NodeLifecycleStages"]["properties"]["NodeBootstrapped"]
+    script = definitions["NodeLifecycleScript"]["properties"]
+    assert (stage["maxItems"], script["Arguments"]["maxItems"], script["Arguments"]["items"]["maxLength"]) == (
+        node_scripts.MAX_SCRIPTS_PER_STAGE, node_scripts.MAX_ARGUMENTS, node_scripts.MAX_ARGUMENT_LENGTH
+    )  # fmt: skip
+    name = re.compile(script["Name"]["pattern"])
+    for template in (block, b300):
+        for scripts in actions(template).values():
+            assert len(scripts) <= stage["maxItems"] // 2
+            for action in scripts:
+                assert name.match(action["Name"]) and len(action["Name"]) <= script["Name"]["maxLength"]
+                assert len(action["Arguments"]) <= script["Arguments"]["maxItems"] // 2
+                # tokens resolve at deploy time: an asset URI (~110 characters) or a cross-stack bucket name
+                assert all(len(_text(a)) <= script["Arguments"]["items"]["maxLength"] for a in action["Arguments"])
+
+
+def test_every_node_installs_the_same_node_bundle_from_a_cdk_asset(block, b300, synthesized):
     examples = (("p5-capacity-block", block, "us-east-1"), ("p6-b300-isolated", b300, "us-west-2"))
     for example, template, region in examples:
-        bundles = {BUNDLE.search(text).groups() for text in user_data(template).values()}
+        bundles = {BUNDLE.search(steps["install"]).groups() for steps in lifecycle(template).values()}
         ((uri, digest),) = bundles  # one bundle for compute and login nodes alike
         assert uri.startswith("s3://cdk-hnb659fds-assets-") and f"-{region}/" in uri  # the stack's bootstrap bucket
         asset = synthesized[example].outdir / f"asset.{digest}.zip"
         assert asset.read_bytes() == node_scripts.bundle_archive()
         with zipfile.ZipFile(asset) as archive:
-            assert {"node/observability.sh", "dashboards/agent.yml", "nccl-tests.sbatch"} <= set(archive.namelist())
+            assert set(archive.namelist()) == set(node_files.node_tree())
+            assert {"node/observability.sh", "dashboards/agent.yml", "nccl-tests.sbatch", "manifest"} <= set(
+                archive.namelist()
+            )
 
 
 def test_compute_nodes_run_observability_and_the_login_node_is_the_head_node(block):
-    scripts = user_data(block)
+    steps = lifecycle(block)
     endpoint = "--endpoint-parameter /fmcluster/llm-pretrain/observability/prometheus-endpoint"
-    gpu, login = scripts["gpuL"], scripts["logi"]
-    assert gpu.index("--bundle ") < gpu.index("--observability --cluster llm-pretrain --region ")
-    assert gpu.rstrip().endswith(endpoint + "\n--+AWS+CDK+User+Data+Separator==--")
-    assert endpoint + " --head-node --grafana\n" in login  # observability.grafana defaults to self-hosted
-    assert "--mirror" not in gpu + login  # egress: nat, so the public release sites
+    gpu, login = steps["gpu"], steps["login"]
+    assert list(gpu)[-1] == "observability"
+    assert gpu["observability"].startswith("observability --cluster llm-pretrain --region ")
+    assert gpu["observability"].endswith(endpoint)
+    assert login["observability"].endswith(endpoint + " --head-node --grafana")  # grafana defaults to self-hosted
+    assert "--mirror" not in " ".join([*gpu.values(), *login.values()])  # egress: nat, so the public release sites
 
 
 def test_isolated_nodes_take_observability_downloads_from_the_data_bucket_mirror(b300):
@@ -369,12 +439,12 @@ def test_isolated_nodes_take_observability_downloads_from_the_data_bucket_mirror
         {"Fn::GetStackOutput": {"StackName": "b300-isolated-storage", "Region": "us-west-2",
                                 "OutputName": "PublishOutputRefBucketsDataBucket44451DC7409EC6A1"}}
     )  # fmt: skip
-    texts = user_data(b300)
-    for text in texts.values():
-        assert f"--mirror 's3://{storage_output}/fmcluster-mirror'" in text
-        assert "--grafana" not in text  # observability.grafana: none
-    heads = [key for key, text in texts.items() if "--head-node" in text]
-    assert heads == ["logi"]  # the head node template (no login node here: a head node group of its own)
+    steps = lifecycle(b300)
+    for group in steps.values():
+        assert f"--mirror s3://{storage_output}/fmcluster-mirror" in group["observability"]
+        assert "--grafana" not in group["observability"]  # observability.grafana: none
+    heads = [name for name, group in steps.items() if "--head-node" in group["observability"]]
+    assert heads == ["head"]  # no login node here: a head node group of its own
 
 
 def test_without_login_node_a_small_head_node_group_of_its_own_serves_metrics(b300):
@@ -414,10 +484,10 @@ def test_with_prometheus_none_nodes_get_the_bundle_but_no_observability_argument
     data["observability"] = {**data.get("observability", {}), "prometheus": "none", "grafana": "none"}
     result = synthesize(path, tmp_path, parse(data), guard=False)  # the user data is the point here
     assert result.nag == []
-    scripts = user_data(result.templates["llm-pretrain-cluster"])
-    assert set(scripts) == {"gpuL", "logi"}
-    for text in scripts.values():
-        assert BUNDLE.search(text) and "--observability" not in text
+    steps = lifecycle(result.templates["llm-pretrain-cluster"])
+    assert set(steps) == {"gpu", "login"}
+    for group in steps.values():
+        assert BUNDLE.search(group["install"]) and "observability" not in group
 
 
 def test_compliance_control_tower_turns_on_detailed_monitoring_without_an_acknowledgment(tmp_path):
@@ -441,9 +511,9 @@ def test_cluster_sets_fmcluster_prolog_and_epilog_and_only_settings_pcs_takes(bl
     (cluster,) = props(block, "AWS::PCS::Cluster")
     settings = {s["ParameterName"]: s["ParameterValue"] for s in cluster["SlurmConfiguration"]["SlurmCustomSettings"]}
     assert set(settings) <= PCS_CLUSTER_SETTINGS
-    hook = "/opt/fmcluster/node/slurm/gpu-job-map.sh"  # where the node bundle unpacks it (node_scripts.BUNDLE_DIR)
+    hook = "/opt/fmcluster/node/slurm/gpu-job-map.sh"  # where the install step puts it (node_files.NODE_ROOT)
     assert settings == {"Prolog": hook, "Epilog": hook}
-    assert f"node/{hook.rsplit('/node/', 1)[1]}" in {f"node/{s}" for s in node_scripts.BUNDLE_SCRIPTS}
+    assert node_files.node_file(hook.removeprefix(f"{node_files.NODE_ROOT}/")).mode == 0o755
 
 
 def test_cluster_without_job_hook_sets_no_custom_settings():

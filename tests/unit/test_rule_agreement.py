@@ -24,7 +24,7 @@ from fmcluster.constructs import (
     TrainingImage,
     TrainingNetwork,
 )
-from fmcluster.node_scripts import bootstrap_user_data
+from fmcluster.node_scripts import node_lifecycle_actions
 
 pytestmark = pytest.mark.synth
 
@@ -42,6 +42,8 @@ BASE: dict = {
     "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
 }
 GPU = {"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}
+
+RUNNER, BUNDLE = "s3://assets/run-step.sh", "s3://assets/bundle.zip"
 
 
 def config_message(data: dict, path: str) -> str:
@@ -285,8 +287,9 @@ def test_config_and_constructs_say_the_same(file, path, constructs):
     ("build", "prefix"),
     [
         (hyperpod(file_system=LustreMount(DNS, "abcdefghi")), "HyperPodSlurmCluster: file_system.mount_name"),
-        (lambda stack: bootstrap_user_data(lustre_dns_name=DNS, lustre_mount_name="abcdefghi"),
-         "bootstrap_user_data: lustre_mount_name"),
+        (lambda stack: node_lifecycle_actions(runner_s3_uri=RUNNER, bundle_s3_uri=BUNDLE, lustre_dns_name=DNS,
+                                              lustre_mount_name="abcdefghi"),
+         "node_lifecycle_actions: lustre_mount_name"),
     ],
     ids=["hyperpod", "node-bootstrap"],
 )  # fmt: skip
@@ -303,8 +306,9 @@ def test_lustre_mount_name_is_the_fsx_api_rule(build, prefix):
     ("build", "prefix"),
     [
         (hyperpod(file_system=LustreMount("nfs.example.com", "abc")), "HyperPodSlurmCluster: file_system.dns_name"),
-        (lambda stack: bootstrap_user_data(lustre_dns_name="nfs.example.com", lustre_mount_name="abc"),
-         "bootstrap_user_data: lustre_dns_name"),
+        (lambda stack: node_lifecycle_actions(runner_s3_uri=RUNNER, bundle_s3_uri=BUNDLE,
+                                              lustre_dns_name="nfs.example.com", lustre_mount_name="abc"),
+         "node_lifecycle_actions: lustre_dns_name"),
     ],
     ids=["hyperpod", "node-bootstrap"],
 )  # fmt: skip

@@ -72,9 +72,8 @@ class HyperPodSlurmCluster(Construct):
     from that SageMaker training plan. Every group mounts the FSx for Lustre file system at /fsx. Faulty nodes are
     replaced automatically. The nodes' interfaces live in `subnet`, in `security_groups`.
 
-    Lifecycle: the scripts of `fmcluster/node/hyperpod/`, with `lib.sh`, `nvme-raid.sh`, `nccl-env.sh` and
-    `observability.sh` of `fmcluster/node/` beside them (`LIFECYCLE_SCRIPTS`), `nccl-tests.sbatch` and the
-    `dashboards/` folder (`LIFECYCLE_DATA`), and a `fmcluster.env` of this cluster's settings are
+    Lifecycle: `on_create.sh` with every node file beside it, laid out as on the node (`lifecycle_files()`, from the
+    one list `fmcluster.node_files`, the same a PCS node gets), and a `fmcluster.env` of this cluster's settings are
     deployed from the installed package into a bucket of this construct, named
     `sagemaker-<cluster name>-<account>-<region>` (HyperPod's managed instance policy reaches only `sagemaker-*`
     buckets; a cluster name too long for S3's 63 characters is shortened and given a hash).

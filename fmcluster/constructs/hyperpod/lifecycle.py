@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from importlib import resources
 
 import aws_cdk as cdk
@@ -15,7 +14,8 @@ from fmcluster.config.regions import REGIONS
 from fmcluster.constructs.acknowledgments import acknowledge_deploy_time_functions, nag_form
 from fmcluster.constructs.functions import quiet_redundant_depends_on
 from fmcluster.names import CONTROLLER_GROUP
-from fmcluster.node_scripts import DASHBOARDS, NCCL_TESTS, archive_path, dashboard_files, zip_archive
+from fmcluster.node_files import EXECUTABLE, node_tree
+from fmcluster.node_scripts import archive_path, zip_archive
 from fmcluster.tokens import is_token
 
 LIFECYCLE_PREFIX = "fmcluster-lifecycle"
@@ -28,30 +28,8 @@ configured its own software, Slurm from the API-driven configuration included. `
 mode) would leave setting up Slurm to the scripts, as the older provisioning_parameters.json model did."""
 LIFECYCLE_ENV = "fmcluster.env"
 """The cluster's settings for the lifecycle scripts, written next to them (KEY=value lines)."""
-LIFECYCLE_SCRIPTS: Mapping[str, str] = {
-    ON_CREATE: "node/hyperpod/on_create.sh",
-    "enroot-pyxis.sh": "node/enroot-pyxis.sh",
-    "slurm-hooks.sh": "node/slurm-hooks.sh",
-    "task-prolog.sh": "node/slurm/task-prolog.sh",
-    "gpu-job-map.sh": "node/slurm/gpu-job-map.sh",
-    "import-image.sh": "node/hyperpod/import-image.sh",
-    "slurm-hold.sh": "node/hyperpod/slurm-hold.sh",
-    "ssm.sh": "node/hyperpod/ssm.sh",
-    "lib.sh": "node/lib.sh",
-    "mirror.sh": "node/mirror.sh",
-    "nvme-raid.sh": "node/nvme-raid.sh",
-    "nccl-env.sh": "node/nccl-env.sh",
-    "observability.sh": "node/observability.sh",
-    "image-watch.sh": "node/image-watch.sh",
-    "training-image.sh": "node/training-image.sh",
-}
-"""Object name under the lifecycle prefix -> package file of fmcluster: flat, so `lib.sh` sits next to the scripts."""
-LIFECYCLE_DATA: Mapping[str, str] = {
-    NCCL_TESTS: f"node/{NCCL_TESTS}",
-    **{f"{DASHBOARDS}/{name}": f"{DASHBOARDS}/{name}" for name in dashboard_files()},
-}
-"""Files the lifecycle installs besides the scripts: the nccl-tests job and the dashboards folder observability.sh
-reads (object name under the lifecycle prefix -> package file)."""
+ON_CREATE_SOURCE = "node/hyperpod/on_create.sh"
+"""on_create.sh in the package; the archive puts it at the top, beside the node files' tree."""
 SAGEMAKER_BUCKET_PREFIX = "sagemaker-"
 """HyperPod's managed instance policy reaches only such buckets (SageMaker API reference, ClusterLifeCycleConfig)."""
 MAX_BUCKET_NAME = 63
@@ -111,29 +89,23 @@ def lifecycle_settings(
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
-def package_text(path: str) -> str:
-    return resources.files("fmcluster").joinpath(path).read_text(encoding="ascii")
+def lifecycle_files() -> dict[str, tuple[bytes, int]]:
+    """The lifecycle archive's files: `on_create.sh` at the top and every node file (`fmcluster.node_files.node_tree`,
+    with its `manifest`) laid out as /opt/fmcluster is, so on_create.sh installs the same tree as a PCS node's.
 
-
-def package_data(path: str) -> str:
-    """A data file of the package (dashboards may hold any UTF-8 text; scripts are ASCII)."""
-    return resources.files("fmcluster").joinpath(path).read_text(encoding="utf-8")
-
-
-SHIPPED_MODE = 0o644
-"""The mode every file has in the lifecycle archive. S3 keeps no mode, so it never reaches a node: on_create.sh runs
-each script with `bash`, as it did when each file was a source of its own."""
+    Modes are recorded for the zip, but S3 keeps none: the manifest carries them to the node (run-step.sh install),
+    and HyperPod runs on_create.sh with bash (unconfirmed whether it would run an object without the execute bit)."""
+    entry = resources.files("fmcluster").joinpath(ON_CREATE_SOURCE).read_bytes()
+    return {ON_CREATE: (entry, EXECUTABLE), **node_tree()}
 
 
 def lifecycle_archive() -> bytes:
-    """`LIFECYCLE_SCRIPTS` and `LIFECYCLE_DATA` under their object names, as one reproducible zip.
+    """`lifecycle_files()` as one reproducible zip.
 
     One archive is one asset for the BucketDeployment to stage and hash at synth, where a source per file cost an
     asset each; the deployment unpacks it under `LIFECYCLE_PREFIX`, so the objects are the same.
     """
-    files = {name: package_text(path).encode("ascii") for name, path in LIFECYCLE_SCRIPTS.items()}
-    files |= {name: package_data(path).encode("utf-8") for name, path in LIFECYCLE_DATA.items()}
-    return zip_archive({name: (data, SHIPPED_MODE) for name, data in files.items()})
+    return zip_archive(lifecycle_files())
 
 
 def lifecycle_archive_path() -> str:

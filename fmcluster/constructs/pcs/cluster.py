@@ -28,7 +28,7 @@ from fmcluster.constructs.lustre import LustreFileSystem
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
 from fmcluster.constructs.pcs.prop_rules import group_name_problem, validated
 from fmcluster.names import LUSTRE_MOUNT_PATH, nccl_parameter_name, parameter_prefix
-from fmcluster.node_scripts import INSTALL_DIR, NodeObservability, bootstrap_user_data, bundle_path
+from fmcluster.node_scripts import INSTALL_DIR, NodeObservability, bundle_path, node_lifecycle_actions, runner_path
 from fmcluster.problems import InvalidProps, Problem, raise_if_any
 from fmcluster.tokens import is_token
 
@@ -75,13 +75,15 @@ class PcsSlurmCluster(Construct):
     `prometheus="managed"` wants a head node (Slurm exporter, self-hosted Grafana), a node group `head` of one
     m5.xlarge plays that part.
 
-    Every node's user data (`fmcluster.node_scripts.bootstrap_user_data`) makes /scratch on local NVMe, mounts
-    `file_system` at /fsx (over EFA where the file system is EFA-enabled and the node can), writes the group's NCCL
-    environment from the SSM parameter `<nccl_parameter_prefix>/<group>/nccl-env` and unpacks the node bundle (an S3
-    asset: node scripts, dashboards, nccl-tests.sbatch) into /opt/fmcluster; with `prometheus="managed"` it runs
-    observability.sh. With a `file_system`, one node watches for the training image (`/fmcluster/<cluster>/image-uri`)
-    and imports it into /fsx when it is published or rebuilt: the head node, or without one every compute node (the
-    import's lock on /fsx lets one of them do it).
+    Every node group's PCS node lifecycle actions (`fmcluster.node_scripts.node_lifecycle_actions`), run before
+    slurmd starts, install the node bundle (an S3 asset: node scripts, dashboards, nccl-tests.sbatch) into
+    /opt/fmcluster, make /scratch on local NVMe, mount `file_system` at /fsx (over EFA where the file system is
+    EFA-enabled and the node can), write the group's NCCL environment from the SSM parameter
+    `<nccl_parameter_prefix>/<group>/nccl-env` and set up enroot and pyxis; a failure of any of these terminates the
+    node (PCS replaces it). With `prometheus="managed"` they also run observability.sh, whose failure only warns.
+    With a `file_system`, one node watches for the training image (`/fmcluster/<cluster>/image-uri`) and imports it
+    into /fsx when it is published or rebuilt: the head node, or without one every compute node (the import's lock
+    on /fsx lets one of them do it).
 
     Nodes share one instance profile whose role sits under the path `/aws-pcs/` (AWS PCS accepts no other role). It
     may register with this cluster only, be managed through SSM, read this cluster's SSM parameters
@@ -165,7 +167,8 @@ class PcsSlurmCluster(Construct):
     Attributes:
         cluster: the `pcs.CfnCluster`. role, instance_profile: what every node runs with.
         launch_templates: the `EfaLaunchTemplate` of each compute group; login_template: the login (head) node's.
-        node_groups, queues: by name. node_bundle: the S3 asset of the node software (after `node_bundle_uri()`).
+        node_groups, queues: by name. node_bundle, node_runner: the S3 assets of the node software and of the step
+            runner every lifecycle action runs (after `node_bundle_uri()`).
         parameter_prefix, nccl_parameter_prefix, image_parameter_name, endpoint_parameter_name: the SSM names the
             nodes read.
     """
@@ -280,6 +283,8 @@ class PcsSlurmCluster(Construct):
         self._image_provider: cr.Provider | None = None
         self.node_bundle: s3_assets.Asset | None = None
         """The node bundle (`fmcluster.node_scripts.bundle_files()`) as an S3 asset the nodes may read."""
+        self.node_runner: s3_assets.Asset | None = None
+        """run-step.sh as an S3 asset: the script of every node lifecycle action."""
         self.node_groups: dict[str, pcs.CfnComputeNodeGroup] = {}
         self.queues: dict[str, pcs.CfnQueue] = {}
         self.launch_templates: dict[str, EfaLaunchTemplate] = {}
@@ -325,6 +330,7 @@ class PcsSlurmCluster(Construct):
         queue: bool = True,
         min_count: int | None = None,
         scale_down_idle_seconds: int | None = None,
+        lifecycle_actions: pcs.CfnComputeNodeGroup.NodeLifecycleActionsProperty | None = None,
     ) -> pcs.CfnComputeNodeGroup:
         """A node group of up to `count` instances on a launch template of your own (and, with `queue`, a Slurm
         partition named `name`); `compute_groups` and `login_instance_type` use it for theirs.
@@ -335,17 +341,18 @@ class PcsSlurmCluster(Construct):
 
         `ami_id` omitted: the PCS-Ready DLAMI for the type's architecture (`node_image`).
 
-        Give the nodes the node bundle (the default `job_hook` runs a script from it; a missing Prolog drains a node
-        at its first job), or build the cluster with `job_hook=None`.
+        `lifecycle_actions` omitted: `lifecycle_actions()`, the steps every node needs (the node bundle, /scratch, the
+        NCCL defaults, enroot and pyxis), so the default `job_hook`, a script of the bundle, is there before slurmd
+        starts (a missing Prolog drains a node at its first job).
 
         Example::
 
-            user_data = bootstrap_user_data(bundle_s3_uri=cluster.node_bundle_uri())
             template = EfaLaunchTemplate(stack, "P5", instance_type="p5.48xlarge", subnet=network.compute_subnet,
-                                         security_groups=[network.efa_security_group], user_data=user_data)
+                                         security_groups=[network.efa_security_group])
             cluster.add_node_group("gpu", instance_type="p5.48xlarge", count=16,
                                    launch_template_id=template.launch_template_id,
-                                   launch_template_version=template.latest_version)
+                                   launch_template_version=template.latest_version,
+                                   lifecycle_actions=cluster.lifecycle_actions(nccl_parameter_name="/my/nccl"))
         """
         problems: list[Problem] = []
         if ami_id is not None and not is_token(ami_id) and not AMI_ID_PATTERN.match(ami_id):
@@ -378,6 +385,7 @@ class PcsSlurmCluster(Construct):
             else None,
             subnet_ids=[self.subnet.subnet_id],
             purchase_option=purchase_option,
+            node_lifecycle_actions=lifecycle_actions or self.lifecycle_actions(),
         )
         # nodes call pcs:RegisterComputeNodeGroupInstance as they boot; the statement granting it is in the role's
         # default policy, which the node group does not reference: without this, instances may start before it exists
@@ -454,17 +462,37 @@ class PcsSlurmCluster(Construct):
             reason="Nodes read only this cluster's own SSM parameters (NCCL settings per group, image URI)",
         )
 
+    def lifecycle_actions(self, **settings: Any) -> pcs.CfnComputeNodeGroup.NodeLifecycleActionsProperty:
+        """Node lifecycle actions for a node group of this cluster: `fmcluster.node_scripts.node_lifecycle_actions`
+        with this cluster's runner, bundle and Slurm version (`settings` as there: lustre_dns_name, ...)."""
+        return node_lifecycle_actions(
+            runner_s3_uri=self.node_runner_uri(),
+            bundle_s3_uri=self.node_bundle_uri(),
+            slurm_version=self.slurm_version,
+            mirror=self.mirror,
+            **settings,
+        )
+
+    def node_runner_uri(self) -> str:
+        """run-step.sh's S3 URI (the script of every lifecycle action), made and granted on first use."""
+        self.node_bundle_uri()
+        assert self.node_runner is not None
+        return self.node_runner.s3_object_url
+
     def node_bundle_uri(self) -> str:
-        """The node bundle's S3 URI (`bootstrap_user_data(bundle_s3_uri=...)`), made and granted to the nodes on first
-        use; the bundle installs the Prolog and Epilog `job_hook` names by default."""
+        """The node bundle's S3 URI (`node_lifecycle_actions(bundle_s3_uri=...)`), made and granted to the nodes on
+        first use, with the runner's; the bundle installs the Prolog and Epilog `job_hook` names by default."""
         if self.node_bundle is None:
             self.node_bundle = s3_assets.Asset(self, "NodeBundle", path=bundle_path())
             self.node_bundle.grant_read(self.role)
+            self.node_runner = s3_assets.Asset(self, "NodeRunner", path=runner_path())
+            self.node_runner.grant_read(self.role)
             acknowledge_wildcards(
                 self.role,
                 actions=ASSET_READ_ACTIONS,
                 resources=[self.node_bundle.bucket.arn_for_objects("*")],
                 reason="CDK's Asset.grant_read: nodes read their node bundle (scripts, dashboards, the nccl-tests job) "
+                "and the step runner of their lifecycle actions "
                 "from the CDK bootstrap assets bucket, read-only; that bucket holds deployment artifacts of this "
                 "account's CDK apps (code and scripts named by content hash), not training data",
             )
@@ -510,16 +538,6 @@ class PcsSlurmCluster(Construct):
             reservation_id=group.reservation_id,
             placement_group=placement_group,
             detailed_monitoring=self.detailed_monitoring,
-            user_data=bootstrap_user_data(
-                **self._lustre(),
-                lustre_efa=over_efa,
-                nccl_parameter_name=nccl_parameter_name(self.nccl_parameter_prefix, group.name),
-                bundle_s3_uri=self.node_bundle_uri(),
-                observability=observability,
-                image_parameter=self.image_parameter_name if watch_image else None,
-                slurm_version=self.slurm_version,
-                mirror=self.mirror,
-            ),
         )
         self.launch_templates[group.name] = template
         self.add_node_group(
@@ -532,6 +550,13 @@ class PcsSlurmCluster(Construct):
             ami_id=ami_id,
             min_count=group.min_count,
             scale_down_idle_seconds=group.scale_down_idle_minutes * 60 if group.scale_down_idle_minutes else None,
+            lifecycle_actions=self.lifecycle_actions(
+                **self._lustre(),
+                lustre_efa=over_efa,
+                nccl_parameter_name=nccl_parameter_name(self.nccl_parameter_prefix, group.name),
+                observability=observability,
+                image_parameter=self.image_parameter_name if watch_image else None,
+            ),
         )
 
     def _add_head_node(
@@ -546,14 +571,6 @@ class PcsSlurmCluster(Construct):
             detailed_monitoring=self.detailed_monitoring or None,
             require_imdsv2=True,
             http_put_response_hop_limit=METADATA_HOP_LIMIT,
-            user_data=bootstrap_user_data(
-                **self._lustre(),
-                bundle_s3_uri=self.node_bundle_uri(),
-                observability=observability,
-                image_parameter=self.image_parameter_name if self.file_system is not None else None,
-                slurm_version=self.slurm_version,
-                mirror=self.mirror,
-            ),
             block_devices=[
                 ec2.BlockDevice(
                     device_name=ROOT_DEVICE,
@@ -582,4 +599,9 @@ class PcsSlurmCluster(Construct):
             launch_template_version=template.latest_version_number,
             ami_id=ami_id,
             queue=False,
+            lifecycle_actions=self.lifecycle_actions(
+                **self._lustre(),
+                observability=observability,
+                image_parameter=self.image_parameter_name if self.file_system is not None else None,
+            ),
         )

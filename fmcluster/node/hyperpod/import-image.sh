@@ -30,12 +30,8 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-LIB="$HERE/lib.sh"
-if [[ ! -f "$LIB" ]]; then
-  LIB="$(dirname "$HERE")/lib.sh"
-fi
 # shellcheck source=../lib.sh
-source "$LIB"
+source "$(dirname "$HERE")/lib.sh" # one layout on every node (fmcluster.node_files): node/hyperpod/ below node/
 # shellcheck source=ssm.sh
 source "$HERE/ssm.sh"
 

@@ -6,31 +6,34 @@
 #
 # Usage: on_create.sh
 #
-# Steps, in this order, each a process of its own:
+# Steps, in this order, each run by run-step.sh (the runner AWS PCS nodes use too, with the same fail/warn policy;
+# rendered from fmcluster.node_files.STEPS), each a process of its own:
+#   install  run-step.sh install: every node file beside this script (the tree and `manifest` of
+#            fmcluster.node_files, the same a PCS node gets) into /opt/fmcluster, each with its mode; every later step
+#            runs from there
 #   hold     slurm-hold.sh hold, on every node but the controller: the node is drained in Slurm until the lifecycle
 #            ends (HyperPod runs this script as OnInitComplete, after its own Slurm set-up: slurmd may have registered
 #            and could be given jobs); at the end `release` resumes it, or `fail` keeps it drained naming the failed
 #            steps. Draining changes slurmctld's node state only, never slurm.conf (HyperPod's; slurm-hooks.sh)
-#   install  copy fmcluster's node scripts to /opt/fmcluster/node (the /scratch boot unit runs nvme-raid.sh from
-#            there), the dashboards folder to /opt/fmcluster/dashboards, nccl-tests.sbatch to /opt/fmcluster/
 #   scratch  nvme-raid.sh: /scratch on the instance-store NVMe disks (nothing to do on types without them)
 #   nccl     nccl-env.sh <FMCLUSTER_NCCL_PREFIX>/<instance group>/nccl-env: the NCCL/libfabric environment of jobs
 #            (nccl-env.sh's defaults alone when the group has no such parameter)
 #   enroot   enroot-pyxis.sh: enroot and pyxis (installed when the image lacks them), caches on local disk
-#   slurm-hooks  slurm-hooks.sh: TaskProlog (NCCL environment in every job) and Prolog/Epilog (GPU-to-job files for
-#            dcgm-exporter) in this node's slurm.conf
+#   slurm-hooks  slurm-hooks.sh: the NCCL environment in every job and the GPU-to-job files for dcgm-exporter,
+#            through HyperPod's prolog.d/epilog.d
 #   image    import-image.sh, on the controller only: the training image, once, as a squashfs on the file system
 #   image-watch  image-watch.sh install, on the controller only: a timer that imports the image when it is published
 #            (usually after boot: the cluster does not wait for the image build) or changed, for jobs to find
 #   observability  only when FMCLUSTER_PROMETHEUS is `managed`: observability.sh --cluster --region
-#            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER --config-dir /opt/fmcluster/dashboards
-#            [--mirror FMCLUSTER_MIRROR], with --head-node on the controller (the Slurm exporter, which finds sinfo in
-#            /opt/slurm/bin), and --grafana there too when FMCLUSTER_GRAFANA is `self-hosted`
-# A failed step does not stop the later ones (image and image-watch need enroot, and are skipped without it). Every
-# step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script exits
-# non-zero, so only a node that cannot run training fails it: settings, group, install, scratch, nccl and enroot fail
-# the node; slurm-hooks, image, image-watch and observability only warn (jobs still run: with the environment of the
-# submitter, pulling the image from ECR, without metrics), each in one WARNING line naming the step and the log.
+#            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER [--mirror FMCLUSTER_MIRROR], with --head-node on the
+#            controller (the Slurm exporter), and --grafana there too when FMCLUSTER_GRAFANA is `self-hosted`
+#   release  slurm-hold.sh release (not on the controller)
+# A failed step does not stop the later ones (image and image-watch need enroot: the runner skips them without it).
+# Every step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script
+# exits non-zero, so only a node that cannot run training fails it: the required steps (settings, group, install,
+# scratch, nccl, enroot, release) fail the node; hold, slurm-hooks, image, image-watch and observability only warn
+# (jobs still run: with the environment of the submitter, pulling the image from ECR, without metrics), each in one
+# WARNING line naming the step and the log.
 #
 # Settings: fmcluster.env beside this script (the HyperPodSlurmCluster construct deploys it with the scripts), lines
 # of FMCLUSTER_CLUSTER, FMCLUSTER_REGION, FMCLUSTER_NCCL_PREFIX, FMCLUSTER_IMAGE_PARAMETER,
@@ -40,8 +43,8 @@
 # the one whose instance has one of this node's IP addresses in HyperPod's resource configuration:
 # $SAGEMAKER_RESOURCE_CONFIG_PATH, which HyperPod sets for lifecycle scripts, else /opt/ml/config/resource_config.json
 # (as AWS's reference on_create.sh).
-# lib.sh, observability.sh and nccl-tests.sbatch sit beside this script in the lifecycle bucket, and one directory up
-# in the fmcluster package; dashboards/ sits beside it too, and two directories up in the package.
+# The node files sit beside this script as they will in /opt/fmcluster (node/lib.sh, node/run-step.sh, dashboards/,
+# nccl-tests.sbatch, manifest): the lifecycle archive of fmcluster.constructs.hyperpod.lifecycle_files.
 #
 # Log: /var/log/fmcluster/lifecycle.log holds every step's output (each step also keeps its own log beside it);
 # everything also goes to stderr, which HyperPod sends to CloudWatch. When a step fails, the last line names the
@@ -49,25 +52,15 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [[ -f "$HERE/lib.sh" ]]; then
-  NODE_DIR="$HERE" # as deployed: every script in one directory
-else
-  NODE_DIR="$(dirname "$HERE")" # in the fmcluster package: node/hyperpod/ below node/
-fi
 # shellcheck source=../lib.sh
-source "$NODE_DIR/lib.sh"
+source "$HERE/node/lib.sh"
 # shellcheck source=ssm.sh
-source "$HERE/ssm.sh"
+source "$HERE/node/hyperpod/ssm.sh"
 
 LOG_FILE="$LOG_DIR/lifecycle.log"
-INSTALL_DIR=/opt/fmcluster/node
-DASHBOARDS_DIR=/opt/fmcluster/dashboards
-NCCL_TESTS=/opt/fmcluster/nccl-tests.sbatch
+RUNNER="$ROOT/opt/fmcluster/node/run-step.sh"
 SETTINGS_FILE="$HERE/fmcluster.env"
 RESOURCE_CONFIG="${SAGEMAKER_RESOURCE_CONFIG_PATH:-/opt/ml/config/resource_config.json}"
-SCRIPTS=(lib.sh mirror.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh slurm-hooks.sh import-image.sh observability.sh
-  image-watch.sh training-image.sh slurm-hold.sh)
-SLURM_HOOKS=(task-prolog.sh gpu-job-map.sh)
 FMCLUSTER_CLUSTER=""
 FMCLUSTER_REGION=""
 FMCLUSTER_NCCL_PREFIX=""
@@ -162,89 +155,26 @@ sys.exit(f"none of the addresses of this node ({shown}) is an instance in {path}
 ' "$config" "$addresses"
 }
 
-# script PATH: where to run a node script from: the installed copy, else the copy that came with this script.
-script() {
-  if [[ -f "$ROOT$INSTALL_DIR/$1" ]]; then
-    printf '%s\n' "$ROOT$INSTALL_DIR/$1"
-  elif [[ -f "$HERE/$1" ]]; then
-    printf '%s\n' "$HERE/$1"
-  else
-    printf '%s\n' "$NODE_DIR/$1"
-  fi
-}
-
-# dashboards: fmcluster's dashboards directory: the installed copy, else the one that came with this script.
-dashboards() {
-  if [[ -f "$ROOT$DASHBOARDS_DIR/agent.yml" ]]; then
-    printf '%s\n' "$ROOT$DASHBOARDS_DIR"
-  elif [[ -d "$HERE/dashboards" ]]; then
-    printf '%s\n' "$HERE/dashboards"
-  else
-    printf '%s\n' "$(dirname "$NODE_DIR")/dashboards"
-  fi
-}
-
-# install_scripts: copy the node scripts to INSTALL_DIR, the dashboards to DASHBOARDS_DIR and the nccl-tests job to
-# NCCL_TESTS (replacing older copies; unchanged files are left alone).
-install_scripts() {
-  local name mode source file
-  for name in "${SCRIPTS[@]}"; do
-    source="$HERE/$name"
-    if [[ ! -f "$source" ]]; then
-      source="$NODE_DIR/$name"
-    fi
-    mode=0755
-    if [[ "$name" == lib.sh || "$name" == ssm.sh ]]; then
-      mode=0644 # sourced, never run
-    fi
-    write_file "$ROOT$INSTALL_DIR/$name" "$mode" <"$source"
-  done
-  for name in "${SLURM_HOOKS[@]}"; do
-    source="$HERE/$name"
-    if [[ ! -f "$source" ]]; then
-      source="$NODE_DIR/slurm/$name"
-    fi
-    write_file "$ROOT$INSTALL_DIR/slurm/$name" 0755 <"$source"
-  done
-  log INFO "node scripts installed in $INSTALL_DIR"
-  source="$HERE/dashboards"
-  if [[ ! -d "$source" ]]; then
-    source="$(dirname "$NODE_DIR")/dashboards"
-  fi
-  for file in "$source"/**; do
-    if [[ -f "$file" ]]; then
-      write_file "$ROOT$DASHBOARDS_DIR/${file#"$source/"}" 0644 <"$file"
-    fi
-  done
-  log INFO "dashboards installed in $DASHBOARDS_DIR"
-  source="$HERE/nccl-tests.sbatch"
-  if [[ ! -f "$source" ]]; then
-    source="$NODE_DIR/nccl-tests.sbatch"
-  fi
-  write_file "$ROOT$NCCL_TESTS" 0755 <"$source"
-  log INFO "nccl-tests job installed as $NCCL_TESTS"
-}
-
-# nccl_step GROUP: nccl-env.sh with the group's NCCL parameter, or without one (the defaults) when there is none.
-nccl_step() {
+# nccl_arguments GROUP: nccl-env.sh's argument: the group's NCCL parameter, or none (the defaults) when it has none.
+nccl_arguments() {
   local parameter="$FMCLUSTER_NCCL_PREFIX/$1/nccl-env" value
-  local -a arguments=("$parameter")
   if ! command -v aws >/dev/null 2>&1; then
-    : # nccl-env.sh says so and writes the defaults
+    printf '%s\n' "$parameter" # nccl-env.sh says so and writes the defaults
   elif ! value="$(retry ssm_get "$FMCLUSTER_REGION" "$parameter")"; then
     log WARN "SSM parameter $parameter could not be checked; nccl-env.sh reads it itself"
+    printf '%s\n' "$parameter"
   elif [[ -z "$value" ]]; then
     log INFO "there is no SSM parameter $parameter: the NCCL defaults apply to group $1"
-    arguments=()
+  else
+    printf '%s\n' "$parameter"
   fi
-  bash "$(script nccl-env.sh)" ${arguments[@]+"${arguments[@]}"}
 }
 
-# observability_step GROUP: observability.sh for this cluster's workspace; on the controller with the Slurm exporter
-# (and Grafana when self-hosted).
-observability_step() {
+# observability_arguments GROUP: observability.sh's, for this cluster's workspace; on the controller with the Slurm
+# exporter (and Grafana when self-hosted).
+observability_arguments() {
   local -a arguments=(--cluster "$FMCLUSTER_CLUSTER" --region "$FMCLUSTER_REGION"
-    --endpoint-parameter "$FMCLUSTER_ENDPOINT_PARAMETER" --config-dir "$(dashboards)")
+    --endpoint-parameter "$FMCLUSTER_ENDPOINT_PARAMETER")
   if [[ "$1" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
     arguments+=(--head-node)
     if [[ "$FMCLUSTER_GRAFANA" == self-hosted ]]; then
@@ -254,55 +184,37 @@ observability_step() {
   if [[ -n "$FMCLUSTER_MIRROR" ]]; then
     arguments+=(--mirror "$FMCLUSTER_MIRROR")
   fi
-  # HyperPod keeps Slurm's commands in /opt/slurm/bin, which is not on the lifecycle scripts' PATH
-  PATH="$ROOT$(slurm_prefix)/bin:$PATH" bash "$(script observability.sh)" "${arguments[@]}"
+  printf '%s\n' "${arguments[@]}"
 }
 
-# in_step COMMAND...: COMMAND with log() writing to stderr only, which run_step adds to lifecycle.log (once).
-in_step() {
-  local LOG_FILE=/dev/null
-  "$@"
-}
-
-# run_step NAME COMMAND...: run COMMAND with its output added to lifecycle.log (and stderr); remember a failure.
+# run_step STEP [ARGUMENTS...]: run-step.sh STEP (its policy: a warn-only step exits 0 after its WARNING line), its
+# output added to lifecycle.log (and stderr); a required step's failure is remembered.
 run_step() {
-  local name="$1" status on_error
-  shift
-  log INFO "step $name: starting"
-  # Not `pipeline || status=$?`: inside an || list bash ignores set -e, also in the step's functions. The step's
-  # own failure is reported below, so lib.sh's ERR trap is off for the pipeline itself (and on inside the step).
+  local name="$1" status runner="$RUNNER" on_error
+  if [[ "$name" == install ]]; then
+    runner="$HERE/node/run-step.sh" # /opt/fmcluster holds nothing yet
+  elif [[ ! -f "$runner" ]]; then
+    log ERROR "step $name: /opt/fmcluster holds no node files; run the install step first"
+    FAILED+=("$name")
+    return 0
+  fi
+  # Not `pipeline || status=$?`, which would hide a failure of tee; the step's failure is reported by the runner,
+  # so lib.sh's ERR trap is off for the pipeline.
   on_error="$(trap -p ERR)"
   trap - ERR
   set +e
-  (
-    eval "$on_error"
-    set -e
-    in_step "$@"
-  ) 2>&1 | tee -a "$LOG_FILE" >&2
+  bash "$runner" "$@" 2>&1 | tee -a "$LOG_FILE" >&2
   status="${PIPESTATUS[0]}"
   set -e
   eval "$on_error"
-  if ((status == 0)); then
-    log INFO "step $name: done"
-  else
-    log ERROR "step $name: failed with exit status $status"
+  if ((status != 0)); then
     FAILED+=("$name")
-  fi
-}
-
-# warn_only STEP CONSEQUENCE...: when STEP just failed, it only warns, in one line naming it, what follows and the log
-# (HyperPod would fail the whole cluster for it).
-warn_only() {
-  local step="$1"
-  shift
-  if ((${#FAILED[@]})) && [[ "${FAILED[-1]}" == "$step" ]]; then
-    unset 'FAILED[-1]'
-    log WARN "fmcluster lifecycle WARNING: step $step failed; $* (log: ${LOG_FILE#"$ROOT"})"
   fi
 }
 
 main() {
   local group
+  local -a arguments
   if (($#)); then
     printf 'usage: %s\n' "$0" >&2
     exit 2
@@ -315,50 +227,40 @@ main() {
     fail_lifecycle "$group" group
   fi
   log INFO "cluster $FMCLUSTER_CLUSTER, instance group $group"
+  run_step install "$HERE"
   if [[ "$group" != "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
     # slurmd runs already (OnInitComplete): no job lands here before the steps below are done (slurm-hold.sh)
-    run_step hold bash "$(script slurm-hold.sh)" hold
-    warn_only hold "Slurm may give this node a job before its set-up is done"
+    run_step hold hold
   fi
-
-  run_step install install_scripts
-  run_step scratch bash "$(script nvme-raid.sh)"
-  run_step nccl nccl_step "$group"
-  run_step enroot bash "$(script enroot-pyxis.sh)"
-  run_step slurm-hooks bash "$(script slurm-hooks.sh)"
-  warn_only slurm-hooks "jobs get the submitter's environment, not this group's NCCL settings, and GPU metrics no" \
-    "job label"
+  run_step scratch
+  mapfile -t arguments < <(nccl_arguments "$group")
+  run_step nccl ${arguments[@]+"${arguments[@]}"}
+  run_step enroot
+  run_step slurm-hooks
   if [[ "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
-    if [[ " ${FAILED[*]} " == *" enroot "* ]]; then
-      log WARN "steps image and image-watch: skipped, since they need enroot"
-    elif [[ -z "$FMCLUSTER_FSX_MOUNT" ]]; then
+    if [[ -z "$FMCLUSTER_FSX_MOUNT" ]]; then
       log INFO "step image: skipped, since the cluster has no shared file system to keep the image on"
     else
-      run_step image bash "$(script import-image.sh)" "$FMCLUSTER_IMAGE_PARAMETER" "$FMCLUSTER_FSX_MOUNT"
-      warn_only image "jobs pull the training image from ECR instead of $FMCLUSTER_FSX_MOUNT/enroot/images"
+      run_step image "$FMCLUSTER_IMAGE_PARAMETER" "$FMCLUSTER_FSX_MOUNT"
       # the image built after boot, or rebuilt later, reaches the nodes through this timer (image-watch.sh's header)
-      run_step image-watch bash "$(script image-watch.sh)" install "$FMCLUSTER_REGION" "$FMCLUSTER_IMAGE_PARAMETER" \
-        "$FMCLUSTER_FSX_MOUNT"
-      warn_only image-watch "a training image published after now does not reach $FMCLUSTER_FSX_MOUNT/enroot/images;" \
-        "jobs pull it from ECR"
+      run_step image-watch install "$FMCLUSTER_REGION" "$FMCLUSTER_IMAGE_PARAMETER" "$FMCLUSTER_FSX_MOUNT"
     fi
   fi
   if [[ "$FMCLUSTER_PROMETHEUS" == managed ]]; then
-    run_step observability observability_step "$group"
-    warn_only observability "this node runs without metrics until observability.sh succeeds (e.g. once the" \
-      "mirror is filled)"
+    mapfile -t arguments < <(observability_arguments "$group")
+    run_step observability "${arguments[@]}"
   else
     log INFO "step observability: skipped, since observability.prometheus is none"
   fi
 
   if ((${#FAILED[@]})); then
-    if [[ "$group" != "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
-      bash "$(script slurm-hold.sh)" fail "${FAILED[@]}" || true
+    if [[ "$group" != "$FMCLUSTER_CONTROLLER_GROUP" && -f "$RUNNER" ]]; then
+      bash "$ROOT/opt/fmcluster/node/hyperpod/slurm-hold.sh" fail "${FAILED[@]}" || true
     fi
     fail_lifecycle "see the lines of each step above" "${FAILED[@]}"
   fi
   if [[ "$group" != "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
-    run_step release bash "$(script slurm-hold.sh)" release
+    run_step release release
     if ((${#FAILED[@]})); then
       fail_lifecycle "the node is set up but could not be given back to Slurm" "${FAILED[@]}"
     fi

@@ -1,0 +1,164 @@
+"""What a node receives and the steps it runs: the one list both orchestrators are built from.
+
+Every node, of AWS PCS or SageMaker HyperPod, gets the same files laid out the same way under `NODE_ROOT`
+(/opt/fmcluster), and runs its set-up as the same steps through one runner, `node/run-step.sh`, with one fail/warn
+policy. From these two lists come the PCS node bundle and its node lifecycle actions (`fmcluster.node_scripts`), the
+HyperPod lifecycle archive (`fmcluster.constructs.hyperpod.lifecycle`), the `manifest` the runner installs the files
+by (path and mode, since S3 keeps no mode), the runner's own step table, and the tests' list of files.
+
+To give nodes a new file, add one line to `NODE_FILES` (its path under /opt/fmcluster, which is its path under
+`fmcluster/` too); to run a new script as a step, add one line to `STEPS` and call it where the orchestrator runs its
+steps (`node_scripts.pcs_steps` for PCS, `node/hyperpod/on_create.sh` for HyperPod), then re-render the runner's
+table: `python -c "import fmcluster.node_scripts as n; n.write_rendered_scripts()"`.
+
+Example::
+
+    >>> node_file("node/lib.sh").mode == 0o644
+    True
+    >>> step("lustre").required, step("observability").required
+    (True, False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+NODE_ROOT = "/opt/fmcluster"
+"""Where every node file lands, on both orchestrators (`NodeFile.path` is relative to it)."""
+MANIFEST = "manifest"
+"""The file, at the top of the bundle and of the lifecycle archive, listing every node file as `MODE PATH` lines."""
+EXECUTABLE = 0o755
+SOURCED = 0o644
+"""Files sourced or read, never run (lib.sh, ssm.sh, the dashboards)."""
+
+
+@dataclass(frozen=True)
+class NodeFile:
+    """One file a node receives: `path` under /opt/fmcluster, its mode there, and where it is in the package.
+
+    Args:
+        path: where it lands, relative to `NODE_ROOT` (e.g. "node/lib.sh" -> /opt/fmcluster/node/lib.sh).
+        mode: its mode on the node. Omitted: 0755.
+        source: its path under `fmcluster/` in the package. Omitted: `path`.
+    """
+
+    path: str
+    mode: int = EXECUTABLE
+    source: str | None = None
+
+    @property
+    def package_path(self) -> str:
+        return self.source or self.path
+
+
+NODE_FILES: tuple[NodeFile, ...] = (
+    NodeFile("node/lib.sh", SOURCED),
+    NodeFile("node/mirror.sh", SOURCED),
+    NodeFile("node/run-step.sh"),
+    NodeFile("node/nvme-raid.sh"),
+    NodeFile("node/mount-lustre.sh"),
+    NodeFile("node/lnet-efa.sh"),
+    NodeFile("node/lustre-efa-check.sh"),
+    NodeFile("node/nccl-env.sh"),
+    NodeFile("node/enroot-pyxis.sh"),
+    NodeFile("node/slurm-hooks.sh"),
+    NodeFile("node/slurm/task-prolog.sh"),
+    NodeFile("node/slurm/gpu-job-map.sh"),
+    NodeFile("node/image-watch.sh"),
+    NodeFile("node/training-image.sh"),
+    NodeFile("node/observability.sh"),
+    NodeFile("node/hyperpod/ssm.sh", SOURCED),
+    NodeFile("node/hyperpod/import-image.sh"),
+    NodeFile("node/hyperpod/slurm-hold.sh"),
+    NodeFile("node/block-end-drain.sh"),
+    NodeFile("nccl-tests.sbatch", source="node/nccl-tests.sbatch"),  # at the top, where users find it
+)
+"""Every file of `fmcluster/node/` a node receives, one line each (the dashboards folder comes with `DASHBOARDS`)."""
+DASHBOARDS = "dashboards"
+"""The package folder observability.sh reads (agent.yml, rules/, Grafana dashboards): every file, 0644, under
+/opt/fmcluster/dashboards."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a node's set-up, run by `node/run-step.sh NAME [ARGUMENTS...]`.
+
+    Args:
+        name: the step's name (also the PCS lifecycle action's name: letters, digits, ' ', '_', '-').
+        script: the script it runs, under /opt/fmcluster/node.
+        required: a node cannot train without it: its failure fails the node (PCS: the lifecycle action's
+            onError TERMINATE; HyperPod: the lifecycle fails and the node stays drained). Otherwise it only warns.
+        consequence: what a warn-only step's failure means, in its one WARNING line.
+        needs: steps that must have succeeded first; without them the step is skipped (and counts as failed).
+    """
+
+    name: str
+    script: str
+    required: bool
+    consequence: str = ""
+    needs: tuple[str, ...] = ()
+
+
+INSTALL = "install"
+"""The runner's built-in first step: the node files, from the bundle or the lifecycle directory, into /opt/fmcluster."""
+STEPS: tuple[Step, ...] = (
+    Step("hold", "hyperpod/slurm-hold.sh", False, "Slurm may give this node a job before its set-up is done"),
+    Step("scratch", "nvme-raid.sh", True),
+    Step("lustre", "mount-lustre.sh", True),
+    Step("nccl", "nccl-env.sh", True),
+    Step("enroot", "enroot-pyxis.sh", True),
+    Step("slurm-hooks", "slurm-hooks.sh", False, "jobs get the submitter's environment, not the group's NCCL settings"),
+    Step("image", "hyperpod/import-image.sh", False, "jobs pull the training image from ECR", ("enroot",)),
+    Step("image-watch", "image-watch.sh", False, "a training image published later is not imported", ("enroot",)),
+    Step("observability", "observability.sh", False, "the node runs without metrics"),
+    Step("release", "hyperpod/slurm-hold.sh", True),
+)
+"""Every step, one line each, in the order they run (an orchestrator runs those that apply to the node)."""
+
+
+def node_file(path: str) -> NodeFile:
+    """The entry of `NODE_FILES` for `path` (under /opt/fmcluster)."""
+    for entry in NODE_FILES:
+        if entry.path == path:
+            return entry
+    raise KeyError(f"{path!r} is no node file; known: {', '.join(entry.path for entry in NODE_FILES)}")
+
+
+def step(name: str) -> Step:
+    """The entry of `STEPS` named `name`."""
+    for entry in STEPS:
+        if entry.name == name:
+            return entry
+    raise KeyError(f"{name!r} is no step; known: {', '.join(entry.name for entry in STEPS)}")
+
+
+def _folder_files(folder: Traversable, prefix: str) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for entry in folder.iterdir():
+        if entry.name == "__pycache__":
+            continue
+        if entry.is_dir():
+            found.update(_folder_files(entry, f"{prefix}{entry.name}/"))
+        else:
+            found[f"{prefix}{entry.name}"] = entry.read_bytes()
+    return found
+
+
+def dashboard_files() -> dict[str, bytes]:
+    """Every file of the package's dashboards folder, by path relative to it (e.g. "rules/alerts.yml")."""
+    return dict(sorted(_folder_files(resources.files("fmcluster").joinpath(DASHBOARDS), "").items()))
+
+
+def node_tree() -> dict[str, tuple[bytes, int]]:
+    """Every node file: path under /opt/fmcluster -> (content, mode), with the `manifest` that lists them.
+
+    The PCS bundle and the HyperPod lifecycle archive are this tree (the archive adds its entry script and
+    settings), so a file lands in the same place with the same mode on both."""
+    package = resources.files("fmcluster")
+    files = {entry.path: (package.joinpath(entry.package_path).read_bytes(), entry.mode) for entry in NODE_FILES}
+    files |= {f"{DASHBOARDS}/{name}": (data, SOURCED) for name, data in dashboard_files().items()}
+    listing = "".join(f"{mode:04o} {path}\n" for path, (_, mode) in sorted(files.items()))
+    files[MANIFEST] = (listing.encode("ascii"), SOURCED)
+    return dict(sorted(files.items()))
