@@ -17,12 +17,13 @@
 #                --boot exits 3 whenever it falls back to TCP) stops the mount (systemd.unit(5), Requires=), so the
 #                TCP fallback would work at first boot only and a reboot would leave no file system.
 #
-# Checks that the Lustre client module is installed for the running kernel and installs it when it is not, on Amazon
-# Linux only (2023: dnf; 2: amazon-linux-extras; their repositories are in-region S3, reached through the gateway
-# endpoint). Elsewhere a missing client fails the step, naming the kernel: the FSx client repository for Ubuntu and
-# RHEL is a public S3 host outside the region's gateway endpoint (a bucket's endpoint serves only its own region;
-# whether that repository has a copy per region is unconfirmed), and no node reaches outside the VPC. HyperPod's AMI
-# mounts /fsx itself; whether the PCS-Ready DLAMI carries the client is unconfirmed (its release notes list none).
+# Checks that the Lustre client module is installed for the running kernel and installs it when it is not (Amazon
+# Linux 2023: dnf; Amazon Linux 2: amazon-linux-extras; both in-region S3 through the gateway endpoint; Ubuntu and RHEL:
+# AWS's FSx client repository). KNOWN GAP (issue 22, open): the FSx client repository is a public S3 host outside the
+# region's gateway endpoint (a bucket's endpoint serves only its own region), so on Ubuntu/RHEL it needs
+# `network.egress: nat`; whether the PCS-Ready DLAMI carries the client is unconfirmed (its release notes list none),
+# and the artifact mirror does not hold the kernel-specific client packages yet. Kept, rather than failing every
+# such node (on PCS a failed lustre step terminates the node, and a static group would relaunch it in a loop).
 # writes one /etc/fstab line (`_netdev,noatime,flock`) and mounts with retries (the file system's DNS name can
 # take a moment to resolve from a fresh node). Does nothing when MOUNT_POINT is already mounted. No /fsx is a failure.
 # Client tunables in /etc/modprobe.d/fmcluster-lustre.conf, as AWS's configure-efa-fsx-lustre-client writes them for
@@ -57,7 +58,7 @@ lustre_client_installed() {
 }
 
 install_lustre_client() {
-  local id version
+  local id version codename keyring
   id="$(os_release ID)"
   version="$(os_release VERSION_ID)"
   log INFO "installing the Lustre client ($id $version)"
@@ -69,9 +70,29 @@ install_lustre_client() {
         retry dnf install -y lustre-client
       fi
       ;;
+    ubuntu)
+      codename="$(os_release VERSION_CODENAME)"
+      keyring="$ROOT/usr/share/keyrings/fsx-ubuntu-public-key.gpg"
+      mkdir -p "$(dirname "$keyring")"
+      retry curl -fsSL -o "$keyring.asc" \
+        https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc
+      gpg --batch --yes --dearmor -o "$keyring" "$keyring.asc"
+      write_file "$ROOT/etc/apt/sources.list.d/fsxlustreclientrepo.list" 0644 <<EOF
+deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu $codename main
+EOF
+      retry apt-get update
+      retry env DEBIAN_FRONTEND=noninteractive apt-get install -y "lustre-client-modules-$(uname -r)"
+      ;;
+    rhel | rocky | almalinux | centos)
+      retry curl -fsSL -o "$ROOT/tmp/fsx-rpm-public-key.asc" \
+        https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-rpm-public-key.asc
+      rpm --import "$ROOT/tmp/fsx-rpm-public-key.asc"
+      retry curl -fsSL -o "$ROOT/etc/yum.repos.d/aws-fsx.repo" \
+        "https://fsx-lustre-client-repo.s3.amazonaws.com/el/${version%%.*}/fsx-lustre-client.repo"
+      retry dnf install -y kmod-lustre-client lustre-client
+      ;;
     *)
-      die "this image has no Lustre client for kernel $(uname -r), and nodes install none from outside the VPC (no FSx" \
-        "client repository on $id); use an image that carries it (docs/node-images.md)"
+      die "no Lustre client for OS '$id' here; use an AMI that has one (the AWS Deep Learning AMIs, the AWS PCS sample AMIs)"
       ;;
   esac
   lustre_client_installed || die "the Lustre client installed, but modinfo finds no lustre module for kernel $(uname -r)"
