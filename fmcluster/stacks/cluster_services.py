@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
+from fmcluster.config.models import rendered_users
 from fmcluster.constructs.nccl_tuning import NcclTuning
+from fmcluster.names import users_parameter_name
 from fmcluster.stacks.storage import StorageStack
 
 OBSERVABILITY_MIRROR_PREFIX = "fmcluster-mirror"
@@ -35,3 +38,19 @@ def observability_mirror(config: ClusterConfig, storage: StorageStack) -> str | 
     if config.network.egress != "none":
         return None
     return f"s3://{storage.buckets.data_bucket.bucket_name}/{OBSERVABILITY_MIRROR_PREFIX}"
+
+
+def users_parameter(scope: Construct, config: ClusterConfig) -> ssm.StringParameter | None:
+    """The cluster file's `users` in SSM (`/fmcluster/<cluster>/users`, standard tier: the file's rule keeps them
+    within its 4 KB), which every node's users.sh reads; None without users. Editing `users` changes only this value:
+    no launch template, no node group."""
+    if not config.users:
+        return None
+    return ssm.StringParameter(
+        scope,
+        "Users",
+        parameter_name=users_parameter_name(config.name),
+        string_value=rendered_users(config.users),
+        description=f"{config.name}: cluster users as NAME UID ADMIN [KEY] lines (fmcluster/node/users.sh)",
+        tier=ssm.ParameterTier.STANDARD,
+    )

@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import re
 import zipfile
+from pathlib import Path
 
 import aws_cdk as cdk
+import cfnlint
 import pytest
+import yaml
 from aws_cdk import assertions
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
@@ -498,3 +501,44 @@ def test_node_groups_wait_for_the_policy_that_lets_nodes_register(block, b300):
         ]  # fmt: skip
         groups = [r for r in resources.values() if r["Type"] == "AWS::PCS::ComputeNodeGroup"]
         assert groups and all(policy_id in group.get("DependsOn", []) for group in groups)
+
+
+def test_managed_accounting_is_on_by_default_as_the_schema_spells_it(block, b300):
+    """cfn-lint's AWS::PCS::Cluster schema: Accounting {Mode: STANDARD | NONE, DefaultPurgeTimeInDays -1..10000,
+    -1 = never purge}; botocore pcs AccountingRequest: "0 isn't a valid value"."""
+    schema = next(
+        json.loads(path.read_text())
+        for path in (Path(cfnlint.__file__).parent / "data/schemas/resources").glob("*.json")
+        if '"AWS::PCS::Cluster"' in path.read_text()
+    )
+    accounting = schema["definitions"]["Accounting"]["properties"]
+    for template in (block, b300):
+        (cluster,) = props(template, "AWS::PCS::Cluster")
+        given = cluster["SlurmConfiguration"]["Accounting"]
+        assert given == {"Mode": "STANDARD", "DefaultPurgeTimeInDays": -1}
+        assert given["Mode"] in accounting["Mode"]["enum"]
+        assert accounting["DefaultPurgeTimeInDays"]["minimum"] <= -1 <= accounting["DefaultPurgeTimeInDays"]["maximum"]
+
+
+def test_accounting_false_leaves_it_out(tmp_path):
+    data = yaml.safe_load((REPO / "examples/p5-capacity-block.yaml").read_text())
+    data["orchestrator"]["accounting"] = False
+    result = synthesize(REPO / "examples/p5-capacity-block.yaml", tmp_path, parse(data))
+    (cluster,) = props(result.templates["llm-pretrain-cluster"], "AWS::PCS::Cluster")
+    assert "Accounting" not in cluster["SlurmConfiguration"]
+
+
+def test_users_reach_the_nodes_as_one_standard_parameter_they_may_read(block):
+    (parameter,) = [p for p in props(block, "AWS::SSM::Parameter") if p.get("Name") == "/fmcluster/llm-pretrain/users"]
+    assert parameter["Tier"] == "Standard"
+    assert parameter["Value"].splitlines() == [
+        "alice 2001 1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhNKVh6gtWI4uhWApsWulxJTq/vvu90WGGDXD+zeqUn",
+        "bob 2002 0",
+    ]
+    readable = [
+        json.dumps(statement["Resource"])
+        for policy in props(block, "AWS::IAM::Policy")
+        for statement in policy["PolicyDocument"]["Statement"]
+        if statement["Action"] == "ssm:GetParameter"
+    ]
+    assert any(":parameter/fmcluster/llm-pretrain/*" in resource for resource in readable), readable

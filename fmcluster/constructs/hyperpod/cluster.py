@@ -155,6 +155,10 @@ class HyperPodSlurmCluster(Construct):
         observability_mirror: an S3 prefix holding every binary and image observability.sh installs (its header
             gives the layout), for nodes without an internet path; the role must be able to read it. Omitted: the
             public release sites.
+        users_parameter: an SSM parameter under this cluster's prefix holding the cluster users (`NAME UID ADMIN
+            [KEY]` lines, `fmcluster.stacks.cluster_services.users_parameter`): every node runs users.sh with it, and
+            the controller, where HyperPod runs slurmdbd, also makes their Slurm associations in the account named
+            after the cluster. Omitted: no users beyond the image's.
         removal_policy: what `cdk destroy` does to the node log group. Omitted: RETAIN.
 
     Raises:
@@ -195,6 +199,7 @@ class HyperPodSlurmCluster(Construct):
         prometheus: PrometheusMode = "none",
         grafana: GrafanaMode = "none",
         observability_mirror: str | None = None,
+        users_parameter: str | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         stack = cdk.Stack.of(scope)
@@ -308,6 +313,7 @@ class HyperPodSlurmCluster(Construct):
                         grafana=grafana,
                         endpoint_parameter_name=self.endpoint_parameter_name if prometheus == "managed" else "",
                         mirror=observability_mirror or "",
+                        users_parameter=users_parameter or "",
                     ),
                 ),
             ],

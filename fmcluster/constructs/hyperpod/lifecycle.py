@@ -43,6 +43,7 @@ LIFECYCLE_SCRIPTS: Mapping[str, str] = {
     "observability.sh": "node/observability.sh",
     "image-watch.sh": "node/image-watch.sh",
     "training-image.sh": "node/training-image.sh",
+    "users.sh": "node/users.sh",
 }
 """Object name under the lifecycle prefix -> package file of fmcluster: flat, so `lib.sh` sits next to the scripts."""
 LIFECYCLE_DATA: Mapping[str, str] = {
@@ -86,11 +87,13 @@ def lifecycle_settings(
     grafana: str = "none",
     endpoint_parameter_name: str = "",
     mirror: str = "",
+    users_parameter: str = "",
 ) -> str:
     """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens).
 
     `prometheus`, `grafana`, `endpoint_parameter_name` and `mirror` are what on_create.sh's observability step needs
-    (it runs only when `prometheus` is "managed"; an empty mirror means the public release sites).
+    (it runs only when `prometheus` is "managed"; an empty mirror means the public release sites); an empty
+    `users_parameter` means no users step.
     """
     settings = {
         "FMCLUSTER_CLUSTER": cluster_name,
@@ -103,6 +106,7 @@ def lifecycle_settings(
         "FMCLUSTER_GRAFANA": grafana,
         "FMCLUSTER_ENDPOINT_PARAMETER": endpoint_parameter_name,
         "FMCLUSTER_MIRROR": mirror,
+        "FMCLUSTER_USERS_PARAMETER": users_parameter,
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 

@@ -19,6 +19,10 @@
 #   enroot   enroot-pyxis.sh: enroot and pyxis (installed when the image lacks them), caches on local disk
 #   slurm-hooks  slurm-hooks.sh: TaskProlog (NCCL environment in every job) and Prolog/Epilog (GPU-to-job files for
 #            dcgm-exporter) in this node's slurm.conf
+#   users    only with FMCLUSTER_USERS_PARAMETER: users.sh sync <it>: the cluster file's users (same uid and gid on
+#            every node, homes on the file system, keys, sudo for admins; users.sh's header)
+#   accounting  on the controller (where HyperPod runs slurmdbd), with FMCLUSTER_USERS_PARAMETER: users.sh sync <it>
+#            --accounting <cluster>: each user's Slurm association in the account named after the cluster
 #   image    import-image.sh, on the controller only: the training image, once, as a squashfs on the file system
 #   image-watch  image-watch.sh install, on the controller only: a timer that imports the image when it is published
 #            (usually after boot: the cluster does not wait for the image build) or changed, for jobs to find
@@ -29,14 +33,16 @@
 # A failed step does not stop the later ones (image and image-watch need enroot, and are skipped without it). Every
 # step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script exits
 # non-zero, so only a node that cannot run training fails it: settings, group, install, scratch, nccl and enroot fail
-# the node; slurm-hooks, image, image-watch and observability only warn (jobs still run: with the environment of the
+# the node (and users: slurmd cannot start a job of a user the node lacks); slurm-hooks, accounting, image, image-watch
+# and observability only warn (jobs still run: with the environment of the
 # submitter, pulling the image from ECR, without metrics), each in one WARNING line naming the step and the log.
 #
 # Settings: fmcluster.env beside this script (the HyperPodSlurmCluster construct deploys it with the scripts), lines
 # of FMCLUSTER_CLUSTER, FMCLUSTER_REGION, FMCLUSTER_NCCL_PREFIX, FMCLUSTER_IMAGE_PARAMETER,
 # FMCLUSTER_CONTROLLER_GROUP, FMCLUSTER_FSX_MOUNT (empty: no shared file system), FMCLUSTER_PROMETHEUS (`managed` or
 # `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`) and FMCLUSTER_MIRROR
-# (an S3 prefix for observability.sh's downloads; empty: the public release sites). The node's instance group is
+# (an S3 prefix for observability.sh's downloads; empty: the public release sites) and FMCLUSTER_USERS_PARAMETER (the
+# SSM parameter of the cluster's users; empty: no users step). The node's instance group is
 # the one whose instance has one of this node's IP addresses in HyperPod's resource configuration:
 # $SAGEMAKER_RESOURCE_CONFIG_PATH, which HyperPod sets for lifecycle scripts, else /opt/ml/config/resource_config.json
 # (as AWS's reference on_create.sh).
@@ -66,7 +72,7 @@ NCCL_TESTS=/opt/fmcluster/nccl-tests.sbatch
 SETTINGS_FILE="$HERE/fmcluster.env"
 RESOURCE_CONFIG="${SAGEMAKER_RESOURCE_CONFIG_PATH:-/opt/ml/config/resource_config.json}"
 SCRIPTS=(lib.sh ssm.sh nvme-raid.sh nccl-env.sh enroot-pyxis.sh slurm-hooks.sh import-image.sh observability.sh
-  image-watch.sh training-image.sh slurm-hold.sh)
+  image-watch.sh training-image.sh slurm-hold.sh users.sh)
 SLURM_HOOKS=(task-prolog.sh gpu-job-map.sh)
 FMCLUSTER_CLUSTER=""
 FMCLUSTER_REGION=""
@@ -78,6 +84,7 @@ FMCLUSTER_PROMETHEUS=none
 FMCLUSTER_GRAFANA=""
 FMCLUSTER_ENDPOINT_PARAMETER=""
 FMCLUSTER_MIRROR=""
+FMCLUSTER_USERS_PARAMETER=""
 FAILED=()
 shopt -s globstar nullglob
 
@@ -109,7 +116,7 @@ read_settings() {
     case "$key" in
       FMCLUSTER_CLUSTER | FMCLUSTER_REGION | FMCLUSTER_NCCL_PREFIX | FMCLUSTER_IMAGE_PARAMETER | \
         FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT | FMCLUSTER_PROMETHEUS | FMCLUSTER_GRAFANA | \
-        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR)
+        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR | FMCLUSTER_USERS_PARAMETER)
         printf -v "$key" '%s' "$value"
         ;;
       *) log WARN "$SETTINGS_FILE: ignoring unknown setting '$key'" ;;
@@ -327,6 +334,13 @@ main() {
   run_step slurm-hooks bash "$(script slurm-hooks.sh)"
   warn_only slurm-hooks "jobs get the submitter's environment, not this group's NCCL settings, and GPU metrics no" \
     "job label"
+  if [[ -n "$FMCLUSTER_USERS_PARAMETER" ]]; then
+    run_step users bash "$(script users.sh)" sync "$FMCLUSTER_USERS_PARAMETER"
+  fi
+  if [[ -n "$FMCLUSTER_USERS_PARAMETER" && "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
+    run_step accounting bash "$(script users.sh)" sync "$FMCLUSTER_USERS_PARAMETER" --accounting "$FMCLUSTER_CLUSTER"
+    warn_only accounting "the users run jobs, but outside any Slurm association until users.sh --accounting succeeds"
+  fi
   if [[ "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
     if [[ " ${FAILED[*]} " == *" enroot "* ]]; then
       log WARN "steps image and image-watch: skipped, since they need enroot"
