@@ -82,6 +82,7 @@ BUNDLE_SCRIPTS: tuple[str, ...] = (
     "slurm/gpu-job-map.sh",
     "image-watch.sh",
     "training-image.sh",
+    "users.sh",
     "hyperpod/ssm.sh",
     "hyperpod/import-image.sh",
 )

@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from fmcluster import catalog, nccl
+from fmcluster.config import orchestrators
 from fmcluster.config import users as user_rules
 from fmcluster.config.orchestrators import pcs
 from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
@@ -828,7 +829,10 @@ class ClusterConfig(_Model):
 
     @field_validator("users")
     @classmethod
-    def _users_unique(cls, value: tuple[User, ...]) -> tuple[User, ...]:
+    def _users_unique(cls, value: tuple[User, ...], info: ValidationInfo) -> tuple[User, ...]:
+        orchestrator = info.data.get("orchestrator")
+        if orchestrator is not None and (problem := orchestrators.of(orchestrator.type).users_problem(value)):
+            raise fail(problem)
         details = []
         for key in ("name", "uid"):
             seen: dict[object, int] = {}

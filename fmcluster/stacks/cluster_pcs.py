@@ -13,7 +13,7 @@ from fmcluster.config import ClusterConfig
 from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.pcs import PcsSlurmCluster
-from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror, users_parameter
+from fmcluster.stacks.cluster_services import nccl_tuning, observability_mirror
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
@@ -72,7 +72,6 @@ class PcsClusterStack(cdk.Stack):
         )
         self.slurm.role.add_managed_policy(storage.node_data_policy)
         self.nccl = nccl_tuning(self, config)
-        self.users = users_parameter(self, config)
         self.node_role = self.slurm.role
         """The role every node of the cluster runs with."""
         self.node_bundle = self.slurm.node_bundle

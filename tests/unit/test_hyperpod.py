@@ -837,3 +837,22 @@ def test_the_orchestrator_is_sent_with_the_managed_slurm_strategy(quickstart):
     """AWS's API-driven Slurm examples send SlurmConfigStrategy: Managed (HyperPod's default, drift-checked); the
     enum is CloudFormation's (cfn-lint schema ClusterOrchestratorSlurmConfig) and botocore's."""
     assert quickstart.props["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+
+
+def test_users_reach_every_node_through_one_standard_parameter_they_may_read(plan, quickstart):
+    """The example's two users: one SSM parameter (standard tier, botocore ssm PutParameter: 4 KB), named in
+    fmcluster.env for on_create.sh's users step, under the prefix the role may read; the quickstart lists none."""
+    (parameter,) = [
+        p
+        for p in support.properties_of(plan.template, "AWS::SSM::Parameter")
+        if p["Name"] == "/fmcluster/llm-plan/users"
+    ]
+    assert parameter["Tier"] == "Standard"
+    assert parameter["Value"].splitlines() == [
+        "alice 2001 1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhNKVh6gtWI4uhWApsWulxJTq/vvu90WGGDXD+zeqUn",
+        "bob 2002 0",
+    ]
+    assert "FMCLUSTER_USERS_PARAMETER=/fmcluster/llm-plan/users" in deployed_files(plan)[LIFECYCLE_ENV].splitlines()
+    (ssm,) = plan.allowed("ssm:GetParameter")
+    assert ":parameter/fmcluster/llm-plan/*" in json.dumps(ssm["Resource"])
+    assert [p for p in support.properties_of(quickstart.template, "AWS::SSM::Parameter") if "users" in p["Name"]] == []

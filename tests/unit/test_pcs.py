@@ -526,19 +526,3 @@ def test_accounting_false_leaves_it_out(tmp_path):
     result = synthesize(REPO / "examples/p5-capacity-block.yaml", tmp_path, parse(data))
     (cluster,) = props(result.templates["llm-pretrain-cluster"], "AWS::PCS::Cluster")
     assert "Accounting" not in cluster["SlurmConfiguration"]
-
-
-def test_users_reach_the_nodes_as_one_standard_parameter_they_may_read(block):
-    (parameter,) = [p for p in props(block, "AWS::SSM::Parameter") if p.get("Name") == "/fmcluster/llm-pretrain/users"]
-    assert parameter["Tier"] == "Standard"
-    assert parameter["Value"].splitlines() == [
-        "alice 2001 1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhNKVh6gtWI4uhWApsWulxJTq/vvu90WGGDXD+zeqUn",
-        "bob 2002 0",
-    ]
-    readable = [
-        json.dumps(statement["Resource"])
-        for policy in props(block, "AWS::IAM::Policy")
-        for statement in policy["PolicyDocument"]["Statement"]
-        if statement["Action"] == "ssm:GetParameter"
-    ]
-    assert any(":parameter/fmcluster/llm-pretrain/*" in resource for resource in readable), readable

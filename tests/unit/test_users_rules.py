@@ -115,6 +115,15 @@ CASES = [
         "too-many",
     ),
     (
+        {**PCS, **users({"name": "alice", "uid": 2001})},
+        [
+            "users: not yet on AWS PCS: its nodes' user data has no room left for the users step (EC2's 16 KB, shared "
+            "with PCS), which comes with the nodes' lifecycle actions (issue 22); remove users, or use "
+            "orchestrator.type: hyperpod-slurm"
+        ],
+        "pcs-not-yet",
+    ),
+    (
         {"orchestrator.accounting": False},
         [
             "orchestrator.accounting: HyperPod always runs Slurm accounting (slurmdbd with MariaDB on the controller: "
