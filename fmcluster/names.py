@@ -27,6 +27,8 @@ def stack_name(cluster_name: str, part: str) -> str:
 # --- mount paths ---------------------------------------------------------------------------------------------
 LUSTRE_MOUNT_PATH = "/fsx"
 """Where every node mounts the FSx for Lustre file system (HyperPod's storage config, PCS nodes' mount-lustre.sh)."""
+HOMES_PATH = f"{LUSTRE_MOUNT_PATH}/home"
+"""Where the cluster file's users have their homes, `<HOMES_PATH>/<name>` (users.sh; /home on a node without /fsx)."""
 
 # --- node groups -----------------------------------------------------------------------------------------------
 CONTROLLER_GROUP = "controller"
@@ -60,6 +62,11 @@ def image_build_parameter_name(cluster_name: str) -> str:
 def prometheus_endpoint_parameter_name(cluster_name: str) -> str:
     """The SSM parameter holding the Amazon Managed Service for Prometheus remote-write endpoint."""
     return f"{parameter_prefix(cluster_name)}/observability/prometheus-endpoint"
+
+
+def users_parameter_name(cluster_name: str) -> str:
+    """The SSM String parameter holding the cluster file's users as the nodes read them (`users.sh sync`)."""
+    return f"{parameter_prefix(cluster_name)}/users"
 
 
 def nccl_parameter_name(prefix: str, group: str) -> str:

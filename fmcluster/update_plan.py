@@ -35,9 +35,12 @@ KNOWN_CREATE_ONLY: Mapping[str, tuple[str, ...]] = {
         "/properties/LustreConfiguration/DeploymentType",
         "/properties/LustreConfiguration/EfaEnabled",
     ),
+    "AWS::PCS::Cluster": ("/properties/SlurmConfiguration/Accounting",),
 }
 """Create-only settings missing from `createOnlyProperties`: FSx API reference, CreateFileSystemLustreConfiguration
-("DeploymentType", "EfaEnabled": set at creation only; FACTS.md, Service truth)."""
+("DeploymentType", "EfaEnabled": set at creation only; FACTS.md, Service truth); PCS user guide, "Slurm accounting in
+AWS PCS" (accounting is chosen "when you create a new cluster" and cannot be disabled: whether CloudFormation would
+replace the cluster or fail the update is unconfirmed, so the plan treats it as a replacement)."""
 PROTECTED_TYPES: Mapping[str, str] = {
     "AWS::FSx::FileSystem": "the FSx for Lustre file system (its data is lost)",
     "AWS::S3::Bucket": "a bucket (a new bucket starts empty)",

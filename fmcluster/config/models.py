@@ -27,6 +27,8 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from fmcluster import catalog, nccl
+from fmcluster.config import orchestrators
+from fmcluster.config import users as user_rules
 from fmcluster.config.orchestrators import pcs
 from fmcluster.config.regions import AZ_ID_PATTERN, AZ_NAME_PATTERN, REGIONS, az_id_prefix, region_of_az_id
 from fmcluster.config.value_rules import (
@@ -361,6 +363,7 @@ class Orchestrator(_Model):
     ami_id: str | None = None
     image_refresh: str | None = None
     size: Literal["small", "medium", "large"] | None = None
+    accounting: bool = True
 
     @field_validator("slurm_version", mode="before")
     @classmethod
@@ -407,6 +410,16 @@ class Orchestrator(_Model):
     def _size(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and info.data.get("type") == "hyperpod-slurm":
             raise fail("only for orchestrator.type: pcs (HyperPod clusters have no size)")
+        return value
+
+    @field_validator("accounting")
+    @classmethod
+    def _accounting(cls, value: bool, info: ValidationInfo) -> bool:
+        if not value and info.data.get("type") == "hyperpod-slurm":
+            raise fail(
+                "HyperPod always runs Slurm accounting (slurmdbd with MariaDB on the controller: SageMaker HyperPod "
+                "guide, 'Using an external accounting database'); remove accounting: false"
+            )
         return value
 
     @field_validator("controller_instance_type", "login_instance_type")
@@ -869,6 +882,42 @@ def _tag_value(value: str) -> str:
     return value
 
 
+class User(_Model):
+    """One entry of `users`: a Linux account with the same uid (and a group of its name, gid = uid) on every node,
+    its home on the shared file system, and a Slurm association in the cluster's default account."""
+
+    name: str
+    uid: int
+    ssh_key: str | None = None
+    admin: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if problem := user_rules.user_name_problem(value):
+            raise fail(problem)
+        return value
+
+    @field_validator("uid")
+    @classmethod
+    def _uid(cls, value: int) -> int:
+        if problem := user_rules.uid_problem(value):
+            raise fail(problem)
+        return value
+
+    @field_validator("ssh_key")
+    @classmethod
+    def _ssh_key(cls, value: str | None) -> str | None:
+        if value is not None and (problem := user_rules.ssh_key_problem(value)):
+            raise fail(problem)
+        return value
+
+
+def rendered_users(users: Iterable[User]) -> str:
+    """`users` as every node receives them (`fmcluster.config.users.rendered`)."""
+    return user_rules.rendered((user.name, user.uid, user.admin, user.ssh_key) for user in users)
+
+
 class ClusterConfig(_Model):
     """A whole cluster file. Build it with `fmcluster.config.load(path)` or `parse(data)`."""
 
@@ -886,6 +935,7 @@ class ClusterConfig(_Model):
     image: Image = Image()
     observability: Observability = Observability()
     compliance: Literal["baseline", "control-tower"] = "baseline"
+    users: tuple[User, ...] = ()
     tags: dict[Annotated[str, AfterValidator(_tag_key)], Annotated[str, AfterValidator(_tag_value)]] = {}
 
     @field_validator("name")
@@ -958,6 +1008,33 @@ class ClusterConfig(_Model):
                     for key, message in problems.items()
                 ],
             )
+        return value
+
+    @field_validator("users", mode="before")
+    @classmethod
+    def _users_list(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("users")
+    @classmethod
+    def _users_unique(cls, value: tuple[User, ...], info: ValidationInfo) -> tuple[User, ...]:
+        orchestrator = info.data.get("orchestrator")
+        if orchestrator is not None and (problem := orchestrators.of(orchestrator.type).users_problem(value)):
+            raise fail(problem)
+        details = []
+        for key in ("name", "uid"):
+            seen: dict[object, int] = {}
+            for index, user in enumerate(value):
+                given = getattr(user, key)
+                if given in seen:
+                    message = f"{given!r} is users[{seen[given]}].{key} already; every user needs its own {key}"
+                    details.append(InitErrorDetails(type=fail(message), loc=(index, key), input=given))
+                else:
+                    seen[given] = index
+        if details:
+            raise ValidationError.from_exception_data("User", details)
+        if problem := user_rules.size_problem(rendered_users(value)):
+            raise fail(problem)
         return value
 
     @field_validator("tags")

@@ -10,7 +10,8 @@ from fmcluster.constructs.hyperpod import HyperPodSlurmCluster
 from fmcluster.constructs.hyperpod.lifecycle import CONTROLLER_GROUP
 from fmcluster.constructs.image import grant_image_pull
 from fmcluster.constructs.keys import encrypt_log_groups
-from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, observability_mirror
+from fmcluster.names import users_parameter_name
+from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, observability_mirror, users_parameter
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
@@ -55,11 +56,13 @@ class HyperPodClusterStack(cdk.Stack):
             grafana=config.observability.grafana,
             observability_mirror=observability_mirror(config, storage),
             artifact_mirror=artifact_mirror(storage),
+            users_parameter=users_parameter_name(config.name) if config.users else None,
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
         self.hyperpod.role.add_managed_policy(storage.node_data_policy)
         grant_image_pull(self.hyperpod.role, config.name, sign_in=False)  # the construct grants the sign-in
         self.nccl = nccl_tuning(self, config)
+        self.users = users_parameter(self, config)
         self.node_role = self.hyperpod.role
         """The role every node of the cluster runs with."""
         encrypt_log_groups(self, storage.buckets.key)

@@ -69,6 +69,7 @@ class PcsClusterStack(cdk.Stack):
             slurm_version=orchestrator.slurm_version,  # type: ignore[arg-type]  # resolved for pcs by the model
             size=orchestrator.size,
             detailed_monitoring=config.compliance == "control-tower",
+            accounting=orchestrator.accounting,
         )
         self.slurm.role.add_managed_policy(storage.node_data_policy)
         self.nccl = nccl_tuning(self, config)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
+from fmcluster.config.models import rendered_users
 from fmcluster.constructs.nccl_tuning import NcclTuning
 from fmcluster.mirror import MIRROR_PREFIX
+from fmcluster.names import users_parameter_name
 from fmcluster.stacks.storage import StorageStack
 
 
@@ -40,3 +43,19 @@ def artifact_mirror(storage: StorageStack) -> str:
     come from it only (`fmcluster.mirror`). A deploy-time value of the mirror's custom resource, so the nodes' stack
     deploys only once the mirror job has filled it."""
     return storage.mirror.uri
+
+
+def users_parameter(scope: Construct, config: ClusterConfig) -> ssm.StringParameter | None:
+    """The cluster file's `users` in SSM (`/fmcluster/<cluster>/users`, standard tier: the file's rule keeps them
+    within its 4 KB), which every node's users.sh reads; None without users. Editing `users` changes only this value:
+    no launch template, no node group."""
+    if not config.users:
+        return None
+    return ssm.StringParameter(
+        scope,
+        "Users",
+        parameter_name=users_parameter_name(config.name),
+        string_value=rendered_users(config.users),
+        description=f"{config.name}: cluster users as NAME UID ADMIN [KEY] lines (fmcluster/node/users.sh)",
+        tier=ssm.ParameterTier.STANDARD,
+    )

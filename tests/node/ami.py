@@ -19,7 +19,7 @@ from tests.stub_node import StubNode
 PROFILES_DIR = Path(__file__).parent / "profiles"
 FACTS = (
     "orchestrator", "os_release", "kernel", "init", "nvme", "mounts", "fsx_mounted_by_orchestrator", "software",
-    "slurm", "files", "environment", "lustre_efa_client",
+    "slurm", "files", "environment", "lustre_efa_client", "accounts",
 )  # fmt: skip
 """Every profile states each of these, with a source."""
 
@@ -101,6 +101,7 @@ def build(node: StubNode, profile: Profile, *, installed: tuple[str, ...] = ()) 
         if kind == "ami_hook":  # a Slurm prolog/epilog script the image ships (its content is the image's)
             node.path(path).write_text("#!/bin/bash\nexit 0\n")
             node.path(path).chmod(0o755)
+    _accounts(node, profile["accounts"])
     node.set("kernel", profile["kernel"] + "\n")
     node.set("slurmd-unit", slurm["slurmd_unit"] + "\n")
     node.set("efa-driver", software["efa_driver"] + "\n")
@@ -118,6 +119,26 @@ def build(node: StubNode, profile: Profile, *, installed: tuple[str, ...] = ()) 
     node.set("mounted", "".join(f"{node.path(point)}\n" for point in mounted))
     for name, body in PROFILE_STUBS.items():
         node.add_stub(name, body)
+
+
+def _accounts(node: StubNode, accounts: dict) -> None:
+    """The image's own accounts as /etc/passwd, group, shadow and gshadow (the formats of passwd(5), group(5),
+    shadow(5), gshadow(5): no password, '*'), its sudoers.d files and an /etc/skel with Ubuntu's dot files."""
+    etc = node.path("/etc")
+    passwd = "".join(f"{name}:x:{uid}:{gid}::{home}:{shell}\n" for name, uid, gid, home, shell in accounts["passwd"])
+    shadow = "".join(f"{name}:*:20000:0:99999:7:::\n" for name, *_ in accounts["passwd"])
+    group = "".join(f"{name}:x:{gid}:{','.join(members)}\n" for name, gid, members in accounts["groups"])
+    gshadow = "".join(f"{name}:*::{','.join(members)}\n" for name, _, members in accounts["groups"])
+    for name, text, mode in (("passwd", passwd, 0o644), ("group", group, 0o644), ("shadow", shadow, 0o640),
+                             ("gshadow", gshadow, 0o640)):  # fmt: skip
+        (etc / name).write_text(text)
+        (etc / name).chmod(mode)
+    (etc / "sudoers.d").mkdir(exist_ok=True)
+    for name, text in accounts["sudoers_d"].items():
+        (etc / "sudoers.d" / name).write_text(text + "\n")
+    (etc / "skel").mkdir(exist_ok=True)
+    for dot in (".bashrc", ".profile", ".bash_logout"):
+        (etc / "skel" / dot).write_text(f"# Ubuntu's /etc/skel/{dot}\n")
 
 
 PROFILE_STUBS = {

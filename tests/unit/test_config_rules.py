@@ -55,7 +55,7 @@ EFA_TYPES = ", ".join(name for name, row in catalog.CATALOG.items() if row.efa_c
 LUSTRE_EFA_CLIENTS = ", ".join(name for name, row in catalog.CATALOG.items() if row.lustre_efa_client)
 TOP_KEYS = (
     "name, region, account, availability_zone_id, secondary_availability_zone_id, network, orchestrator, "
-    "compute, storage, training, nccl, image, observability, compliance, tags"
+    "compute, storage, training, nccl, image, observability, compliance, users, tags"
 )
 GROUP_KEYS = (
     "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa, "
@@ -1435,7 +1435,7 @@ INVALID = [
         {"orchestrator.kind": "pcs"},
         [
             "orchestrator.kind: unknown key; allowed here: type, controller_instance_type, login_instance_type, "
-            "slurm_version, ami_id, image_refresh, size"
+            "slurm_version, ami_id, image_refresh, size, accounting"
         ],
         "unknown-orchestrator",
     ),

@@ -399,6 +399,7 @@ def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library)
         "FMCLUSTER_GRAFANA=self-hosted\n"
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/quickstart/observability/prometheus-endpoint\n"
         "FMCLUSTER_MIRROR=\n"
+        "FMCLUSTER_USERS_PARAMETER=\n"  # the quickstart lists no users
     )
     settings = deployed_files(library)[LIFECYCLE_ENV]
     assert "FMCLUSTER_NCCL_PREFIX=/tuning/research\n" in settings
@@ -414,14 +415,14 @@ def test_settings_file_tells_the_observability_step_what_to_run(quickstart, plan
     for cluster in (quickstart, plan):
         name = cluster.construct.cluster_name
         settings = deployed_files(cluster)[LIFECYCLE_ENV].splitlines()
-        assert settings[-4:] == [
+        assert settings[-5:-1] == [
             "FMCLUSTER_PROMETHEUS=managed",
             "FMCLUSTER_GRAFANA=self-hosted",
             f"FMCLUSTER_ENDPOINT_PARAMETER={endpoint_parameter_name(name)}",
             "FMCLUSTER_MIRROR=",  # egress: nat, so the public release sites
         ]
         assert cluster.construct.endpoint_parameter_name == endpoint_parameter_name(name)
-    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-4:] == [
+    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-5:-1] == [
         "FMCLUSTER_PROMETHEUS=managed",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/Research-Cluster/observability/prometheus-endpoint",
@@ -449,7 +450,7 @@ def test_by_default_the_nodes_collect_no_metrics(tmp_path):
     built = support.synthesize(app, [stack])
     files = deployed_files(Cluster(stack=stack, template=built.templates[stack.stack_name], construct=cluster,
                                    outdir=tmp_path))  # fmt: skip
-    assert files[LIFECYCLE_ENV].splitlines()[-4:] == [
+    assert files[LIFECYCLE_ENV].splitlines()[-5:-1] == [
         "FMCLUSTER_PROMETHEUS=none",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=",
@@ -846,3 +847,22 @@ def test_the_orchestrator_is_sent_with_the_managed_slurm_strategy(quickstart):
     """AWS's API-driven Slurm examples send SlurmConfigStrategy: Managed (HyperPod's default, drift-checked); the
     enum is CloudFormation's (cfn-lint schema ClusterOrchestratorSlurmConfig) and botocore's."""
     assert quickstart.props["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+
+
+def test_users_reach_every_node_through_one_standard_parameter_they_may_read(plan, quickstart):
+    """The example's two users: one SSM parameter (standard tier, botocore ssm PutParameter: 4 KB), named in
+    fmcluster.env for on_create.sh's users step, under the prefix the role may read; the quickstart lists none."""
+    (parameter,) = [
+        p
+        for p in support.properties_of(plan.template, "AWS::SSM::Parameter")
+        if p["Name"] == "/fmcluster/llm-plan/users"
+    ]
+    assert parameter["Tier"] == "Standard"
+    assert parameter["Value"].splitlines() == [
+        "alice 2001 1 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhNKVh6gtWI4uhWApsWulxJTq/vvu90WGGDXD+zeqUn",
+        "bob 2002 0",
+    ]
+    assert "FMCLUSTER_USERS_PARAMETER=/fmcluster/llm-plan/users" in deployed_files(plan)[LIFECYCLE_ENV].splitlines()
+    (ssm,) = plan.allowed("ssm:GetParameter")
+    assert ":parameter/fmcluster/llm-plan/*" in json.dumps(ssm["Resource"])
+    assert [p for p in support.properties_of(quickstart.template, "AWS::SSM::Parameter") if "users" in p["Name"]] == []

@@ -9,9 +9,12 @@ import hashlib
 import json
 import re
 import zipfile
+from pathlib import Path
 
 import aws_cdk as cdk
+import cfnlint
 import pytest
+import yaml
 from aws_cdk import assertions
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
@@ -604,3 +607,28 @@ def test_a_named_placement_group_is_used_and_a_scaling_group_spans_min_to_max(sc
             "SlurmConfiguration": {"ScaleDownIdleTimeInSeconds": 900},
         },
     )
+
+
+def test_managed_accounting_is_on_by_default_as_the_schema_spells_it(block, b300):
+    """cfn-lint's AWS::PCS::Cluster schema: Accounting {Mode: STANDARD | NONE, DefaultPurgeTimeInDays -1..10000,
+    -1 = never purge}; botocore pcs AccountingRequest: "0 isn't a valid value"."""
+    schema = next(
+        json.loads(path.read_text())
+        for path in (Path(cfnlint.__file__).parent / "data/schemas/resources").glob("*.json")
+        if '"AWS::PCS::Cluster"' in path.read_text()
+    )
+    accounting = schema["definitions"]["Accounting"]["properties"]
+    for template in (block, b300):
+        (cluster,) = props(template, "AWS::PCS::Cluster")
+        given = cluster["SlurmConfiguration"]["Accounting"]
+        assert given == {"Mode": "STANDARD", "DefaultPurgeTimeInDays": -1}
+        assert given["Mode"] in accounting["Mode"]["enum"]
+        assert accounting["DefaultPurgeTimeInDays"]["minimum"] <= -1 <= accounting["DefaultPurgeTimeInDays"]["maximum"]
+
+
+def test_accounting_false_leaves_it_out(tmp_path):
+    data = yaml.safe_load((REPO / "examples/p5-capacity-block.yaml").read_text())
+    data["orchestrator"]["accounting"] = False
+    result = synthesize(REPO / "examples/p5-capacity-block.yaml", tmp_path, parse(data))
+    (cluster,) = props(result.templates["llm-pretrain-cluster"], "AWS::PCS::Cluster")
+    assert "Accounting" not in cluster["SlurmConfiguration"]

@@ -536,3 +536,15 @@ def test_hyperpod_groups_written_with_fn_if_are_planned_as_risky_not_a_traceback
     (change,) = compare(old, new)
     assert (change.action, change.risk) == ("modify", "InstanceGroups unread")
     assert [problem.path for problem in refusals([change], old, new)] == ["s.Hp"]
+
+
+def test_pcs_accounting_turned_on_or_off_replaces_the_cluster():
+    """PCS user guide, "Slurm accounting in AWS PCS": set when the cluster is created, never disabled; the schema's
+    createOnlyProperties (Name, Networking, Size) leave it out."""
+    assert "/properties/SlurmConfiguration/Accounting" not in schema_create_only("AWS::PCS::Cluster")
+    base = {"Name": "llm", "Size": "SMALL", "SlurmConfiguration": {"ScaleDownIdleTimeInSeconds": 600}}
+    on = {**base, "SlurmConfiguration": {**base["SlurmConfiguration"], "Accounting": {"Mode": "STANDARD"}}}
+    (change,) = compare(stack(Cluster=("AWS::PCS::Cluster", base)), stack(Cluster=("AWS::PCS::Cluster", on)))
+    assert (change.action, change.reason) == ("replace", "SlurmConfiguration/Accounting is create-only")
+    (change,) = compare(stack(Cluster=("AWS::PCS::Cluster", on)), stack(Cluster=("AWS::PCS::Cluster", base)))
+    assert change.action == "replace"

@@ -41,6 +41,11 @@ CAPACITIES = ("on-demand", "training-plan")
 ClusterInstanceGroupSpecification has TrainingPlanArn and no EC2 capacity reservation)."""
 
 
+def users_problem(users: object) -> str | None:
+    """HyperPod's lifecycle creates the cluster users on every node (on_create.sh, step users)."""
+    return None
+
+
 def capacity_problem(capacity: object) -> str | None:
     """EC2 reservations (capacity blocks, ODCRs), which HyperPod cannot consume."""
     if capacity in ("capacity-block", "odcr"):

@@ -81,6 +81,19 @@ def nodes(orchestrator: Orchestrator, observability: Observability | None, compu
     return compute_nodes + (1 if head_group(orchestrator, observability) else 0)
 
 
+USERS = (
+    "not yet on AWS PCS: its nodes' user data has no room left for the users step (EC2's 16 KB, shared with PCS), "
+    "which comes with the nodes' lifecycle actions (issue 22); remove users, or use orchestrator.type: "
+    "hyperpod-slurm"
+)
+
+
+def users_problem(users: object) -> str | None:
+    """Cluster users, which PCS nodes cannot create yet (fmcluster/node/users.sh is in the node bundle, but the user
+    data that would run it is within 30 bytes of its budget: node_scripts.USER_DATA_BUDGET)."""
+    return USERS if users else None
+
+
 def capacity_problem(capacity: object) -> str | None:
     """Capacity AWS PCS cannot consume: a SageMaker training plan."""
     if capacity == "training-plan":

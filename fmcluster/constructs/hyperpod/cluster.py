@@ -156,6 +156,10 @@ class HyperPodSlurmCluster(Construct):
         artifact_mirror: the project's artifact mirror (`fmcluster.mirror`: `ArtifactMirror.uri`, the storage stack's
             `mirror.uri`), which nodes install enroot and pyxis from, in every egress mode (never from the internet);
             the role must be able to read it. Omitted: nodes install neither (an image without them fails that step).
+        users_parameter: an SSM parameter under this cluster's prefix holding the cluster users (`NAME UID ADMIN
+            [KEY]` lines, `fmcluster.stacks.cluster_services.users_parameter`): every node runs users.sh with it, and
+            the controller, where HyperPod runs slurmdbd, also makes their Slurm associations in the account named
+            after the cluster. Omitted: no users beyond the image's.
         removal_policy: what `cdk destroy` does to the node log group. Omitted: RETAIN.
 
     Raises:
@@ -197,6 +201,7 @@ class HyperPodSlurmCluster(Construct):
         grafana: GrafanaMode = "none",
         observability_mirror: str | None = None,
         artifact_mirror: str | None = None,
+        users_parameter: str | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         stack = cdk.Stack.of(scope)
@@ -311,6 +316,7 @@ class HyperPodSlurmCluster(Construct):
                         endpoint_parameter_name=self.endpoint_parameter_name if prometheus == "managed" else "",
                         mirror=observability_mirror or "",
                         artifact_mirror=artifact_mirror or "",
+                        users_parameter=users_parameter or "",
                     ),
                 ),
             ],

@@ -66,12 +66,14 @@ def lifecycle_settings(
     endpoint_parameter_name: str = "",
     mirror: str = "",
     artifact_mirror: str = "",
+    users_parameter: str = "",
 ) -> str:
     """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens).
 
     `prometheus`, `grafana`, `endpoint_parameter_name` and `mirror` are what on_create.sh's observability step needs
     (it runs only when `prometheus` is "managed"; an empty mirror means the public release sites); `artifact_mirror`
-    is the artifact mirror (`fmcluster.mirror`) enroot-pyxis.sh installs from (mirror.sh).
+    is the artifact mirror (`fmcluster.mirror`) enroot-pyxis.sh installs from (mirror.sh); an empty
+    `users_parameter` means no users step.
     """
     settings = {
         "FMCLUSTER_CLUSTER": cluster_name,
@@ -85,6 +87,7 @@ def lifecycle_settings(
         "FMCLUSTER_ENDPOINT_PARAMETER": endpoint_parameter_name,
         "FMCLUSTER_MIRROR": mirror,
         "FMCLUSTER_ARTIFACT_MIRROR": artifact_mirror,
+        "FMCLUSTER_USERS_PARAMETER": users_parameter,
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 

@@ -159,6 +159,10 @@ class PcsSlurmCluster(Construct):
             bundle installs before slurmd starts. None: no hook, for nodes without the bundle (a missing Prolog
             drains the node at its first job).
         detailed_monitoring: one-minute EC2 metrics on every node (billed per instance). Omitted: False.
+        accounting: PCS's managed Slurm accounting (`SlurmConfiguration.Accounting` mode STANDARD, records kept while
+            the cluster lives): sacct, sshare, sreport, associations. PCS bills it on top of the cluster, takes it at
+            creation only and never turns it off (PCS user guide, "Slurm accounting in AWS PCS"). Omitted: False
+            (the cluster file's `orchestrator.accounting` defaults to true).
 
     Raises:
         ValueError: naming every prop that AWS PCS or the cluster file's rules would reject (unresolved tokens are
@@ -199,6 +203,7 @@ class PcsSlurmCluster(Construct):
         scale_down_idle_seconds: int = 600,
         job_hook: str | None = GPU_JOB_MAP,
         detailed_monitoring: bool = False,
+        accounting: bool = False,
     ) -> None:
         placement_groups = placement_groups or {}
         groups, orchestrator, observability, nodes = validated(
@@ -244,6 +249,9 @@ class PcsSlurmCluster(Construct):
             ),
             slurm_configuration=pcs.CfnCluster.SlurmConfigurationProperty(
                 scale_down_idle_time_in_seconds=scale_down_idle_seconds,
+                accounting=pcs.CfnCluster.AccountingProperty(mode="STANDARD", default_purge_time_in_days=-1)
+                if accounting
+                else None,
                 # TaskProlog is not among the cluster settings PCS takes (see tests/unit/test_pcs.py).
                 slurm_custom_settings=[
                     pcs.CfnCluster.SlurmCustomSettingProperty(parameter_name=name, parameter_value=job_hook)

@@ -21,6 +21,10 @@
 #   enroot   enroot-pyxis.sh: enroot and pyxis (installed when the image lacks them), caches on local disk
 #   slurm-hooks  slurm-hooks.sh: the NCCL environment in every job and the GPU-to-job files for dcgm-exporter,
 #            through HyperPod's prolog.d/epilog.d
+#   users    only with FMCLUSTER_USERS_PARAMETER: users.sh sync <it>: the cluster file's users (same uid and gid on
+#            every node, homes on the file system, keys, sudo for admins; users.sh's header)
+#   accounting  on the controller (where HyperPod runs slurmdbd), with FMCLUSTER_USERS_PARAMETER: users.sh sync <it>
+#            --accounting <cluster>: each user's Slurm association in the account named after the cluster
 #   image    import-image.sh, on the controller only: the training image, once, as a squashfs on the file system
 #   image-watch  image-watch.sh install, on the controller only: a timer that imports the image when it is published
 #            (usually after boot: the cluster does not wait for the image build) or changed, for jobs to find
@@ -31,7 +35,8 @@
 # A failed step does not stop the later ones (image and image-watch need enroot: the runner skips them without it).
 # Every step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script
 # exits non-zero, so only a node that cannot run training fails it: the required steps (settings, group, install,
-# scratch, nccl, enroot, release) fail the node; hold, slurm-hooks, image, image-watch and observability only warn
+# scratch, nccl, enroot, users, release) fail the node (users: slurmd cannot start a job of a user the node
+# lacks); hold, slurm-hooks, accounting, image, image-watch and observability only warn
 # (jobs still run: with the environment of the submitter, pulling the image from ECR, without metrics), each in one
 # WARNING line naming the step and the log.
 #
@@ -39,7 +44,8 @@
 # of FMCLUSTER_CLUSTER, FMCLUSTER_REGION, FMCLUSTER_NCCL_PREFIX, FMCLUSTER_IMAGE_PARAMETER,
 # FMCLUSTER_CONTROLLER_GROUP, FMCLUSTER_FSX_MOUNT (empty: no shared file system), FMCLUSTER_PROMETHEUS (`managed` or
 # `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`) and FMCLUSTER_MIRROR
-# (an S3 prefix for observability.sh's downloads; empty: the public release sites). The node's instance group is
+# (an S3 prefix for observability.sh's downloads; empty: the public release sites) and FMCLUSTER_USERS_PARAMETER (the
+# SSM parameter of the cluster's users; empty: no users step). The node's instance group is
 # the one whose instance has one of this node's IP addresses in HyperPod's resource configuration:
 # $SAGEMAKER_RESOURCE_CONFIG_PATH, which HyperPod sets for lifecycle scripts, else /opt/ml/config/resource_config.json
 # (as AWS's reference on_create.sh).
@@ -72,6 +78,7 @@ FMCLUSTER_GRAFANA=""
 FMCLUSTER_ENDPOINT_PARAMETER=""
 FMCLUSTER_MIRROR=""
 FMCLUSTER_ARTIFACT_MIRROR=""
+FMCLUSTER_USERS_PARAMETER=""
 FAILED=()
 shopt -s globstar nullglob
 
@@ -103,7 +110,8 @@ read_settings() {
     case "$key" in
       FMCLUSTER_CLUSTER | FMCLUSTER_REGION | FMCLUSTER_NCCL_PREFIX | FMCLUSTER_IMAGE_PARAMETER | \
         FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT | FMCLUSTER_PROMETHEUS | FMCLUSTER_GRAFANA | \
-        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR | FMCLUSTER_ARTIFACT_MIRROR)
+        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR | FMCLUSTER_ARTIFACT_MIRROR | \
+        FMCLUSTER_USERS_PARAMETER)
         printf -v "$key" '%s' "$value"
         ;;
       *) log WARN "$SETTINGS_FILE: ignoring unknown setting '$key'" ;;
@@ -237,6 +245,12 @@ main() {
   run_step nccl ${arguments[@]+"${arguments[@]}"}
   run_step enroot
   run_step slurm-hooks
+  if [[ -n "$FMCLUSTER_USERS_PARAMETER" ]]; then
+    run_step users sync "$FMCLUSTER_USERS_PARAMETER"
+  fi
+  if [[ -n "$FMCLUSTER_USERS_PARAMETER" && "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
+    run_step accounting sync "$FMCLUSTER_USERS_PARAMETER" --accounting "$FMCLUSTER_CLUSTER"
+  fi
   if [[ "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
     if [[ -z "$FMCLUSTER_FSX_MOUNT" ]]; then
       log INFO "step image: skipped, since the cluster has no shared file system to keep the image on"

@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+#
+# users.sh: the cluster file's `users` on this node: the same uid and gid everywhere, homes on the shared file system,
+# SSH keys, sudo for admins and, on the node that reaches slurmdbd, Slurm associations.
+#
+# Usage: users.sh apply USERS_FILE [--home-base DIR] [--accounting ACCOUNT]
+#        users.sh sync SSM_PARAMETER_NAME [--home-base DIR] [--accounting ACCOUNT]
+#
+# USERS_FILE (or the SSM parameter's value; `sync` reads it with `aws ssm get-parameter`, retried) holds one user per
+# line, `NAME UID ADMIN [KEY_TYPE KEY_BASE64]`, ADMIN 1 or 0, as fmcluster renders the cluster file's `users`
+# (fmcluster/config/users.py, which also holds the rules every value already passed). For each user:
+#   group    NAME with gid = UID (user private groups: unique because uids are)
+#   account  NAME with uid UID, that group, /bin/bash, home HOME_BASE/NAME; an existing account of that name and uid
+#            is kept (and unlocked if an earlier run locked it). A name or uid taken by another account or group on
+#            this image fails that user, named in one line: the file's rules keep clear of the images' accounts, so
+#            that is an image fmcluster does not know
+#   home     HOME_BASE/NAME, made once (with /etc/skel) by whichever node gets there first, mode 0700. HOME_BASE:
+#            --home-base, else /fsx/home when /fsx is a mount point, else /home with a WARNING that homes are local
+#            to each node (a cluster without a shared file system)
+#   ssh key  /etc/fmcluster/authorized_keys/NAME (local, root-owned, 0644), which sshd reads besides
+#            ~/.ssh/authorized_keys (/etc/ssh/sshd_config.d/60-fmcluster-users.conf; Ubuntu's sshd_config includes
+#            that directory): nothing is written into homes on the shared file system by root
+#   sudo     /etc/sudoers.d/90-fmcluster-users: `NAME ALL=(ALL) NOPASSWD:ALL` for admins only, checked with
+#            `visudo -cf` before it replaces the old file (removed when no user is an admin)
+# Users that an earlier run made and the file no longer lists are locked (expired, shell /usr/sbin/nologin) and lose
+# their key and sudo; their home and files stay, as does their Slurm association (its job history; sacctmgr refuses to remove
+# a user with running jobs). The users made are kept in /var/lib/fmcluster/users.
+#
+# --accounting ACCOUNT (on the node that reaches slurmdbd: the PCS login or head node, PCS user guide "Slurm
+# accounting in AWS PCS": accounting commands run as root from a login node; the HyperPod controller, where slurmdbd
+# runs): the Slurm account ACCOUNT, and for each user an association in it (DefaultAccount ACCOUNT, Fairshare 1,
+# QOS normal, DefaultQOS normal: every user an equal share and Slurm's default QoS), each added only when
+# `sacctmgr show` does not list it yet, so a second run changes nothing. sacctmgr comes from this image's Slurm
+# (/opt/slurm on HyperPod, /opt/aws/pcs/scheduler/slurm-<version> on PCS). Failing accounting fails the script after
+# every account is made (the caller warns: users can log in, jobs are not yet charged to them).
+#
+# Idempotent. Exit status 1 when any user or the accounting failed (one line each, all users tried).
+# Log: /var/log/fmcluster/users.log
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+STATE_FILE="$ROOT/var/lib/fmcluster/users"
+KEYS_DIR=/etc/fmcluster/authorized_keys
+SUDOERS="$ROOT/etc/sudoers.d/90-fmcluster-users"
+SSHD_DROP_IN="$ROOT/etc/ssh/sshd_config.d/60-fmcluster-users.conf"
+SHARED_MOUNT=/fsx
+LOCKED_EXPIRY=1 # shadow(5) field 8, days since 1970: expired on 1970-01-02, so PAM refuses every login
+
+usage() {
+  printf 'usage: %s apply USERS_FILE | sync SSM_PARAMETER_NAME [--home-base DIR] [--accounting ACCOUNT]\n' "$0" >&2
+  exit 2
+}
+
+# shadow_args: useradd/groupadd/usermod's --prefix when FMCLUSTER_ROOT redirects /etc (the tests); nothing on a node.
+shadow_args() {
+  if [[ -n "$ROOT" ]]; then
+    printf '%s\n' --prefix "$ROOT"
+  fi
+}
+
+# entry FILE FIELD VALUE: the first line of a passwd-style FILE whose FIELD (1-based) is VALUE.
+entry() {
+  awk -F: -v field="$2" -v value="$3" '$field == value { print; exit }' "$ROOT/etc/$1"
+}
+
+home_base() {
+  if [[ -n "$1" ]]; then
+    printf '%s\n' "$1"
+  elif mountpoint -q "$ROOT$SHARED_MOUNT" 2>/dev/null; then
+    printf '%s/home\n' "$SHARED_MOUNT"
+  else
+    log WARN "no shared file system at $SHARED_MOUNT: homes are under /home, local to this node (files written on" \
+      "one node are not seen on another)"
+    printf '/home\n'
+  fi
+}
+
+# ensure_group NAME GID
+ensure_group() {
+  local name="$1" gid="$2" found
+  local -a prefix
+  mapfile -t prefix < <(shadow_args)
+  found="$(entry group 1 "$name")"
+  if [[ -n "$found" ]]; then
+    [[ "$(cut -d: -f3 <<<"$found")" == "$gid" ]] && return 0
+    log ERROR "user $name: group $name exists with gid $(cut -d: -f3 <<<"$found"), not $gid"
+    return 1
+  fi
+  found="$(entry group 3 "$gid")"
+  if [[ -n "$found" ]]; then
+    log ERROR "user $name: gid $gid belongs to group $(cut -d: -f1 <<<"$found") on this image"
+    return 1
+  fi
+  groupadd ${prefix[@]+"${prefix[@]}"} --gid "$gid" "$name"
+  log INFO "group $name (gid $gid) added"
+}
+
+# ensure_account NAME UID HOME
+ensure_account() {
+  local name="$1" uid="$2" home="$3" found
+  local -a prefix
+  mapfile -t prefix < <(shadow_args)
+  found="$(entry passwd 1 "$name")"
+  if [[ -z "$found" ]]; then
+    found="$(entry passwd 3 "$uid")"
+    if [[ -n "$found" ]]; then
+      log ERROR "user $name: uid $uid belongs to $(cut -d: -f1 <<<"$found") on this image"
+      return 1
+    fi
+    useradd ${prefix[@]+"${prefix[@]}"} --uid "$uid" --gid "$uid" --no-create-home --home-dir "$home" \
+      --shell /bin/bash "$name"
+    log INFO "user $name (uid $uid, gid $uid, home $home) added"
+    return 0
+  fi
+  if [[ "$(cut -d: -f3 <<<"$found")" != "$uid" ]]; then
+    log ERROR "user $name exists with uid $(cut -d: -f3 <<<"$found"), not $uid"
+    return 1
+  fi
+  if [[ "$(cut -d: -f6 <<<"$found")" != "$home" || "$(cut -d: -f4 <<<"$found")" != "$uid" ]]; then
+    usermod ${prefix[@]+"${prefix[@]}"} --gid "$uid" --home "$home" "$name"
+    log INFO "user $name: home $home, group $name"
+  fi
+  if [[ "$(entry shadow 1 "$name" | cut -d: -f8)" == "$LOCKED_EXPIRY" ]]; then
+    usermod ${prefix[@]+"${prefix[@]}"} --expiredate '' --shell /bin/bash "$name"
+    log INFO "user $name unlocked (listed again)"
+  fi
+}
+
+# ensure_home NAME UID HOME: made once, by whichever node creates the directory (mkdir is atomic on Lustre too).
+ensure_home() {
+  local name="$1" uid="$2" home="$ROOT$3"
+  mkdir -p "$(dirname "$home")"
+  if mkdir "$home" 2>/dev/null; then
+    if [[ -d "$ROOT/etc/skel" ]]; then
+      cp -a "$ROOT/etc/skel/." "$home/"
+    fi
+    chown -R "$uid:$uid" "$home"
+    log INFO "home ${home#"$ROOT"} made for $name"
+  fi
+  chown "$uid:$uid" "$home"
+  chmod 0700 "$home"
+}
+
+# ensure_key NAME KEY: the user's key in the local keys directory (or none).
+ensure_key() {
+  local name="$1" key="$2"
+  if [[ -z "$key" ]]; then
+    rm -f "$ROOT$KEYS_DIR/$name"
+    return 0
+  fi
+  write_file "$ROOT$KEYS_DIR/$name" 0644 <<<"$key"
+  if ((FMC_CHANGED)); then
+    log INFO "user $name: SSH key $(cut -d' ' -f1 <<<"$key") installed"
+  fi
+}
+
+# write_sshd_drop_in: sshd also reads the local keys directory; reloaded when that changed (and sshd runs).
+write_sshd_drop_in() {
+  write_file "$SSHD_DROP_IN" 0644 <<EOF
+# fmcluster users.sh: the cluster file's SSH keys, besides the users' own
+AuthorizedKeysFile .ssh/authorized_keys $KEYS_DIR/%u
+EOF
+  if ((FMC_CHANGED)) && [[ -z "$ROOT" ]] && systemctl is-active --quiet ssh.service 2>/dev/null; then
+    systemctl reload ssh.service || log WARN "sshd reload failed; the cluster file's keys work after its restart"
+  fi
+}
+
+# write_sudoers ADMIN...: the admins' sudo, checked by visudo (when the image has it) before it replaces the old file.
+write_sudoers() {
+  local tmp
+  if (($# == 0)); then
+    rm -f "$SUDOERS"
+    return 0
+  fi
+  mkdir -p "$(dirname "$SUDOERS")"
+  tmp="$(mktemp "$SUDOERS.XXXXXX")"
+  {
+    printf '# fmcluster users.sh: the cluster file users with admin: true\n'
+    printf '%s ALL=(ALL) NOPASSWD:ALL\n' "$@"
+  } >"$tmp"
+  chmod 0440 "$tmp"
+  if command -v visudo >/dev/null 2>&1 && ! visudo -cqf "$tmp"; then
+    rm -f "$tmp"
+    log ERROR "visudo refused the sudoers file for $*; admins keep the sudo they had"
+    return 1
+  fi
+  mv -f "$tmp" "$SUDOERS"
+}
+
+# lock_removed NAME...: lock the accounts an earlier run made that are no longer listed.
+lock_removed() {
+  local name
+  local -a prefix
+  mapfile -t prefix < <(shadow_args)
+  [[ -f "$STATE_FILE" ]] || return 0
+  while read -r name; do
+    [[ -n "$name" && " $* " != *" $name "* ]] || continue
+    if [[ -n "$(entry passwd 1 "$name")" && "$(entry shadow 1 "$name" | cut -d: -f8)" != "$LOCKED_EXPIRY" ]]; then
+      usermod ${prefix[@]+"${prefix[@]}"} --expiredate "$LOCKED_EXPIRY" --shell /usr/sbin/nologin "$name"
+      log INFO "user $name locked: no longer in the cluster file (home kept)"
+    fi
+    rm -f "$ROOT$KEYS_DIR/$name"
+  done <"$STATE_FILE"
+}
+
+# sacctmgr_listed WHAT...: whether `sacctmgr show WHAT...` lists anything.
+sacctmgr_listed() {
+  [[ -n "$(sacctmgr --noheader --parsable2 show "$@")" ]]
+}
+
+# ensure_associations ACCOUNT NAME...: the account, then each user's association in it, added when missing.
+ensure_associations() {
+  local account="$1" name bin
+  shift
+  bin="$(slurm_prefix)/bin"
+  PATH="$ROOT$bin:$PATH"
+  if ! command -v sacctmgr >/dev/null 2>&1; then
+    log ERROR "accounting: no sacctmgr in this image's Slurm ($bin)"
+    return 1
+  fi
+  if ! sacctmgr_listed account "$account" format=account; then
+    sacctmgr --immediate add account "$account" Description="fmcluster users" Organization=fmcluster >/dev/null
+    log INFO "accounting: account $account added"
+  fi
+  for name in "$@"; do
+    if sacctmgr_listed association where "user=$name" "account=$account" format=user; then
+      continue
+    fi
+    sacctmgr --immediate add user "$name" "Account=$account" "DefaultAccount=$account" Fairshare=1 QOS=normal \
+      DefaultQOS=normal >/dev/null
+    log INFO "accounting: $name added to account $account (fair share 1, QoS normal)"
+  done
+}
+
+apply() {
+  local file="$1" base="$2" account="$3" name uid admin kind blob failed=0 home
+  local -a names=() admins=()
+  base="$(home_base "$base")"
+  while read -r name uid admin kind blob; do
+    [[ -n "$name" ]] || continue
+    home="$base/$name"
+    if ! ensure_group "$name" "$uid" || ! ensure_account "$name" "$uid" "$home"; then
+      failed=1
+      continue
+    fi
+    ensure_home "$name" "$uid" "$home"
+    ensure_key "$name" "${kind:+$kind $blob}"
+    names+=("$name")
+    if [[ "$admin" == 1 ]]; then
+      admins+=("$name")
+    fi
+  done <"$file"
+  write_sshd_drop_in
+  write_sudoers ${admins[@]+"${admins[@]}"} || failed=1
+  lock_removed ${names[@]+"${names[@]}"}
+  mkdir -p "$(dirname "$STATE_FILE")"
+  printf '%s\n' ${names[@]+"${names[@]}"} >"$STATE_FILE"
+  log INFO "users: ${names[*]:-none}; admins: ${admins[*]:-none}"
+  if [[ -n "$account" ]] && ! ensure_associations "$account" ${names[@]+"${names[@]}"}; then
+    log ERROR "accounting: the Slurm associations of account $account could not be made"
+    failed=1
+  fi
+  return "$failed"
+}
+
+main() {
+  local verb="${1:-}" source="${2:-}" base="" account="" tmp status=0
+  (($# >= 2)) || usage
+  shift 2
+  while (($#)); do
+    case "$1" in
+      --home-base)
+        (($# >= 2)) || usage
+        base="$2"
+        shift 2
+        ;;
+      --accounting)
+        (($# >= 2)) || usage
+        account="$2"
+        shift 2
+        ;;
+      *) usage ;;
+    esac
+  done
+  require_root
+  case "$verb" in
+    apply) apply "$source" "$base" "$account" ;;
+    sync)
+      tmp="$(mktemp)"
+      if ! retry aws ssm get-parameter --region "$(region)" --name "$source" --query Parameter.Value \
+        --output text >"$tmp"; then
+        rm -f "$tmp"
+        die "could not read the users from SSM parameter $source"
+      fi
+      apply "$tmp" "$base" "$account" || status=$?
+      rm -f "$tmp"
+      return "$status"
+      ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"

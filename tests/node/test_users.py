@@ -1,0 +1,217 @@
+"""users.sh on the image profiles' model: the cluster file's users made with the real shadow tools.
+
+The machine is built from each profile (tests/node/ami.py: the image's own accounts in /etc/passwd, group, shadow,
+gshadow, its sudoers.d and /etc/skel) under FMCLUSTER_ROOT, and users.sh runs Debian's real `useradd`, `groupadd` and
+`usermod` on it through their `--prefix` option (shadow 4.6+; Ubuntu 22.04 ships 4.8.1, 24.04 4.13, this machine
+4.13), so the passwd, group and shadow lines checked below are what those tools write, not what the script hopes for.
+
+What stays emulated, and why: `sacctmgr` is a stub answering from a small state (accounts and associations): the
+Slurm chroots of tests/node/real_slurm.py hold slurmctld and slurmd but no slurmdbd, which also needs a MySQL/MariaDB
+server; so the test proves what the script asks and that a second run asks nothing new, not that slurmdbd accepts it.
+`visudo` is not installed here: the sudoers file is checked against sudoers(5)'s user specification form instead.
+`mountpoint` answers from the profile's mounts plus /fsx (mounted by mount-lustre.sh on PCS, by HyperPod itself).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fmcluster.config import parse
+from fmcluster.config.models import rendered_users
+from tests.node import ami
+from tests.node.test_scripts import NODE_DIR, TOOLS
+from tests.stub_node import StubNode, stub_env
+
+SHADOW_TOOLS = ("useradd", "groupadd", "usermod")
+USER_TOOLS = (*TOOLS, "awk", "cut", "chown", "tr")
+ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhNKVh6gtWI4uhWApsWulxJTq/vvu90WGGDXD+zeqUn alice@laptop"
+FILE = {
+    "name": "team",
+    "region": "us-east-1",
+    "availability_zone_id": "use1-az6",
+    "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
+    "users": [
+        {"name": "alice", "uid": 2001, "admin": True, "ssh_key": ED25519},
+        {"name": "bob", "uid": 2002},
+    ],
+}
+SACCTMGR = r"""state="$STUB_STATE/slurmdbd"; mkdir -p "$state"
+case "$*" in
+  *show\ account\ *) [[ -f "$state/account-$5" ]] && echo "$5"; exit 0 ;;
+  *show\ association*) user="${6#user=}"; account="${7#account=}"
+    [[ -f "$state/assoc-$account-$user" ]] && echo "$user"; exit 0 ;;
+  *add\ account\ *) : >"$state/account-$4" ;;
+  *add\ user\ *) : >"$state/assoc-${5#Account=}-$4" ;;
+esac"""
+"""sacctmgr (emulated): `show account NAME`, `show association where user=U account=A` answer from what `add account`
+and `add user U Account=A` recorded, in the argument order users.sh uses."""
+MOUNTED = """while IFS= read -r mounted; do [[ "$mounted" == "${!#}" ]] && exit 0; done <"$STUB_STATE/mounted"
+exit 1"""
+
+
+def requires_root() -> None:
+    if shutil.which("useradd", path="/usr/sbin:/sbin") is None:
+        pytest.skip("the shadow tools (useradd) are not installed")
+    if subprocess.run(["id", "-u"], capture_output=True, text=True, check=True).stdout.strip() != "0":
+        pytest.skip("useradd --prefix writes as root only; run the tests as root")
+
+
+class UsersNode(StubNode):
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        env = {**self.env, "AWS_DEFAULT_REGION": "us-east-1"}
+        command = ["bash", str(NODE_DIR / "users.sh"), *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+
+    def lines(self, name: str) -> list[list[str]]:
+        return [line.split(":") for line in self.path(f"/etc/{name}").read_text().splitlines()]
+
+    def line(self, name: str, key: str) -> list[str]:
+        return next(fields for fields in self.lines(name) if fields[0] == key)
+
+    def users_file(self, data: dict) -> Path:
+        path = self.state / "users"
+        path.write_text(rendered_users(parse(data, source="team.yaml").users))
+        return path
+
+
+def make_node(tmp_path: Path, profile_name: str, *, fsx: bool = True) -> UsersNode:
+    requires_root()
+    node = UsersNode(**stub_env(tmp_path, tools=USER_TOOLS, stubs={"sacctmgr": SACCTMGR}))
+    for tool in SHADOW_TOOLS:
+        (node.bin / tool).symlink_to(shutil.which(tool, path="/usr/sbin:/sbin"))
+    profile = ami.load(profile_name)
+    ami.build(node, profile)
+    mounted = node.path("/proc/mounts")  # not read by users.sh; mountpoint's answers come from STUB_STATE/mounted
+    mounted.parent.mkdir(parents=True, exist_ok=True)
+    points = [*profile["mounts"], *(["/fsx"] if fsx else [])]
+    node.set("mounted", "".join(f"{node.path(point)}\n" for point in points))
+    node.add_stub("mountpoint", MOUNTED)
+    for point in points:
+        node.path(point).mkdir(parents=True, exist_ok=True)
+    return node
+
+
+@pytest.mark.parametrize("profile", ami.PROFILES)
+def test_users_get_their_uid_gid_home_key_and_sudo(tmp_path: Path, profile: str) -> None:
+    node = make_node(tmp_path, profile)
+    result = node.run("apply", str(node.users_file(FILE)))
+    assert result.returncode == 0, result.stderr
+    assert node.line("passwd", "alice") == ["alice", "x", "2001", "2001", "", "/fsx/home/alice", "/bin/bash"]
+    assert node.line("passwd", "bob") == ["bob", "x", "2002", "2002", "", "/fsx/home/bob", "/bin/bash"]
+    assert node.line("group", "alice")[:3] == ["alice", "x", "2001"]
+    assert node.line("group", "bob")[:3] == ["bob", "x", "2002"]
+    assert node.line("shadow", "alice")[1] == "!"  # useradd's locked password: keys and SSM only, no password login
+    assert node.line("passwd", "ubuntu")[2] == "1000"  # the image's own account untouched
+    for name, uid in (("alice", 2001), ("bob", 2002)):
+        home = node.path(f"/fsx/home/{name}")
+        assert (home.stat().st_uid, home.stat().st_gid, home.stat().st_mode & 0o777) == (uid, uid, 0o700)
+        assert (home / ".bashrc").stat().st_uid == uid
+    key = node.path("/etc/fmcluster/authorized_keys/alice").read_text()
+    assert key == " ".join(ED25519.split()[:2]) + "\n"  # the key's comment stays out
+    assert not node.path("/etc/fmcluster/authorized_keys/bob").exists()
+    assert (
+        "AuthorizedKeysFile .ssh/authorized_keys /etc/fmcluster/authorized_keys/%u"
+        in node.path("/etc/ssh/sshd_config.d/60-fmcluster-users.conf").read_text().splitlines()
+    )
+    sudoers = node.path("/etc/sudoers.d/90-fmcluster-users")
+    specs = [line for line in sudoers.read_text().splitlines() if not line.startswith("#")]
+    assert specs == ["alice ALL=(ALL) NOPASSWD:ALL"]
+    # sudoers(5): User_List Host_List = (Runas_List) Tag_Spec: Cmnd_List; files in sudoers.d 0440
+    assert all(re.fullmatch(r"[a-z_][a-z0-9_-]* ALL=\(ALL\) NOPASSWD:ALL", spec) for spec in specs)
+    assert sudoers.stat().st_mode & 0o777 == 0o440
+    assert node.calls("sacctmgr") == []  # accounting only where asked (the node that reaches slurmdbd)
+
+
+@pytest.mark.parametrize("profile", ami.PROFILES)
+def test_second_run_changes_nothing_and_a_removed_user_is_locked(tmp_path: Path, profile: str) -> None:
+    node = make_node(tmp_path, profile)
+    users = node.users_file(FILE)
+    assert node.run("apply", str(users)).returncode == 0
+    before = {name: node.path(f"/etc/{name}").read_text() for name in ("passwd", "group", "shadow", "gshadow")}
+    result = node.run("apply", str(users))
+    assert result.returncode == 0, result.stderr
+    assert {name: node.path(f"/etc/{name}").read_text() for name in before} == before
+    assert " added" not in result.stderr
+    without_alice = {**FILE, "users": FILE["users"][1:]}
+    result = node.run("apply", str(node.users_file(without_alice)))
+    assert result.returncode == 0, result.stderr
+    assert "user alice locked: no longer in the cluster file (home kept)" in result.stderr
+    assert node.line("shadow", "alice")[7] == "1"  # expired (shadow(5): days since 1970)
+    assert node.line("passwd", "alice")[6] == "/usr/sbin/nologin"
+    assert not node.path("/etc/sudoers.d/90-fmcluster-users").exists()
+    assert not node.path("/etc/fmcluster/authorized_keys/alice").exists()
+    assert node.path("/fsx/home/alice").is_dir()
+    result = node.run("apply", str(node.users_file(FILE)))  # listed again: unlocked
+    assert "user alice unlocked (listed again)" in result.stderr
+    assert node.line("shadow", "alice")[7] == ""
+    assert node.line("passwd", "alice")[6] == "/bin/bash"
+
+
+def test_a_uid_the_image_holds_fails_that_user_in_one_line(tmp_path: Path) -> None:
+    """A custom image with an account of its own at uid 2002 (stated by the test): bob fails, alice is made."""
+    node = make_node(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    with node.path("/etc/passwd").open("a") as passwd:
+        passwd.write("svc:x:2002:2002::/home/svc:/bin/bash\n")
+    with node.path("/etc/group").open("a") as group:
+        group.write("svc:x:2002:\n")
+    result = node.run("apply", str(node.users_file(FILE)))
+    assert result.returncode == 1
+    assert "ERROR: user bob: gid 2002 belongs to group svc on this image" in result.stderr
+    assert node.line("passwd", "alice")[2] == "2001"
+
+
+def test_without_a_shared_file_system_homes_are_local_with_a_warning(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "pcs-ready-dlami-ubuntu2404", fsx=False)
+    result = node.run("apply", str(node.users_file(FILE)))
+    assert result.returncode == 0, result.stderr
+    assert (
+        "WARN: no shared file system at /fsx: homes are under /home, local to this node (files written on one node "
+        "are not seen on another)"
+    ) in result.stderr
+    assert node.line("passwd", "alice")[5] == "/home/alice"
+    assert node.path("/home/alice").stat().st_uid == 2001
+
+
+@pytest.mark.parametrize("profile", ami.PROFILES)
+def test_accounting_adds_the_account_and_each_association_once(tmp_path: Path, profile: str) -> None:
+    node = make_node(tmp_path, profile)
+    slurm_bin = node.path(f"{ami.load(profile).slurm['prefix']}/bin")
+    (node.bin / "sacctmgr").rename(slurm_bin / "sacctmgr")  # sacctmgr lives in the image's Slurm, not on PATH
+    users = str(node.users_file(FILE))
+    assert node.run("apply", users, "--accounting", "team").returncode == 0
+    adds = [call[1:] for call in node.calls("sacctmgr") if "add" in call]
+    assert adds == [
+        ["--immediate", "add", "account", "team", "Description=fmcluster users", "Organization=fmcluster"],
+        *(
+            ["--immediate", "add", "user", name, "Account=team", "DefaultAccount=team", "Fairshare=1", "QOS=normal",
+             "DefaultQOS=normal"]
+            for name in ("alice", "bob")
+        ),
+    ]  # fmt: skip
+    calls = len(node.calls("sacctmgr"))
+    assert node.run("apply", users, "--accounting", "team").returncode == 0
+    assert [call for call in node.calls("sacctmgr")[calls:] if "add" in call] == []
+
+
+def test_accounting_without_sacctmgr_fails_after_the_users_are_made(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    (node.bin / "sacctmgr").unlink()
+    result = node.run("apply", str(node.users_file(FILE)), "--accounting", "team")
+    assert result.returncode == 1
+    assert "ERROR: accounting: no sacctmgr in this image's Slurm" in result.stderr
+    assert node.line("passwd", "bob")[2] == "2002"
+
+
+def test_sync_reads_the_users_from_ssm(tmp_path: Path) -> None:
+    node = make_node(tmp_path, "hyperpod-dlami-ubuntu2204")
+    node.set("users", rendered_users(parse(FILE, source="team.yaml").users))
+    node.add_stub("aws", 'cat "$STUB_STATE/users"')
+    result = node.run("sync", "/fmcluster/team/users")
+    assert result.returncode == 0, result.stderr
+    assert node.calls("aws")[0][:6] == ["aws", "ssm", "get-parameter", "--region", "us-east-1", "--name"]
+    assert node.line("passwd", "alice")[2] == "2001"
