@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -255,7 +255,8 @@ def print_cost(path: str, config: ClusterConfig, console: Console, *, live: bool
     from rich.table import Table
 
     table = cost.PriceTable.load()
-    lookup, origin = table.get, f"price table of {table.date} ({table.source})"
+    lookup: Callable[[str, str], cost.Price | None] = table.get
+    origin = f"price table of {table.date} ({table.source})"
     if live:
         from fmcluster import live as aws_live  # boto3 loads only for --live
         from fmcluster.live.prices import PriceList

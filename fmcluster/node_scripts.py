@@ -278,7 +278,7 @@ def node_lifecycle_actions(
     """A PCS node group's `NodeLifecycleActions`: every step of `pcs_steps(**settings)` as one action running the
     runner (`runner_path()` as an S3 asset, its `s3_object_url` here) in the nodeBootstrapped stage, before slurmd.
 
-    A required step (install, scratch, lustre, nccl, enroot) has onError TERMINATE: PCS ends the node, and a static
+    A required step (install, scratch, lustre, nccl) has onError TERMINATE: PCS ends the node, and a static
     group replaces it, rather than let it take jobs it cannot run; the others have CONTINUE, and the runner exits 0
     after its WARNING line anyway. The node role needs read on the runner and the bundle (S3 GetObject; PCS user guide,
     node lifecycle actions; the PCS agent downloads the script, checks `Checksum`, and runs it as root). Each

@@ -35,12 +35,28 @@ KNOWN_CREATE_ONLY: Mapping[str, tuple[str, ...]] = {
         "/properties/LustreConfiguration/DeploymentType",
         "/properties/LustreConfiguration/EfaEnabled",
     ),
-    "AWS::PCS::Cluster": ("/properties/SlurmConfiguration/Accounting",),
 }
 """Create-only settings missing from `createOnlyProperties`: FSx API reference, CreateFileSystemLustreConfiguration
-("DeploymentType", "EfaEnabled": set at creation only; FACTS.md, Service truth); PCS user guide, "Slurm accounting in
-AWS PCS" (accounting is chosen "when you create a new cluster" and cannot be disabled: whether CloudFormation would
-replace the cluster or fail the update is unconfirmed, so the plan treats it as a replacement)."""
+("DeploymentType", "EfaEnabled": set at creation only; FACTS.md, Service truth)."""
+IN_PLACE_EFFECTS: Mapping[str, Mapping[str, tuple[str, bool]]] = {
+    "AWS::PCS::ComputeNodeGroup": {
+        "/properties/NodeLifecycleActions": (
+            "its node lifecycle actions change (a node script, its arguments or the bundle): AWS PCS drains and "
+            "replaces every node of the group, running jobs finishing first (PCS user guide, node lifecycle actions: "
+            "'Configuration changes drain and replace existing nodes')",
+            True,
+        ),
+    },
+    "AWS::PCS::Cluster": {
+        "/properties/SlurmConfiguration/Accounting": (
+            "its managed Slurm accounting changes in place (PCS user guide, 'Updating a cluster in AWS PCS'; botocore "
+            "pcs UpdateAccountingRequest); turning it on starts PCS's accounting charge",
+            False,
+        ),
+    },
+}
+"""What an in-place change of these settings does beyond the property itself: (effect, replaces running nodes). The
+schemas leave them updatable (cfn-lint: not in createOnlyProperties), so CloudFormation updates in place."""
 PROTECTED_TYPES: Mapping[str, str] = {
     "AWS::FSx::FileSystem": "the FSx for Lustre file system (its data is lost)",
     "AWS::S3::Bucket": "a bucket (a new bucket starts empty)",
@@ -329,6 +345,11 @@ def _resource_change(stack: str, logical_id: str, old: dict, new: dict, pseudo: 
     key, failure = _refused_value(kind, before, after)
     effects, group_risk = hyperpod_groups(before, after) if kind == "AWS::SageMaker::Cluster" else ((), "")
     risk = risk or group_risk
+    for pointer, (effect, replaces_nodes) in IN_PLACE_EFFECTS.get(kind, {}).items():
+        if value_at(before, pointer) != value_at(after, pointer):
+            effects = (*effects, effect)
+            if replaces_nodes and not risk:
+                risk = f"{_pointer_name(pointer)} change"
     return Change(stack, logical_id, kind, "modify", properties, failure=failure, key=key, effects=effects, risk=risk)
 
 

@@ -38,9 +38,14 @@ class LustreFileSystem(Protocol):
     """What a client needs to mount an FSx for Lustre file system: a `LustreStorage`, or a `LustreMount` for one
     created elsewhere."""
 
-    dns_name: str
-    mount_name: str
-    efa: bool
+    @property
+    def dns_name(self) -> str: ...
+
+    @property
+    def mount_name(self) -> str: ...
+
+    @property
+    def efa(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -70,9 +75,9 @@ LUSTRE_PORT_RANGES = (("tcp", 988, 988), ("tcp", 1018, 1023))
 
 
 class ExistingFileSystemAccess(Construct):
-    """Egress from the nodes' security group to an existing file system's security group: Lustre (TCP 988 and
-    1018-1023), or all traffic when the file system is EFA-enabled. Nothing of the file system is created or changed:
-    its own group must admit the nodes (`fmcluster validate --live` checks it).
+    """Egress from the nodes' security group to an existing file system's security group, and ingress from it: Lustre
+    (TCP 988 and 1018-1023), or all traffic when the file system is EFA-enabled. Nothing of the file system is created
+    or changed: its own group must admit the nodes (`fmcluster validate --live` checks it).
 
     Example::
 
@@ -108,6 +113,21 @@ class ExistingFileSystemAccess(Construct):
                 description="EFA and Lustre to the existing file system"
                 if efa
                 else "Lustre to the existing file system",
+            )
+            # the file system's servers open connections to their clients too: FSx for Lustre user guide, "File system
+            # access control with Amazon VPC" (inbound and outbound 988 and 1018-1023 between the file system and its
+            # clients); EFA needs all traffic both ways (FSx user guide, configuring EFA clients)
+            ec2.CfnSecurityGroupIngress(
+                self,
+                f"Ingress{index}",
+                group_id=clients.security_group_id,
+                ip_protocol=protocol,
+                from_port=low,
+                to_port=high,
+                source_security_group_id=file_system_security_group_id,
+                description="EFA and Lustre from the existing file system"
+                if efa
+                else "Lustre from the existing file system",
             )
 
 

@@ -105,7 +105,7 @@ def check_security_group(config: ClusterConfig, aws: Aws) -> list[Problem]:
     subnets = aws.call("ec2", "DescribeSubnets", SubnetIds=[config.network.subnet_id]).get("Subnets", [])
     if not groups or not subnets:
         return [Problem(path, f"security group {group_id} or subnet {config.network.subnet_id} not found")]
-    block = ipaddress.ip_network(subnets[0]["CidrBlock"])
+    block = ipaddress.IPv4Network(subnets[0]["CidrBlock"])  # a subnet's CidrBlock is its IPv4 range (botocore ec2)
     problems = []
     for direction, key in (("in from", "IpPermissions"), ("out to", "IpPermissionsEgress")):
         closed = [_show(ports) for ports in LUSTRE_PORTS if not _open(groups[0].get(key, []), ports, block)]
@@ -132,7 +132,7 @@ def _open(permissions: list[dict[str, Any]], ports: tuple[int, int], block: ipad
         ):
             continue
         for address in permission.get("IpRanges", []):
-            cidr = ipaddress.ip_network(address.get("CidrIp", "255.255.255.255/32"), strict=False)
+            cidr = ipaddress.IPv4Network(address.get("CidrIp", "255.255.255.255/32"), strict=False)
             if block.subnet_of(cidr):
                 return True
     return False

@@ -136,6 +136,7 @@ def _kind(
     subject = f"HyperPod event on {f'instance group {group}' if group else f'cluster {name}'}"
     nodes = sorted({event["InstanceId"] for event in same if event.get("InstanceId")})
     found = [f"{level} at {newest['EventTime'].astimezone(UTC):%Y-%m-%d %H:%M UTC}: {newest.get('Description', '')}"]
+    unread: Finding | None
     try:
         detail = aws.call("sagemaker", "DescribeClusterEvent", ClusterName=name, EventId=newest["EventId"])
     except STOPPED as error:

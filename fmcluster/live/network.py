@@ -77,6 +77,7 @@ def check_subnet(config: ClusterConfig, aws: Aws) -> list[Problem]:
                 "many, unconfirmed)",
             )
         )
+    assert subnet_id is not None and vpc_id is not None  # network_checks runs only with both
     routes = _route_table(aws, subnet_id, vpc_id)
     if config.network.egress == "nat":
         problems += _route_out(subnet_id, routes)

@@ -28,6 +28,12 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
+# Run by SSM, not by run-step.sh: the cluster's Slurm version comes from the settings the install step kept, so
+# slurm_prefixes uses the cluster's Slurm of the image, never the newest of several (lib.sh)
+if [[ -z "${FMCLUSTER_SLURM_VERSION:-}" && -f "$ROOT/opt/fmcluster/node.env" ]]; then
+  FMCLUSTER_SLURM_VERSION="$(sed -n 's/^FMCLUSTER_SLURM_VERSION=//p' "$ROOT/opt/fmcluster/node.env")"
+  export FMCLUSTER_SLURM_VERSION
+fi
 
 RESERVATION_PATTERN='^cr-[0-9a-f]{17}$'
 END_PATTERN='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(Z|[+-][0-9:]+)$'

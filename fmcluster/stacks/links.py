@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.config import ClusterConfig
 from fmcluster.constructs.keys import encrypt_log_groups
-from fmcluster.constructs.lustre import DataRepositoryLinks
+from fmcluster.constructs.lustre import DataRepositoryLinks, LustreStorage
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
 
@@ -26,7 +28,7 @@ class DataLinksStack(cdk.Stack):
         self.links = DataRepositoryLinks(
             self,
             "Links",
-            file_system=storage.lustre,
+            file_system=cast(LustreStorage, storage.lustre),  # links are refused with an existing file system
             repositories=config.storage.lustre.repositories,
             data_bucket=storage.buckets.data_bucket,
         )

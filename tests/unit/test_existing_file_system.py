@@ -39,7 +39,7 @@ def test_hyperpod_mounts_the_file_system_of_the_file(own_fs):
     assert mounts and all(m["DnsName"] == DNS and m["MountName"] == "abcdef12" for m in mounts)
 
 
-def test_the_nodes_reach_the_file_systems_group_on_lustres_ports_only(own_fs):
+def test_the_nodes_and_the_file_systems_group_reach_each_other_on_lustres_ports_only(own_fs):
     storage = own_fs.templates["hp-own-fs-storage"]
     rules = [r["Properties"] for r in storage["Resources"].values() if r["Type"] == "AWS::EC2::SecurityGroupEgress"]
     # FSx for Lustre user guide, "File system access control with Amazon VPC": TCP 988 and 1018-1023
@@ -48,7 +48,13 @@ def test_the_nodes_reach_the_file_systems_group_on_lustres_ports_only(own_fs):
         ("tcp", 1018, 1023),
     ]
     assert all(r["DestinationSecurityGroupId"] == FS_GROUP for r in rules)
-    assert not [r for r in storage["Resources"].values() if r["Type"] == "AWS::EC2::SecurityGroupIngress"]
+    # the same guide: the file system's servers connect to their clients too (inbound and outbound, both groups)
+    inbound = [r["Properties"] for r in storage["Resources"].values() if r["Type"] == "AWS::EC2::SecurityGroupIngress"]
+    assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in inbound) == [
+        ("tcp", 988, 988),
+        ("tcp", 1018, 1023),
+    ]
+    assert all(r["SourceSecurityGroupId"] == FS_GROUP for r in inbound)
 
 
 def test_outputs_name_the_existing_file_system(own_fs):
@@ -68,3 +74,5 @@ def test_an_efa_enabled_file_system_is_reached_on_all_traffic():
     rules = Template.from_stack(stack).find_resources("AWS::EC2::SecurityGroupEgress")
     # FSx for Lustre user guide, EFA-enabled file systems: all traffic between clients and the file system
     assert [rule["Properties"]["IpProtocol"] for rule in rules.values()] == ["-1"]
+    inbound = Template.from_stack(stack).find_resources("AWS::EC2::SecurityGroupIngress")
+    assert [rule["Properties"]["IpProtocol"] for rule in inbound.values()] == ["-1"]

@@ -538,13 +538,30 @@ def test_hyperpod_groups_written_with_fn_if_are_planned_as_risky_not_a_traceback
     assert [problem.path for problem in refusals([change], old, new)] == ["s.Hp"]
 
 
-def test_pcs_accounting_turned_on_or_off_replaces_the_cluster():
-    """PCS user guide, "Slurm accounting in AWS PCS": set when the cluster is created, never disabled; the schema's
-    createOnlyProperties (Name, Networking, Size) leave it out."""
+def test_pcs_accounting_changes_in_place_and_the_plan_says_it_is_billed():
+    """cfn-lint's AWS::PCS::Cluster schema leaves SlurmConfiguration/Accounting out of createOnlyProperties, botocore
+    pcs UpdateClusterSlurmConfigurationRequest has `accounting`, and the PCS user guide ("Updating a cluster in AWS
+    PCS") lists enabling or disabling managed accounting: CloudFormation updates the cluster in place."""
     assert "/properties/SlurmConfiguration/Accounting" not in schema_create_only("AWS::PCS::Cluster")
     base = {"Name": "llm", "Size": "SMALL", "SlurmConfiguration": {"ScaleDownIdleTimeInSeconds": 600}}
     on = {**base, "SlurmConfiguration": {**base["SlurmConfiguration"], "Accounting": {"Mode": "STANDARD"}}}
     (change,) = compare(stack(Cluster=("AWS::PCS::Cluster", base)), stack(Cluster=("AWS::PCS::Cluster", on)))
-    assert (change.action, change.reason) == ("replace", "SlurmConfiguration/Accounting is create-only")
-    (change,) = compare(stack(Cluster=("AWS::PCS::Cluster", on)), stack(Cluster=("AWS::PCS::Cluster", base)))
-    assert change.action == "replace"
+    assert change.action == "modify" and not change.risk
+    assert any("starts PCS's accounting charge" in effect for effect in change.effects)
+
+
+def test_new_node_lifecycle_actions_drain_and_replace_the_group_and_are_refused_without_allow_replacement():
+    """PCS user guide, node lifecycle actions: "Configuration changes drain and replace existing nodes"; the schema
+    leaves NodeLifecycleActions updatable, so CloudFormation updates in place and PCS rolls the group."""
+    from fmcluster.update_plan import refusals
+
+    assert "/properties/NodeLifecycleActions" not in schema_create_only("AWS::PCS::ComputeNodeGroup")
+    group = {"ClusterId": "c", "Name": "gpu", "InstanceConfigs": [{"InstanceType": "p5.48xlarge"}]}
+    actions = {"Stages": {"NodeBootstrapped": [{"Name": "install", "ScriptSource": {"ScriptLocation": "s3://b/k"}}]}}
+    old = stack(Gpu=("AWS::PCS::ComputeNodeGroup", group))
+    new = stack(Gpu=("AWS::PCS::ComputeNodeGroup", {**group, "NodeLifecycleActions": actions}))
+    (change,) = compare(old, new)
+    assert change.action == "modify" and change.risk == "NodeLifecycleActions change"
+    assert any("drains and replaces every node of the group" in effect for effect in change.effects)
+    (refused,) = refusals([change], old, new)
+    assert refused.message.startswith("this update may replace running nodes (NodeLifecycleActions change)")

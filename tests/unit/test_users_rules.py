@@ -117,9 +117,8 @@ CASES = [
     (
         {**PCS, **users({"name": "alice", "uid": 2001})},
         [
-            "users: not yet on AWS PCS: its nodes' user data has no room left for the users step (EC2's 16 KB, shared "
-            "with PCS), which comes with the nodes' lifecycle actions (issue 22); remove users, or use "
-            "orchestrator.type: hyperpod-slurm"
+            "users: not yet on AWS PCS: its node lifecycle actions do not run the users step yet (issue 25); remove "
+            "users, or use orchestrator.type: hyperpod-slurm"
         ],
         "pcs-not-yet",
     ),

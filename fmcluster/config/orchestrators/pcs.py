@@ -82,15 +82,14 @@ def nodes(orchestrator: Orchestrator, observability: Observability | None, compu
 
 
 USERS = (
-    "not yet on AWS PCS: its nodes' user data has no room left for the users step (EC2's 16 KB, shared with PCS), "
-    "which comes with the nodes' lifecycle actions (issue 22); remove users, or use orchestrator.type: "
-    "hyperpod-slurm"
+    "not yet on AWS PCS: its node lifecycle actions do not run the users step yet (issue 25); remove users, or use "
+    "orchestrator.type: hyperpod-slurm"
 )
 
 
 def users_problem(users: object) -> str | None:
-    """Cluster users, which PCS nodes cannot create yet (fmcluster/node/users.sh is in the node bundle, but the user
-    data that would run it is within 30 bytes of its budget: node_scripts.USER_DATA_BUDGET)."""
+    """Cluster users, which PCS nodes do not create yet (fmcluster/node/users.sh is in the node files, but
+    `node_scripts.pcs_steps` does not run it)."""
     return USERS if users else None
 
 

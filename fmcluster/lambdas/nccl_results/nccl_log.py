@@ -375,9 +375,9 @@ def parse(text: str) -> list[Run]:
     early_failure = None
     for number, line, printer in _lines(text):
         if match := _USING_NETWORK.search(line):  # every rank's, whichever prints the tables
-            target = current if current is not None and current.avg_bus_bandwidth is None else pending
-            if match[1] not in target.networks:
-                target.networks.append(match[1])
+            network_run = current if current is not None and current.avg_bus_bandwidth is None else pending
+            if match[1] not in network_run.networks:
+                network_run.networks.append(match[1])
             continue
         if _FAILURE.search(line) or _STOPPED.match(line):
             failure = f"{line} (line {number})"

@@ -35,8 +35,9 @@
 # A failed step does not stop the later ones (image and image-watch need enroot: the runner skips them without it).
 # Every step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script
 # exits non-zero, so only a node that cannot run training fails it: the required steps (settings, group, install,
-# scratch, nccl, enroot, users, release) fail the node (users: slurmd cannot start a job of a user the node
-# lacks); hold, slurm-hooks, accounting, image, image-watch and observability only warn
+# scratch, nccl, users, release) fail the node (users: slurmd cannot start a job of a user the node
+# lacks); hold, enroot (until the mirror pins enroot and pyxis: issue 22), slurm-hooks, accounting, image,
+# image-watch and observability only warn
 # (jobs still run: with the environment of the submitter, pulling the image from ECR, without metrics), each in one
 # WARNING line naming the step and the log.
 #
