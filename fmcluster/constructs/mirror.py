@@ -41,6 +41,7 @@ class ArtifactMirror(Construct):
         bucket: the bucket the mirror lives in (nodes must be able to read it; the project's data bucket).
         key: the bucket's KMS key (the job encrypts what it uploads with it). Omitted: the bucket is not KMS-encrypted.
         log_retention: how long the job's logs are kept. Omitted: one year.
+        removal_policy: what `cdk destroy` does to the job's log groups. Omitted: RETAIN.
     """
 
     def __init__(
@@ -51,6 +52,7 @@ class ArtifactMirror(Construct):
         bucket: s3.IBucket,
         key: kms.IKey | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
         target = f"s3://{bucket.bucket_name}/{mirror.MIRROR_PREFIX}"
@@ -102,6 +104,9 @@ class ArtifactMirror(Construct):
             properties={"ProjectName": self.project.project_name, "MirrorUri": target, "ListHash": mirror.list_hash()},
         )
         self.resource.node.add_dependency(role)
+        for child in self.node.find_all():  # the job's, its handler's and the provider framework's
+            if isinstance(child, logs.LogGroup):
+                child.apply_removal_policy(removal_policy)
         self.uri = self.resource.get_att_string("Uri")
         """s3://<bucket>/fmcluster-mirror, available once the job has filled it (a deploy-time token)."""
 

@@ -36,6 +36,7 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("NodeDataAccess", "storage", "the nodes' policy for datasets and checkpoints"),
     ("BucketNotifications", "storage", "the nccl-tests results trigger on the checkpoint bucket"),
     ("Mirror", "storage", "the artifact mirror: a CodeBuild job outside the VPC, run at deploy (ArtifactMirror)"),
+    ("Users", "users", "the cluster users in SSM, which every node's users.sh reads"),
     ("NcclTests", "storage", "the nccl-tests results function and its alarms"),
     ("BlockEnd", "compute[].drain_before_end_minutes", "the drain before a capacity block ends (BlockEndDrain)"),
     ("NcclEnvironment", "nccl.env", "a compute group's NCCL environment in SSM"),

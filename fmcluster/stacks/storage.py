@@ -79,7 +79,9 @@ class StorageStack(cdk.Stack):
                 kms_key=self.buckets.key,
                 removal_policy=removal_policy,
             )
-        self.mirror = ArtifactMirror(self, "Mirror", bucket=self.buckets.data_bucket, key=self.buckets.key)
+        self.mirror = ArtifactMirror(
+            self, "Mirror", bucket=self.buckets.data_bucket, key=self.buckets.key, removal_policy=removal_policy
+        )
         """Every file a node installs, copied in by a job outside the VPC while the file system is created (beside
         it, so it adds nothing to the deploy's critical path); the cluster stacks give `mirror.uri` to the nodes."""
         self.node_data_policy = self._node_data_policy()

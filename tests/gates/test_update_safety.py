@@ -86,7 +86,10 @@ def test_enabling_efa_on_the_file_system_is_refused(synthesized, tmp_path):
     )
     refused = [(c.resource_type, c.reason) for c in changes if c.protected]
     # FSx API reference, CreateFileSystemLustreConfiguration.EfaEnabled: set at creation only (not in the schema)
-    assert refused == [("AWS::FSx::FileSystem", "LustreConfiguration/EfaEnabled is create-only")]
+    assert ("AWS::FSx::FileSystem", "LustreConfiguration/EfaEnabled is create-only") in refused
+    # and the nodes mount it over EFA now: their lustre lifecycle action changes, which drains and replaces the groups
+    # (PCS user guide, node lifecycle actions)
+    assert {kind for kind, _ in refused} == {"AWS::FSx::FileSystem", "AWS::PCS::ComputeNodeGroup"}
 
 
 def test_a_replaced_file_system_leaves_the_cluster_stack_unchanged_and_the_plan_says_so(synthesized, tmp_path):

@@ -331,15 +331,18 @@ def test_without_scratch_enroot_uses_tmp_and_says_so(node):
         ("pyxis", "pyxis 0.24.0 could not be built against /opt/slurm; see the mirror job's log"),
     ],
 )
-def test_missing_enroot_or_pyxis_fails_the_enroot_step_and_says_why(node, missing, reason):
+def test_missing_enroot_or_pyxis_warns_in_the_enroot_step_and_says_why(node, missing, reason):
+    """enroot is warn-only until the mirror pins enroot and pyxis (fmcluster.node_files.STEPS): a node without them
+    joins without containers, one WARNING line naming the step, rather than failing the cluster's creation."""
     if missing == "enroot":
         node.drop("enroot")
     else:
         node.path("/opt/slurm/lib/slurm/spank_pyxis.so").unlink()
     result = node.run()
-    assert result.returncode == 1
-    assert failure_line(result)[:2] == ("step", "enroot")
-    assert reason in node.script_log("lifecycle")
+    assert result.returncode == 0, result.stderr
+    log = node.script_log("lifecycle")
+    assert reason in log
+    assert "fmcluster WARNING: step enroot failed; jobs cannot use --container-image" in result.stderr + log
 
 
 # -- the controller and the training image ---------------------------------------------------------------------
@@ -519,12 +522,11 @@ def test_without_the_file_system_mounted_the_import_fails(node):
     assert "/fsx is not mounted; the image is kept on the shared file system" in node.script_log("lifecycle")
 
 
-def test_controller_without_enroot_fails_enroot_and_skips_image(node):
+def test_controller_without_enroot_warns_and_skips_image(node):
     controller(node)
     node.drop("enroot")
     result = node.run()
-    assert result.returncode == 1
-    assert failure_line(result)[:2] == ("step", "enroot")
+    assert result.returncode == 0, result.stderr
     log = node.script_log("lifecycle")
     for step in ("image", "image-watch"):
         assert f"step {step}: skipped, since it needs step enroot, which did not succeed" in log

@@ -399,6 +399,8 @@ def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library)
         "FMCLUSTER_GRAFANA=self-hosted\n"
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/quickstart/observability/prometheus-endpoint\n"
         "FMCLUSTER_MIRROR=\n"
+        # the artifact mirror's s3:// URI: a deploy-time value of the storage stack's mirror (a marker here)
+        "FMCLUSTER_ARTIFACT_MIRROR=<<marker:0xbaba:0>>\n"
         "FMCLUSTER_USERS_PARAMETER=\n"  # the quickstart lists no users
     )
     settings = deployed_files(library)[LIFECYCLE_ENV]
@@ -415,14 +417,14 @@ def test_settings_file_tells_the_observability_step_what_to_run(quickstart, plan
     for cluster in (quickstart, plan):
         name = cluster.construct.cluster_name
         settings = deployed_files(cluster)[LIFECYCLE_ENV].splitlines()
-        assert settings[-5:-1] == [
+        assert settings[-6:-2] == [
             "FMCLUSTER_PROMETHEUS=managed",
             "FMCLUSTER_GRAFANA=self-hosted",
             f"FMCLUSTER_ENDPOINT_PARAMETER={endpoint_parameter_name(name)}",
             "FMCLUSTER_MIRROR=",  # egress: nat, so the public release sites
         ]
         assert cluster.construct.endpoint_parameter_name == endpoint_parameter_name(name)
-    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-5:-1] == [
+    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-6:-2] == [
         "FMCLUSTER_PROMETHEUS=managed",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/Research-Cluster/observability/prometheus-endpoint",
@@ -450,7 +452,7 @@ def test_by_default_the_nodes_collect_no_metrics(tmp_path):
     built = support.synthesize(app, [stack])
     files = deployed_files(Cluster(stack=stack, template=built.templates[stack.stack_name], construct=cluster,
                                    outdir=tmp_path))  # fmt: skip
-    assert files[LIFECYCLE_ENV].splitlines()[-5:-1] == [
+    assert files[LIFECYCLE_ENV].splitlines()[-6:-2] == [
         "FMCLUSTER_PROMETHEUS=none",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=",
