@@ -288,8 +288,10 @@ def print_cost(path: str, config: ClusterConfig, console: Console, *, live: bool
     console.print(shown)
     summed = cost.total(lines)
     flag = " (includes unconfirmed figures)" if summed.unconfirmed else ""
+    floor = "at least " if summed.missing else ""  # a part without a price is not in the sum: the sum is a floor
     console.print(
-        f"estimate: ${summed.hourly:,.2f} per hour, ${summed.monthly:,.0f} per month ({cost.HOURS_PER_MONTH} h) "
+        f"estimate: {floor}${summed.hourly:,.2f} per hour, {floor}${summed.monthly:,.0f} per month "
+        f"({cost.HOURS_PER_MONTH} h) "
         f"from the {origin}{flag}",
         soft_wrap=True,
     )
