@@ -247,6 +247,7 @@ def pcs_steps(
     image_parameter: str | None = None,
     slurm_version: str | None = None,
     mirror: str | None = None,
+    users_parameter: str | None = None,
 ) -> list[tuple[Step | None, list[str]]]:
     """The steps of an AWS PCS node, in order, each with run-step.sh's arguments (`None`: the install step).
 
@@ -265,6 +266,8 @@ def pcs_steps(
         steps.append((step("lustre"), [*lustre, "--efa"] if lustre_efa else lustre))
     steps.append((step("nccl"), [nccl_parameter_name] if nccl_parameter_name is not None else []))
     steps += [(step("enroot"), []), (step("slurm-hooks"), [])]
+    if users_parameter is not None:
+        steps.append((step("users"), ["sync", users_parameter]))
     if image_parameter is not None:
         steps.append((step("image-watch"), ["install", region, image_parameter, lustre_mount_point]))
     if observability is not None:
@@ -306,6 +309,7 @@ def node_lifecycle_actions(
         mirror: the project's artifact mirror, s3://<data bucket>/fmcluster-mirror (the storage stack's `mirror.uri`):
             enroot and pyxis are installed from it only (FMCLUSTER_ARTIFACT_MIRROR; the node role needs read on it).
             Omitted: an image without them fails the enroot step, naming what is missing.
+        users_parameter: the SSM parameter of the cluster users (users.sh sync): a required step. Omitted: none.
     """
     scripts = []
     for entry, arguments in pcs_steps(**settings):  # type: ignore[arg-type]

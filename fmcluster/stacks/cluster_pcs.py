@@ -13,7 +13,8 @@ from fmcluster.config import ClusterConfig
 from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.pcs import PcsSlurmCluster
-from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, observability_mirror
+from fmcluster.names import users_parameter_name
+from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, observability_mirror, users_parameter
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
@@ -64,6 +65,7 @@ class PcsClusterStack(cdk.Stack):
             grafana=config.observability.grafana,
             observability_mirror=observability_mirror(config, storage),
             artifact_mirror=artifact_mirror(storage),
+            users_parameter=users_parameter_name(config.name) if config.users else None,
             ami_id=orchestrator.ami_id,
             image_refresh=orchestrator.image_refresh,
             slurm_version=orchestrator.slurm_version,  # type: ignore[arg-type]  # resolved for pcs by the model
@@ -73,6 +75,10 @@ class PcsClusterStack(cdk.Stack):
         )
         self.slurm.role.add_managed_policy(storage.node_data_policy)
         self.nccl = nccl_tuning(self, config)
+        self.users = users_parameter(self, config)
+        if self.users is not None:  # the users step (required) reads it at boot: it exists before any node does
+            for group in self.slurm.node_groups.values():
+                group.node.add_dependency(self.users)
         self.node_role = self.slurm.role
         """The role every node of the cluster runs with."""
         self.node_bundle = self.slurm.node_bundle

@@ -633,3 +633,24 @@ def test_accounting_false_leaves_it_out(tmp_path):
     result = synthesize(REPO / "examples/p5-capacity-block.yaml", tmp_path, parse(data))
     (cluster,) = props(result.templates["llm-pretrain-cluster"], "AWS::PCS::Cluster")
     assert "Accounting" not in cluster["SlurmConfiguration"]
+
+
+def test_cluster_users_are_created_by_a_required_action_on_every_node_after_their_parameter_exists(tmp_path):
+    """The users step (fmcluster.node_files.STEPS: required, so onError TERMINATE) reads /fmcluster/<cluster>/users,
+    which the cluster stack writes; every node group waits for it (a node booting first would fail the step)."""
+    data = yaml.safe_load((REPO / "examples/p5-capacity-block.yaml").read_text())
+    data["users"] = [{"name": "alice", "uid": 2001, "admin": True}, {"name": "bob", "uid": 2002}]
+    result = synthesize(REPO / "examples/p5-capacity-block.yaml", tmp_path, parse(data))
+    template = result.templates["llm-pretrain-cluster"]
+    (parameter_id,) = [
+        logical_id
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::SSM::Parameter"
+        and resource["Properties"]["Name"] == "/fmcluster/llm-pretrain/users"
+    ]
+    for name, steps in lifecycle(template).items():
+        assert steps["users"] == "users sync /fmcluster/llm-pretrain/users", name
+        (users,) = [action for action in actions(template)[name] if action["Name"] == "users"]
+        assert users["OnError"] == "TERMINATE"
+    groups = [r for r in template["Resources"].values() if r["Type"] == "AWS::PCS::ComputeNodeGroup"]
+    assert groups and all(parameter_id in group.get("DependsOn", []) for group in groups)

@@ -115,14 +115,6 @@ CASES = [
         "too-many",
     ),
     (
-        {**PCS, **users({"name": "alice", "uid": 2001})},
-        [
-            "users: not yet on AWS PCS: its node lifecycle actions do not run the users step yet (issue 25); remove "
-            "users, or use orchestrator.type: hyperpod-slurm"
-        ],
-        "pcs-not-yet",
-    ),
-    (
         {"orchestrator.accounting": False},
         [
             "orchestrator.accounting: HyperPod always runs Slurm accounting (slurmdbd with MariaDB on the controller: "

@@ -81,16 +81,9 @@ def nodes(orchestrator: Orchestrator, observability: Observability | None, compu
     return compute_nodes + (1 if head_group(orchestrator, observability) else 0)
 
 
-USERS = (
-    "not yet on AWS PCS: its node lifecycle actions do not run the users step yet (issue 25); remove users, or use "
-    "orchestrator.type: hyperpod-slurm"
-)
-
-
 def users_problem(users: object) -> str | None:
-    """Cluster users, which PCS nodes do not create yet (fmcluster/node/users.sh is in the node files, but
-    `node_scripts.pcs_steps` does not run it)."""
-    return USERS if users else None
+    """None: PCS nodes create the cluster users as a required node lifecycle action (users.sh sync)."""
+    return None
 
 
 def capacity_problem(capacity: object) -> str | None:

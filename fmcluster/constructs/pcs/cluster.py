@@ -141,6 +141,10 @@ class PcsSlurmCluster(Construct):
         artifact_mirror: the project's artifact mirror (`fmcluster.mirror`: `ArtifactMirror.uri`, the storage stack's
             `mirror.uri`), which nodes install enroot and pyxis from, in every egress mode (never from the internet);
             the role must be able to read it. Omitted: nodes install neither (an image without them fails that step).
+        users_parameter: an SSM parameter under this cluster's prefix holding the cluster users (`NAME UID ADMIN
+            [KEY]` lines, `fmcluster.stacks.cluster_services.users_parameter`): every node runs users.sh with it as a
+            required lifecycle action (slurmd cannot start a job of a user the node lacks). Omitted: no users beyond
+            the image's.
         ami_id: one image for every node group (one CPU architecture). Omitted: the PCS-Ready DLAMI per architecture
             (`node_image`).
         image_refresh: a label (e.g. "2026-12-01") of the default image's resolution: change it to move every node
@@ -195,6 +199,7 @@ class PcsSlurmCluster(Construct):
         grafana: GrafanaMode = "none",
         observability_mirror: str | None = None,
         artifact_mirror: str | None = None,
+        users_parameter: str | None = None,
         ami_id: str | None = None,
         image_refresh: str | None = None,
         slurm_version: str = PCS_DEFAULT_SLURM_VERSION,
@@ -287,6 +292,8 @@ class PcsSlurmCluster(Construct):
         self.instance_profile = iam.InstanceProfile(self, "NodeProfile", role=self.role, path="/aws-pcs/")
         self.mirror = artifact_mirror
         """The artifact mirror nodes install enroot and pyxis from (FMCLUSTER_ARTIFACT_MIRROR), or None."""
+        self.users_parameter = users_parameter
+        """The SSM parameter of the cluster users every node creates (users.sh sync), or None."""
         self._images: dict[str, str] = {}
         self._image_provider: cr.Provider | None = None
         self.node_bundle: s3_assets.Asset | None = None
@@ -478,6 +485,7 @@ class PcsSlurmCluster(Construct):
             bundle_s3_uri=self.node_bundle_uri(),
             slurm_version=self.slurm_version,
             mirror=self.mirror,
+            users_parameter=self.users_parameter,
             **settings,
         )
 
