@@ -352,8 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         if step % args.checkpoint_every == 0 or step == args.steps:
             checkpoint("periodic" if step < args.steps else "final")
     log(rank, "done", step=step)
-    if world > 1:
-        dist.destroy_process_group()
+    # No destroy_process_group, as on the stop path above: in the suite a rank whose destroy ran after rank 0 had
+    # exited was seen to wait in it until the process group's timeout (10 minutes), holding the job (cause unconfirmed);
+    # every rank has passed the final checkpoint's barrier here, and exiting closes the sockets anyway.
     return 0
 
 

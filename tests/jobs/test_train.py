@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -162,10 +163,14 @@ class Run:
         assert found is not None, self.stderr()
 
     def finish(self) -> int:
-        self.read_until(lambda event: False)
+        # a rank stuck in a collective keeps stdout open: the watchdog bounds the read too, so a hang fails the test
+        watchdog = threading.Timer(RUN_TIMEOUT, self.signal_all, args=(signal.SIGKILL,))
+        watchdog.start()
         try:
+            self.read_until(lambda event: False)
             return self.process.wait(timeout=RUN_TIMEOUT)
         finally:
+            watchdog.cancel()
             self.signal_all(signal.SIGKILL)
 
     def stderr(self) -> str:
