@@ -101,18 +101,20 @@ class ExistingFileSystemAccess(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         ranges = (("-1", None, None),) if efa else LUSTRE_PORT_RANGES
+        what = "EFA and Lustre" if efa else "Lustre"
         for index, (protocol, low, high) in enumerate(ranges):
+            rule: dict[str, Any] = {
+                "group_id": clients.security_group_id,
+                "ip_protocol": protocol,
+                "from_port": low,
+                "to_port": high,
+            }
             ec2.CfnSecurityGroupEgress(
                 self,
                 f"Egress{index}",
-                group_id=clients.security_group_id,
-                ip_protocol=protocol,
-                from_port=low,
-                to_port=high,
+                **rule,
                 destination_security_group_id=file_system_security_group_id,
-                description="EFA and Lustre to the existing file system"
-                if efa
-                else "Lustre to the existing file system",
+                description=f"{what} to the existing file system",
             )
             # the file system's servers open connections to their clients too: FSx for Lustre user guide, "File system
             # access control with Amazon VPC" (inbound and outbound 988 and 1018-1023 between the file system and its
@@ -120,14 +122,9 @@ class ExistingFileSystemAccess(Construct):
             ec2.CfnSecurityGroupIngress(
                 self,
                 f"Ingress{index}",
-                group_id=clients.security_group_id,
-                ip_protocol=protocol,
-                from_port=low,
-                to_port=high,
+                **rule,
                 source_security_group_id=file_system_security_group_id,
-                description="EFA and Lustre from the existing file system"
-                if efa
-                else "Lustre from the existing file system",
+                description=f"{what} from the existing file system",
             )
 
 
