@@ -19,6 +19,7 @@ def warnings(config: ClusterConfig) -> list[Problem]:
         *image_floor_warnings(config),
         *image_architecture_warnings(config),
         *uncataloged_accelerator_warnings(config),
+        *no_file_system_warnings(config),
     ]
 
 
@@ -78,3 +79,21 @@ def uncataloged_accelerator_warnings(config: ClusterConfig) -> list[Problem]:
         for index, group in enumerate(config.compute)
         if not group.instance.cataloged and ACCELERATED_FAMILY.match(group.instance_type)
     ]
+
+
+NO_FILE_SYSTEM_WARNING = (
+    "no shared file system: nothing is mounted at /fsx (HyperPod gets no FsxLustreConfig, PCS nodes no lustre "
+    "step), so users' homes are local to each node (/home), the training image is not imported into /fsx (every job "
+    "pulls it from ECR), checkpoints must go to S3 (the checkpoints bucket) or storage of your own, nccl-tests.sbatch "
+    "and examples/jobs/train.sbatch need FMCLUSTER_SHARED_DIR set to a directory every node of a job shares to run on "
+    "more than one node, and there are no FSx dashboards or free-space alarm; omit storage.lustre for the default "
+    "file system, or give storage.lustre.file_system_id to mount your own"
+)
+"""What a cluster without a file system does differently (users.sh's home base, hyperpod/on_create.sh's skipped image
+step, the PCS cluster's steps without lustre and image-watch, nccl-tests.sbatch's ECR credentials directory,
+train.sbatch's container mount; docs/cluster-file.md, `storage.lustre`)."""
+
+
+def no_file_system_warnings(config: ClusterConfig) -> list[Problem]:
+    """`storage.lustre: none`: the cluster works, but without what every node shares on /fsx."""
+    return [warning("storage.lustre", NO_FILE_SYSTEM_WARNING)] if config.storage.lustre is None else []

@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.file}: deploy time: cannot synthesize the app or read its assembly: {reason}",
                   file=sys.stderr)  # fmt: skip
             return EXIT_INVALID
-        print_deploy_time(estimate, console)
+        print_deploy_time(estimate, console, shared_image=config.storage.lustre is not None)
     return 0
 
 
@@ -197,6 +197,9 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
         print_deep_health_checks(config, console)
 
     lustre = config.storage.lustre
+    if lustre is None:
+        console.print("storage: no shared file system (storage.lustre: none); see the warning below", soft_wrap=True)
+        return
     if lustre.existing:
         console.print(
             f"storage: the existing FSx for Lustre file system {lustre.file_system_id} ({lustre.dns_name}@tcp:/"
@@ -323,14 +326,17 @@ def print_deep_health_checks(config: ClusterConfig, console: Console) -> None:
         console.print(f"deep health checks of {group.name}: {text}", soft_wrap=True)
 
 
-def print_deploy_time(estimate: deploy_time.DeployEstimate, console: Console) -> None:
-    """The deploy's critical path, when nodes take jobs, and the one-stack-at-a-time figure."""
+def print_deploy_time(estimate: deploy_time.DeployEstimate, console: Console, *, shared_image: bool = True) -> None:
+    """The deploy's critical path, when nodes take jobs, and the one-stack-at-a-time figure. `shared_image` False
+    (`storage.lustre: none`): no /fsx to import the image into, so each job pulls it (an import of its own, unconfirmed
+    to take as long as the shared one)."""
     console.print(estimate.summary(), soft_wrap=True)
     first, container = estimate.first_job, estimate.first_container_job
     if first is not None and container is not None:
+        how = "imported into /fsx" if shared_image else "then pulled from ECR by each job: no /fsx to import it into"
         console.print(
             f"first job ~{first:.0f} min after `cdk deploy --all --concurrency 8` starts; container jobs "
-            f"~{container:.0f} min (image built and imported into /fsx)",
+            f"~{container:.0f} min (image built and {how})",
             soft_wrap=True,
         )
     console.print(f"without --concurrency (one stack at a time): ~{estimate.sequential:.0f} min", soft_wrap=True)

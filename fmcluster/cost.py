@@ -156,8 +156,8 @@ def _instances(config: ClusterConfig) -> list[Line]:
 
 def _storage(config: ClusterConfig) -> list[Line]:
     lustre = config.storage.lustre
-    if lustre.existing:
-        return []  # an existing file system is its owner's bill
+    if lustre is None or lustre.existing:
+        return []  # no file system, or an existing one: its owner's bill
     note = "the file system's SSD storage and its throughput tier, billed together per GB-month"
     if lustre.metadata_iops is not None:
         note += f"; {lustre.metadata_iops:,} provisioned metadata IOPS are billed apart and not in the table"

@@ -35,7 +35,7 @@ def checkpoint_writers(config: ClusterConfig) -> list[ComputeGroup]:
 
 def clients_mbps(config: ClusterConfig) -> float:
     """What all accelerated compute nodes can push to Lustre together, in MB/s."""
-    lustre_efa = config.storage.lustre.efa
+    lustre_efa = config.storage.lustre is not None and config.storage.lustre.efa
     total = 0.0
     for group in checkpoint_writers(config):
         over_efa = lustre_efa and group.efa and group.instance.lustre_efa_client
@@ -74,10 +74,11 @@ class CheckpointEstimate:
 
 def checkpoint_estimate(config: ClusterConfig) -> CheckpointEstimate | None:
     """Size and write time of one full checkpoint, or None without `training`, without accelerated nodes, or on an
-    existing file system (`storage.lustre.file_system_id`), whose size and throughput are not in the file."""
-    if config.training is None or not checkpoint_writers(config) or config.storage.lustre.existing:
-        return None
+    existing file system (`storage.lustre.file_system_id`), whose size and throughput are not in the file, or without a
+    file system (`storage.lustre: none`)."""
     lustre = config.storage.lustre
+    if config.training is None or not checkpoint_writers(config) or lustre is None or lustre.existing:
+        return None
     return CheckpointEstimate(
         size_bytes=config.training.model_parameters * CHECKPOINT_BYTES_PER_PARAMETER,
         filesystem_mbps=filesystem_mbps(lustre.capacity_gib, lustre.throughput_per_tib),
@@ -100,9 +101,9 @@ def capacity_for(required_mbps: float, throughput_per_tib: int, *, efa: bool) ->
 def checkpoint_warnings(config: ClusterConfig) -> list[Problem]:
     """A warning when one full checkpoint cannot be written within `training.checkpoint_write_seconds`."""
     estimate = checkpoint_estimate(config)
-    if estimate is None or estimate.meets_target or config.training is None:
-        return []
     lustre = config.storage.lustre
+    if estimate is None or estimate.meets_target or config.training is None or lustre is None:
+        return []
     said = (
         f"one checkpoint of {format_parameters(config.training.model_parameters)} parameters "
         f"(~{estimate.size_bytes / 1e12:.2f} TB) takes ~{estimate.seconds:.0f} s "

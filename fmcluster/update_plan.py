@@ -638,6 +638,8 @@ def refusal(change: Change, old: Mapping[str, dict]) -> Problem:
             f"this update would {what}, and {change.failure}: CloudFormation would fail the update and roll back; "
             "keep the old value" + (" or give the resource a new name too" if replaced else ""),
         )
+    if change.action == "delete" and change.resource_type == "AWS::FSx::FileSystem":
+        return file_system_removal(change, old)
     if change.risk and change.resource_type in RETAINED_TYPES:
         what = PROTECTED_TYPES[change.resource_type].split(" (")[0]
         return Problem(
@@ -663,6 +665,26 @@ def refusal(change: Change, old: Mapping[str, dict]) -> Problem:
             else ""
         )
         + "pass --allow-replacement to do it anyway",
+    )
+
+
+def file_system_removal(change: Change, old: Mapping[str, dict]) -> Problem:
+    """Taking the file system out of the file (`storage.lustre: none`, or `file_system_id` instead): retained, it stays
+    in FSx, with its data and its charge, but unmanaged and mounted by no node; otherwise it is deleted."""
+    resource = old.get(change.stack, {}).get("Resources", {}).get(change.logical_id, {})
+    retained = resource.get("DeletionPolicy") == "Retain"
+    fate = (
+        "CloudFormation leaves it in FSx (DeletionPolicy Retain), with its data and its hourly charge, but no stack "
+        "manages it and no node mounts it any more"
+        if retained
+        else "CloudFormation deletes it with its data (DeletionPolicy Delete)"
+    )
+    return Problem(
+        "storage.lustre",
+        f"this update would take the FSx for Lustre file system {change.logical_id} out of the cluster: {fate}; homes, "
+        "the imported training image and checkpoints on /fsx leave every node. Keep storage.lustre as it was, or pass "
+        "--allow-replacement to do it anyway"
+        + (" (then copy what you need and delete the file system in FSx yourself)" if retained else ""),
     )
 
 

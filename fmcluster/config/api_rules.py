@@ -38,10 +38,13 @@ def api_values(
     return orchestrators.of(orchestrator.type).api_values(name, orchestrator, groups, observability)
 
 
-def services_in_region(orchestrator: Orchestrator, observability: Observability | None) -> Iterator[tuple[str, str]]:
-    """(key path, CloudFormation type) of each regional service the file asks for."""
+def services_in_region(
+    orchestrator: Orchestrator, observability: Observability | None, *, file_system: bool = True
+) -> Iterator[tuple[str, str]]:
+    """(key path, CloudFormation type) of each regional service the file asks for (FSx only with a file system)."""
     yield "orchestrator.type", orchestrators.of(orchestrator.type).CLUSTER_RESOURCE
-    yield "storage.lustre", "AWS::FSx::FileSystem"
+    if file_system:
+        yield "storage.lustre", "AWS::FSx::FileSystem"
     if observability is not None and observability.prometheus == "managed":
         yield "observability.prometheus", "AWS::APS::Workspace"
     if observability is not None and observability.grafana == "managed":
@@ -54,6 +57,8 @@ def service_problems(
     orchestrator: Orchestrator | None,
     groups: list[tuple[int, ComputeGroup]],
     observability: Observability | None,
+    *,
+    file_system: bool = True,
 ) -> Iterator[Problem]:
     """Every problem AWS's models find with the file: names, instance types, regional services."""
     if orchestrator is None:
@@ -64,7 +69,7 @@ def service_problems(
     if region is not None:
         found += [
             (path, message)
-            for path, resource_type in services_in_region(orchestrator, observability)
+            for path, resource_type in services_in_region(orchestrator, observability, file_system=file_system)
             if (message := region_problem(region, resource_type))
         ]
     offered = region if not any(path == "orchestrator.type" for path, _ in found) else None

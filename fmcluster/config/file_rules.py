@@ -18,6 +18,7 @@ from fmcluster.catalog import CATALOG
 from fmcluster.config import orchestrators
 from fmcluster.config.api_rules import service_problems
 from fmcluster.config.models import (
+    NO_FILE_SYSTEM,
     ClusterConfig,
     ComputeGroup,
     Image,
@@ -56,6 +57,9 @@ class Sections:
     capacities: tuple[object, ...]
     """Each group's `capacity` as written, so a group with another bad key still gets the orchestrator check."""
     lustre: Lustre | None
+    """The file system's settings; None where they are invalid or there is none (`no_file_system`)."""
+    no_file_system: bool
+    """`storage.lustre: none`."""
     repositories: tuple[Repository | None, ...]
     observability: Observability | None
     image: Image | None
@@ -72,7 +76,8 @@ class Sections:
             compute=config.compute,
             capacities=tuple(group.capacity for group in config.compute),
             lustre=config.storage.lustre,
-            repositories=config.storage.lustre.repositories,
+            no_file_system=config.storage.lustre is None,
+            repositories=config.storage.repositories,
             observability=config.observability,
             image=config.image,
         )
@@ -84,6 +89,7 @@ class Sections:
         groups = _list(data.get("compute"))
         storage: dict = data["storage"] if isinstance(data.get("storage"), dict) else {}
         lustre: dict = storage["lustre"] if isinstance(storage.get("lustre"), dict) else {}
+        no_file_system = storage.get("lustre") == NO_FILE_SYSTEM
         return cls(
             name=data.get("name") if cluster_name_problem(data.get("name")) is None else None,
             region=data.get("region") if data.get("region") in REGIONS else None,
@@ -95,7 +101,8 @@ class Sections:
             capacities=tuple(
                 (group.get("capacity") or "on-demand") if isinstance(group, dict) else None for group in groups
             ),
-            lustre=_valid(Lustre, lustre),
+            lustre=None if no_file_system else _valid(Lustre, lustre),
+            no_file_system=no_file_system,
             repositories=tuple(_valid(Repository, item) for item in _list(lustre.get("repositories"))),
             observability=_valid(Observability, data.get("observability") or {}),
             image=_valid(Image, data.get("image") or {}),
@@ -265,7 +272,12 @@ def grafana_has_a_source(config: Sections) -> Iterator[Problem]:
 def services_accept(config: Sections) -> Iterator[Problem]:
     """AWS's own models: names and instance types against botocore's shapes, services and types per region."""
     yield from service_problems(
-        config.name, config.region, config.orchestrator, list(config.groups()), config.observability
+        config.name,
+        config.region,
+        config.orchestrator,
+        list(config.groups()),
+        config.observability,
+        file_system=not config.no_file_system,
     )
 
 

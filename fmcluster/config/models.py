@@ -594,11 +594,40 @@ def next_lustre_capacity(gib: int) -> int:
     return 1200 if gib < 1200 else 2400 if gib < 2400 else (gib // 2400 + 1) * 2400
 
 
-class Storage(_Model):
-    """`storage`: the shared file system and what happens to data on `cdk destroy`."""
+NO_FILE_SYSTEM = "none"
+"""`storage.lustre: none`: a cluster without a shared file system. Said explicitly, never by leaving the section out:
+a file without `storage.lustre` has always meant the default file system, and reading it as "none" would make the next
+deploy of such a file take the file system away from a running cluster (homes, the imported training image and
+checkpoints on /fsx)."""
 
-    lustre: Lustre = Lustre()
+
+class Storage(_Model):
+    """`storage`: the shared file system (None with `lustre: none`) and what happens to data on `cdk destroy`."""
+
+    lustre: Lustre | None = Lustre()
     retain_on_delete: bool = True
+
+    @field_validator("lustre", mode="before")
+    @classmethod
+    def _no_file_system(cls, value: object) -> object:
+        if value == NO_FILE_SYSTEM:
+            return None
+        if not isinstance(value, dict | Lustre):
+            raise fail(
+                f"must be the file system's settings (a mapping), or {NO_FILE_SYSTEM!r} for a cluster without a "
+                f"shared file system; got {value!r}"
+            )
+        return value
+
+    @property
+    def creates_file_system(self) -> bool:
+        """fmcluster creates (and by default retains) the file system: not with `lustre: none` or `file_system_id`."""
+        return self.lustre is not None and not self.lustre.existing
+
+    @property
+    def repositories(self) -> tuple[Repository, ...]:
+        """The file system's S3 links; none without a file system."""
+        return self.lustre.repositories if self.lustre is not None else ()
 
 
 MAX_MODEL_PARAMETERS = 1e15

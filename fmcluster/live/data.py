@@ -30,7 +30,7 @@ def data_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
             f"storage.lustre.repositories[{index}].s3_uri",
             partial(check_bucket, config, aws, index, repository.s3_uri),
         )
-        for index, repository in enumerate(config.storage.lustre.repositories)
+        for index, repository in enumerate(config.storage.repositories)
         if repository.s3_uri
     ]
 

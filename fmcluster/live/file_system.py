@@ -18,6 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig
+from fmcluster.config.models import Lustre
 from fmcluster.live.aws import Aws, error_code
 from fmcluster.live.runner import Check
 from fmcluster.problems import Problem, warning
@@ -29,7 +30,7 @@ PASSING_STATES = ("UPDATING",)
 
 def file_system_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
     lustre = config.storage.lustre
-    if not lustre.existing:
+    if lustre is None or not lustre.existing:
         return []
     return [
         Check(
@@ -45,8 +46,15 @@ def file_system_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
     ]
 
 
+def _existing(config: ClusterConfig) -> Lustre:
+    """The file's existing file system (`file_system_checks` runs the checks only with one)."""
+    lustre = config.storage.lustre
+    assert lustre is not None and lustre.existing
+    return lustre
+
+
 def check_file_system(config: ClusterConfig, aws: Aws) -> list[Problem]:
-    lustre, path = config.storage.lustre, "storage.lustre.file_system_id"
+    lustre, path = _existing(config), "storage.lustre.file_system_id"
     try:
         found = aws.call("fsx", "DescribeFileSystems", FileSystemIds=[lustre.file_system_id])["FileSystems"]
     except ClientError as error:
@@ -94,7 +102,7 @@ def check_file_system(config: ClusterConfig, aws: Aws) -> list[Problem]:
 
 
 def check_security_group(config: ClusterConfig, aws: Aws) -> list[Problem]:
-    lustre, path = config.storage.lustre, "storage.lustre.security_group_id"
+    lustre, path = _existing(config), "storage.lustre.security_group_id"
     group_id = lustre.security_group_id
     try:
         groups = aws.call("ec2", "DescribeSecurityGroups", GroupIds=[group_id])["SecurityGroups"]

@@ -92,7 +92,7 @@ def quota_checks(config: ClusterConfig, aws: Aws, types: InstanceTypes) -> list[
     quotas = ServiceQuotas(aws)
     instances = resolve(orchestrators.of(config.orchestrator.type).INSTANCE_QUOTA_CHECKS)
     checks: list[Check] = instances(config, quotas, types)
-    if not config.storage.lustre.existing:  # an existing file system draws on no new storage
+    if config.storage.creates_file_system:  # an existing file system, or none, draws on no new storage
         checks.append(
             Check(
                 f"quota '{LUSTRE_STORAGE}'", "storage.lustre.capacity_gib", lambda: check_lustre_storage(quotas, config)
@@ -255,7 +255,9 @@ def check_lustre_storage(quotas: ServiceQuotas, config: ClusterConfig) -> list[P
     path = "storage.lustre.capacity_gib"
     if quota is None:
         return [unchecked(path, f"quota '{LUSTRE_STORAGE}'", "Service Quotas lists no FSx quota of that name or code")]
-    capacity = config.storage.lustre.capacity_gib
+    lustre = config.storage.lustre
+    assert lustre is not None  # quota_checks runs this only when fmcluster creates the file system
+    capacity = lustre.capacity_gib
     if capacity > quota["Value"]:
         unit = quota.get("Unit", "")
         shown = "" if unit in ("", "None") else f" {unit}"

@@ -96,7 +96,7 @@ def group_of(config: ClusterConfig, logical_id: str) -> tuple[int, ComputeGroup,
 def stack_parts(config: ClusterConfig) -> tuple[str, ...]:
     """The stacks a cluster file deploys, by the part of their name after `<name>-`: with S3 links, `data-links`
     (deployed beside the cluster) too."""
-    links = ("data-links",) if config.storage.lustre.repositories else ()
+    links = ("data-links",) if config.storage.repositories else ()
     return (*PARTS[:2], *links, *PARTS[2:])
 
 

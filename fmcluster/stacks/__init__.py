@@ -86,7 +86,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         description=f"fmcluster {config.name}: KMS key, data and checkpoint buckets, FSx for Lustre linked to S3",
     )
     links = None
-    if config.storage.lustre.repositories:
+    if config.storage.repositories:
         links = DataLinksStack(
             app,
             stack_name(config.name, names.DATA_LINKS_STACK),

@@ -29,13 +29,13 @@ class DataLinksStack(cdk.Stack):
             self,
             "Links",
             file_system=cast(LustreStorage, storage.lustre),  # links are refused with an existing file system
-            repositories=config.storage.lustre.repositories,
+            repositories=config.storage.repositories,
             data_bucket=storage.buckets.data_bucket,
         )
         encrypt_log_groups(self, storage.buckets.key)  # none today; any a later construct here brings is encrypted
         links = [
             f"{link.path} -> {self.links.repositories[link.path].data_repository_path} "
             f"(import {','.join(link.import_) or 'none'}, export {','.join(link.export) or 'none'})"
-            for link in config.storage.lustre.repositories
+            for link in config.storage.repositories
         ]
         add_output(self, "data-links", "DataLinks", "; ".join(links))

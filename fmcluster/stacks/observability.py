@@ -42,7 +42,10 @@ class ObservabilityStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         observability = config.observability
-        lustre = config.storage.lustre
+        # only a file system fmcluster creates is watched: an existing one's size is not in the file (its dashboards
+        # and alarm are its owner's), and `storage.lustre: none` has none
+        lustre = config.storage.lustre if config.storage.creates_file_system else None
+        watched = storage.lustre if lustre is not None else None
         retain = config.storage.retain_on_delete
         self.observability = ClusterObservability(
             self,
@@ -52,10 +55,9 @@ class ObservabilityStack(cdk.Stack):
             prometheus=observability.prometheus,
             grafana=observability.grafana,
             alarm_email=observability.alarm_email,
-            # an existing file system's size is not in the file: its dashboards and alarm are its owner's
-            file_system_id=None if lustre.existing else storage.lustre.file_system_id,
-            lustre_capacity_gib=None if lustre.existing else lustre.capacity_gib,
-            lustre_throughput_per_tib=None if lustre.existing else lustre.throughput_per_tib,
+            file_system_id=watched.file_system_id if watched is not None else None,
+            lustre_capacity_gib=lustre.capacity_gib if lustre is not None else None,
+            lustre_throughput_per_tib=lustre.throughput_per_tib if lustre is not None else None,
             node_roles=node_roles,
             removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
         )

@@ -22,7 +22,8 @@ from fmcluster.stacks.outputs import add_output
 class StorageStack(cdk.Stack):
     """`ProjectBuckets` and `LustreStorage` configured from the cluster file's `storage` section, without its S3 links;
     with `storage.lustre.file_system_id`, no file system: the existing one is mounted (`LustreMount`) and only the
-    nodes' egress to its security group is added.
+    nodes' egress to its security group is added; with `storage.lustre: none`, no file system at all (`lustre` is None:
+    the cluster stacks mount nothing, and nothing is imported into /fsx).
 
     The file system sits in the network's compute subnet and admits the nodes' EFA security group. With
     `storage.retain_on_delete: true` (the default) the stack is termination-protected and the key, buckets,
@@ -46,9 +47,12 @@ class StorageStack(cdk.Stack):
         lustre = config.storage.lustre
 
         self.buckets = ProjectBuckets(self, "Buckets", removal_policy=removal_policy)
-        self.lustre: LustreStorage | LustreMount
-        """The file system the nodes mount: created here, or (`storage.lustre.file_system_id`) an existing one."""
-        if lustre.existing:
+        self.lustre: LustreStorage | LustreMount | None = None
+        """The file system the nodes mount: created here, or (`storage.lustre.file_system_id`) an existing one; None
+        with `storage.lustre: none`."""
+        if lustre is None:
+            pass
+        elif lustre.existing:
             self.lustre = LustreMount(
                 dns_name=cast(str, lustre.dns_name),  # required with file_system_id
                 mount_name=cast(str, lustre.mount_name),
@@ -104,13 +108,17 @@ class StorageStack(cdk.Stack):
         stack adds the alarms (`add_alarms`), next to the alarm topic. Only accelerated groups run nccl-tests and have
         a baseline; a cluster of general-purpose groups only has none."""
         encrypt_log_groups(self, self.buckets.key)
-        for key, value in (
+        outputs = [
             ("DataBucket", self.buckets.data_bucket.bucket_name),
             ("CheckpointsBucket", self.buckets.checkpoints_bucket.bucket_name),
-            ("FileSystemId", cast(str, self.lustre.file_system_id)),
-            ("FileSystemDnsName", self.lustre.dns_name),
-            ("FileSystemMountName", self.lustre.mount_name),
-        ):
+        ]
+        if self.lustre is not None:
+            outputs += [
+                ("FileSystemId", cast(str, self.lustre.file_system_id)),
+                ("FileSystemDnsName", self.lustre.dns_name),
+                ("FileSystemMountName", self.lustre.mount_name),
+            ]
+        for key, value in outputs:
             add_output(self, "storage", key, value)
 
     def _node_data_policy(self) -> iam.ManagedPolicy:

@@ -144,3 +144,15 @@ def test_without_slurm_the_script_says_how_to_submit_it():
                             env={"PATH": os.environ["PATH"]})  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.splitlines()[0].endswith("first-job: not inside a Slurm job; submit this script with sbatch")
+
+
+def test_without_a_shared_directory_the_job_says_which_to_set(tmp_path):
+    """A cluster with `storage.lustre: none` has no /fsx: the job stops before pyxis fails on the container mount."""
+    env = {**job_environment(tmp_path), "FMCLUSTER_SHARED_DIR": str(tmp_path / "none"), "SLURM_JOB_ID": "7"}
+    result = subprocess.run(["bash", str(SBATCH), "--image", IMAGE], capture_output=True, text=True, timeout=30,
+                            check=False, env=env)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0].endswith(
+        f"first-job: no directory {tmp_path / 'none'} to mount into the container (a cluster with storage.lustre: "
+        "none has no /fsx): set FMCLUSTER_SHARED_DIR to a directory every node of the job shares"
+    )

@@ -74,3 +74,32 @@ def test_validate_prints_warnings_to_stderr_and_still_succeeds(tmp_path, capsys)
     assert main(["validate", str(path)]) == 0
     err = capsys.readouterr().err
     assert err.startswith(f"{path}: nccl.env.NCCL_PROTO: warning: remove it; NCCL_PROTO=simple was for aws-ofi-nccl")
+
+
+NO_FILE_SYSTEM = (
+    "warning: no shared file system: nothing is mounted at /fsx (HyperPod gets no FsxLustreConfig, PCS nodes no lustre "
+    "step), so users' homes are local to each node (/home), the training image is not imported into /fsx (every job "
+    "pulls it from ECR), checkpoints must go to S3 (the checkpoints bucket) or storage of your own, nccl-tests.sbatch "
+    "and examples/jobs/train.sbatch need FMCLUSTER_SHARED_DIR set to a directory every node of a job shares to run on "
+    "more than one node, and there are no FSx dashboards or free-space alarm; omit storage.lustre for the default "
+    "file system, or give storage.lustre.file_system_id to mount your own"
+)
+"""Each clause from the node side: users.sh (home base /home without /fsx), hyperpod/on_create.sh (image step
+skipped), nccl-tests.sbatch (ECR credentials in a directory every node reads), train.sbatch (container mount)."""
+
+
+def test_a_cluster_without_a_file_system_is_told_what_works_differently(tmp_path, capsys):
+    assert [(w.path, f"{w.level}: {w.message}") for w in warnings(config(storage={"lustre": "none"}))] == [
+        ("storage.lustre", NO_FILE_SYSTEM)
+    ]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        "name: nofs\nregion: us-east-1\navailability_zone_id: use1-az6\n"
+        "compute: [{name: cpu, instance_type: c6i.4xlarge, count: 2}]\nstorage: {lustre: none}\n"
+    )
+    assert main(["validate", str(path)]) == 0
+    assert capsys.readouterr().err == f"{path}: storage.lustre: {NO_FILE_SYSTEM}\n"
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "storage: no shared file system (storage.lustre: none); see the warning below" in out
+    assert "min (image built and then pulled from ECR by each job: no /fsx to import it into)" in out

@@ -126,6 +126,9 @@ RESERVATION_FORMAT = "must be a capacity reservation id like cr-0123456789abcdef
 ARN_FORMAT = (
     "must be a SageMaker training plan ARN like arn:aws:sagemaker:us-east-1:123456789012:training-plan/my-plan; got "
 )
+NO_FS_RULE = (
+    "must be the file system's settings (a mapping), or 'none' for a cluster without a shared file system; got "
+)
 SUBNET_WITHOUT_VPC = "only with network.vpc_id: a subnet of a VPC of your own (without it fmcluster creates one)"
 ML_PREFIX = "HyperPod's 'ml.' prefix is added for you"
 CAPACITY_RULE = "must be 1200, 2400 or a multiple of 2400 GiB; got "
@@ -296,6 +299,10 @@ INVALID = [
         ["storage.lustre.security_group_id: must be a security group id like sg-0123456789abcdef0; got 'sg-12'"],
         "fs-security-group-id",
     ),
+    # no file system: said with 'none'; YAML's off/no/false are booleans, not that word
+    _p({"storage.lustre": False}, ["storage.lustre: " + NO_FS_RULE + "False"], "lustre-false"),
+    _p({"storage.lustre": "None"}, ["storage.lustre: " + NO_FS_RULE + "'None'"], "lustre-none-capitalised"),
+    _p({"storage.lustre": []}, ["storage.lustre: " + NO_FS_RULE + "[]"], "lustre-list"),
     _p(
         {**OWN_VPC, **existing_fs(dns_name="lustre.example.com")},
         [
@@ -1662,6 +1669,9 @@ VALID = [
     pytest.param({"tags": {f"k{i}": "v" for i in range(40)}}, id="tags-40"),
     pytest.param({"tags": {"team": "ml-platform", "cost center": "a/b:c=d+e@f.g", "empty": ""}}, id="tags-chars"),
     pytest.param({"tags": {"awsome": "yes"}}, id="tag-starting-with-aws-not-colon"),
+    pytest.param({"storage.lustre": "none"}, id="no-file-system-hyperpod"),
+    pytest.param({**PCS, "storage.lustre": "none", "storage.retain_on_delete": False}, id="no-file-system-pcs"),
+    pytest.param({"storage.lustre": None}, id="lustre-null-is-the-default"),
 ]
 
 
@@ -2206,3 +2216,18 @@ def test_image_defaults_serve_every_instance_type() -> None:
     assert Image().problems_for(catalog.CATALOG) == {}
     explicit = valid({"compute[0].instance_type": "p6-b300.48xlarge", "image": {}})
     assert explicit.image == Image()
+
+
+def test_no_file_system_is_said_with_none_and_leaves_no_lustre_settings() -> None:
+    """`storage.lustre: none` is no file system; a file without `storage.lustre` keeps the default one (see
+    `fmcluster.config.models.NO_FILE_SYSTEM` for why absence does not mean none)."""
+    storage = valid({"storage.lustre": "none"}).storage
+    assert (storage.lustre, storage.creates_file_system, storage.repositories) == (None, False, ())
+    assert valid({"storage.lustre": None}).storage.creates_file_system
+    assert valid().storage.lustre == valid({"storage.lustre": {}}).storage.lustre
+
+
+def test_no_file_system_keeps_other_problems_and_skips_the_file_system_rules() -> None:
+    """A file with another bad key: the rules read the sections one by one, and none of them reads a Lustre of
+    `none` as the default file system (whose rules, such as EFA clients, would then fire)."""
+    assert lines_for({"name": "A", "storage.lustre": "none"}) == rendered(["name: " + NAME_RULE + "'A'"])

@@ -565,3 +565,35 @@ def test_new_node_lifecycle_actions_drain_and_replace_the_group_and_are_refused_
     assert any("drains and replaces every node of the group" in effect for effect in change.effects)
     (refused,) = refusals([change], old, new)
     assert refused.message.startswith("this update may replace running nodes (NodeLifecycleActions change)")
+
+
+@pytest.mark.parametrize(
+    ("policy", "fate", "after"),
+    [
+        (
+            "Retain",
+            "CloudFormation leaves it in FSx (DeletionPolicy Retain), with its data and its hourly charge, but no "
+            "stack manages it and no node mounts it any more",
+            " (then copy what you need and delete the file system in FSx yourself)",
+        ),
+        ("Delete", "CloudFormation deletes it with its data (DeletionPolicy Delete)", ""),
+    ],
+)
+def test_taking_the_file_system_out_of_a_running_cluster_is_refused_and_says_what_becomes_of_it(policy, fate, after):
+    """`storage.lustre: none` over a file that had one: the storage stack no longer holds the file system. What
+    CloudFormation does with a removed resource is its DeletionPolicy (CloudFormation user guide, DeletionPolicy
+    attribute: Retain keeps the resource "without deleting the resource or its contents")."""
+    from fmcluster.update_plan import refusals
+
+    old = {"s": {"Resources": {"Fs": {"Type": "AWS::FSx::FileSystem", "Properties": {}, "DeletionPolicy": policy}}}}
+    new: dict[str, dict] = {"s": {"Resources": {}}}
+    changes = compare(old, new)
+    assert [(change.action, change.protected) for change in changes] == [("delete", True)]
+    (problem,) = refusals(changes, old, new)
+    assert (problem.path, problem.message) == (
+        "storage.lustre",
+        f"this update would take the FSx for Lustre file system Fs out of the cluster: {fate}; homes, the imported "
+        "training image and checkpoints on /fsx leave every node. Keep storage.lustre as it was, or pass "
+        f"--allow-replacement to do it anyway{after}",
+    )
+    assert refusals(changes, old, new, allow_replacement=True) == []
