@@ -43,6 +43,7 @@ PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("ec2", "DescribeInstanceTypes"): "ec2:DescribeInstanceTypes",
     ("ec2", "DescribeImages"): "ec2:DescribeImages",
     ("ec2", "DescribeInstances"): "ec2:DescribeInstances",
+    ("ec2", "DescribePlacementGroups"): "ec2:DescribePlacementGroups",
     ("ec2", "DescribeVpcs"): "ec2:DescribeVpcs",
     ("ec2", "DescribeAddresses"): "ec2:DescribeAddresses",
     ("ec2", "DescribeNatGateways"): "ec2:DescribeNatGateways",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ipaddress
 from functools import partial
-from typing import Any
 
 from botocore.exceptions import ClientError
 
@@ -21,6 +20,7 @@ from fmcluster.config import ClusterConfig
 from fmcluster.config.models import Lustre
 from fmcluster.live.aws import Aws, error_code
 from fmcluster.live.runner import Check
+from fmcluster.live.security_rules import admits
 from fmcluster.problems import Problem, warning
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
@@ -116,7 +116,7 @@ def check_security_group(config: ClusterConfig, aws: Aws) -> list[Problem]:
     block = ipaddress.IPv4Network(subnets[0]["CidrBlock"])  # a subnet's CidrBlock is its IPv4 range (botocore ec2)
     problems = []
     for direction, key in (("in from", "IpPermissions"), ("out to", "IpPermissionsEgress")):
-        closed = [_show(ports) for ports in LUSTRE_PORTS if not _open(groups[0].get(key, []), ports, block)]
+        closed = [_show(ports) for ports in LUSTRE_PORTS if not admits(groups[0].get(key, []), ports, block)]
         if closed:
             problems.append(
                 Problem(
@@ -127,23 +127,6 @@ def check_security_group(config: ClusterConfig, aws: Aws) -> list[Problem]:
                 )
             )
     return problems
-
-
-def _open(permissions: list[dict[str, Any]], ports: tuple[int, int], block: ipaddress.IPv4Network) -> bool:
-    """Some permission allows TCP `ports` (all of them) for an IPv4 range holding `block`."""
-    for permission in permissions:
-        protocol = permission.get("IpProtocol")
-        if protocol not in ("tcp", "-1", "6"):
-            continue
-        if protocol != "-1" and not (
-            permission.get("FromPort", 0) <= ports[0] and ports[1] <= permission.get("ToPort", -1)
-        ):
-            continue
-        for address in permission.get("IpRanges", []):
-            cidr = ipaddress.IPv4Network(address.get("CidrIp", "255.255.255.255/32"), strict=False)
-            if block.subnet_of(cidr):
-                return True
-    return False
 
 
 def _show(ports: tuple[int, int]) -> str:

@@ -1,16 +1,20 @@
 """A VPC and subnet of your own (`network.vpc_id`, `network.subnet_id`): the subnet is in the VPC and in
 `availability_zone_id`, has free addresses for the nodes, and a way out: a default route (`egress: nat`) or the VPC
-endpoints fmcluster would create in its own VPC (`egress: none`).
+endpoints fmcluster would create in its own VPC (`egress: none`); and every interface endpoint of a service the nodes
+call that has private DNS on (whatever `egress` says, it then takes the VPC's calls to that service) admits the
+nodes' subnet on TCP 443.
 
 Sources: EC2 API reference, DescribeSubnets (VpcId, AvailabilityZoneId, AvailableIpAddressCount), DescribeRouteTables
 (`association.subnet-id`, `association.main` filters; a subnet without an explicit association uses its VPC's main
 route table: VPC user guide, "Subnet route tables"; Route State active|blackhole), DescribeVpcEndpoints (ServiceName,
-VpcEndpointType Interface|Gateway, State, RouteTableIds, PrivateDnsEnabled); EC2 user guide, EFA: `efa-only`
+VpcEndpointType Interface|Gateway, State, RouteTableIds, PrivateDnsEnabled, Groups), DescribeSecurityGroups
+(IpPermissions); `HTTPS` below for the endpoints' security groups; EC2 user guide, EFA: `efa-only`
 interfaces take no IP address, so a node takes one address of its subnet (FACTS.md).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from functools import partial
 from typing import Any
 
@@ -18,6 +22,7 @@ from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.endpoints import GATEWAY_ENDPOINTS, endpoint_services
 from fmcluster.live.aws import Aws
 from fmcluster.live.runner import Check
+from fmcluster.live.security_rules import admits
 from fmcluster.problems import Problem, warning
 
 ROUTE_TARGETS = (
@@ -30,6 +35,11 @@ ROUTE_TARGETS = (
     "CoreNetworkArn",
 )
 """Targets of a route that leaves the VPC (botocore ec2 `Route`); GatewayId `local` is the VPC itself."""
+HTTPS = (443, 443)
+"""What the nodes' AWS SDKs call an AWS service's interface endpoint on: HTTPS. The endpoint's network interfaces take
+the security groups given to it, which must admit its clients (AWS knowledge center, "How do I configure security
+groups and network ACLs when I create an Amazon VPC interface endpoint"; the PrivateLink guide's exact wording on 443
+unconfirmed here)."""
 USABLE_ENDPOINT_STATES = ("available", "pending", "pendingacceptance")
 """Endpoint states that carry (or will carry) traffic, compared without case: botocore's ec2 model spells the State
 enum `Available`, `Pending`, `PendingAcceptance`; the CLI's answers show `available` (unconfirmed which one the API
@@ -39,7 +49,14 @@ sends)."""
 def network_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
     if config.network.vpc_id is None:
         return []
-    return [Check(f"subnet {config.network.subnet_id}", "network.subnet_id", partial(check_subnet, config, aws))]
+    return [
+        Check(f"subnet {config.network.subnet_id}", "network.subnet_id", partial(check_subnet, config, aws)),
+        Check(
+            f"endpoint security groups in {config.network.vpc_id}",
+            "network.vpc_id",
+            partial(check_endpoint_groups, config, aws),
+        ),
+    ]
 
 
 def nodes_in_subnet(config: ClusterConfig) -> int:
@@ -122,16 +139,7 @@ def _route_out(subnet_id: str, table: dict[str, Any] | None) -> list[Problem]:
 
 def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) -> list[Problem]:
     path = "network.egress"
-    found = {
-        endpoint["ServiceName"]: endpoint
-        for endpoint in aws.pages(
-            "ec2",
-            "DescribeVpcEndpoints",
-            "VpcEndpoints",
-            Filters=[{"Name": "vpc-id", "Values": [config.network.vpc_id]}],
-        )
-        if str(endpoint.get("State", "")).lower() in USABLE_ENDPOINT_STATES
-    }
+    found = _usable_endpoints(config, aws)
     problems = []
     missing = []
     for service in endpoint_services(config.region, pcs=orchestrators.of(config.orchestrator.type).PCS_ENDPOINT):
@@ -163,5 +171,55 @@ def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) ->
                 f"with egress: none the nodes reach AWS through VPC endpoints only; {config.network.vpc_id} has "
                 f"none for {', '.join(missing)}",
             ),
+        )
+    return problems
+
+
+def _usable_endpoints(config: ClusterConfig, aws: Aws) -> dict[str, dict[str, Any]]:
+    """The VPC's endpoints that carry (or will carry) traffic, by service name."""
+    return {
+        endpoint["ServiceName"]: endpoint
+        for endpoint in aws.pages(
+            "ec2",
+            "DescribeVpcEndpoints",
+            "VpcEndpoints",
+            Filters=[{"Name": "vpc-id", "Values": [config.network.vpc_id]}],
+        )
+        if str(endpoint.get("State", "")).lower() in USABLE_ENDPOINT_STATES
+    }
+
+
+def check_endpoint_groups(config: ClusterConfig, aws: Aws) -> list[Problem]:
+    """Every interface endpoint of a service the nodes call, with private DNS on, admits the nodes' subnet on 443:
+    whatever `network.egress` says, such an endpoint takes the VPC's calls to its service's public name."""
+    path, subnet_id = "network.vpc_id", config.network.subnet_id
+    services = endpoint_services(config.region, pcs=orchestrators.of(config.orchestrator.type).PCS_ENDPOINT)
+    endpoints = [
+        (service, endpoint)
+        for service, endpoint in sorted(_usable_endpoints(config, aws).items())
+        if service in services and endpoint.get("VpcEndpointType") == "Interface" and endpoint.get("PrivateDnsEnabled")
+    ]
+    if not endpoints:
+        return []
+    subnets = aws.call("ec2", "DescribeSubnets", SubnetIds=[subnet_id]).get("Subnets", [])
+    if not subnets:
+        return []  # the subnet check says it does not exist
+    block = ipaddress.IPv4Network(subnets[0]["CidrBlock"])  # a subnet's CidrBlock is its IPv4 range (botocore ec2)
+    group_ids = sorted({group["GroupId"] for _, endpoint in endpoints for group in endpoint.get("Groups", [])})
+    described = aws.call("ec2", "DescribeSecurityGroups", GroupIds=group_ids)["SecurityGroups"] if group_ids else []
+    groups = {group["GroupId"]: group for group in described}
+    problems = []
+    for service, endpoint in endpoints:
+        ids = [group["GroupId"] for group in endpoint.get("Groups", [])]
+        if any(admits(groups.get(group_id, {}).get("IpPermissions", []), HTTPS, block) for group_id in ids):
+            continue
+        problems.append(
+            Problem(
+                path,
+                f"the {service} endpoint {endpoint.get('VpcEndpointId')} admits no HTTPS (TCP 443) from the nodes' "
+                f"subnet {block} (security groups {', '.join(ids) or 'none'}): with its private DNS on, the nodes' "
+                "calls to that service go to it and time out; add an inbound rule for that block (the nodes' own "
+                "group is made by the deploy, so no rule can name it before)",
+            )
         )
     return problems

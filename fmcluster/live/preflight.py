@@ -18,6 +18,7 @@ from fmcluster.live.file_system import file_system_checks
 from fmcluster.live.instances import InstanceTypes, instance_types_of, offering_checks
 from fmcluster.live.network import network_checks
 from fmcluster.live.node_image import image_checks
+from fmcluster.live.placement import placement_checks
 from fmcluster.live.quotas import quota_checks
 from fmcluster.live.runner import Check, run_checks
 
@@ -55,6 +56,7 @@ def checks(config: ClusterConfig, aws: Aws, account: str, now: datetime) -> list
         *image_checks(config, aws, types),
         *data_checks(config, aws),
         *network_checks(config, aws),
+        *placement_checks(config, aws),
         *file_system_checks(config, aws),
         *bootstrap_checks(config, aws, account),
     ]

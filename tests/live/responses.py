@@ -24,6 +24,7 @@ DOCUMENTED_ERRORS = {
     "InvalidCapacityReservationId.NotFound": "EC2 API reference, error codes",
     "InvalidAMIID.NotFound": "EC2 API reference, error codes",
     "InvalidGroup.NotFound": "EC2 API reference, error codes (the specified security group does not exist)",
+    "InvalidPlacementGroup.Unknown": "EC2 API reference, error codes (the specified placement group cannot be found)",
     "UnauthorizedOperation": "EC2 API reference, error codes",
     "404": "S3 API reference, HeadBucket (a HEAD response has no body: the code is the HTTP status)",
     "403": "S3 API reference, HeadBucket",

@@ -6,7 +6,7 @@ DescribeVpcEndpoints) by the `stubs` fixture before it is queued.
 
 from __future__ import annotations
 
-from fmcluster.live.network import check_subnet, network_checks
+from fmcluster.live.network import check_endpoint_groups, check_subnet, network_checks
 from fmcluster.live.preflight import checks
 from tests.live.conftest import QUICKSTART, config_of
 
@@ -148,3 +148,65 @@ def test_no_egress_with_endpoints_missing_or_unusable(stubs):
         "cluster.yaml: network.egress: warning: the com.amazonaws.us-east-1.ssm endpoint has private DNS off: the AWS "
         "SDKs on the nodes resolve the public name and, with egress: none, cannot reach it",
     ]
+
+
+def group(group_id, *blocks, protocol="tcp", ports=(443, 443)):
+    permission = {"IpProtocol": protocol, "IpRanges": [{"CidrIp": block} for block in blocks]}
+    if protocol != "-1":
+        permission |= {"FromPort": ports[0], "ToPort": ports[1]}
+    return {"GroupId": group_id, "GroupName": group_id, "VpcId": VPC, "IpPermissions": [permission]}
+
+
+def guarded(name, *group_ids, dns=True):
+    found = endpoint(name, dns=dns)
+    suffix = name.replace(".", "").replace("-", "")[:8].ljust(8, "0")
+    return {**found, "VpcEndpointId": f"vpce-0{suffix}abcdef", "Groups": [{"GroupId": g} for g in group_ids]}
+
+
+def endpoint_messages(stubs, endpoints, groups, group_ids):
+    stub = stubs().ok("ec2", "DescribeVpcEndpoints", {"VpcEndpoints": endpoints}, VPC_FILTER)
+    stub.ok("ec2", "DescribeSubnets", {"Subnets": [{"SubnetId": SUBNET, "CidrBlock": "10.0.4.0/22"}]},
+            {"SubnetIds": [SUBNET]})  # fmt: skip
+    if group_ids:
+        stub.ok("ec2", "DescribeSecurityGroups", {"SecurityGroups": groups}, {"GroupIds": group_ids})
+    config = config_of(QUICKSTART, network=OWN_VPC)
+    return [problem.render("cluster.yaml") for problem in check_endpoint_groups(config, stub.aws())]
+
+
+def test_interface_endpoints_must_admit_the_nodes_subnet_on_https(stubs):
+    """Only interface endpoints of services the nodes call, with private DNS on (those take the calls), are judged;
+    a rule for a block holding the subnet's, or all traffic, admits; another block or port does not."""
+    endpoints = [
+        endpoint("s3", "Gateway", dns=False, tables=[TABLE]),
+        guarded("ssm", "sg-0aaaaaaaaaaaaaaa1"),  # admits 10.0.0.0/16 on 443
+        guarded("logs", "sg-0bbbbbbbbbbbbbbb2"),  # admits another block only
+        guarded("sts", "sg-0ccccccccccccccc3"),  # port 80 only
+        guarded("ecr.api", "sg-0bbbbbbbbbbbbbbb2", "sg-0ddddddddddddddd4"),  # the second group admits all traffic
+        guarded("monitoring", "sg-0bbbbbbbbbbbbbbb2", dns=False),  # private DNS off: not used (the egress check)
+        guarded("kms", "sg-0bbbbbbbbbbbbbbb2"),  # a service the nodes do not call
+    ]
+    groups = [
+        group("sg-0aaaaaaaaaaaaaaa1", "10.0.0.0/16"),
+        group("sg-0bbbbbbbbbbbbbbb2", "10.1.0.0/16"),
+        group("sg-0ccccccccccccccc3", "10.0.0.0/16", ports=(80, 80)),
+        group("sg-0ddddddddddddddd4", "10.0.4.0/22", protocol="-1"),
+    ]
+    ids = ["sg-0aaaaaaaaaaaaaaa1", "sg-0bbbbbbbbbbbbbbb2", "sg-0ccccccccccccccc3", "sg-0ddddddddddddddd4"]
+    closed = (
+        "admits no HTTPS (TCP 443) from the nodes' subnet 10.0.4.0/22 (security groups {group}): with its private "
+        "DNS on, the nodes' calls to that service go to it and time out; add an inbound rule for that block (the "
+        "nodes' own group is made by the deploy, so no rule can name it before)"
+    )
+    assert endpoint_messages(stubs, endpoints, groups, ids) == [
+        "cluster.yaml: network.vpc_id: the com.amazonaws.us-east-1.logs endpoint vpce-0logs0000abcdef "
+        + closed.format(group="sg-0bbbbbbbbbbbbbbb2"),
+        "cluster.yaml: network.vpc_id: the com.amazonaws.us-east-1.sts endpoint vpce-0sts00000abcdef "
+        + closed.format(group="sg-0ccccccccccccccc3"),
+    ]
+
+
+def test_without_interface_endpoints_there_is_nothing_to_admit(stubs):
+    stub = stubs().ok("ec2", "DescribeVpcEndpoints", {"VpcEndpoints": []}, VPC_FILTER)
+    assert check_endpoint_groups(config_of(QUICKSTART, network=OWN_VPC), stub.aws()) == []
+    labels = [check.label for check in network_checks(config_of(QUICKSTART, network=OWN_VPC), None)]
+    assert labels == [f"subnet {SUBNET}", f"endpoint security groups in {VPC}"]
