@@ -281,6 +281,12 @@ def print_cost(path: str, config: ClusterConfig, console: Console, *, live: bool
             cells = ("prepaid", "prepaid")
         elif one_off is not None:
             cells = (f"${one_off:,.2f} per build{flag}", "")
+        elif hourly is not None and line.scales:
+            least = line.hourly_least or 0.0
+            cells = (
+                f"at most {_usd(hourly)}, at least {_usd(least)}{flag}",
+                f"at most ${hourly * cost.HOURS_PER_MONTH:,.0f}, at least ${least * cost.HOURS_PER_MONTH:,.0f}{flag}",
+            )
         elif hourly is not None:
             cells = (f"{_usd(hourly)}{flag}", f"${hourly * cost.HOURS_PER_MONTH:,.0f}{flag}")
         elif line.key is not None:
@@ -291,19 +297,34 @@ def print_cost(path: str, config: ClusterConfig, console: Console, *, live: bool
     console.print(shown)
     summed = cost.total(lines)
     flag = " (includes unconfirmed figures)" if summed.unconfirmed else ""
-    floor = "at least " if summed.missing else ""  # a part without a price is not in the sum: the sum is a floor
-    console.print(
-        f"estimate: {floor}${summed.hourly:,.2f} per hour, {floor}${summed.monthly:,.0f} per month "
-        f"({cost.HOURS_PER_MONTH} h) "
-        f"from the {origin}{flag}",
-        soft_wrap=True,
-    )
+    console.print(f"estimate: {estimate_sum(summed)} from the {origin}{flag}", soft_wrap=True)
     if summed.missing:
         console.print(
             f"not in the estimate (no price; run tools/prices.py or plan --live): {'; '.join(summed.missing)}",
             soft_wrap=True,
         )
     return summed
+
+
+def estimate_sum(summed: cost.Total) -> str:
+    """The sum per hour and per month. A part without a price is not in it, so it is a floor ("at least"); groups
+    that scale make it a range, from every group at its min_count to every group at its count.
+
+    >>> estimate_sum(cost.Total(hourly=10.0, missing=[], unconfirmed=False, hourly_least=2.0))
+    '$2.00 to $10.00 per hour, $1,460 to $7,300 per month (730 h; groups that scale between min_count and count)'
+    >>> estimate_sum(cost.Total(hourly=10.0, missing=["x"], unconfirmed=False, hourly_least=2.0))
+    'at least $2.00 per hour, at least $1,460 per month (730 h; $10.00 per hour with groups that scale at their count)'
+    """
+    hours, least, most = cost.HOURS_PER_MONTH, summed.least, summed.hourly
+    if summed.missing:
+        scaled = f"; ${most:,.2f} per hour with groups that scale at their count" if summed.scales else ""
+        return f"at least ${least:,.2f} per hour, at least ${least * hours:,.0f} per month ({hours} h{scaled})"
+    if summed.scales:
+        return (
+            f"${least:,.2f} to ${most:,.2f} per hour, ${least * hours:,.0f} to ${most * hours:,.0f} per month "
+            f"({hours} h; groups that scale between min_count and count)"
+        )
+    return f"${most:,.2f} per hour, ${most * hours:,.0f} per month ({hours} h)"
 
 
 def _usd(value: float) -> str:

@@ -15,7 +15,7 @@ estimate: list prices before taxes, credits, Savings Plans and discounts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import yaml
@@ -32,6 +32,11 @@ PREPAID = {
     "training-plan": "prepaid: a training plan is paid up front when it is bought (SageMaker training plans)",
 }
 ODCR_NOTE = "an ODCR bills its reserved instances at the On-Demand rate whether they run or not"
+SCALING_NOTE = "scales between min_count and count: at least its min_count nodes run, at most its count"
+PCS_ACCOUNTING_NOTE = (
+    "orchestrator.accounting: billed beside the cluster fee (PCS user guide, 'Slurm accounting in AWS PCS': "
+    "enabling it incurs additional charges), per hour by cluster size (unconfirmed: the PCS pricing page was not read)"
+)
 
 
 @dataclass(frozen=True)
@@ -79,20 +84,36 @@ class Line:
     part: str
     key: str | None
     quantity: float
-    """Units of the price's unit that run at once: instances for an hourly price, GB for a GB-month price."""
+    """Units of the price's unit that run at once: instances for an hourly price, GB for a GB-month price. For a group
+    that scales, the most that run (`count`)."""
     price: Price | None = None
     note: str = ""
     prepaid: bool = False
     recurring: bool = True
     """False for a one-off charge (an image build): shown, not added to the hourly total."""
+    least: float | None = None
+    """For a group that scales (`min_count` below `count`), the fewest that run (`min_count`); None: `quantity`."""
 
     @property
     def hourly(self) -> float | None:
+        """Per hour with `quantity` running: for a group that scales, the most it costs."""
+        return self._per_hour(self.quantity)
+
+    @property
+    def hourly_least(self) -> float | None:
+        """Per hour with the fewest running (`least`): what a group that scales costs when it has scaled down."""
+        return self._per_hour(self.quantity if self.least is None else self.least)
+
+    @property
+    def scales(self) -> bool:
+        return self.least is not None and self.least != self.quantity
+
+    def _per_hour(self, quantity: float) -> float | None:
         if self.price is None or self.prepaid or not self.recurring:
             return None
         per_hour = {"hour": 1.0, "GB-month": 1 / HOURS_PER_MONTH, "user-month": 1 / HOURS_PER_MONTH}
         factor = per_hour.get(self.price.unit)
-        return None if factor is None else self.quantity * self.price.usd * factor
+        return None if factor is None else quantity * self.price.usd * factor
 
     @property
     def one_off(self) -> float | None:
@@ -112,7 +133,7 @@ def estimate(config: ClusterConfig, prices: PriceTable | Lookup) -> list[Line]:
 
 
 def _priced(line: Line, price: Price | None) -> Line:
-    return Line(line.part, line.key, line.quantity, price, line.note, line.prepaid, line.recurring)
+    return replace(line, price=price)
 
 
 def _instance_key(config: ClusterConfig, instance_type: str) -> str:
@@ -124,12 +145,15 @@ def _instances(config: ClusterConfig) -> list[Line]:
     lines = []
     for group in config.compute:
         shown = f"ml.{group.instance_type}" if hyperpod else group.instance_type
-        part = f"compute {group.name} ({group.count} x {shown}, {group.capacity})"
+        scales = group.min_count < group.count  # PCS on-demand or Spot groups only (the model refuses the rest)
+        nodes = f"{group.min_count}-{group.count}" if scales else str(group.count)
+        part = f"compute {group.name} ({nodes} x {shown}, {group.capacity})"
         key = _instance_key(config, group.instance_type)
         if group.capacity in PREPAID:
             lines.append(Line(part, None, group.count, note=PREPAID[group.capacity], prepaid=True))
         else:
-            lines.append(Line(part, key, group.count, note=ODCR_NOTE if group.capacity == "odcr" else ""))
+            note = ODCR_NOTE if group.capacity == "odcr" else SCALING_NOTE if scales else ""
+            lines.append(Line(part, key, group.count, note=note, least=group.min_count if scales else None))
     orchestrator = config.orchestrator
     if hyperpod:
         lines.append(Line(f"controller (ml.{orchestrator.controller_instance_type})",
@@ -149,8 +173,27 @@ def _instances(config: ClusterConfig) -> list[Line]:
             note="PCS bills each cluster by its size per hour (AWS PCS pricing)",
         )
     )
+    if orchestrator.accounting:
+        lines.append(
+            Line(
+                f"AWS PCS managed accounting ({config.pcs_size})",
+                f"pcs:accounting-{config.pcs_size}",
+                1,
+                note=PCS_ACCOUNTING_NOTE,
+            )
+        )
     volumes = sum(group.count * group.root_volume_gib for group in config.compute)
-    lines.append(Line(f"root volumes (gp3, {volumes:,} GiB)", "ebs:gp3", volumes, note="GiB billed as GB (estimate)"))
+    # a node's root volume goes with it (the launch templates set DeleteOnTermination, constructs/efa.py)
+    fewest = sum(group.min_count * group.root_volume_gib for group in config.compute)
+    lines.append(
+        Line(
+            f"root volumes (gp3, {volumes:,} GiB)",
+            "ebs:gp3",
+            volumes,
+            note="GiB billed as GB (estimate)" + ("; with the nodes of groups that scale" if fewest < volumes else ""),
+            least=fewest if fewest < volumes else None,
+        )
+    )
     return lines
 
 
@@ -213,20 +256,36 @@ def _image_build() -> Line:
 @dataclass(frozen=True)
 class Total:
     hourly: float
+    """Per hour with every group that scales at its count: the most the priced parts cost."""
     missing: list[str]
     unconfirmed: bool
+    hourly_least: float | None = None
+    """Per hour with every group that scales at its min_count; None: the same as `hourly`."""
 
     @property
     def monthly(self) -> float:
         return self.hourly * HOURS_PER_MONTH
 
+    @property
+    def least(self) -> float:
+        """The fewest dollars per hour: `hourly_least`, or `hourly` when nothing scales."""
+        return self.hourly if self.hourly_least is None else self.hourly_least
+
+    @property
+    def scales(self) -> bool:
+        return self.least != self.hourly
+
 
 def total(lines: list[Line]) -> Total:
-    """The recurring, priced parts per hour; the parts that should be billed but have no price."""
+    """The recurring, priced parts per hour, at most and at least; the parts that should be billed but have no
+    price."""
     priced = [line for line in lines if line.hourly is not None]
     missing = [line.part for line in lines if line.key is not None and line.price is None]
+    hourly = sum(line.hourly or 0.0 for line in priced)
+    least = sum(line.hourly_least or 0.0 for line in priced)
     return Total(
-        hourly=sum(line.hourly or 0.0 for line in priced),
+        hourly=hourly,
         missing=missing,
         unconfirmed=any(not line.price.confirmed for line in priced if line.price is not None),
+        hourly_least=least if any(line.scales for line in priced) else None,
     )

@@ -29,6 +29,9 @@ prices:
     vpc:interface-endpoint: {usd: 0.01, unit: hour, source: test, confirmed: true}
     ebs:gp3: {usd: 0.073, unit: GB-month, source: test, confirmed: true}
     codebuild:x-large: {usd: 0.5, unit: minute, source: test, confirmed: true}
+    ec2:c6i.4xlarge: {usd: 0.7, unit: hour, source: test, confirmed: true}
+    pcs:cluster-small: {usd: 0.4, unit: hour, source: test, confirmed: true}
+    pcs:accounting-small: {usd: 0.1, unit: hour, source: test, confirmed: true}
 """
 BASE = {
     "name": "costs",
@@ -79,7 +82,62 @@ def test_pcs_prices_ec2_types_the_head_node_root_volumes_and_names_the_cluster_f
     assert lines["compute gpu (2 x p5.48xlarge, on-demand)"].hourly == 100.0
     assert lines["head node (m5.xlarge)"].hourly == 0.2
     assert lines["root volumes (gp3, 1,024 GiB)"].hourly == pytest.approx(1024 * 0.073 / 730)
-    assert cost.total(list(lines.values())).missing == ["AWS PCS cluster (small)"]
+    assert lines["AWS PCS cluster (small)"].hourly == 0.4
+    accounting = lines["AWS PCS managed accounting (small)"]  # orchestrator.accounting defaults to true
+    assert (accounting.key, accounting.hourly, accounting.note) == (
+        "pcs:accounting-small",
+        0.1,
+        cost.PCS_ACCOUNTING_NOTE,
+    )
+    assert cost.total(list(lines.values())).missing == []
+    without = lines_of(orchestrator={"type": "pcs", "accounting": False})
+    assert not any(part.startswith("AWS PCS managed accounting") for part in without)
+    shipped = {key for entries in cost.PriceTable.load().prices.values() for key in entries}
+    assert not {key for key in shipped if key.startswith("pcs:")}  # no source found for a PCS figure: none is shipped
+
+
+SCALING = {"orchestrator": {"type": "pcs"},
+           "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2},
+                       {"name": "cpu", "instance_type": "c6i.4xlarge", "count": 8, "min_count": 2}]}  # fmt: skip
+
+
+def test_a_group_that_scales_is_priced_at_most_at_count_and_at_least_at_min_count():
+    lines = lines_of(**SCALING)
+    cpu = lines["compute cpu (2-8 x c6i.4xlarge, on-demand)"]
+    assert (cpu.hourly, cpu.hourly_least, cpu.note) == (pytest.approx(5.6), pytest.approx(1.4), cost.SCALING_NOTE)
+    gpu = lines["compute gpu (2 x p5.48xlarge, on-demand)"]
+    assert (gpu.scales, gpu.hourly, gpu.hourly_least) == (False, 100.0, 100.0)
+    volumes = lines["root volumes (gp3, 5,120 GiB)"]  # 2 x 512 + 8 x 512; at least 2 x 512 + 2 x 512
+    assert volumes.hourly_least == pytest.approx(2048 * 0.073 / 730)
+    summed = cost.total(list(lines.values()))
+    fixed = 100 + 0.2 + 0.4 + 0.1 + 1.2 + 0.05  # gpu, head node, PCS cluster and accounting, FSx, NAT
+    assert summed.hourly == pytest.approx(fixed + 5.6 + 5120 * 0.073 / 730)
+    assert summed.least == pytest.approx(fixed + 1.4 + 2048 * 0.073 / 730)
+
+
+@pytest.mark.usefixtures("no_synth")
+def test_plan_shows_a_group_that_scales_as_at_most_and_at_least_and_the_sum_as_a_range(capsys, tmp_path, monkeypatch):
+    import yaml
+
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump({**BASE, **SCALING}))
+    table = _table()
+    monkeypatch.setattr(cost.PriceTable, "load", classmethod(lambda cls, text=None: table))
+    code, out, err = run(capsys, "plan", str(path))
+    assert (code, err) == (0, "")
+    row = table_row(out, "compute cpu (2-8 x c6i.4xlarge,")
+    assert (row["per hour"], row["per month"]) == ("at most $5.60, at least $1.40", "at most $4,088, at least $1,022")
+    summed = cost.total(cost.estimate(parse({**BASE, **SCALING}, source="f"), table))
+    least, most = summed.least, summed.hourly
+    assert (
+        f"estimate: ${least:,.2f} to ${most:,.2f} per hour, ${least * 730:,.0f} to ${most * 730:,.0f} per month "
+        "(730 h; groups that scale between min_count and count) from the price table of 2026-01-02 (a test table)"
+    ) in out
+    assert "cost estimate (us-east-1, USD, list prices;" in out  # every figure sits under an estimate's label
+
+
+def _table() -> cost.PriceTable:
+    return cost.PriceTable.load(TABLE)
 
 
 def test_no_egress_prices_the_interface_endpoints_per_zone():
