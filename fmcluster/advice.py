@@ -86,8 +86,8 @@ NO_FILE_SYSTEM_WARNING = (
     "step), so users' homes are local to each node (/home), the training image is not imported into /fsx (every job "
     "pulls it from ECR), checkpoints must go to S3 (the checkpoints bucket) or storage of your own, nccl-tests.sbatch "
     "and examples/jobs/train.sbatch need FMCLUSTER_SHARED_DIR set to a directory every node of a job shares to run on "
-    "more than one node, and there are no FSx dashboards or free-space alarm; omit storage.lustre for the default "
-    "file system, or give storage.lustre.file_system_id to mount your own"
+    "more than one node, and there is no CloudWatch FSx dashboard or free-space alarm (Grafana's FSx dashboard stays "
+    "empty); omit storage.lustre for the default file system, or give storage.lustre.file_system_id to mount your own"
 )
 """What a cluster without a file system does differently (users.sh's home base, hyperpod/on_create.sh's skipped image
 step, the PCS cluster's steps without lustre and image-watch, nccl-tests.sbatch's ECR credentials directory,

@@ -145,7 +145,7 @@ def _instances(config: ClusterConfig) -> list[Line]:
     lines = []
     for group in config.compute:
         shown = f"ml.{group.instance_type}" if hyperpod else group.instance_type
-        scales = group.min_count < group.count  # PCS on-demand or Spot groups only (the model refuses the rest)
+        scales = group.scales  # PCS on-demand groups only (the model refuses the rest)
         nodes = f"{group.min_count}-{group.count}" if scales else str(group.count)
         part = f"compute {group.name} ({nodes} x {shown}, {group.capacity})"
         key = _instance_key(config, group.instance_type)
