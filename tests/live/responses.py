@@ -965,5 +965,16 @@ SAMPLES.update(
             ]
         },
         ("pricing", "GetProducts"): {"FormatVersion": "aws_v1", "PriceList": ['{"product": {}, "terms": {}}']},
+        ("ec2", "DescribePlacementGroups"): {  # tests/live/test_placement.py
+            "PlacementGroups": [
+                {
+                    "GroupName": "p5-odcr-cluster",
+                    "State": "available",
+                    "Strategy": "cluster",
+                    "GroupId": "pg-0123456789abcdef0",
+                    "GroupArn": f"arn:aws:ec2:us-east-1:{ACCOUNT}:placement-group/p5-odcr-cluster",
+                }
+            ]
+        },
     }
 )
