@@ -94,6 +94,7 @@ def check_reservation(config: ClusterConfig, aws: Aws, rid: str, groups: Groups,
                     f"use a reservation for {member.instance_type}",
                 )
             )
+    problems += _placement_group(rid, reservation, groups)
     az_id = reservation.get("AvailabilityZoneId")
     if az_id and az_id != config.availability_zone_id:
         problems.append(
@@ -136,6 +137,27 @@ def check_reservation(config: ClusterConfig, aws: Aws, rid: str, groups: Groups,
             )
         )
     return problems
+
+
+def _placement_group(rid: str, reservation: dict, groups: Groups) -> list[Problem]:
+    """An ODCR made in a cluster placement group serves the instances launched into that group (EC2 user guide, "Use
+    Capacity Reservations with cluster placement groups"): a group that names none cannot use it. Whether EC2 then
+    fails the launch or runs the instances outside the reservation is (unconfirmed); either way the reserved capacity,
+    billed whether it runs or not, goes unused, so it is an error. A group that names another placement group is
+    judged by `fmcluster.live.placement`."""
+    made_in = reservation.get("PlacementGroupArn")
+    if not made_in:
+        return []
+    name = made_in.rsplit("/", 1)[-1]  # arn:aws:ec2:<region>:<account>:placement-group/<name>
+    return [
+        Problem(
+            f"compute[{index}].placement_group",
+            f"{rid} was made in placement group {name} and serves only instances launched into it; set "
+            f"placement_group: {name}",
+        )
+        for index, member in groups
+        if member.existing_placement_group is None
+    ]
 
 
 def _count(

@@ -336,3 +336,21 @@ def test_a_plan_for_training_jobs_cannot_serve_hyperpod(stubs):
         "cluster.yaml: compute[0].training_plan_arn: training plan llm-pretrain-2026q4 reserves capacity for "
         "training-job, not hyperpod-cluster; HyperPod cannot use it"
     ]
+
+
+ODCR = PCS_BLOCK.replace("capacity-block", "odcr")
+GROUP_ARN = "arn:aws:ec2:us-east-1:123456789012:placement-group/p5-odcr-cluster"
+
+
+def test_an_odcr_made_in_a_placement_group_needs_the_group_named(stubs):
+    """The reservation's PlacementGroupArn (botocore ec2 CapacityReservation); a group that names a placement group
+    is checked against it by the placement check (tests/live/test_placement.py)."""
+    response = capacity_reservation(block=False)
+    response["CapacityReservations"][0]["PlacementGroupArn"] = GROUP_ARN
+    assert reservation_messages(stubs, response, text=ODCR) == [
+        "cluster.yaml: compute[0].placement_group: cr-0123456789abcdef0 was made in placement group p5-odcr-cluster "
+        "and serves only instances launched into it; set placement_group: p5-odcr-cluster"
+    ]
+    named = ODCR.replace("reservation_id: cr-0123456789abcdef0", "reservation_id: cr-0123456789abcdef0, "
+                         "placement_group: p5-odcr-cluster")  # fmt: skip
+    assert reservation_messages(stubs, response, text=named) == []
