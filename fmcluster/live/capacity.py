@@ -94,7 +94,8 @@ def check_reservation(config: ClusterConfig, aws: Aws, rid: str, groups: Groups,
                     f"use a reservation for {member.instance_type}",
                 )
             )
-    problems += _placement_group(rid, reservation, groups)
+    if not is_block:  # a block is placed in its UltraCluster already, and takes no placement group (the model)
+        problems += _placement_group(rid, reservation, groups)
     az_id = reservation.get("AvailabilityZoneId")
     if az_id and az_id != config.availability_zone_id:
         problems.append(
