@@ -198,7 +198,10 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
 
     lustre = config.storage.lustre
     if lustre is None:
-        console.print("storage: no shared file system (storage.lustre: none); see the warning below", soft_wrap=True)
+        console.print(
+            "storage: no shared file system (storage.lustre: none): the storage.lustre warning says what differs",
+            soft_wrap=True,
+        )
         return
     if lustre.existing:
         console.print(

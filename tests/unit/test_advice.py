@@ -101,5 +101,5 @@ def test_a_cluster_without_a_file_system_is_told_what_works_differently(tmp_path
     assert capsys.readouterr().err == f"{path}: storage.lustre: {NO_FILE_SYSTEM}\n"
     assert main(["plan", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "storage: no shared file system (storage.lustre: none); see the warning below" in out
+    assert "storage: no shared file system (storage.lustre: none): the storage.lustre warning says what differs" in out
     assert "min (image built and then pulled from ECR by each job: no /fsx to import it into)" in out
