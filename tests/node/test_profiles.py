@@ -229,7 +229,7 @@ def test_with_the_shipped_list_enroot_is_refused_without_a_download(machine):
     assert result.returncode == 1
     assert (
         "ERROR: enroot/4.1.2/enroot_4.1.2-1_amd64.deb has no pinned SHA-256 in fmcluster's artifact list (its digest "
-        "is unconfirmed): not installing it; pin it with tools/mirror_digests.py" in result.stderr
+        "is unconfirmed): not installing it; see fmcluster/mirror/README.md (pinning an artifact)" in result.stderr
     )
     assert result.stderr.splitlines()[-1].endswith(
         "ERROR: enroot 4.1.2 or its dependencies (jq, parallel, squashfs-tools) could not be installed from the mirror "

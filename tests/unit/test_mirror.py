@@ -163,3 +163,8 @@ def test_the_job_fails_on_an_unreachable_upstream(tmp_path, upstream):
     assert result.returncode == 1
     assert "FAILED gone/1.0/gone.tar.gz: " in result.stdout
     assert "could not be downloaded (HTTP Error 404" in result.stdout
+
+
+def test_the_mirrors_readme_lists_every_artifact_with_its_digests_source():
+    readme = (ROOT / "fmcluster" / "mirror" / "README.md").read_text(encoding="utf-8")
+    assert readme.endswith(mirror.readme_table()), "the table of fmcluster/mirror/README.md is mirror.readme_table()"
