@@ -34,6 +34,8 @@ from tests.node.test_scripts import (
     serve,
     store_disks,
 )
+from tests.observability.conftest import DASHBOARDS
+from tests.observability.test_node_script import RELEASES, tarball
 from tests.stub_node import stub_env
 
 MIRROR = "s3://quickstart-data-0123456789ab/fmcluster-mirror"
@@ -83,15 +85,17 @@ mkdir -p "$FMCLUSTER_ROOT$prefix/lib/slurm" && : >"$FMCLUSTER_ROOT$prefix/lib/sl
 }
 
 
-def pinned_node_dir(tmp_path: Path, node: Node) -> Path:
-    """The tests' model of a release whose artifact list pins enroot's and pyxis's digests: a copy of fmcluster/node
-    whose mirror.sh also pins the files this test puts in the mirror (stand-ins: the real packages are not here).
-    The shipped list pins none of them (their digests are unconfirmed), which
+def pinned_node_dir(tmp_path: Path, node: Node, artifacts: dict[str, bytes] | None = None) -> Path:
+    """The tests' model of a release whose artifact list pins `artifacts` (default: enroot's and pyxis's files): a copy
+    of fmcluster/node whose mirror.sh also pins the files this test puts in the mirror (stand-ins: the real packages
+    are not here). The shipped list does not pin enroot (its digests are unconfirmed), which
     test_with_the_shipped_list_enroot_is_refused_without_a_download shows."""
     copy = tmp_path / "node-pinned"
     shutil.copytree(NODE_DIR, copy)
     pins = ""
-    for key, data in [(key, f"stand-in for {key}".encode()) for key in ENROOT_KEYS] + [(PYXIS_KEY, pyxis_archive())]:
+    if artifacts is None:
+        artifacts = {key: f"stand-in for {key}".encode() for key in ENROOT_KEYS} | {PYXIS_KEY: pyxis_archive()}
+    for key, data in artifacts.items():
         node.set(f"s3/{MIRROR.removeprefix('s3://')}/{key}", data)
         pins += f"MIRROR_SHA256['{key}']={hashlib.sha256(data).hexdigest()}\n"
     helper = copy / "mirror.sh"
@@ -219,6 +223,31 @@ def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(mac
         assert not stack.exists()
     else:
         assert stack.read_text() == f"include {slurm['plugstack_dir']}/pyxis.conf\n"
+
+
+# -- observability.sh -------------------------------------------------------------------------------------------
+
+
+def test_observability_installs_from_the_mirror_only(machine):
+    """On each image: node_exporter and the Prometheus agent from the mirror (stand-ins pinned in a copy of the node
+    files), over `aws s3 cp` only; no other host is contacted (curl only reaches IMDS, which lib.sh asks)."""
+    node, _ = machine
+    mirrored = {RELEASES[c].key: tarball(RELEASES[c]) for c in ("node_exporter", "prometheus")}
+    nodes = pinned_node_dir(node.root.parent, node, mirrored)
+    node.path("/var/tmp").mkdir(parents=True, exist_ok=True)
+    node.add_stub("hostname", "echo ip-10-0-0-1")
+    endpoint = "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0123abcd-4567-89ef/"
+    result = node.run(
+        nodes / "observability.sh", "--cluster", "llm", "--region", "us-west-2", "--prometheus-endpoint", endpoint,
+        "--config-dir", str(DASHBOARDS), env={"FMCLUSTER_ARTIFACT_MIRROR": MIRROR},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    downloads = [call[-2] for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
+    assert downloads == [f"{MIRROR}/{key}" for key in mirrored]
+    assert not [call for call in node.calls("curl") if "169.254.169.254" not in call[-1]]
+    assert node.path("/opt/fmcluster/observability/prometheus-3.8.1/prometheus").exists()
+    assert node.path("/etc/systemd/system/fmcluster-prometheus-agent.service").exists()
+    assert [call for call in node.calls("docker") if call[1] == "pull"] == []
 
 
 def test_with_the_shipped_list_enroot_is_refused_without_a_download(machine):

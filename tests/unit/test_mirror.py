@@ -64,12 +64,10 @@ def internet_hosts(text: str) -> list[str]:
     return HOSTS.findall(text) + re.findall(r"\b(?:github\.com|nvcr\.io|dl\.grafana\.com|fsx-lustre-client-repo)", text)
 
 
-NOT_YET_ON_THE_MIRROR = {"fmcluster/node/observability.sh", "fmcluster/node/mount-lustre.sh"}
-"""Node files that still name an internet host: observability.sh downloads the exporters from their release sites (or,
-with `egress: none`, from its own mirror layout, which the mirror job does not fill yet); mount-lustre.sh installs a
-missing Lustre client on Ubuntu/RHEL from AWS's FSx client repository (kernel-specific packages, not on the mirror).
-Remaining work of issue 22
-item 2; the test fails when the set is wrong either way, so it shrinks as files move to mirror_get."""
+NOT_YET_ON_THE_MIRROR = {"fmcluster/node/mount-lustre.sh"}
+"""Node files that still name an internet host: mount-lustre.sh installs a missing Lustre client on Ubuntu/RHEL from
+AWS's FSx client repository (kernel-specific packages, not on the mirror). Remaining work of issue 22 item 2; the test
+fails when the set is wrong either way, so it shrinks as files move to mirror_get."""
 
 
 def test_no_node_file_names_an_internet_host():
