@@ -56,19 +56,8 @@ fi
 """
 
 INSTALL_STUBS = {
-    # curl -fsSL -o FILE URL: the FSx client repository's signing key (mount-lustre.sh on Ubuntu/RHEL), an empty file;
-    # else IMDS. No node script downloads anything else with curl (test_mirror: no node file names an internet host
-    # but the listed ones)
-    "curl": """args=("$@"); out="${args[-2]}"
-if [[ "${args[-3]:-}" == -o ]]; then
-  [[ -f "$STUB_STATE/offline" ]] && exit 7
-  : >"$out"
-  exit 0
-fi
-"""
-    + STUBS["curl"],
-    # apt-get install lustre-client-modules-<kernel>: the FSx client repository's module package brings the client
-    "apt-get": ENROOT_PACKAGE + '[[ "$*" == *lustre-client-modules-* ]] && rm -f "$STUB_STATE/no-lustre"; exit 0',
+    # curl reaches IMDS only: no node script downloads with curl (test_mirror: no node file names an internet host)
+    "apt-get": ENROOT_PACKAGE + "exit 0",
     # yum install ... enroot.rpm: resolves enroot's Requires, GNU parallel among them, unless only EPEL has it
     "yum": """if [[ "$*" == *.rpm* && -f "$STUB_STATE/parallel-in-epel" ]]; then
   echo "Error: Package: enroot-4.1.2-1.el8.x86_64 Requires: parallel" >&2
@@ -126,10 +115,10 @@ def pcs_machine(tmp_path, name: str) -> Node:
     return node
 
 
-def with_lustre_client(node: Node) -> Node:
-    """`node` on an image that carries the Lustre client (a custom AMI built from the PCS-Ready DLAMI, say): whether
-    the PCS-Ready DLAMI itself does is unconfirmed (profile: software.lustre_client)."""
-    (node.state / "no-lustre").unlink(missing_ok=True)
+def without_lustre_client(node: Node) -> Node:
+    """`node` on an image without the FSx Lustre client (no lustre module for its kernel, no mount.lustre)."""
+    node.set("no-lustre", "")
+    (node.bin / "mount.lustre").unlink(missing_ok=True)
     return node
 
 
@@ -380,7 +369,7 @@ def test_without_the_amis_job_map_hyperpod_gets_fmclusters_in_prolog_d_never_in_
 
 @pytest.mark.parametrize("name", ami.PCS_PROFILES)
 def test_lustre_goes_over_efa_where_the_image_is_an_fsx_efa_client_else_tcp(tmp_path, name):
-    node = with_lustre_client(pcs_machine(tmp_path, name))
+    node = pcs_machine(tmp_path, name)
     efa_devices(node, [f"rdmap{n}s0" for n in range(8, 40)])
     node.set("instance-type", "p5.48xlarge")
     result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa")
@@ -398,7 +387,7 @@ def test_lustre_goes_over_efa_where_the_image_is_an_fsx_efa_client_else_tcp(tmp_
 
 
 def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
-    node = with_lustre_client(pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404"))
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
     efa_devices(node, ["rdmap0s0"])
     # lnetctl fails to add the efa network (and shows none)
     node.add_stub("lnetctl", '[[ "$1 $2" == "net show" || "$1 $2 ${4:-}" == "net add efa" ]] && exit 1\nexit 0')
@@ -410,7 +399,7 @@ def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
 
 
 def test_an_efa_driver_older_than_fsx_needs_means_tcp(tmp_path):
-    node = with_lustre_client(pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404"))
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
     efa_devices(node, ["rdmap0s0"])
     node.set("efa-driver", "2.10.0\n")
     result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa", env={"FMCLUSTER_INSTANCE_TYPE": "g5.48xlarge"})
@@ -419,15 +408,20 @@ def test_an_efa_driver_older_than_fsx_needs_means_tcp(tmp_path):
     assert node.calls("lnetctl") == []
 
 
-def test_an_image_without_a_lustre_client_installs_it_from_the_fsx_client_repository(tmp_path):
-    """The known gap of issue 22: the PCS-Ready DLAMI may carry no Lustre client (unconfirmed), and the mirror holds no
-    kernel-specific client packages, so mount-lustre.sh installs lustre-client-modules-<kernel> from AWS's FSx client
-    repository (FSx user guide, installing the Lustre client on Ubuntu), which needs `network.egress: nat`."""
-    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
-    result = node.run("mount-lustre.sh", DNS, "abcdef12")
-    assert result.returncode == 0, result.stderr
+def test_an_image_without_the_lustre_client_terminates_the_node_naming_what_is_missing(tmp_path):
+    """A custom image built from the PCS-Ready DLAMI without FSx's client: nothing is installed at boot (its packages
+    are kernel-specific, from a public host outside the S3 gateway endpoint); the required lustre step fails, so PCS
+    ends the node (onError TERMINATE) with one line saying why."""
+    node = without_lustre_client(pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404"))
     kernel = ami.load("pcs-ready-dlami-ubuntu2404")["kernel"]
-    assert ["install", "-y", f"lustre-client-modules-{kernel}"] in [call[-3:] for call in node.calls("apt-get")]
+    result = node.run("mount-lustre.sh", DNS, "abcdef12")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(
+        f"ERROR: this image has no FSx Lustre client: the lustre kernel module for kernel {kernel} (modinfo lustre) "
+        "and the mount helper mount.lustre missing; fmcluster installs none at boot: use an image that carries it "
+        "(docs/node-images.md)"
+    )
+    assert {"apt-get", "curl", "gpg", "mount"}.isdisjoint(node.commands())
 
 
 def test_lustre_mount_failing_terminates_the_node_in_one_line(tmp_path):
