@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -446,6 +447,36 @@ def test_lustre_mount_failing_terminates_the_node_in_one_line(tmp_path):
         "ERROR: fmcluster step lustre FAILED with exit status 1; the node cannot train without it "
         "(log: /var/log/fmcluster/mount-lustre.log)"
     )
+
+
+def test_a_failed_steps_line_reaches_the_console_that_ec2_keeps(tmp_path):
+    """run-step.sh writes its FAILED and WARNING lines to /dev/console too (fmcluster diagnose reads them with
+    GetConsoleOutput). Here the console is a pseudo-terminal (a real character device; EC2's serial console stays
+    emulated), linked at the node's /dev/console."""
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    serve(node, BUNDLE_URI, bundle())
+    master, terminal = os.openpty()
+    node.path("/dev").mkdir(exist_ok=True)
+    node.path("/dev/console").symlink_to(os.ttyname(terminal))
+    steps = dict(
+        (entry.name if entry else "install", arguments)
+        for entry, arguments in node_scripts.pcs_steps(bundle_s3_uri=BUNDLE_URI, region="us-west-2",
+                                                       lustre_dns_name=DNS, lustre_mount_name="abcdef12")
+    )  # fmt: skip
+    assert node.run("run-step.sh", *steps["install"]).returncode == 0
+    node.set("mount-failures", "99")
+    assert node.run("run-step.sh", "lustre", *steps["lustre"], env={"FMCLUSTER_RETRY_ATTEMPTS": "2"}).returncode == 1
+    assert node.run("run-step.sh", "enroot", *steps["enroot"]).returncode == 0  # refused: enroot is not pinned
+    os.set_blocking(master, False)
+    lines = os.read(master, 65536).decode().replace("\r\n", "\n").splitlines()
+    os.close(master), os.close(terminal)
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "fmcluster step lustre FAILED with exit status 1; the node cannot train without it "
+        "(log: /var/log/fmcluster/mount-lustre.log)",
+        "fmcluster WARNING: step enroot failed; jobs cannot use --container-image (no enroot/pyxis on this node) "
+        "(log: /var/log/fmcluster/enroot-pyxis.log)",
+    ]
+    assert all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ run-step\[\d+\]: fmcluster ", line) for line in lines)
 
 
 def test_pyxis_is_built_for_the_clusters_slurm_version_not_the_newest_on_the_image(tmp_path):
