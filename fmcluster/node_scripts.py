@@ -211,8 +211,9 @@ class NodeObservability:
             (`fmcluster.constructs.observability.endpoint_parameter_name`); the node role needs ssm:GetParameter on it.
         head_node: also run the Slurm exporter (nodes with sinfo/squeue: the PCS login nodes). Omitted: False.
         grafana: also run a self-hosted Grafana (on the head node). Omitted: False.
-        mirror: an S3 prefix holding every binary and image observability.sh installs, for nodes without an internet
-            path (`network.egress: none`); the node role needs read on it. Omitted: the public release sites.
+        mirror: the artifact mirror observability.sh installs every binary and image from (`fmcluster.mirror`); the
+            node role needs read on it. Omitted: the node's own FMCLUSTER_ARTIFACT_MIRROR (run-step.sh install
+            --mirror). Nothing comes from the internet either way.
     """
 
     cluster_name: str

@@ -1,11 +1,15 @@
 """An AWS PCS cluster's state: the cluster, each node group with the errors PCS reports, and every node's boot.
 
-PCS shows nothing for a node that boots but never joins Slurm. fmcluster's user data runs bootstrap.sh, whose log
-lines also go to stderr, which cloud-init copies to the instance's console; EC2 keeps the console output
-(GetConsoleOutput, the last 64 KB). So the diagnosis reads the console of every running node of every group (at a
-pace under EC2's rate limit, `aws.RATE_LIMITS`, `workers` at a time) and, where bootstrap.sh ended with `bootstrap
-finished with failures: <steps>`, shows that line and the tail. Each group states how many consoles it read ("consoles
-read: 100 of 100"); a console that could not be read is counted and its reason given, never taken as a good boot.
+PCS shows nothing for a node whose set-up went wrong. A node sets itself up in PCS node lifecycle actions, each running
+fmcluster/node/run-step.sh, whose output the PCS agent keeps on the node only (/var/log/amazon/pcs/lifecycle/actions/,
+aws-hpc-recipes recipes/pcs-scripts); so run-step.sh also writes a step's one FAILED or WARNING line to the instance's
+console, and EC2 keeps the console output (GetConsoleOutput, the last 64 KB). The diagnosis reads the console of every
+running node of every group (at a pace under EC2's rate limit, `aws.RATE_LIMITS`, `workers` at a time) and shows
+each such line with the console's tail: a FAILED step (a required one: PCS terminates the node, onError TERMINATE) is
+a problem, a WARNING (the node runs without what the step gives, e.g. containers) a warning. Each group states how
+many consoles it read ("consoles read: 100 of 100"); a console that could not be read is counted and its reason given,
+never taken as a good boot. That the console EC2 records is the one run-step.sh writes to on the PCS-Ready DLAMI is
+(unconfirmed; run-step.sh's header).
 Instances are found by the tag PCS puts on them, `aws:pcs:compute-node-group-id` (unconfirmed: when none is found
 the report says so and names the tag). A group with fewer running instances than its minimum is a problem, and so is
 an ACTIVE group (or cluster) that reports errorInfo: PCS keeps a group ACTIVE while it fails to launch nodes.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from botocore.exceptions import ClientError
 
@@ -30,7 +35,8 @@ from fmcluster.live.runner import STOPPED, Check, stopped_reason
 
 FAILED = ("CREATE_FAILED", "UPDATE_FAILED", "DELETE_FAILED")
 GROUP_TAG = "aws:pcs:compute-node-group-id"
-BOOTSTRAP_FAILED = re.compile(r"bootstrap finished with failures: .*")
+STEP_LINE = re.compile(r"fmcluster (?:step \S+ (?P<failed>FAILED) with exit status \d+|WARNING: step \S+ failed); .*")
+"""run-step.sh's `finish` lines (fmcluster/node/run-step.sh), as it writes them to the console."""
 TAIL = 15
 
 
@@ -78,7 +84,7 @@ def check_pcs(config: ClusterConfig, aws: Aws, kept: Collected, workers: int = 8
 
 
 def node_boots(aws: Aws, group: dict, key: str, kept: Collected, workers: int = 8) -> list[Finding]:
-    """A group short of its minimum, each node whose bootstrap failed (console output), and how many were read."""
+    """A group short of its minimum, each node step that failed or warned (console output), and how many were read."""
     subject = f"PCS node group {group['name']}"
     try:
         instances = [
@@ -107,32 +113,31 @@ def node_boots(aws: Aws, group: dict, key: str, kept: Collected, workers: int = 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         consoles = list(pool.map(lambda instance: _console(aws, instance), ids))
     unread: dict[str, int] = {}
-    failed = 0
+    failed = warned = 0
     for instance, (lines, reason) in zip(ids, consoles, strict=True):
         if reason:
             unread[reason] = unread.get(reason, 0) + 1
             continue
         kept.keep(f"pcs/console/{group['name']}/{instance}", lines[-200:])
-        failure = next((m[0] for line in reversed(lines) if (m := BOOTSTRAP_FAILED.search(line))), "")
-        if failure:
-            failed += 1
-            findings.append(
-                problem(
-                    f"PCS node {instance} ({group['name']})",
-                    f"{failure}: the node may never have joined Slurm (console output; on the node: "
-                    "/var/log/fmcluster/bootstrap.log)",
-                    key=key,
-                    text=failure,
-                    details=tuple(lines[-TAIL:]),
-                )
-            )
+        steps = [m for line in lines if (m := STEP_LINE.search(line))]
+        failed += any(m["failed"] for m in steps)
+        warned += any(not m["failed"] for m in steps)
+        node = f"PCS node {instance} ({group['name']})"
+        for m in steps:
+            if m["failed"]:  # with the cause found in the console's tail, where there is one
+                findings.append(problem(node, f"{m[0]} (console output)", key=key, text=m[0],
+                                        details=tuple(lines[-TAIL:])))  # fmt: skip
+            else:
+                findings.append(replace(warning(node, f"{m[0]} (console output)", key=key),
+                                        details=tuple(lines[-TAIL:])))  # fmt: skip
     read = len(ids) - sum(unread.values())
     if unread:
         reasons = "; ".join(f"{count} {reason}" for reason, count in unread.items())
         findings.append(unknown(subject, f"boots: consoles read {read} of {len(ids)}", reasons, key=key))
     elif ids:
-        findings.append(finding("ok" if not failed else "warning", subject,
-                                f"consoles read: {read} of {len(ids)} ({failed} with a failed bootstrap)"))  # fmt: skip
+        findings.append(finding("ok" if not failed + warned else "warning", subject,
+                                f"consoles read: {read} of {len(ids)} ({failed} with a failed step, {warned} with a "
+                                "warning)"))  # fmt: skip
     return findings
 
 

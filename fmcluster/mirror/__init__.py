@@ -9,9 +9,9 @@ endpoint) and verify the same digest again, which travels with the node scripts:
 block rendered from this list (`rendered_node_helper`), so nothing a node trusts is read from the mirror itself.
 
 An artifact whose digest no source confirms has `"sha256": null` and says "(unconfirmed)" in `sha256_source`. It is
-not mirrored (the job lists it as NOT MIRRORED) and a node refuses to install it, naming it: fail safe. Pin it with
-`tools/mirror_digests.py` on a machine that reaches the upstream host (it checks the upstream checksum file where one
-is published), then review the change.
+not mirrored (the job lists it as NOT MIRRORED) and a node refuses to install it, naming it: fail safe. How to pin one
+(from the upstream checksum file, or a public source that pins the same file): `README.md` beside this module, whose
+table of every artifact and its digest's source is `readme_table()` (a test keeps the two equal).
 
 Example::
 
@@ -96,6 +96,16 @@ def _problem(artifact: Artifact) -> str | None:
     if artifact.arch not in ("amd64", "arm64", "source"):
         return f"arch must be amd64, arm64 or source; got {artifact.arch!r}"
     return None
+
+
+def readme_table() -> str:
+    """The Markdown table of README.md: every artifact with its version, architecture, whether it is pinned and where
+    its digest comes from."""
+    rows = ["| artifact | version | arch | SHA-256 | digest source |", "|---|---|---|---|---|"]
+    for a in artifacts():
+        digest = f"`{a.sha256[:12]}...`" if a.pinned else "none: refused by nodes"
+        rows.append(f"| {a.key.rsplit('/', 1)[1]} | {a.version} | {a.arch} | {digest} | {a.sha256_source} |")
+    return "\n".join(rows) + "\n"
 
 
 def list_hash() -> str:

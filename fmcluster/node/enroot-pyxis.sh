@@ -115,7 +115,8 @@ install_pyxis() {
   work="$(mktemp -d)"
   if ! command -v make >/dev/null 2>&1 || ! command -v gcc >/dev/null 2>&1; then
     case "$(os_id)" in
-      ubuntu | debian) retry env DEBIAN_FRONTEND=noninteractive apt-get install -y gcc make || status=1 ;;
+      ubuntu | debian) retry env DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=120 gcc make ||
+        status=1 ;;
       *) retry yum install -y gcc make || status=1 ;;
     esac
   fi

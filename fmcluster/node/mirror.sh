@@ -16,6 +16,7 @@
 
 declare -gA MIRROR_SHA256=()
 # --- pinned digests rendered from fmcluster/mirror/artifacts.json (fmcluster.mirror); do not edit here ---
+MIRROR_SHA256['pyxis/0.24.0/v0.24.0.tar.gz']=9c4cdb79a67301d8ea05951aa4d2c205f40cf6145e338214b0191add8b36d6c4
 MIRROR_SHA256['node_exporter/1.10.2/node_exporter-1.10.2.linux-amd64.tar.gz']=c46e5b6f53948477ff3a19d97c58307394a29fe64a01905646f026ddc32cb65b
 MIRROR_SHA256['prometheus/3.8.1/prometheus-3.8.1.linux-amd64.tar.gz']=a09972ced892cd298e353eb9559f1a90f499da3fb4ff0845be352fc138780ee7
 MIRROR_SHA256['node_exporter/1.10.2/node_exporter-1.10.2.linux-arm64.tar.gz']=de69ec8341c8068b7c8e4cfe3eb85065d24d984a3b33007f575d307d13eb89a6
@@ -29,7 +30,7 @@ mirror_get() {
   expected="${MIRROR_SHA256[$key]:-}"
   if [[ -z "$expected" ]]; then
     log ERROR "$key has no pinned SHA-256 in fmcluster's artifact list (its digest is unconfirmed): not installing" \
-      "it; pin it with tools/mirror_digests.py"
+      "it; see fmcluster/mirror/README.md (pinning an artifact)"
     return 1
   fi
   if [[ ! "${FMCLUSTER_ARTIFACT_MIRROR:-}" =~ ^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$ ]]; then

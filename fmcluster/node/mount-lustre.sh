@@ -17,14 +17,17 @@
 #                --boot exits 3 whenever it falls back to TCP) stops the mount (systemd.unit(5), Requires=), so the
 #                TCP fallback would work at first boot only and a reboot would leave no file system.
 #
-# Checks that the Lustre client module is installed for the running kernel and installs it when it is not (Amazon
-# Linux 2023: dnf; Amazon Linux 2: amazon-linux-extras; both in-region S3 through the gateway endpoint; Ubuntu and RHEL:
-# AWS's FSx client repository). KNOWN GAP (issue 22, open): the FSx client repository is a public S3 host outside the
-# region's gateway endpoint (a bucket's endpoint serves only its own region), so on Ubuntu/RHEL it needs
-# `network.egress: nat`; whether the PCS-Ready DLAMI carries the client is unconfirmed (its release notes list none),
-# and the artifact mirror does not hold the kernel-specific client packages yet. Kept, rather than failing every
-# such node (on PCS a failed lustre step terminates the node, and a static group would relaunch it in a loop).
-# writes one /etc/fstab line (`_netdev,noatime,flock`) and mounts with retries (the file system's DNS name can
+# Installs nothing: the image must carry the FSx Lustre client for its running kernel, the `lustre` kernel module
+# (`modinfo lustre`) and the mount helper `mount.lustre`; without either the script fails naming what is missing, and on
+# PCS the lustre step's onError TERMINATE ends the node. The supported images carry it: HyperPod's AMI (HyperPod mounts
+# FSx itself; awsome-distributed-training base-config/hotfix/hold-lustre-client.sh holds the installed client) and the
+# DLAMIs for Ubuntu 24.04, which install FSx's lustre-client-modules-<kernel> with each kernel (DLAMI release notes, e.g.
+# Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.11 (Ubuntu 24.04) 20260815, added packages:
+# linux-image-6.17.0-1020-aws with lustre-client-modules-6.17.0-1020-aws 2.15.6-1fsx33); that the PCS-Ready DLAMI
+# keeps that package is (unconfirmed): its release notes list none. The client is not fetched at boot because its
+# packages are kernel-specific and come from AWS's FSx client repository, a public host outside the VPC's S3 gateway
+# endpoint (a bucket's endpoint serves only its own region): no node reaches the internet to become ready.
+# Writes one /etc/fstab line (`_netdev,noatime,flock`) and mounts with retries (the file system's DNS name can
 # take a moment to resolve from a fresh node). Does nothing when MOUNT_POINT is already mounted. No /fsx is a failure.
 # Client tunables in /etc/modprobe.d/fmcluster-lustre.conf, as AWS's configure-efa-fsx-lustre-client writes them for
 # EFA clients and the FSx performance tips give for clients with 64 or more vCPUs: `options ksocklnd credits=2560`,
@@ -52,52 +55,22 @@ usage() {
   exit 2
 }
 
-
-lustre_client_installed() {
-  modinfo lustre >/dev/null 2>&1
+# check_lustre_client: the running kernel's lustre module and mount.lustre are on the image; else fails naming what
+# is missing (nothing is installed: see the header).
+check_lustre_client() {
+  local what=""
+  if ! modinfo lustre >/dev/null 2>&1; then
+    what="the lustre kernel module for kernel $(uname -r) (modinfo lustre)"
+  fi
+  if ! command -v mount.lustre >/dev/null 2>&1 && [[ ! -x "$ROOT/sbin/mount.lustre" ]]; then
+    what+="${what:+ and }the mount helper mount.lustre"
+  fi
+  if [[ -n "$what" ]]; then
+    die "this image has no FSx Lustre client: $what missing; fmcluster installs none at boot: use an image that" \
+      "carries it (docs/node-images.md)"
+  fi
+  log INFO "Lustre client present"
 }
-
-install_lustre_client() {
-  local id version codename keyring
-  id="$(os_release ID)"
-  version="$(os_release VERSION_ID)"
-  log INFO "installing the Lustre client ($id $version)"
-  case "$id" in
-    amzn)
-      if [[ "$version" == 2 ]]; then
-        retry amazon-linux-extras install -y lustre
-      else
-        retry dnf install -y lustre-client
-      fi
-      ;;
-    ubuntu)
-      codename="$(os_release VERSION_CODENAME)"
-      keyring="$ROOT/usr/share/keyrings/fsx-ubuntu-public-key.gpg"
-      mkdir -p "$(dirname "$keyring")"
-      retry curl -fsSL -o "$keyring.asc" \
-        https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc
-      gpg --batch --yes --dearmor -o "$keyring" "$keyring.asc"
-      write_file "$ROOT/etc/apt/sources.list.d/fsxlustreclientrepo.list" 0644 <<EOF
-deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu $codename main
-EOF
-      retry apt-get update
-      retry env DEBIAN_FRONTEND=noninteractive apt-get install -y "lustre-client-modules-$(uname -r)"
-      ;;
-    rhel | rocky | almalinux | centos)
-      retry curl -fsSL -o "$ROOT/tmp/fsx-rpm-public-key.asc" \
-        https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-rpm-public-key.asc
-      rpm --import "$ROOT/tmp/fsx-rpm-public-key.asc"
-      retry curl -fsSL -o "$ROOT/etc/yum.repos.d/aws-fsx.repo" \
-        "https://fsx-lustre-client-repo.s3.amazonaws.com/el/${version%%.*}/fsx-lustre-client.repo"
-      retry dnf install -y kmod-lustre-client lustre-client
-      ;;
-    *)
-      die "no Lustre client for OS '$id' here; use an AMI that has one (the AWS Deep Learning AMIs, the AWS PCS sample AMIs)"
-      ;;
-  esac
-  lustre_client_installed || die "the Lustre client installed, but modinfo finds no lustre module for kernel $(uname -r)"
-}
-
 
 # apply_tunables: the FSx guide's post-mount client tunables for this node's size (see the header). MemTotal is the
 # first line of /proc/meminfo (fs/proc/meminfo.c).
@@ -151,11 +124,7 @@ main() {
     log INFO "$mount_point is already mounted; nothing to do"
     return 0
   fi
-  if lustre_client_installed; then
-    log INFO "Lustre client present"
-  else
-    install_lustre_client
-  fi
+  check_lustre_client
 
   device="$dns_name@tcp:/$mount_name"
   options="defaults,_netdev,noatime,flock"

@@ -20,45 +20,48 @@
 #   --grafana              also run Grafana (self-hosted) on 127.0.0.1:3000 with the workspace as data source (SigV4)
 #                          and fmcluster's dashboards; reach it with an SSM port forward. Admin password in
 #                          /etc/fmcluster/grafana/admin-password.
-#   --mirror               take every binary and image from this S3 prefix instead of the public internet (what
-#                          `network.egress: none` needs). Layout: <prefix>/<component>/<version>/<file>, the file names
-#                          of each upstream release with its checksum file (the versions and names pinned below), e.g.
-#                          node_exporter/1.10.2/node_exporter-1.10.2.linux-amd64.tar.gz and .../sha256sums.txt,
-#                          slurm_exporter/1.7.0/prometheus-slurm-exporter_linux_amd64.tar.gz and
-#                          .../prometheus-slurm-exporter_1.7.0_checksums.txt; the dcgm-exporter image as `docker save`
-#                          output dcgm-exporter/<tag>/dcgm-exporter.tar with a SHA256SUMS file, and for nodes without
-#                          docker (the PCS images) the dcgm-exporter binary per CPU architecture (NVIDIA publishes
-#                          none: the mirror job builds it from the tag's source),
-#                          dcgm-exporter/<version>/dcgm-exporter-<version>.linux-<amd64|arm64>.tar.gz (the binary at
-#                          the archive's top) with a SHA256SUMS file.
+#   --mirror               the project's artifact mirror, s3://<data bucket>/fmcluster-mirror; default: the
+#                          FMCLUSTER_ARTIFACT_MIRROR that run-step.sh keeps in node.env. Every binary and image comes
+#                          from there and from nowhere else (mirror.sh's mirror_get: over the VPC's S3 gateway endpoint,
+#                          in every egress mode, each file checked against the SHA-256 pinned in fmcluster's artifact
+#                          list, fmcluster/mirror/artifacts.json, which travels with this script). Keys:
+#                          <component>/<version>/<release file>, e.g.
+#                          node_exporter/1.10.2/node_exporter-1.10.2.linux-amd64.tar.gz; the dcgm-exporter image as
+#                          `docker save` output dcgm-exporter/<tag>/dcgm-exporter-image.linux-<arch>.tar, and for nodes
+#                          without docker the dcgm-exporter binary per CPU architecture,
+#                          dcgm-exporter/<version>/dcgm-exporter-<version>.linux-<arch>.tar.gz (NVIDIA publishes
+#                          neither file, so neither has a pin and a node refuses both: fmcluster/mirror/README.md).
 #   --config-dir           fmcluster's dashboards directory (agent.yml, *.json); default: ../dashboards next to this
 #                          script, as in the fmcluster package.
 #
-# Every download is checked against the release's SHA-256 checksums. Pinned versions: NODE_EXPORTER_VERSION,
-# PROMETHEUS_VERSION, SLURM_EXPORTER_VERSION, GRAFANA_VERSION, DCGM_EXPORTER_IMAGE below (each with the release
-# asset names it downloads and where those names come from). Running the script again changes nothing that is
-# already in place and restarts only services whose unit or configuration changed. The exporters are optional: one
-# that cannot be installed or started is logged as a warning and left out of the agent's targets; only the agent
-# itself (and Grafana, when asked for) stops the script.
+# Pinned versions: NODE_EXPORTER_VERSION, PROMETHEUS_VERSION, SLURM_EXPORTER_VERSION, GRAFANA_VERSION,
+# DCGM_EXPORTER_TAG below (each with the release asset names it installs and where those names come from); the
+# artifact list holds one entry per version and CPU architecture. Running the script again changes nothing that is
+# already in place and restarts only services whose unit or configuration changed. The exporters and Grafana are
+# optional: one that cannot be installed (an artifact whose digest is unconfirmed is refused) or started is logged as a
+# warning and left out; only the Prometheus agent stops the script.
 # Log: /var/log/fmcluster/observability.log
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=mirror.sh
+source "$(dirname "${BASH_SOURCE[0]}")/mirror.sh"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # node_exporter 1.10 is the first release whose infiniband collector reads EFA devices (procfs v0.16.1: a port
 # without counters/ no longer fails the device); 1.10.2 pins procfs v0.19.0. Assets (promu tarball and checksum,
 # .promu.yml at the tag): node_exporter-<version>.linux-<arch>.tar.gz and sha256sums.txt.
 NODE_EXPORTER_VERSION=1.10.2
-PROMETHEUS_VERSION=3.5.0
+# the Prometheus release whose archives the artifact list pins (prometheus-<version>.linux-<arch>.tar.gz)
+PROMETHEUS_VERSION=3.8.1
 # rivosinc/prometheus-slurm-exporter publishes binaries from v1.6.4; .goreleaser.yaml at v1.7.0 names the archive
-# {{ .ProjectName }}_{{ .Os }}_{{ .Arch }} (no version) and goreleaser's default checksum file
-# {{ .ProjectName }}_{{ .Version }}_checksums.txt; the binary sits at the archive's top level.
+# {{ .ProjectName }}_{{ .Os }}_{{ .Arch }} (no version); the binary sits at the archive's top level.
 SLURM_EXPORTER_VERSION=1.7.0
 GRAFANA_VERSION=11.6.0
-# The image tag the dcgm-exporter README at tag 4.3.1-4.4.0 runs (nvcr.io/nvidia/k8s/dcgm-exporter:<tag>).
+# The image tag the dcgm-exporter README at tag 4.3.1-4.4.0 runs (NVIDIA's registry, k8s/dcgm-exporter:<tag>). Nodes
+# never pull it: docker loads the mirror's `docker save` of it and tags it with this local name.
 DCGM_EXPORTER_TAG=4.3.1-4.4.0-ubuntu22.04
-DCGM_EXPORTER_IMAGE="nvcr.io/nvidia/k8s/dcgm-exporter:$DCGM_EXPORTER_TAG"
+DCGM_EXPORTER_IMAGE="fmcluster/dcgm-exporter:$DCGM_EXPORTER_TAG"
 DCGM_EXPORTER_VERSION="${DCGM_EXPORTER_TAG%-ubuntu*}"
 # the DCGM library dcgm-exporter 4.x loads at start (go-dcgm's dlopen of libdcgm.so.4; NVIDIA's datacenter-gpu-manager-4)
 DCGM_LIBRARY=libdcgm.so.4
@@ -98,54 +101,23 @@ arch() {
   esac
 }
 
-# fetch COMPONENT VERSION URL_BASE FILE DEST: FILE of a release into DEST, from the mirror when one is set.
-fetch() {
-  local component="$1" version="$2" url_base="$3" file="$4" dest="$5"
-  if [[ -n "$MIRROR" ]]; then
-    retry aws s3 cp --only-show-errors --region "$REGION" "$MIRROR/$component/$version/$file" "$dest"
-  else
-    retry curl -fsSL --connect-timeout 10 --max-time 600 -o "$dest" "$url_base/$file"
-  fi
-}
-
-# verify FILE SUMS_FILE: FILE's SHA-256 must be the one SUMS_FILE lists for its name (or SUMS_FILE's only hash);
-# says why and returns 1 when it is not.
-verify() {
-  local file="$1" sums="$2" name expected="" actual line hash listed
-  name="$(basename "$file")"
-  while read -r hash listed || [[ -n "$hash" ]]; do
-    if [[ "${listed#\*}" == "$name" || ( -z "$listed" && -z "$expected" ) ]]; then
-      expected="$hash"
-    fi
-  done <"$sums"
-  read -r actual line < <(sha256sum "$file")
-  if [[ -z "$expected" || "$actual" != "$expected" ]]; then
-    log ERROR "checksum mismatch for $name: expected ${expected:-no entry in $(basename "$sums")}, got $actual"
-    return 1
-  fi
-}
-
-# install_release COMPONENT VERSION URL_BASE ARCHIVE SUMS STRIP: unpack a checked release archive into
-# $INSTALL_ROOT/COMPONENT-VERSION (nothing to do when it is there already); prints that directory.
-# Callers run it in a command substitution, which does not inherit set -e: the steps that can fail are checked here.
+# install_release COMPONENT VERSION ARCHIVE STRIP: unpack the mirror's COMPONENT/VERSION/ARCHIVE (mirror_get: its
+# pinned SHA-256 checked) into $INSTALL_ROOT/COMPONENT-VERSION (nothing to do when it is there already); prints that
+# directory. Callers run it in a command substitution, which does not inherit set -e: the steps that can fail are
+# checked here.
 install_release() {
-  local component="$1" version="$2" url_base="$3" archive="$4" sums="$5" strip="$6" dest tmp
+  local component="$1" version="$2" archive="$3" strip="$4" dest tmp
   dest="$INSTALL_ROOT/$component-$version"
   if [[ -f "$dest/.fmcluster-installed" ]]; then
     printf '%s\n' "$dest"
     return 0
   fi
-  log INFO "installing $component $version${MIRROR:+ from $MIRROR}"
+  log INFO "installing $component $version from the mirror"
   mkdir -p "$INSTALL_ROOT"
   tmp="$(mktemp -d "$INSTALL_ROOT/.download.XXXXXX")" || die "cannot make a download directory in $INSTALL_ROOT"
-  if ! fetch "$component" "$version" "$url_base" "$archive" "$tmp/$archive" ||
-    ! fetch "$component" "$version" "$url_base" "$sums" "$tmp/$sums"; then
+  if ! mirror_get "$component/$version/$archive" "$tmp/$archive"; then
     rm -rf "$tmp"
-    die "not installing $component $version: it could not be downloaded${MIRROR:+ from $MIRROR}"
-  fi
-  if ! verify "$tmp/$archive" "$tmp/$sums"; then
-    rm -rf "$tmp"
-    die "not installing $component $version: its download does not match the release's checksums"
+    die "not installing $component $version: $component/$version/$archive is not in the mirror with its pinned SHA-256"
   fi
   rm -rf "$dest"
   mkdir -p "$dest"
@@ -193,8 +165,7 @@ skip_exporter() {
 setup_node_exporter() {
   local dir
   if ! dir="$(install_release node_exporter "$NODE_EXPORTER_VERSION" \
-    "https://github.com/prometheus/node_exporter/releases/download/v$NODE_EXPORTER_VERSION" \
-    "node_exporter-$NODE_EXPORTER_VERSION.linux-$ARCH.tar.gz" sha256sums.txt 1)"; then
+    "node_exporter-$NODE_EXPORTER_VERSION.linux-$ARCH.tar.gz" 1)"; then
     skip_exporter node "node_exporter is not run: its release could not be installed (see above)"
     return 0
   fi
@@ -247,59 +218,50 @@ has_gpus() {
   command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '
 }
 
+# load_dcgm_image: the pinned dcgm-exporter image into docker, from the mirror when docker does not hold it yet
+# (`docker save` output for this CPU architecture, tagged DCGM_EXPORTER_IMAGE once loaded; never pulled).
 load_dcgm_image() {
-  local tmp
+  local tmp loaded key="dcgm-exporter/$DCGM_EXPORTER_TAG/dcgm-exporter-image.linux-$ARCH.tar"
   if docker image inspect "$DCGM_EXPORTER_IMAGE" >/dev/null 2>&1; then
     return 0
   fi
-  if [[ -n "$MIRROR" ]]; then
-    log INFO "loading $DCGM_EXPORTER_IMAGE from $MIRROR"
-    tmp="$(mktemp -d "$ROOT/var/tmp/fmcluster-dcgm.XXXXXX")"
-    if ! fetch dcgm-exporter "$DCGM_EXPORTER_TAG" "" dcgm-exporter.tar "$tmp/dcgm-exporter.tar" ||
-      ! fetch dcgm-exporter "$DCGM_EXPORTER_TAG" "" SHA256SUMS "$tmp/SHA256SUMS"; then
-      rm -rf "$tmp"
-      log ERROR "not loading $DCGM_EXPORTER_IMAGE: it could not be downloaded from $MIRROR"
-      return 1
-    fi
-    if ! verify "$tmp/dcgm-exporter.tar" "$tmp/SHA256SUMS"; then
-      rm -rf "$tmp"
-      log ERROR "not loading $DCGM_EXPORTER_IMAGE: the mirror's image does not match its SHA256SUMS"
-      return 1
-    fi
-    if ! docker load -i "$tmp/dcgm-exporter.tar"; then
-      rm -rf "$tmp"
-      return 1
-    fi
+  log INFO "loading $DCGM_EXPORTER_IMAGE from the mirror"
+  tmp="$(mktemp -d "$ROOT/var/tmp/fmcluster-dcgm.XXXXXX")"
+  if ! mirror_get "$key" "$tmp/dcgm-exporter.tar"; then
     rm -rf "$tmp"
-  else
-    log INFO "pulling $DCGM_EXPORTER_IMAGE"
-    retry docker pull "$DCGM_EXPORTER_IMAGE"
+    log ERROR "not loading $DCGM_EXPORTER_IMAGE: $key is not in the mirror with its pinned SHA-256"
+    return 1
   fi
+  # docker load prints "Loaded image: NAME:TAG" (or "Loaded image ID: sha256:..." for an untagged save)
+  if ! loaded="$(docker load -i "$tmp/dcgm-exporter.tar")" || [[ ! "$loaded" =~ Loaded\ image(\ ID)?:\ ([^[:space:]]+) ]] ||
+    ! docker tag "${BASH_REMATCH[2]}" "$DCGM_EXPORTER_IMAGE"; then
+    rm -rf "$tmp"
+    log ERROR "not loading $DCGM_EXPORTER_IMAGE: docker could not load and tag the mirror's $key"
+    return 1
+  fi
+  rm -rf "$tmp"
 }
 
-# dcgm_command: how this node runs dcgm-exporter: in the pinned image when docker is there (HyperPod's AMI), else a
-# dcgm-exporter binary already on the node, else the mirror's binary for this CPU architecture (the PCS images have
-# no docker, and NVIDIA publishes no binary release), which needs DCGM's library on the node. Prints the ExecStart
-# command; status 1 (the reason logged) when none of them.
+# dcgm_command: how this node runs dcgm-exporter: in the pinned image when docker is there and holds it or the mirror
+# has it, else a dcgm-exporter binary already on the node, else the mirror's binary for this CPU architecture (NVIDIA
+# publishes no binary release), which needs DCGM's library on the node. Prints the ExecStart command; status 1 (the
+# reason logged) when none of them.
 dcgm_command() {
   local docker binary args dir
   args="-f /etc/fmcluster/dcgm-counters.csv -a :9400 --hpc-job-mapping-dir $JOB_MAP_DIR"
   args+=" --xid-count-window-size $XID_COUNT_WINDOW_MS"
-  if docker="$(command -v docker)"; then
-    load_dcgm_image || return 1
+  if docker="$(command -v docker)" && load_dcgm_image; then
     printf '%s \\\n  %s \\\n  %s \\\n  %s\n' \
       "$docker run --rm --name fmcluster-dcgm-exporter --gpus all --cap-add SYS_ADMIN --network host" \
       "-v /etc/fmcluster/dcgm-counters.csv:/etc/fmcluster/dcgm-counters.csv:ro" \
       "-v $JOB_MAP_DIR:$JOB_MAP_DIR:ro $DCGM_EXPORTER_IMAGE" "$args"
   elif binary="$(command -v dcgm-exporter)"; then
     printf '%s %s\n' "$binary" "$args"
-  elif [[ -z "$MIRROR" ]]; then
-    return 1
   elif ! ldconfig -p 2>/dev/null | grep -q "$DCGM_LIBRARY"; then
     log WARN "the mirror's dcgm-exporter needs NVIDIA DCGM ($DCGM_LIBRARY), which this image lacks"
     return 1
-  elif dir="$(install_release dcgm-exporter "$DCGM_EXPORTER_VERSION" "" \
-    "dcgm-exporter-$DCGM_EXPORTER_VERSION.linux-$ARCH.tar.gz" SHA256SUMS 0)"; then
+  elif dir="$(install_release dcgm-exporter "$DCGM_EXPORTER_VERSION" \
+    "dcgm-exporter-$DCGM_EXPORTER_VERSION.linux-$ARCH.tar.gz" 0)"; then
     printf '%s %s\n' "$dir/dcgm-exporter" "$args"
   else
     return 1
@@ -396,9 +358,7 @@ setup_slurm_exporter() {
     return 0
   fi
   if ! dir="$(install_release slurm_exporter "$SLURM_EXPORTER_VERSION" \
-    "https://github.com/rivosinc/prometheus-slurm-exporter/releases/download/v$SLURM_EXPORTER_VERSION" \
-    "prometheus-slurm-exporter_linux_$ARCH.tar.gz" \
-    "prometheus-slurm-exporter_${SLURM_EXPORTER_VERSION}_checksums.txt" 0)"; then
+    "prometheus-slurm-exporter_linux_$ARCH.tar.gz" 0)"; then
     skip_exporter slurm "the Slurm exporter is not run: its release could not be installed (see above)"
     return 0
   fi
@@ -486,8 +446,7 @@ EOF
 
 setup_agent() {
   PROMETHEUS_DIR="$(install_release prometheus "$PROMETHEUS_VERSION" \
-    "https://github.com/prometheus/prometheus/releases/download/v$PROMETHEUS_VERSION" \
-    "prometheus-$PROMETHEUS_VERSION.linux-$ARCH.tar.gz" sha256sums.txt 1)"
+    "prometheus-$PROMETHEUS_VERSION.linux-$ARCH.tar.gz" 1)"
   PROMETHEUS_DIR="${PROMETHEUS_DIR#"$ROOT"}"
   if [[ -n "$ENDPOINT_PARAMETER" ]]; then
     install_unit fmcluster-observability-refresh.service <<EOF
@@ -542,8 +501,11 @@ EOF
 
 setup_grafana() {
   local dir dashboards_changed=0 file target
-  dir="$(install_release grafana "$GRAFANA_VERSION" "https://dl.grafana.com/oss/release" \
-    "grafana-$GRAFANA_VERSION.linux-$ARCH.tar.gz" "grafana-$GRAFANA_VERSION.linux-$ARCH.tar.gz.sha256" 1)"
+  if ! dir="$(install_release grafana "$GRAFANA_VERSION" "grafana-$GRAFANA_VERSION.linux-$ARCH.tar.gz" 1)"; then
+    log WARN "Grafana is not run: its release could not be installed (see above); the agent still remote-writes"
+    GRAFANA=""
+    return 0
+  fi
   if ! id "$GRAFANA_USER" >/dev/null 2>&1; then
     useradd --system --no-create-home --shell /sbin/nologin "$GRAFANA_USER"
   fi
@@ -714,7 +676,7 @@ EOF
 
 main() {
   local mode=install
-  CLUSTER="" REGION="" ENDPOINT="" ENDPOINT_PARAMETER="" MIRROR="" GRAFANA="" HEAD_NODE=0 PROMETHEUS_DIR=""
+  CLUSTER="" REGION="" ENDPOINT="" ENDPOINT_PARAMETER="" GRAFANA="" HEAD_NODE=0 PROMETHEUS_DIR=""
   CONFIG_DIR="$(cd "$SCRIPT_DIR/.." && pwd)/dashboards"
   while (($#)); do
     case "$1" in
@@ -725,7 +687,7 @@ main() {
           --region) REGION="$2" ;;
           --prometheus-endpoint) ENDPOINT="$2" ;;
           --endpoint-parameter) ENDPOINT_PARAMETER="$2" ;;
-          --mirror) MIRROR="${2%/}" ;;
+          --mirror) FMCLUSTER_ARTIFACT_MIRROR="${2%/}" ;;
           --config-dir) CONFIG_DIR="$2" ;;
         esac
         shift 2
@@ -758,15 +720,17 @@ main() {
   if [[ -n "$ENDPOINT" ]]; then
     check_endpoint "$ENDPOINT"
   fi
-  if [[ -n "$MIRROR" && ! "$MIRROR" =~ ^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$ ]]; then
-    die "--mirror must be an S3 URI like s3://my-bucket/fmcluster-mirror; got '$MIRROR'"
+  if [[ ! "${FMCLUSTER_ARTIFACT_MIRROR:-}" =~ ^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$ ]]; then
+    die "--mirror (or FMCLUSTER_ARTIFACT_MIRROR) must be an S3 URI like s3://my-bucket/fmcluster-mirror;" \
+      "got '${FMCLUSTER_ARTIFACT_MIRROR:-}'"
   fi
+  export FMCLUSTER_ARTIFACT_MIRROR AWS_DEFAULT_REGION="$REGION"
   if [[ ! -f "$CONFIG_DIR/agent.yml" ]]; then
     die "no agent.yml in --config-dir $CONFIG_DIR (fmcluster's dashboards directory)"
   fi
   require_root
   ARCH="$(arch)"
-  log INFO "observability setup starts (cluster $CLUSTER, head node: $HEAD_NODE, mirror: ${MIRROR:-none})"
+  log INFO "observability setup starts (cluster $CLUSTER, head node: $HEAD_NODE, mirror: $FMCLUSTER_ARTIFACT_MIRROR)"
   mkdir -p "$TARGETS_DIR"
   setup_node_exporter
   setup_dcgm_exporter

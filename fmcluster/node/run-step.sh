@@ -24,7 +24,12 @@
 # WARNING line naming the step, what follows and its log, and exits 0. A step whose `needs` did not succeed on this
 # boot is skipped. Every step is idempotent.
 # State: /run/fmcluster/steps/STEP holds done, failed, warned or skipped (for `needs`, and on_create.sh's summary).
-# Log: /var/log/fmcluster/run-step.log; each script also keeps its own, /var/log/fmcluster/<script>.log.
+# Log: /var/log/fmcluster/run-step.log; each script also keeps its own, /var/log/fmcluster/<script>.log. A step's
+# FAILED or WARNING line also goes to the instance's console (/dev/console), whose output EC2 keeps (GetConsoleOutput),
+# so `fmcluster diagnose` sees it without logging in: the PCS agent keeps a lifecycle action's output in
+# /var/log/amazon/pcs/lifecycle/actions/ on the node only (aws-hpc-recipes recipes/pcs-scripts). That the kernel's
+# console is the serial port EC2 records on the PCS-Ready DLAMI (console=ttyS0, as on Ubuntu's EC2 images) is
+# (unconfirmed).
 set -euo pipefail
 
 ROOT="${FMCLUSTER_ROOT:-}"
@@ -149,9 +154,16 @@ outcome() {
   [[ -f "$STATE_DIR/$1" ]] && cat "$STATE_DIR/$1" || true
 }
 
+# to_console LINE: LINE on the instance's console (see the header); nothing where there is no console device.
+to_console() {
+  if [[ -c "$ROOT/dev/console" && -w "$ROOT/dev/console" ]]; then
+    printf '%s run-step[%s]: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$$" "$*" >"$ROOT/dev/console" 2>/dev/null || true
+  fi
+}
+
 # finish STEP STATUS LOG: the policy: a required step fails the node, a warn-only one warns.
 finish() {
-  local step="$1" status="$2" step_log="$3"
+  local step="$1" status="$2" step_log="$3" line
   if ((status == 0)); then
     record "$step" "done"
     log INFO "step $step: done"
@@ -159,10 +171,14 @@ finish() {
   fi
   if [[ "${STEP_REQUIRED[$step]}" == 1 ]]; then
     record "$step" failed
-    die "fmcluster step $step FAILED with exit status $status; the node cannot train without it (log: $step_log)"
+    line="fmcluster step $step FAILED with exit status $status; the node cannot train without it (log: $step_log)"
+    to_console "$line"
+    die "$line"
   fi
   record "$step" warned
-  log WARN "fmcluster WARNING: step $step failed; ${STEP_CONSEQUENCE[$step]} (log: $step_log)"
+  line="fmcluster WARNING: step $step failed; ${STEP_CONSEQUENCE[$step]} (log: $step_log)"
+  to_console "$line"
+  log WARN "$line"
 }
 
 run_step() {

@@ -30,9 +30,9 @@ def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
 
 
 def observability_mirror(config: ClusterConfig, storage: StorageStack) -> str | None:
-    """With `network.egress: none`: s3://<data bucket>/fmcluster-mirror, where observability.sh takes its downloads
-    from (its own layout, observability.sh's header: not yet filled by the mirror job); with a NAT gateway: None (the
-    public release sites)."""
+    """With `network.egress: none`: s3://<data bucket>/fmcluster-mirror, given to observability.sh as --mirror; with a
+    NAT gateway: None, and observability.sh installs from the same mirror, the node's FMCLUSTER_ARTIFACT_MIRROR
+    (`artifact_mirror`). The exporters come from the mirror only, in every egress mode."""
     if config.network.egress != "none":
         return None
     return f"s3://{storage.buckets.data_bucket.bucket_name}/{MIRROR_PREFIX}"

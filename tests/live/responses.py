@@ -693,17 +693,20 @@ def own_instances_query(reservation: str, cluster: str) -> dict:
 
 BOOT_CONSOLE = [
     "[   12.345678] cloud-init[1714]: Cloud-init v. 22.2.2 running 'modules:final' at Mon, 30 Nov 2026 09:35:10 +0000.",
-    "[   13.101010] cloud-init[1714]: 2026-11-30T09:35:11Z bootstrap.sh[1802] INFO: running mount-lustre",
-    "[   73.202020] cloud-init[1714]: 2026-11-30T09:36:11Z mount-lustre.sh[1830] ERROR: mount -t lustre "
-    "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx failed 5 times: Connection timed out",
-    "[   73.303030] cloud-init[1714]: 2026-11-30T09:36:11Z bootstrap.sh[1802] ERROR: mount-lustre failed with exit "
-    "status 1 (see /var/log/fmcluster/mount-lustre.log)",
-    "[   80.404040] cloud-init[1714]: 2026-11-30T09:36:18Z bootstrap.sh[1802] ERROR: bootstrap finished with failures: "
-    "mount-lustre",
-    "[   80.505050] cloud-init[1714]: Cloud-init v. 22.2.2 finished at Mon, 30 Nov 2026 09:36:18 +0000.",
+    "[   13.101010] cloud-init[1714]: Cloud-init v. 22.2.2 finished at Mon, 30 Nov 2026 09:35:11 +0000.",
+    "2026-11-30T09:37:18Z run-step[1833]: fmcluster step lustre FAILED with exit status 1; the node cannot train "
+    "without it (log: /var/log/fmcluster/mount-lustre.log)",
 ]
-"""A console as cloud-init writes user-data output to it (lines prefixed `cloud-init[pid]:`), carrying bootstrap.sh's
-and mount-lustre.sh's own log lines (fmcluster/node/lib.sh `log`)."""
+"""A console holding run-step.sh's line for a failed required step, as its `to_console` writes it (the format
+tests/node/test_profiles.py reads back from a pseudo-terminal), after the image's own boot lines (cloud-init's, as an
+Ubuntu image prints them; their text is incidental). A node whose required step fails is then terminated by PCS: the
+diagnosis sees it while it is still running."""
+WARN_CONSOLE = [
+    *BOOT_CONSOLE[:2],
+    "2026-11-30T09:38:02Z run-step[1901]: fmcluster WARNING: step enroot failed; jobs cannot use --container-image "
+    "(no enroot/pyxis on this node) (log: /var/log/fmcluster/enroot-pyxis.log)",
+]
+"""A node that joined without containers: run-step.sh's line for a warn-only step that failed."""
 
 
 def console(instance: str, lines: list[str]) -> dict:

@@ -15,6 +15,7 @@ from tests.live.responses import (
     BUILD_LOG,
     GPU_GROUP_ID,
     NOW,
+    WARN_CONSOLE,
     alarms,
     build,
     console,
@@ -30,13 +31,13 @@ from tests.live.test_diagnose import NCCL_METRICS, queue_alarm_stacks, queue_ima
 
 GROUP = {"clusterIdentifier": "llm-pretrain"}
 BOOT_FAILED = (
-    "problem  PCS node i-0123456789abcdef0 (gpu): bootstrap finished with failures: mount-lustre: the node may never "
-    "have joined Slurm (console output; on the node: /var/log/fmcluster/bootstrap.log)\n"
+    "problem  PCS node i-0123456789abcdef0 (gpu): fmcluster step lustre FAILED with exit status 1; the node cannot "
+    "train without it (log: /var/log/fmcluster/mount-lustre.log) (console output)\n"
     "         from: compute[0]\n" + "\n".join(f"         | {line}" for line in BOOT_CONSOLE)
 )
 
 
-def queue_pcs(stub, group: dict, running: tuple[str, ...]) -> None:
+def queue_pcs(stub, group: dict, running: tuple[str, ...], lines: list[str] = BOOT_CONSOLE) -> None:
     stub.ok("pcs", "GetCluster", pcs_cluster(), GROUP)
     status = group["computeNodeGroup"]["status"]
     stub.ok("pcs", "ListComputeNodeGroups", pcs_group_summaries(("gpu", GPU_GROUP_ID, status)), GROUP)
@@ -55,7 +56,7 @@ def queue_pcs(stub, group: dict, running: tuple[str, ...]) -> None:
         },
     )
     for instance in sorted(running):
-        stub.ok("ec2", "GetConsoleOutput", console(instance, BOOT_CONSOLE), {"InstanceId": instance, "Latest": True})
+        stub.ok("ec2", "GetConsoleOutput", console(instance, lines), {"InstanceId": instance, "Latest": True})
 
 
 def test_a_pcs_node_that_never_joined_is_diagnosed_from_its_console(stubs):
@@ -69,9 +70,21 @@ def test_a_pcs_node_that_never_joined_is_diagnosed_from_its_console(stubs):
         "problem  PCS node group gpu: 1 of its 2 static instances are running; PCS replaces nodes that fail to launch "
         "or register\n         from: compute[0]",
         BOOT_FAILED,
-        "warning  PCS node group gpu: consoles read: 1 of 1 (1 with a failed bootstrap)",
+        "warning  PCS node group gpu: consoles read: 1 of 1 (1 with a failed step, 0 with a warning)",
     ]
     assert kept.items["pcs/console/gpu/i-0123456789abcdef0"] == BOOT_CONSOLE
+
+
+def test_a_pcs_node_that_joined_without_containers_is_a_warning(stubs):
+    stub = stubs()
+    queue_pcs(stub, pcs_group("gpu", GPU_GROUP_ID, count=1), ("i-0123456789abcdef0",), lines=WARN_CONSOLE)
+    findings = check_pcs(config_of(PCS_BLOCK), stub.aws(), Collected())
+    assert [f.render() for f in findings][2:] == [
+        "warning  PCS node i-0123456789abcdef0 (gpu): fmcluster WARNING: step enroot failed; jobs cannot use "
+        "--container-image (no enroot/pyxis on this node) (log: /var/log/fmcluster/enroot-pyxis.log) (console output)"
+        "\n         from: compute[0]\n" + "\n".join(f"         | {line}" for line in WARN_CONSOLE),
+        "warning  PCS node group gpu: consoles read: 1 of 1 (0 with a failed step, 1 with a warning)",
+    ]
 
 
 def test_a_failed_pcs_node_group_with_its_error_and_cause(stubs):
@@ -187,8 +200,8 @@ FILTERS = {
         {"Name": "instance-state-name", "Values": ["pending", "running"]},
     ]
 }
-GOOD_CONSOLE = [line for line in BOOT_CONSOLE if "ERROR" not in line]
-"""The same boot without its failure: bootstrap.sh's INFO line and cloud-init's own."""
+GOOD_CONSOLE = [line for line in BOOT_CONSOLE if "fmcluster" not in line]
+"""The same boot without its failure: cloud-init's own lines."""
 
 
 def hundred_node_group(stub, failed: set[str], *, deny: set[str] = frozenset()) -> tuple[str, ...]:
@@ -218,7 +231,9 @@ def test_a_100_node_group_with_3_failed_boots_reports_all_3(stubs):
     assert sorted(f.subject for f in findings if f.level == "error") == sorted(
         f"PCS node {instance} (gpu)" for instance in failed
     )
-    assert findings[-1].render() == "warning  PCS node group gpu: consoles read: 100 of 100 (3 with a failed bootstrap)"
+    assert findings[-1].render() == (
+        "warning  PCS node group gpu: consoles read: 100 of 100 (3 with a failed step, 0 with a warning)"
+    )
 
 
 def test_refused_consoles_are_counted_and_never_read_as_good_boots(stubs):

@@ -105,7 +105,9 @@ def build(node: StubNode, profile: Profile, *, installed: tuple[str, ...] = ()) 
     node.set("kernel", profile["kernel"] + "\n")
     node.set("slurmd-unit", slurm["slurmd_unit"] + "\n")
     node.set("efa-driver", software["efa_driver"] + "\n")
-    if not software.get("lustre_client"):
+    if software.get("lustre_client"):  # FSx's client: the lustre module (modinfo stub) and its mount helper
+        node.add_stub("mount.lustre", "exit 0")
+    else:
         node.set("no-lustre", "")
     if software.get("gnu_parallel_in_epel"):
         node.set("parallel-in-epel", "")

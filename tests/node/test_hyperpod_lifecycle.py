@@ -730,8 +730,10 @@ def test_a_failing_observability_sh_is_a_warning_that_never_fails_the_lifecycle(
     assert downloads[0][3:6] == ["--only-show-errors", "--region", REGION]
     assert downloads[0][6].startswith(f"{MIRROR}/node_exporter/")
     assert downloads[2][6].startswith(f"{MIRROR}/prometheus/")
-    reason = f"not installing prometheus 3.5.0: it could not be downloaded from {MIRROR}"
-    assert reason in node.script_log("lifecycle")  # observability.sh's own reason, in lifecycle.log too
+    key = "prometheus/3.8.1/prometheus-3.8.1.linux-amd64.tar.gz"
+    log = node.script_log("lifecycle")  # observability.sh's own reasons, in lifecycle.log too
+    assert f"ERROR: {key} could not be copied from {MIRROR}" in log
+    assert f"ERROR: not installing prometheus 3.8.1: {key} is not in the mirror with its pinned SHA-256" in log
     assert "step enroot: done" in node.script_log("lifecycle")
 
 

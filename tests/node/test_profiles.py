@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -34,6 +35,8 @@ from tests.node.test_scripts import (
     serve,
     store_disks,
 )
+from tests.observability.conftest import DASHBOARDS
+from tests.observability.test_node_script import RELEASES, tarball
 from tests.stub_node import stub_env
 
 MIRROR = "s3://quickstart-data-0123456789ab/fmcluster-mirror"
@@ -54,19 +57,8 @@ fi
 """
 
 INSTALL_STUBS = {
-    # curl -fsSL -o FILE URL: the FSx client repository's signing key (mount-lustre.sh on Ubuntu/RHEL), an empty file;
-    # else IMDS. No node script downloads anything else with curl (test_mirror: no node file names an internet host
-    # but the listed ones)
-    "curl": """args=("$@"); out="${args[-2]}"
-if [[ "${args[-3]:-}" == -o ]]; then
-  [[ -f "$STUB_STATE/offline" ]] && exit 7
-  : >"$out"
-  exit 0
-fi
-"""
-    + STUBS["curl"],
-    # apt-get install lustre-client-modules-<kernel>: the FSx client repository's module package brings the client
-    "apt-get": ENROOT_PACKAGE + '[[ "$*" == *lustre-client-modules-* ]] && rm -f "$STUB_STATE/no-lustre"; exit 0',
+    # curl reaches IMDS only: no node script downloads with curl (test_mirror: no node file names an internet host)
+    "apt-get": ENROOT_PACKAGE + "exit 0",
     # yum install ... enroot.rpm: resolves enroot's Requires, GNU parallel among them, unless only EPEL has it
     "yum": """if [[ "$*" == *.rpm* && -f "$STUB_STATE/parallel-in-epel" ]]; then
   echo "Error: Package: enroot-4.1.2-1.el8.x86_64 Requires: parallel" >&2
@@ -83,15 +75,17 @@ mkdir -p "$FMCLUSTER_ROOT$prefix/lib/slurm" && : >"$FMCLUSTER_ROOT$prefix/lib/sl
 }
 
 
-def pinned_node_dir(tmp_path: Path, node: Node) -> Path:
-    """The tests' model of a release whose artifact list pins enroot's and pyxis's digests: a copy of fmcluster/node
-    whose mirror.sh also pins the files this test puts in the mirror (stand-ins: the real packages are not here).
-    The shipped list pins none of them (their digests are unconfirmed), which
+def pinned_node_dir(tmp_path: Path, node: Node, artifacts: dict[str, bytes] | None = None) -> Path:
+    """The tests' model of a release whose artifact list pins `artifacts` (default: enroot's and pyxis's files): a copy
+    of fmcluster/node whose mirror.sh also pins the files this test puts in the mirror (stand-ins: the real packages
+    are not here). The shipped list does not pin enroot (its digests are unconfirmed), which
     test_with_the_shipped_list_enroot_is_refused_without_a_download shows."""
     copy = tmp_path / "node-pinned"
     shutil.copytree(NODE_DIR, copy)
     pins = ""
-    for key, data in [(key, f"stand-in for {key}".encode()) for key in ENROOT_KEYS] + [(PYXIS_KEY, pyxis_archive())]:
+    if artifacts is None:
+        artifacts = {key: f"stand-in for {key}".encode() for key in ENROOT_KEYS} | {PYXIS_KEY: pyxis_archive()}
+    for key, data in artifacts.items():
         node.set(f"s3/{MIRROR.removeprefix('s3://')}/{key}", data)
         pins += f"MIRROR_SHA256['{key}']={hashlib.sha256(data).hexdigest()}\n"
     helper = copy / "mirror.sh"
@@ -122,10 +116,10 @@ def pcs_machine(tmp_path, name: str) -> Node:
     return node
 
 
-def with_lustre_client(node: Node) -> Node:
-    """`node` on an image that carries the Lustre client (a custom AMI built from the PCS-Ready DLAMI, say): whether
-    the PCS-Ready DLAMI itself does is unconfirmed (profile: software.lustre_client)."""
-    (node.state / "no-lustre").unlink(missing_ok=True)
+def without_lustre_client(node: Node) -> Node:
+    """`node` on an image without the FSx Lustre client (no lustre module for its kernel, no mount.lustre)."""
+    node.set("no-lustre", "")
+    (node.bin / "mount.lustre").unlink(missing_ok=True)
     return node
 
 
@@ -221,6 +215,31 @@ def test_enroot_and_pyxis_are_installed_where_missing_and_configured_for_efa(mac
         assert stack.read_text() == f"include {slurm['plugstack_dir']}/pyxis.conf\n"
 
 
+# -- observability.sh -------------------------------------------------------------------------------------------
+
+
+def test_observability_installs_from_the_mirror_only(machine):
+    """On each image: node_exporter and the Prometheus agent from the mirror (stand-ins pinned in a copy of the node
+    files), over `aws s3 cp` only; no other host is contacted (curl only reaches IMDS, which lib.sh asks)."""
+    node, _ = machine
+    mirrored = {RELEASES[c].key: tarball(RELEASES[c]) for c in ("node_exporter", "prometheus")}
+    nodes = pinned_node_dir(node.root.parent, node, mirrored)
+    node.path("/var/tmp").mkdir(parents=True, exist_ok=True)
+    node.add_stub("hostname", "echo ip-10-0-0-1")
+    endpoint = "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-0123abcd-4567-89ef/"
+    result = node.run(
+        nodes / "observability.sh", "--cluster", "llm", "--region", "us-west-2", "--prometheus-endpoint", endpoint,
+        "--config-dir", str(DASHBOARDS), env={"FMCLUSTER_ARTIFACT_MIRROR": MIRROR},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    downloads = [call[-2] for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
+    assert downloads == [f"{MIRROR}/{key}" for key in mirrored]
+    assert not [call for call in node.calls("curl") if "169.254.169.254" not in call[-1]]
+    assert node.path("/opt/fmcluster/observability/prometheus-3.8.1/prometheus").exists()
+    assert node.path("/etc/systemd/system/fmcluster-prometheus-agent.service").exists()
+    assert [call for call in node.calls("docker") if call[1] == "pull"] == []
+
+
 def test_with_the_shipped_list_enroot_is_refused_without_a_download(machine):
     """enroot's digests are unconfirmed (fmcluster/mirror/artifacts.json): the node refuses the packages, naming them,
     copies nothing and contacts no other host; the step fails (fail safe)."""
@@ -229,7 +248,7 @@ def test_with_the_shipped_list_enroot_is_refused_without_a_download(machine):
     assert result.returncode == 1
     assert (
         "ERROR: enroot/4.1.2/enroot_4.1.2-1_amd64.deb has no pinned SHA-256 in fmcluster's artifact list (its digest "
-        "is unconfirmed): not installing it; pin it with tools/mirror_digests.py" in result.stderr
+        "is unconfirmed): not installing it; see fmcluster/mirror/README.md (pinning an artifact)" in result.stderr
     )
     assert result.stderr.splitlines()[-1].endswith(
         "ERROR: enroot 4.1.2 or its dependencies (jq, parallel, squashfs-tools) could not be installed from the mirror "
@@ -351,7 +370,7 @@ def test_without_the_amis_job_map_hyperpod_gets_fmclusters_in_prolog_d_never_in_
 
 @pytest.mark.parametrize("name", ami.PCS_PROFILES)
 def test_lustre_goes_over_efa_where_the_image_is_an_fsx_efa_client_else_tcp(tmp_path, name):
-    node = with_lustre_client(pcs_machine(tmp_path, name))
+    node = pcs_machine(tmp_path, name)
     efa_devices(node, [f"rdmap{n}s0" for n in range(8, 40)])
     node.set("instance-type", "p5.48xlarge")
     result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa")
@@ -369,7 +388,7 @@ def test_lustre_goes_over_efa_where_the_image_is_an_fsx_efa_client_else_tcp(tmp_
 
 
 def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
-    node = with_lustre_client(pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404"))
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
     efa_devices(node, ["rdmap0s0"])
     # lnetctl fails to add the efa network (and shows none)
     node.add_stub("lnetctl", '[[ "$1 $2" == "net show" || "$1 $2 ${4:-}" == "net add efa" ]] && exit 1\nexit 0')
@@ -381,7 +400,7 @@ def test_a_failing_lnet_set_up_falls_back_to_tcp_and_still_mounts(tmp_path):
 
 
 def test_an_efa_driver_older_than_fsx_needs_means_tcp(tmp_path):
-    node = with_lustre_client(pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404"))
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
     efa_devices(node, ["rdmap0s0"])
     node.set("efa-driver", "2.10.0\n")
     result = node.run("mount-lustre.sh", DNS, "abcdef12", "--efa", env={"FMCLUSTER_INSTANCE_TYPE": "g5.48xlarge"})
@@ -390,15 +409,20 @@ def test_an_efa_driver_older_than_fsx_needs_means_tcp(tmp_path):
     assert node.calls("lnetctl") == []
 
 
-def test_an_image_without_a_lustre_client_installs_it_from_the_fsx_client_repository(tmp_path):
-    """The known gap of issue 22: the PCS-Ready DLAMI may carry no Lustre client (unconfirmed), and the mirror holds no
-    kernel-specific client packages, so mount-lustre.sh installs lustre-client-modules-<kernel> from AWS's FSx client
-    repository (FSx user guide, installing the Lustre client on Ubuntu), which needs `network.egress: nat`."""
-    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
-    result = node.run("mount-lustre.sh", DNS, "abcdef12")
-    assert result.returncode == 0, result.stderr
+def test_an_image_without_the_lustre_client_terminates_the_node_naming_what_is_missing(tmp_path):
+    """A custom image built from the PCS-Ready DLAMI without FSx's client: nothing is installed at boot (its packages
+    are kernel-specific, from a public host outside the S3 gateway endpoint); the required lustre step fails, so PCS
+    ends the node (onError TERMINATE) with one line saying why."""
+    node = without_lustre_client(pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404"))
     kernel = ami.load("pcs-ready-dlami-ubuntu2404")["kernel"]
-    assert ["install", "-y", f"lustre-client-modules-{kernel}"] in [call[-3:] for call in node.calls("apt-get")]
+    result = node.run("mount-lustre.sh", DNS, "abcdef12")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(
+        f"ERROR: this image has no FSx Lustre client: the lustre kernel module for kernel {kernel} (modinfo lustre) "
+        "and the mount helper mount.lustre missing; fmcluster installs none at boot: use an image that carries it "
+        "(docs/node-images.md)"
+    )
+    assert {"apt-get", "curl", "gpg", "mount"}.isdisjoint(node.commands())
 
 
 def test_lustre_mount_failing_terminates_the_node_in_one_line(tmp_path):
@@ -423,6 +447,36 @@ def test_lustre_mount_failing_terminates_the_node_in_one_line(tmp_path):
         "ERROR: fmcluster step lustre FAILED with exit status 1; the node cannot train without it "
         "(log: /var/log/fmcluster/mount-lustre.log)"
     )
+
+
+def test_a_failed_steps_line_reaches_the_console_that_ec2_keeps(tmp_path):
+    """run-step.sh writes its FAILED and WARNING lines to /dev/console too (fmcluster diagnose reads them with
+    GetConsoleOutput). Here the console is a pseudo-terminal (a real character device; EC2's serial console stays
+    emulated), linked at the node's /dev/console."""
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    serve(node, BUNDLE_URI, bundle())
+    master, terminal = os.openpty()
+    node.path("/dev").mkdir(exist_ok=True)
+    node.path("/dev/console").symlink_to(os.ttyname(terminal))
+    steps = dict(
+        (entry.name if entry else "install", arguments)
+        for entry, arguments in node_scripts.pcs_steps(bundle_s3_uri=BUNDLE_URI, region="us-west-2",
+                                                       lustre_dns_name=DNS, lustre_mount_name="abcdef12")
+    )  # fmt: skip
+    assert node.run("run-step.sh", *steps["install"]).returncode == 0
+    node.set("mount-failures", "99")
+    assert node.run("run-step.sh", "lustre", *steps["lustre"], env={"FMCLUSTER_RETRY_ATTEMPTS": "2"}).returncode == 1
+    assert node.run("run-step.sh", "enroot", *steps["enroot"]).returncode == 0  # refused: enroot is not pinned
+    os.set_blocking(master, False)
+    lines = os.read(master, 65536).decode().replace("\r\n", "\n").splitlines()
+    os.close(master), os.close(terminal)
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "fmcluster step lustre FAILED with exit status 1; the node cannot train without it "
+        "(log: /var/log/fmcluster/mount-lustre.log)",
+        "fmcluster WARNING: step enroot failed; jobs cannot use --container-image (no enroot/pyxis on this node) "
+        "(log: /var/log/fmcluster/enroot-pyxis.log)",
+    ]
+    assert all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ run-step\[\d+\]: fmcluster ", line) for line in lines)
 
 
 def test_pyxis_is_built_for_the_clusters_slurm_version_not_the_newest_on_the_image(tmp_path):

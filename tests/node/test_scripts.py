@@ -79,8 +79,9 @@ fi""",
     "mountpoint": """[[ -f "$STUB_STATE/mounted" ]] || exit 1
 while IFS= read -r mounted; do [[ "$mounted" == "${!#}" ]] && exit 0; done <"$STUB_STATE/mounted"
 exit 1""",
+    # the image's FSx Lustre client: its kernel module (modinfo) and mount helper, unless a test takes them away
     "modinfo": '[[ ! -f "$STUB_STATE/no-lustre" ]]',
-    "dnf": 'rm -f "$STUB_STATE/no-lustre"',
+    "mount.lustre": "exit 0",
     "lnetctl": """if [[ "$1 $2" == "net show" ]]; then
   [[ -f "$STUB_STATE/lnet-efa" ]] && cat "$STUB_STATE/lnet-efa" && exit 0
   exit 1
@@ -340,10 +341,33 @@ def test_lustre_already_mounted_does_nothing(node):
     assert not node.path("/etc/fstab").exists()
 
 
-def test_missing_lustre_client_is_installed_with_dnf_on_amazon_linux_2023(node):
-    node.set("no-lustre", "")  # the custom Amazon Linux 2023 image of the fixture, without its Lustre client
-    assert node.run("mount-lustre.sh", DNS, "abcdef12").returncode == 0
-    assert node.calls("dnf") == [["dnf", "install", "-y", "lustre-client"]]
+@pytest.mark.parametrize(
+    ("module", "helper", "missing"),
+    [
+        (False, True, "the lustre kernel module for kernel 6.1.0-test (modinfo lustre)"),
+        (True, False, "the mount helper mount.lustre"),
+        (False, False, "the lustre kernel module for kernel 6.1.0-test (modinfo lustre) and the mount helper "
+                       "mount.lustre"),
+    ],
+    ids=["no-module", "no-helper", "neither"],
+)  # fmt: skip
+def test_an_image_without_the_lustre_client_fails_naming_what_is_missing_and_installs_nothing(
+    node, module, helper, missing
+):
+    """The client's packages are kernel-specific and come from a public host: no node installs them at boot."""
+    node.add_stub("uname", '[[ "${1:-}" == -r ]] && echo 6.1.0-test || echo Linux')
+    if not module:
+        node.set("no-lustre", "")
+    if not helper:
+        (node.bin / "mount.lustre").unlink()
+    result = node.run("mount-lustre.sh", DNS, "abcdef12")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(
+        f"ERROR: this image has no FSx Lustre client: {missing} missing; fmcluster installs none at boot: use an image "
+        "that carries it (docs/node-images.md)"
+    )
+    assert {"apt-get", "dnf", "yum", "amazon-linux-extras", "curl", "mount"}.isdisjoint(node.commands())
+    assert not node.path("/etc/fstab").exists()
 
 
 def test_lustre_efa_sets_up_lnet_over_efa_as_the_fsx_guide_describes(node):

@@ -1,12 +1,15 @@
 """fmcluster/node/observability.sh run against stub commands, in the style of tests/node/test_scripts.py.
 
 No GPU, docker, Slurm, Lustre, EFA, S3, SSM or internet here, and the script must never touch the real /etc. Each
-test runs it with a PATH of stub commands that record their arguments (`curl` and `aws s3 cp` copy files a test
-prepared, `aws ssm get-parameter` answers from a state file, `nvidia-smi`, `docker`, `sinfo`, `lctl` and
+test runs it with a PATH of stub commands that record their arguments (`aws s3 cp` copies files a test put in its
+pretend mirror, `aws ssm get-parameter` answers from a state file, `nvidia-smi`, `docker`, `sinfo`, `lctl` and
 `systemctl` behave as the test says) plus a few real tools (bash, coreutils, tar, grep, sha256sum), and with
 FMCLUSTER_ROOT pointing at a scratch directory, so /etc/systemd, /etc/fmcluster, /opt and /sys land in the test's
-own directory. The "releases" are small tarballs the tests build, with checksum files in each project's format;
-the EFA and Lustre inputs are a recorded p5 layout (hw_counters files) and recorded `lctl get_param llite.*.stats`.
+own directory. There is no curl on the PATH: the script installs only from the project's mirror (mirror.sh's
+mirror_get). The "releases" are small tarballs the tests build (stand-ins: the real archives are not here), so the
+script runs from a copy of fmcluster/node whose mirror.sh also pins them (the tests' model of an artifact list that
+pins them); the tests named `shipped_list` run the shipped fmcluster/node with its real pins. The EFA and Lustre
+inputs are a recorded p5 layout (hw_counters files) and recorded `lctl get_param llite.*.stats`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from fmcluster import mirror
 from tests.observability.conftest import DASHBOARDS, FIXTURES, require_binary
 from tests.stub_node import StubNode, fail_first, stub_env
 
@@ -33,21 +37,19 @@ SCRIPT = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "observabi
 SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).with_name("shellcheck"))
 ENDPOINT = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123abcd-4567-89ef/"
 PARAMETER = "/fmcluster/llm-pretrain/observability/prometheus-endpoint"
-MIRROR = "s3://fmcluster-mirror-123456789012/observability"
-BASE_ARGS = ("--cluster", "llm-pretrain", "--region", "us-east-1")
+MIRROR = "s3://llm-pretrain-data-123456789012/fmcluster-mirror"
+BASE_ARGS = ("--cluster", "llm-pretrain", "--region", "us-east-1", "--mirror", MIRROR)
 TOOLS = (
     "bash", "env", "cat", "date", "mkdir", "mktemp", "chmod", "mv", "rm", "basename", "dirname", "sort", "readlink",
     "id", "uname", "tar", "gzip", "base64", "sha256sum", "head", "tr", "grep", "cp",
 )  # fmt: skip
+NODE_DIR = SCRIPT.parent
+PINS_END = "# --- end of pinned digests ---\n"
 """Real commands the script may use: they only read, or write inside FMCLUSTER_ROOT and the test's directory."""
 
 _FAILURES = fail_first(7)
 STUBS = {
-    # curl -fsSL ... -o DEST URL: the file the test put at $STUB_STATE/web/<host>/<path>
-    "curl": _FAILURES + 'url="${!#}"; dest=""\n'
-    'while (($#)); do [[ "$1" == -o ]] && dest="$2"; shift; done\n'
-    'cp "$STUB_STATE/web/${url#https://}" "$dest"',
-    # aws s3 cp ... SRC DEST | aws ssm get-parameter ...
+    # aws s3 cp ... SRC DEST (the file the test put at $STUB_STATE/s3/<bucket>/<key>) | aws ssm get-parameter ...
     "aws": _FAILURES
     + """case "$1 $2" in
   "s3 cp") args=("$@"); cp "$STUB_STATE/s3/${args[-2]#s3://}" "${args[-1]}" ;;
@@ -58,9 +60,11 @@ STUBS = {
 esac""",
     "hostname": "echo ip-10-1-33-17",
     "nvidia-smi": '[[ -f "$STUB_STATE/gpus" ]] && cat "$STUB_STATE/gpus" || exit 9',
+    # docker load prints what `docker save` held (docker's own output line); docker tag gives it the local name
     "docker": """case "$1" in
   image) [[ -f "$STUB_STATE/docker-image" ]] ;;
-  pull | load) : >"$STUB_STATE/docker-image" ;;
+  load) echo "Loaded image: nvcr.io/nvidia/k8s/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04" ;;
+  tag) : >"$STUB_STATE/docker-image" ;;
 esac""",
     "lctl": 'cat "$STUB_STATE/llite-stats"',
     **dict.fromkeys(("systemctl", "sleep", "useradd", "chown"), "exit 0"),
@@ -84,37 +88,36 @@ opencount                 1293811 samples [reqs] 1 8 1539281 2091832
 class Release:
     component: str
     version: str
-    url: str
     archive: str
-    sums: str
     binary: str
     top_dir: str | None
 
+    @property
+    def key(self) -> str:
+        """Its key in the mirror (fmcluster/mirror/artifacts.json)."""
+        return f"{self.component}/{self.version}/{self.archive}"
+
 
 RELEASES = {
-    # asset names: node_exporter's .promu.yml at v1.10.2 with promu's tarball and checksum naming
-    # (<name>-<version>.<os>-<arch>.tar.gz, sha256sums.txt); rivosinc/prometheus-slurm-exporter's .goreleaser.yaml at
-    # v1.7.0 (archive name_template '{{ .ProjectName }}_{{ .Os }}_{{ .Arch }}', goreleaser's default checksum name
-    # '{{ .ProjectName }}_{{ .Version }}_checksums.txt', binary at the top of the archive)
-    "node_exporter": Release(
-        "node_exporter", "1.10.2", "github.com/prometheus/node_exporter/releases/download/v1.10.2",
-        "node_exporter-1.10.2.linux-amd64.tar.gz", "sha256sums.txt", "node_exporter",
-        "node_exporter-1.10.2.linux-amd64",
-    ),
-    "prometheus": Release(
-        "prometheus", "3.5.0", "github.com/prometheus/prometheus/releases/download/v3.5.0",
-        "prometheus-3.5.0.linux-amd64.tar.gz", "sha256sums.txt", "prometheus", "prometheus-3.5.0.linux-amd64",
-    ),
-    "slurm_exporter": Release(
-        "slurm_exporter", "1.7.0", "github.com/rivosinc/prometheus-slurm-exporter/releases/download/v1.7.0",
-        "prometheus-slurm-exporter_linux_amd64.tar.gz", "prometheus-slurm-exporter_1.7.0_checksums.txt",
-        "prometheus-slurm-exporter", None,
-    ),
-    "grafana": Release(
-        "grafana", "11.6.0", "dl.grafana.com/oss/release", "grafana-11.6.0.linux-amd64.tar.gz",
-        "grafana-11.6.0.linux-amd64.tar.gz.sha256", "bin/grafana", "grafana-v11.6.0",
-    ),
+    # asset names: node_exporter's .promu.yml at v1.10.2 with promu's tarball naming (<name>-<version>.<os>-<arch>
+    # .tar.gz); rivosinc/prometheus-slurm-exporter's .goreleaser.yaml at v1.7.0 (archive name_template
+    # '{{ .ProjectName }}_{{ .Os }}_{{ .Arch }}', binary at the top of the archive); Grafana's tarball unpacks into
+    # grafana-v<version>
+    "node_exporter": Release("node_exporter", "1.10.2", "node_exporter-1.10.2.linux-amd64.tar.gz", "node_exporter",
+                             "node_exporter-1.10.2.linux-amd64"),
+    "prometheus": Release("prometheus", "3.8.1", "prometheus-3.8.1.linux-amd64.tar.gz", "prometheus",
+                          "prometheus-3.8.1.linux-amd64"),
+    "slurm_exporter": Release("slurm_exporter", "1.7.0", "prometheus-slurm-exporter_linux_amd64.tar.gz",
+                              "prometheus-slurm-exporter", None),
+    "grafana": Release("grafana", "11.6.0", "grafana-11.6.0.linux-amd64.tar.gz", "bin/grafana", "grafana-v11.6.0"),
 }  # fmt: skip
+
+
+def test_the_releases_here_are_the_artifact_lists_keys():
+    """The stand-ins sit under the keys the shipped list gives these releases (amd64; arm64 by name, below)."""
+    keys = {artifact.key for artifact in mirror.artifacts()}
+    for release in RELEASES.values():
+        assert release.key in keys and release.key.replace("amd64", "arm64") in keys, release.key
 
 
 def tarball(release: Release) -> bytes:
@@ -129,20 +132,15 @@ def tarball(release: Release) -> bytes:
     return buffer.getvalue()
 
 
-def sums_file(release: Release, data: bytes) -> str:
-    digest = hashlib.sha256(data).hexdigest()
-    if release.sums.endswith(".sha256"):  # Grafana: the hash alone
-        return digest + "\n"
-    other = "0" * 64 + "  " + release.archive.replace("amd64", "arm64")
-    return f"{other}\n{digest}  {release.archive}\n"
-
-
 class Node(StubNode):
-    """A pretend node running observability.sh."""
+    """A pretend node running observability.sh from `scripts` (a copy of fmcluster/node whose mirror.sh pins what the
+    test publishes; the shipped fmcluster/node for the shipped-list tests)."""
+
+    scripts: Path = NODE_DIR
 
     def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
-            ["bash", str(SCRIPT), *args],
+            ["bash", str(self.scripts / "observability.sh"), *args],
             env={**self.env, **(env or {})},
             capture_output=True,
             text=True,
@@ -150,17 +148,20 @@ class Node(StubNode):
             check=False,
         )
 
-    def publish(self, *components: str, where: str = "web", corrupt: bool = False) -> None:
-        """Put releases where curl (web) or `aws s3 cp` from MIRROR (s3) finds them."""
+    def put(self, key: str, data: bytes, *, pinned: bytes | None = None) -> None:
+        """`data` in the mirror under `key`, and the SHA-256 of `pinned` (default: `data`) pinned for it in the
+        scripts' mirror.sh."""
+        self.set(f"s3/{MIRROR.removeprefix('s3://')}/{key}", data)
+        helper = self.scripts / "mirror.sh"
+        digest = hashlib.sha256(data if pinned is None else pinned).hexdigest()
+        helper.write_text(helper.read_text().replace(PINS_END, f"MIRROR_SHA256['{key}']={digest}\n{PINS_END}"))
+
+    def publish(self, *components: str, corrupt: bool = False) -> None:
+        """Put releases in the mirror with their pins; `corrupt`: the mirror's file is not the pinned one."""
         for component in components:
             release = RELEASES[component]
             data = tarball(release)
-            sums = sums_file(release, data)
-            if corrupt:
-                data += b"tampered"
-            base = release.url if where == "web" else f"{MIRROR.removeprefix('s3://')}/{component}/{release.version}"
-            self.set(f"{where}/{base}/{release.archive}", data)
-            self.set(f"{where}/{base}/{release.sums}", sums)
+            self.put(release.key, data + b"tampered" if corrupt else data, pinned=data)
 
     def unit(self, name: str) -> str:
         return self.path(f"/etc/systemd/system/{name}").read_text()
@@ -171,6 +172,16 @@ class Node(StubNode):
 
 @pytest.fixture
 def node(tmp_path: Path) -> Node:
+    result = Node(**stub_env(tmp_path, tools=TOOLS, stubs=STUBS))
+    result.path("/var/tmp").mkdir(parents=True)
+    result.scripts = tmp_path / "node-pinned"
+    shutil.copytree(NODE_DIR, result.scripts)
+    return result
+
+
+@pytest.fixture
+def shipped_list(tmp_path: Path) -> Node:
+    """A node running the shipped fmcluster/node, with the shipped list's pins only."""
     result = Node(**stub_env(tmp_path, tools=TOOLS, stubs=STUBS))
     result.path("/var/tmp").mkdir(parents=True)
     return result
@@ -198,7 +209,12 @@ def test_script_is_ascii_strict_and_executable():
     assert SCRIPT.stat().st_mode & 0o100
 
 
-# -- compute node, public internet ------------------------------------------------------------------------------
+def mirror_copies(node: Node) -> list[str]:
+    """The S3 sources of every `aws s3 cp` the script ran."""
+    return [call[-2] for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
+
+
+# -- compute node -----------------------------------------------------------------------------------------------
 
 
 def test_compute_node_installs_node_exporter_and_the_agent_pointed_at_the_workspace(node, tmp_path):
@@ -206,9 +222,8 @@ def test_compute_node_installs_node_exporter_and_the_agent_pointed_at_the_worksp
     result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
 
-    urls = [call[-1] for call in node.calls("curl")]
-    assert urls == [f"https://{RELEASES[c].url}/{f}" for c in ("node_exporter", "prometheus") for f in
-                    (RELEASES[c].archive, RELEASES[c].sums)]  # fmt: skip
+    assert mirror_copies(node) == [f"{MIRROR}/{RELEASES[c].key}" for c in ("node_exporter", "prometheus")]
+    assert "--region us-east-1" in " ".join(node.calls("aws")[0])
     assert (installed(node, "node_exporter") / "node_exporter").exists()
     unit = node.unit("fmcluster-node-exporter.service")
     binary = "/opt/fmcluster/observability/node_exporter-1.10.2/node_exporter"
@@ -216,9 +231,7 @@ def test_compute_node_installs_node_exporter_and_the_agent_pointed_at_the_worksp
     assert "--collector.infiniband --collector.ethtool" in unit
     assert "_allowance_exceeded$$" in unit  # systemd turns $$ into $
     assert "--collector.textfile.directory=/var/lib/fmcluster/node-exporter-textfile" in unit
-    assert f"ExecStart={SCRIPT.parent}/observability.sh --write-textfile" in node.unit(
-        "fmcluster-node-textfile.service"
-    )
+    assert f"ExecStart={node.scripts}/observability.sh --write-textfile" in node.unit("fmcluster-node-textfile.service")
 
     agent = node.path("/etc/fmcluster/prometheus/agent.yml").read_text()
     assert f'url: "{ENDPOINT}api/v1/remote_write"' in agent
@@ -231,7 +244,7 @@ def test_compute_node_installs_node_exporter_and_the_agent_pointed_at_the_worksp
     assert json.loads((targets / "dcgm.json").read_text()) == []  # no GPUs here
     assert json.loads((targets / "slurm.json").read_text()) == []  # not the head node
     agent_unit = node.unit("fmcluster-prometheus-agent.service")
-    assert "prometheus-3.5.0/prometheus --agent --config.file=/etc/fmcluster/prometheus/agent.yml" in agent_unit
+    assert "prometheus-3.8.1/prometheus --agent --config.file=/etc/fmcluster/prometheus/agent.yml" in agent_unit
     assert "--web.listen-address=127.0.0.1:9090" in agent_unit
     restarted = [call[2] for call in node.calls("systemctl") if call[1] == "restart"]
     assert restarted == ["fmcluster-node-exporter.service", "fmcluster-node-textfile.timer",
@@ -276,11 +289,11 @@ def test_a_new_workspace_rewrites_the_config_and_reloads_only_the_agent(node):
 
 def test_downloads_are_retried(node):
     node.publish("node_exporter", "prometheus")
-    node.set("curl-failures", "2")
+    node.set("aws-failures", "2")
     result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
     assert node.calls("sleep") == [["sleep", "1"], ["sleep", "2"]]
-    assert "attempt 2 of 5 failed: curl" in node.script_log()
+    assert "attempt 2 of 5 failed: aws s3 cp" in node.script_log()
 
 
 def test_a_checksum_mismatch_installs_nothing_and_the_agent_still_runs(node):
@@ -288,11 +301,15 @@ def test_a_checksum_mismatch_installs_nothing_and_the_agent_still_runs(node):
     node.publish("node_exporter", corrupt=True)
     result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
-    assert "checksum mismatch for node_exporter-1.10.2.linux-amd64.tar.gz: expected " in result.stderr
-    assert "not installing node_exporter 1.10.2: its download does not match the release's checksums" in result.stderr
+    key = RELEASES["node_exporter"].key
+    pinned = re.findall(rf"MIRROR_SHA256\['{re.escape(key)}'\]=(\w+)", (node.scripts / "mirror.sh").read_text())[-1]
+    got = hashlib.sha256((node.state / f"s3/{MIRROR.removeprefix('s3://')}/{key}").read_bytes()).hexdigest()
+    assert f"ERROR: checksum mismatch for {key} from the mirror: expected {pinned} (pinned), got {got}" in result.stderr
+    assert (f"ERROR: not installing node_exporter 1.10.2: {key} is not in the mirror with its pinned SHA-256"
+            in result.stderr)  # fmt: skip
     assert "node_exporter is not run: its release could not be installed" in node.script_log()
     assert not installed(node, "node_exporter").exists()
-    assert [p.name for p in node.path("/opt/fmcluster/observability").iterdir()] == ["prometheus-3.5.0"]
+    assert [p.name for p in node.path("/opt/fmcluster/observability").iterdir()] == ["prometheus-3.8.1"]
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/node.json").read_text()) == []
     assert not node.path("/etc/systemd/system/fmcluster-node-exporter.service").exists()
     assert ["systemctl", "restart", "fmcluster-prometheus-agent.service"] in node.calls("systemctl")
@@ -303,20 +320,29 @@ def test_without_the_agent_the_script_fails(node):
     node.publish("prometheus", corrupt=True)
     result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 1
-    assert "not installing prometheus 3.5.0: its download does not match the release's checksums" in result.stderr
+    key = RELEASES["prometheus"].key
+    assert f"not installing prometheus 3.8.1: {key} is not in the mirror with its pinned SHA-256" in result.stderr
 
 
 # -- GPU nodes ------------------------------------------------------------------------------------------------
 
 
-def test_gpu_node_runs_dcgm_exporter_from_the_pinned_image(node):
+IMAGE_KEY = "dcgm-exporter/4.3.1-4.4.0-ubuntu22.04/dcgm-exporter-image.linux-amd64.tar"
+"""The mirror's `docker save` of the dcgm-exporter image (fmcluster/mirror/artifacts.json)."""
+
+
+def test_gpu_node_runs_dcgm_exporter_from_the_mirrors_image(node):
     node.publish("node_exporter", "prometheus")
+    node.put(IMAGE_KEY, b"docker save output")
     node.set("gpus", GPUS)
-    node.add_stub("docker", STUBS["docker"])
     result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
-    image = "nvcr.io/nvidia/k8s/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04"
-    assert ["docker", "pull", image] in node.calls("docker")
+    image = "fmcluster/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04"
+    assert f"{MIRROR}/{IMAGE_KEY}" in mirror_copies(node)
+    docker = [call[1:] for call in node.calls("docker")]
+    assert docker[1][:2] == ["load", "-i"]
+    assert ["tag", "nvcr.io/nvidia/k8s/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04", image] in docker
+    assert "pull" not in [call[0] for call in docker]
     unit = node.unit("fmcluster-dcgm-exporter.service")
     assert "--gpus all --cap-add SYS_ADMIN --network host" in unit
     # dcgm-exporter's flags at 4.3.1-4.4.0 (pkg/cmd/app.go): -f collectors, -a address, --hpc-job-mapping-dir,
@@ -367,13 +393,12 @@ def test_every_dcgm_field_the_dashboards_use_is_exported():
 
 
 def test_gpu_node_without_docker_or_a_binary_skips_dcgm_exporter_and_says_so(node):
-    """The PCS sample AMIs carry no docker (FACTS.md, PCS sample AMIs)."""
     node.publish("node_exporter", "prometheus")
     node.set("gpus", GPUS)
     (node.bin / "docker").unlink()
     result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
-    assert "GPUs, but dcgm-exporter is not run: no docker with nvcr.io/nvidia/k8s/dcgm-exporter" in node.script_log()
+    assert "GPUs, but dcgm-exporter is not run: no docker with fmcluster/dcgm-exporter" in node.script_log()
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text()) == []
     assert ["systemctl", "restart", "fmcluster-prometheus-agent.service"] in node.calls("systemctl")
 
@@ -396,15 +421,15 @@ def test_gpu_node_without_docker_runs_a_dcgm_exporter_binary_the_ami_brings(node
     ]
 
 
-def test_an_image_that_cannot_be_pulled_leaves_gpu_metrics_out_not_the_agent(node):
+def test_an_image_that_cannot_be_loaded_leaves_gpu_metrics_out_not_the_agent(node):
     node.publish("node_exporter", "prometheus")
+    node.put(IMAGE_KEY, b"docker save output")
     node.set("gpus", GPUS)
-    node.add_stub("docker", 'case "$1" in image | pull) exit 1 ;; esac')
-    result = node.run(
-        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS),
-        env={"FMCLUSTER_RETRY_ATTEMPTS": "2"},
-    )  # fmt: skip
+    node.add_stub("docker", 'case "$1" in image | load) exit 1 ;; esac')
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
+    assert (f"not loading fmcluster/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04: docker could not load and tag the mirror's "
+            f"{IMAGE_KEY}") in result.stderr  # fmt: skip
     assert "GPUs, but dcgm-exporter is not run" in node.script_log()
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text()) == []
     assert ["systemctl", "restart", "fmcluster-prometheus-agent.service"] in node.calls("systemctl")
@@ -478,39 +503,58 @@ def test_a_slurm_exporter_release_that_cannot_be_downloaded_leaves_the_head_node
         env={"FMCLUSTER_RETRY_ATTEMPTS": "2"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "not installing slurm_exporter 1.7.0: it could not be downloaded" in result.stderr
+    assert ("not installing slurm_exporter 1.7.0: slurm_exporter/1.7.0/prometheus-slurm-exporter_linux_amd64.tar.gz is "
+            "not in the mirror with its pinned SHA-256") in result.stderr  # fmt: skip
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/slurm.json").read_text()) == []
     restarted = [call[2] for call in node.calls("systemctl") if call[1] == "restart"]
     assert "fmcluster-grafana.service" in restarted and "fmcluster-prometheus-agent.service" in restarted
 
 
-# -- egress: none ---------------------------------------------------------------------------------------------
+# -- the shipped artifact list ---------------------------------------------------------------------------------
 
 
-def test_with_a_mirror_nothing_comes_from_the_internet(node):
-    node.publish("node_exporter", "prometheus", "slurm_exporter", "grafana", where="s3")
+def test_with_the_shipped_list_what_has_no_pin_is_refused_by_name_and_the_rest_is_checked(shipped_list):
+    """The shipped list pins node_exporter and Prometheus, not the Slurm exporter, Grafana or dcgm-exporter
+    (fmcluster/mirror/README.md): a head node refuses those three, naming each, and keeps the agent; the stand-in
+    archives here are not the pinned ones, so node_exporter and Prometheus are refused for their digest."""
+    node = shipped_list
+    for component in RELEASES:
+        node.set(f"s3/{MIRROR.removeprefix('s3://')}/{RELEASES[component].key}", tarball(RELEASES[component]))
     node.set("gpus", GPUS)
-    image_tar = b"docker save output"
-    base = f"s3/{MIRROR.removeprefix('s3://')}/dcgm-exporter/4.3.1-4.4.0-ubuntu22.04"
-    node.set(f"{base}/dcgm-exporter.tar", image_tar)
-    node.set(f"{base}/SHA256SUMS", f"{hashlib.sha256(image_tar).hexdigest()}  dcgm-exporter.tar\n")
     node.add_stub("sinfo")
+    node.add_stub("ldconfig", "printf '\\tlibdcgm.so.4 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libdcgm.so.4\\n'")
     result = node.run(
-        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", MIRROR + "/", "--head-node", "--grafana",
+        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--head-node", "--grafana", "--config-dir", str(DASHBOARDS)
+    )
+    assert result.returncode == 1  # no agent: its stand-in archive is not the pinned Prometheus
+    for key in (RELEASES["slurm_exporter"].key, RELEASES["grafana"].key, IMAGE_KEY,
+                "dcgm-exporter/4.3.1-4.4.0/dcgm-exporter-4.3.1-4.4.0.linux-amd64.tar.gz"):  # fmt: skip
+        assert (
+            f"ERROR: {key} has no pinned SHA-256 in fmcluster's artifact list (its digest is unconfirmed): not "
+            "installing it; see fmcluster/mirror/README.md (pinning an artifact)"
+        ) in result.stderr, key
+    for key in (RELEASES["node_exporter"].key, RELEASES["prometheus"].key):
+        assert f"ERROR: checksum mismatch for {key} from the mirror: expected " in result.stderr
+    assert "Grafana is not run: its release could not be installed (see above); the agent still remote-writes" in (
+        result.stderr
+    )
+    copied = mirror_copies(node)
+    assert copied == [f"{MIRROR}/{RELEASES[c].key}" for c in ("node_exporter", "prometheus")]  # unpinned: no copy
+    assert not node.path("/opt/fmcluster/observability").exists() or not any(
+        node.path("/opt/fmcluster/observability").iterdir()
+    )
+
+
+def test_without_a_mirror_nothing_is_installed(node):
+    result = node.run(
+        "--cluster", "llm-pretrain", "--region", "us-east-1", "--prometheus-endpoint", ENDPOINT,
         "--config-dir", str(DASHBOARDS),
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert node.calls("curl") == []
-    assert ["docker", "pull"] not in [call[:2] for call in node.calls("docker")]
-    assert any(call[:3] == ["docker", "load", "-i"] for call in node.calls("docker"))
-    sources = [call[-2] for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
-    assert f"{MIRROR}/node_exporter/1.10.2/node_exporter-1.10.2.linux-amd64.tar.gz" in sources
-    assert f"{MIRROR}/slurm_exporter/1.7.0/prometheus-slurm-exporter_linux_amd64.tar.gz" in sources
-    assert f"{MIRROR}/grafana/11.6.0/grafana-11.6.0.linux-amd64.tar.gz.sha256" in sources
-    assert f"{MIRROR}/dcgm-exporter/4.3.1-4.4.0-ubuntu22.04/dcgm-exporter.tar" in sources
-    assert all(source.startswith(MIRROR + "/") for source in sources)
-    for component in RELEASES:
-        assert installed(node, component).exists(), component
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(
+        "ERROR: --mirror (or FMCLUSTER_ARTIFACT_MIRROR) must be an S3 URI like s3://my-bucket/fmcluster-mirror; got ''"
+    )
+    assert node.calls("aws") == [] and node.calls("systemctl") == []
 
 
 # -- the endpoint from SSM ------------------------------------------------------------------------------------
@@ -526,7 +570,7 @@ def test_endpoint_parameter_not_there_yet_then_the_refresh_timer_picks_it_up(nod
     assert f"SSM parameter {PARAMETER} not readable yet" in node.script_log()
     assert not node.path("/etc/fmcluster/prometheus/agent.yml").exists()
     assert "OnUnitActiveSec=5min" in node.unit("fmcluster-observability-refresh.timer")
-    assert f"{SCRIPT.parent}/observability.sh --refresh" in node.unit("fmcluster-observability-refresh.service")
+    assert f"{node.scripts}/observability.sh --refresh" in node.unit("fmcluster-observability-refresh.service")
 
     node.set("ssm-value", ENDPOINT + "\n")
     result = node.run("--refresh")
@@ -556,7 +600,8 @@ def test_refresh_without_a_first_run_is_an_error(node):
         ((*BASE_ARGS, "--prometheus-endpoint", "http://evil.example/x"), 1,
          "the Prometheus endpoint must look like https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-.../"),
         ((*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", "https://bucket"), 1,
-         "--mirror must be an S3 URI like s3://my-bucket/fmcluster-mirror; got 'https://bucket'"),
+         "--mirror (or FMCLUSTER_ARTIFACT_MIRROR) must be an S3 URI like s3://my-bucket/fmcluster-mirror; "
+         "got 'https://bucket'"),
         ((*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", "/nonexistent"), 1,
          "no agent.yml in --config-dir /nonexistent"),
     ],
@@ -567,7 +612,7 @@ def test_bad_arguments_are_rejected_before_anything_happens(node, args, status, 
     result = node.run(*args)
     assert result.returncode == status
     assert message in result.stderr
-    assert node.calls("curl") == [] and node.calls("systemctl") == []
+    assert node.calls("aws") == [] and node.calls("systemctl") == []
 
 
 # -- textfile metrics: EFA hardware counters and Lustre client statistics -------------------------------------
@@ -641,17 +686,15 @@ def test_the_recorded_node_exporter_sample_carries_what_the_script_writes(node):
             assert series.split("{")[0] + "{" in recorded, series
 
 
-def test_a_mirrored_image_that_does_not_match_its_checksum_is_not_loaded(node):
-    node.publish("node_exporter", "prometheus", where="s3")
+def test_a_mirrored_image_that_does_not_match_its_pin_is_not_loaded(node):
+    node.publish("node_exporter", "prometheus")
     node.set("gpus", GPUS)
-    base = f"s3/{MIRROR.removeprefix('s3://')}/dcgm-exporter/4.3.1-4.4.0-ubuntu22.04"
-    node.set(f"{base}/dcgm-exporter.tar", b"docker save output")
-    node.set(f"{base}/SHA256SUMS", f"{'0' * 64}  dcgm-exporter.tar\n")
-    result = node.run(
-        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", MIRROR, "--config-dir", str(DASHBOARDS)
-    )
+    node.put(IMAGE_KEY, b"docker save output", pinned=b"the image NVIDIA published")
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
-    assert "not loading nvcr.io/nvidia/k8s/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04" in result.stderr
+    assert f"ERROR: checksum mismatch for {IMAGE_KEY} from the mirror: expected " in result.stderr
+    assert (f"ERROR: not loading fmcluster/dcgm-exporter:4.3.1-4.4.0-ubuntu22.04: {IMAGE_KEY} is not in the mirror "
+            "with its pinned SHA-256") in result.stderr  # fmt: skip
     assert [call[1] for call in node.calls("docker")] == ["image"]  # looked, never loaded
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text()) == []
 
@@ -670,24 +713,18 @@ def publish_for(node: Node, arch: str, *components: str) -> None:
             release, archive=release.archive.replace("amd64", arch),
             top_dir=release.top_dir.replace("amd64", arch) if release.top_dir else None,
         )  # fmt: skip
-        data = tarball(swapped)
-        base = f"s3/{MIRROR.removeprefix('s3://')}/{component}/{release.version}"
-        node.set(f"{base}/{swapped.archive}", data)
-        node.set(f"{base}/{swapped.sums}", f"{hashlib.sha256(data).hexdigest()}  {swapped.archive}\n")
+        node.put(swapped.key, tarball(swapped))
 
 
 def publish_dcgm_binaries(node: Node) -> dict[str, str]:
-    """The mirror's dcgm-exporter binary archives, one per CPU architecture, with one SHA256SUMS listing both
-    (observability.sh's --mirror layout); returns each architecture's S3 key."""
-    base = f"{MIRROR.removeprefix('s3://')}/dcgm-exporter/4.3.1-4.4.0"
-    keys, sums = {}, ""
+    """The mirror's dcgm-exporter binary archives, one per CPU architecture (keys of fmcluster/mirror/artifacts.json),
+    pinned; returns each architecture's S3 URI."""
+    keys = {}
     for arch in ("amd64", "arm64"):
-        archive = f"dcgm-exporter-4.3.1-4.4.0.linux-{arch}.tar.gz"
-        data = tarball(Release("dcgm-exporter", "4.3.1-4.4.0", "", archive, "SHA256SUMS", "dcgm-exporter", None))
-        node.set(f"s3/{base}/{archive}", data)
-        sums += f"{hashlib.sha256(data).hexdigest()}  {archive}\n"
-        keys[arch] = f"s3://{base}/{archive}"
-    node.set(f"s3/{base}/SHA256SUMS", sums)
+        release = Release("dcgm-exporter", "4.3.1-4.4.0", f"dcgm-exporter-4.3.1-4.4.0.linux-{arch}.tar.gz",
+                          "dcgm-exporter", None)  # fmt: skip
+        node.put(release.key, tarball(release))
+        keys[arch] = f"{MIRROR}/{release.key}"
     return keys
 
 
@@ -699,9 +736,7 @@ def test_a_gpu_node_without_docker_runs_the_mirrors_dcgm_exporter_for_its_archit
     node.add_stub("ldconfig", f"printf '{DCGM_LIBRARY}'")
     node.set("gpus", GPUS)
     (node.bin / "docker").unlink()
-    result = node.run(
-        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", MIRROR, "--config-dir", str(DASHBOARDS)
-    )
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
     sources = [call[-2] for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
     assert key in sources and not [s for s in sources if "dcgm-exporter" in s and s.endswith(".tar.gz") and s != key]
@@ -716,14 +751,12 @@ def test_a_gpu_node_without_docker_runs_the_mirrors_dcgm_exporter_for_its_archit
 
 
 def test_the_mirrors_dcgm_exporter_is_not_run_without_nvidias_dcgm_library(node):
-    node.publish("node_exporter", "prometheus", where="s3")
+    node.publish("node_exporter", "prometheus")
     publish_dcgm_binaries(node)
     node.add_stub("ldconfig", "printf '\\tlibc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6\\n'")
     node.set("gpus", GPUS)
     (node.bin / "docker").unlink()
-    result = node.run(
-        *BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--mirror", MIRROR, "--config-dir", str(DASHBOARDS)
-    )
+    result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr
     assert "the mirror's dcgm-exporter needs NVIDIA DCGM (libdcgm.so.4), which this image lacks" in result.stderr
     assert json.loads(node.path("/etc/fmcluster/prometheus/targets/dcgm.json").read_text()) == []
@@ -736,6 +769,7 @@ def test_on_hyperpod_dcgm_exporter_reads_the_amis_own_job_map(node):
     hook.parent.mkdir(parents=True)
     hook.write_text("#!/bin/bash\n")
     node.publish("node_exporter", "prometheus")
+    node.put(IMAGE_KEY, b"docker save output")
     node.set("gpus", GPUS)
     result = node.run(*BASE_ARGS, "--prometheus-endpoint", ENDPOINT, "--config-dir", str(DASHBOARDS))
     assert result.returncode == 0, result.stderr

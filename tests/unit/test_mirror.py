@@ -12,11 +12,13 @@ import re
 import subprocess
 import sys
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from fmcluster import mirror
+from tests.conftest import EXAMPLES
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = ROOT / "fmcluster" / "node"
@@ -51,7 +53,15 @@ def test_a_malformed_entry_is_refused(tmp_path, monkeypatch):
 
 
 HOSTS = re.compile(r"(?:https?|ftp)://(?!169\.254\.169\.254|127\.0\.0\.1|localhost)[^\s\"'/]+")
-"""An internet host in a URL; the instance metadata service (IMDS, link-local) is no internet host."""
+"""An internet host in a URL; the instance metadata service (IMDS, link-local) is no internet host. S3 is reached as
+s3://<bucket variable>/..., which this does not match."""
+HOST_NAMES = re.compile(
+    r"\b(?:github\.com|[\w.-]*githubusercontent\.com|nvidia\.github\.io|nvcr\.io|docker\.io|ghcr\.io|quay\.io"
+    r"|pypi\.org|files\.pythonhosted\.org|dl\.grafana\.com|grafana\.com|download\.schedmd\.com"
+    r"|fsx-lustre-client-repo[\w.-]*|developer\.download\.nvidia\.com|archive\.ubuntu\.com)"
+)
+"""Hosts a node script might download from, named without a scheme (a `curl` argument built from parts, a registry
+image name, a repository line): the release and package sites of everything nodes install."""
 AWS_PLACEHOLDERS = ("https://aps-workspaces.REGION.amazonaws.com", "https://aps-workspaces.$REGION.amazonaws.com",
                     "https://[A-Za-z0-9.-]+")  # fmt: skip
 """observability.sh's usage text and check of the Prometheus remote-write endpoint: an AWS endpoint in the region,
@@ -61,24 +71,82 @@ reached through the VPC's interface endpoint, which the node is given, not a dow
 def internet_hosts(text: str) -> list[str]:
     for placeholder in AWS_PLACEHOLDERS:
         text = text.replace(placeholder, "")
-    return HOSTS.findall(text) + re.findall(r"\b(?:github\.com|nvcr\.io|dl\.grafana\.com|fsx-lustre-client-repo)", text)
+    return HOSTS.findall(text) + HOST_NAMES.findall(text)
 
 
-NOT_YET_ON_THE_MIRROR = {"fmcluster/node/observability.sh", "fmcluster/node/mount-lustre.sh"}
-"""Node files that still name an internet host: observability.sh downloads the exporters from their release sites (or,
-with `egress: none`, from its own mirror layout, which the mirror job does not fill yet); mount-lustre.sh installs a
-missing Lustre client on Ubuntu/RHEL from AWS's FSx client repository (kernel-specific packages, not on the mirror).
-Remaining work of issue 22
-item 2; the test fails when the set is wrong either way, so it shrinks as files move to mirror_get."""
+def test_the_host_check_finds_what_it_is_for():
+    """The check itself, on lines that would come back if a download from the internet did (each a real former line of
+    fmcluster/node or a pattern of the brief)."""
+    for line in (
+        "retry curl -fsSL -o x https://github.com/NVIDIA/enroot/releases/download/v4.1.2/enroot_4.1.2-1_amd64.deb",
+        "deb [signed-by=/usr/share/keyrings/fsx.gpg] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu noble main",
+        'DCGM_EXPORTER_IMAGE="nvcr.io/nvidia/k8s/dcgm-exporter:$TAG"',
+        "curl -s -L https://nvidia.github.io/libnvidia-container/gpgkey",
+        "url=raw.githubusercontent.com/org/repo/main/install.sh",
+        "pip install --index-url https://pypi.org/simple torch",
+        "docker pull docker.io/library/ubuntu:24.04",
+        "wget http://example.com/x.tar.gz",
+    ):
+        assert internet_hosts(line), line
+    for line in ("aws s3 cp s3://$BUCKET/fmcluster-mirror/x /tmp/x", "curl http://169.254.169.254/latest/api/token",
+                 'check "https://aps-workspaces.$REGION.amazonaws.com/workspaces/ws-1/"'):  # fmt: skip
+        assert not internet_hosts(line), line
 
 
 def test_no_node_file_names_an_internet_host():
+    """Every file under fmcluster/node: nodes install from the image and the project's mirror only."""
     offenders = {
-        str(path.relative_to(ROOT))
+        str(path.relative_to(ROOT)): internet_hosts(path.read_text(encoding="utf-8", errors="replace"))
         for path in sorted(NODE.rglob("*"))
-        if path.is_file() and internet_hosts(path.read_text(encoding="utf-8", errors="replace"))
+        if path.is_file()
     }
-    assert offenders == NOT_YET_ON_THE_MIRROR
+    assert {path: hosts for path, hosts in offenders.items() if hosts} == {}
+
+
+def node_archives(outdir: Path) -> dict[str, str]:
+    """The text of every file of the synthesized node archives in cdk.out: the PCS node bundle and HyperPod's lifecycle
+    archive (a zip or directory asset holding run-step.sh) and the PCS lifecycle actions' runner (a .sh asset)."""
+    texts: dict[str, str] = {}
+    for asset in sorted(outdir.glob("asset.*")):
+        if asset.suffix == ".zip":
+            with zipfile.ZipFile(asset) as archive:
+                files = {name: archive.read(name) for name in archive.namelist() if not name.endswith("/")}
+        elif asset.is_dir():
+            files = {p.relative_to(asset).as_posix(): p.read_bytes() for p in asset.rglob("*") if p.is_file()}
+        elif asset.suffix == ".sh":
+            files = {asset.name: asset.read_bytes()}
+        else:
+            continue
+        if asset.suffix == ".sh" or any(name.endswith("run-step.sh") for name in files):
+            texts |= {f"{asset.name}/{name}": data.decode("utf-8", "replace") for name, data in files.items()}
+    return texts
+
+
+def node_settings(templates: dict[str, dict]) -> dict[str, str]:
+    """What each template gives its nodes: PCS node groups' lifecycle actions, HyperPod instance groups' lifecycle
+    configuration, launch templates' user data (as JSON text, tokens and all)."""
+    found: dict[str, str] = {}
+    for stack, template in templates.items():
+        for logical_id, resource in template.get("Resources", {}).items():
+            props = resource.get("Properties", {})
+            values = {
+                "AWS::PCS::ComputeNodeGroup": [props.get("NodeLifecycleActions")],
+                "AWS::SageMaker::Cluster": [group.get("LifeCycleConfig") for group in props.get("InstanceGroups", [])],
+                "AWS::EC2::LaunchTemplate": [props.get("LaunchTemplateData", {}).get("UserData")],
+            }.get(resource["Type"], [])
+            for n, value in enumerate(v for v in values if v is not None):
+                found[f"{stack}/{logical_id}/{n}"] = json.dumps(value)
+    return found
+
+
+@pytest.mark.parametrize("example", [path.stem for path in EXAMPLES])
+def test_no_synthesized_lifecycle_action_or_archive_names_an_internet_host(synthesized, example):
+    result = synthesized[example]
+    archives, settings = node_archives(result.outdir), node_settings(result.templates)
+    assert any(name.endswith("run-step.sh") for name in archives), "no node archive found in cdk.out"
+    assert settings, "no lifecycle action or lifecycle configuration found"
+    offenders = {name: internet_hosts(text) for name, text in (archives | settings).items()}
+    assert {name: hosts for name, hosts in offenders.items() if hosts} == {}
 
 
 def test_every_key_a_node_script_installs_is_in_the_list():
@@ -163,3 +231,8 @@ def test_the_job_fails_on_an_unreachable_upstream(tmp_path, upstream):
     assert result.returncode == 1
     assert "FAILED gone/1.0/gone.tar.gz: " in result.stdout
     assert "could not be downloaded (HTTP Error 404" in result.stdout
+
+
+def test_the_mirrors_readme_lists_every_artifact_with_its_digests_source():
+    readme = (ROOT / "fmcluster" / "mirror" / "README.md").read_text(encoding="utf-8")
+    assert readme.endswith(mirror.readme_table()), "the table of fmcluster/mirror/README.md is mirror.readme_table()"

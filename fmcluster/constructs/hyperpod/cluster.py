@@ -151,8 +151,8 @@ class HyperPodSlurmCluster(Construct):
         grafana: "self-hosted" runs Grafana on the controller (needs `prometheus="managed"`, its data source);
             "managed" (an Amazon Managed Grafana workspace of `ClusterObservability`) and "none" run none on the
             nodes. Omitted: "none".
-        observability_mirror: an S3 prefix holding every binary and image observability.sh installs, for nodes
-            without an internet path; the role must be able to read it. Omitted: the public release sites.
+        observability_mirror: the artifact mirror observability.sh installs from, passed as its --mirror; the role
+            must be able to read it. Omitted: the node's `artifact_mirror` (the same files; never the internet).
         artifact_mirror: the project's artifact mirror (`fmcluster.mirror`: `ArtifactMirror.uri`, the storage stack's
             `mirror.uri`), which nodes install enroot and pyxis from, in every egress mode (never from the internet);
             the role must be able to read it. Omitted: nodes install neither (an image without them fails that step).

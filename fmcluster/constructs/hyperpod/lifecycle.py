@@ -71,7 +71,7 @@ def lifecycle_settings(
     """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens).
 
     `prometheus`, `grafana`, `endpoint_parameter_name` and `mirror` are what on_create.sh's observability step needs
-    (it runs only when `prometheus` is "managed"; an empty mirror means the public release sites); `artifact_mirror`
+    (it runs only when `prometheus` is "managed"; an empty mirror means the node's artifact mirror); `artifact_mirror`
     is the artifact mirror (`fmcluster.mirror`) enroot-pyxis.sh installs from (mirror.sh); an empty
     `users_parameter` means no users step.
     """

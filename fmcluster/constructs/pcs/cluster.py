@@ -136,8 +136,8 @@ class PcsSlurmCluster(Construct):
             exporter. "none": no collectors. Omitted: "none".
         grafana: "self-hosted" runs Grafana on the head node (needs `prometheus="managed"`); "managed" and "none"
             run none on the nodes. Omitted: "none".
-        observability_mirror: an S3 prefix holding every binary and image observability.sh installs, for nodes
-            without an internet path; the role must be able to read it. Omitted: the public release sites.
+        observability_mirror: the artifact mirror observability.sh installs from, passed as its --mirror; the role
+            must be able to read it. Omitted: the node's `artifact_mirror` (the same files; never the internet).
         artifact_mirror: the project's artifact mirror (`fmcluster.mirror`: `ArtifactMirror.uri`, the storage stack's
             `mirror.uri`), which nodes install enroot and pyxis from, in every egress mode (never from the internet);
             the role must be able to read it. Omitted: nodes install neither (an image without them fails that step).

@@ -45,7 +45,7 @@
 # of FMCLUSTER_CLUSTER, FMCLUSTER_REGION, FMCLUSTER_NCCL_PREFIX, FMCLUSTER_IMAGE_PARAMETER,
 # FMCLUSTER_CONTROLLER_GROUP, FMCLUSTER_FSX_MOUNT (empty: no shared file system), FMCLUSTER_PROMETHEUS (`managed` or
 # `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`) and FMCLUSTER_MIRROR
-# (an S3 prefix for observability.sh's downloads; empty: the public release sites) and FMCLUSTER_USERS_PARAMETER (the
+# (observability.sh's --mirror; empty: FMCLUSTER_ARTIFACT_MIRROR, the same artifact mirror) and FMCLUSTER_USERS_PARAMETER (the
 # SSM parameter of the cluster's users; empty: no users step). The node's instance group is
 # the one whose instance has one of this node's IP addresses in HyperPod's resource configuration:
 # $SAGEMAKER_RESOURCE_CONFIG_PATH, which HyperPod sets for lifecycle scripts, else /opt/ml/config/resource_config.json
