@@ -294,6 +294,8 @@ class PcsSlurmCluster(Construct):
         """The artifact mirror nodes install enroot and pyxis from (FMCLUSTER_ARTIFACT_MIRROR), or None."""
         self.users_parameter = users_parameter
         """The SSM parameter of the cluster users every node creates (users.sh sync), or None."""
+        self.accounting = accounting
+        """Managed accounting on: the head node gives each cluster user an association (slurm-accounting.sh)."""
         self._images: dict[str, str] = {}
         self._image_provider: cr.Provider | None = None
         self.node_bundle: s3_assets.Asset | None = None
@@ -619,5 +621,6 @@ class PcsSlurmCluster(Construct):
                 **self._lustre(),
                 observability=observability,
                 image_parameter=self.image_parameter_name if self.file_system is not None else None,
+                accounting_account=self.cluster_name if self.accounting and self.users_parameter else None,
             ),
         )

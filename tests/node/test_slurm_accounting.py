@@ -1,0 +1,149 @@
+"""slurm-accounting.sh against a real slurmdbd: the cluster file's users as associations, made once, never removed.
+
+The real tests run the script inside the slurmdbd chroot of tests/node/real_slurmdbd.py (Slurm 24.11.5 with Debian's
+slurmdbd and MariaDB; what stays emulated there is said in that module), so the commands it sends are judged by
+slurmdbd itself: `sacctmgr show association` and `sshare` must list what it made, and a second run must leave
+slurmdbd's transaction log (`sacctmgr show transactions`, every add or modify slurmdbd accepted) as it was. The other
+tests run the script on a pretend node (tests/stub_node.py) for what no slurmdbd is needed to see: an image without
+sacctmgr, a slurmdbd that never answers, and the timer `install` writes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from fmcluster.config import parse
+from fmcluster.config.models import rendered_users
+from tests.node.real_slurmdbd import CLUSTER, real_slurmdbd
+from tests.node.test_scripts import NODE_DIR, TOOLS
+from tests.stub_node import StubNode, stub_env
+
+SCRIPT = NODE_DIR / "slurm-accounting.sh"
+ACCOUNT = "team"
+USERS = {"alice": 2001, "bob": 2002}
+ASSOCIATION_FORMAT = "format=Cluster,Account,User,Fairshare,QOS,DefaultQOS,ParentName"
+
+
+def users_file(path: Path, users: dict[str, int]) -> Path:
+    """The users as the nodes receive them (the SSM parameter's text, from the cluster file's own renderer)."""
+    data = {
+        "name": ACCOUNT,
+        "region": "us-east-1",
+        "availability_zone_id": "use1-az6",
+        "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
+        "users": [{"name": name, "uid": uid} for name, uid in users.items()],
+    }
+    path.write_text(rendered_users(parse(data, source="team.yaml").users))
+    return path
+
+
+def parsable(result: subprocess.CompletedProcess) -> list[list[str]]:
+    return [line.split("|") for line in result.stdout.splitlines() if line]
+
+
+@pytest.mark.real_tools
+def test_associations_are_made_once_and_a_removed_user_keeps_its_own(tmp_path: Path) -> None:
+    node_root = tmp_path / "node"  # the script's state and log (FMCLUSTER_ROOT), not the shared chroot's /var
+    node_root.mkdir()
+    with real_slurmdbd(tmp_path) as dbd:
+        env = {"FMCLUSTER_ROOT": str(node_root)}
+
+        def run(*args: str) -> subprocess.CompletedProcess:
+            return dbd.command("bash", str(SCRIPT), *args, check=False, env=env)
+
+        def associations() -> list[list[str]]:
+            shown = dbd.command("sacctmgr", "--noheader", "--parsable2", "show", "association", ASSOCIATION_FORMAT)
+            return sorted(parsable(shown))
+
+        def transactions() -> list[list[str]]:
+            return parsable(dbd.command("sacctmgr", "--noheader", "--parsable2", "show", "transactions"))
+
+        started = time.monotonic()
+        first = run("apply", str(users_file(tmp_path / "users", USERS)), ACCOUNT)
+        assert first.returncode == 0, first.stderr + dbd.logs()
+        made = associations()
+        # sacctmgr(1): an account's own association has no user; each user's sits under its account
+        assert [CLUSTER, ACCOUNT, "", "1", "normal", "", "root"] in made
+        for name in USERS:
+            assert [CLUSTER, ACCOUNT, name, "1", "normal", "normal", ""] in made, made
+        shares = parsable(dbd.command("sshare", "--noheader", "--parsable2", "--all", "--accounts", ACCOUNT,
+                                      "--format=Account,User,RawShares"))  # fmt: skip
+        assert sorted(row for row in shares if row[1]) == [[ACCOUNT, name, "1"] for name in sorted(USERS)]
+
+        logged = transactions()
+        second = run("apply", str(tmp_path / "users"), ACCOUNT)
+        assert second.returncode == 0, second.stderr
+        assert "added" not in second.stderr
+        assert transactions() == logged  # slurmdbd was asked to change nothing
+        assert associations() == made
+
+        only_alice = run("apply", str(users_file(tmp_path / "users", {"alice": 2001})), ACCOUNT)
+        assert only_alice.returncode == 0, only_alice.stderr
+        assert associations() == made  # bob's association (and job history) stays
+        assert (
+            f"bob is no longer in the cluster file: its association in {ACCOUNT} and its job history are kept "
+            f"(remove it with: sacctmgr delete user bob account={ACCOUNT})"
+        ) in only_alice.stderr
+        assert transactions() == logged
+        assert time.monotonic() - started < 30  # three runs against slurmdbd, each a handful of sacctmgr calls
+
+
+@pytest.mark.real_tools
+def test_a_user_slurmdbd_already_knows_is_left_as_the_administrator_set_it(tmp_path: Path) -> None:
+    node_root = tmp_path / "node"
+    node_root.mkdir()
+    with real_slurmdbd(tmp_path) as dbd:
+        env = {"FMCLUSTER_ROOT": str(node_root)}
+        users = str(users_file(tmp_path / "users", USERS))
+        assert dbd.command("bash", str(SCRIPT), "apply", users, ACCOUNT, check=False, env=env).returncode == 0
+        dbd.command("sacctmgr", "--immediate", "modify", "user", "where", "name=alice", f"account={ACCOUNT}", "set",
+                    "Fairshare=5")  # fmt: skip
+        again = dbd.command("bash", str(SCRIPT), "apply", users, ACCOUNT, check=False, env=env)
+        assert again.returncode == 0, again.stderr
+        shown = dbd.command("sacctmgr", "--noheader", "--parsable2", "show", "association", "where", "user=alice",
+                            "format=User,Fairshare")  # fmt: skip
+        assert parsable(shown) == [["alice", "5"]]
+
+
+class AccountingNode(StubNode):
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        env = {**self.env, "AWS_DEFAULT_REGION": "us-east-1"}
+        return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, check=False)
+
+
+def pretend_node(tmp_path: Path, sacctmgr: str | None) -> AccountingNode:
+    stubs = {"systemctl": "exit 0", "sleep": "exit 0", **({"sacctmgr": sacctmgr} if sacctmgr is not None else {})}
+    return AccountingNode(**stub_env(tmp_path, tools=(*TOOLS, "awk"), stubs=stubs))
+
+
+def test_an_image_without_sacctmgr_fails_in_one_line(tmp_path: Path) -> None:
+    node = pretend_node(tmp_path, sacctmgr=None)
+    result = node.run("apply", str(users_file(tmp_path / "users", USERS)), ACCOUNT)
+    assert result.returncode == 1
+    assert "ERROR: no sacctmgr in this image's Slurm (/usr/bin)" in result.stderr
+
+
+def test_a_slurmdbd_that_never_answers_fails_after_the_wait_and_adds_nothing(tmp_path: Path) -> None:
+    node = pretend_node(tmp_path, sacctmgr='echo "sacctmgr: error: Problem talking to the database" >&2; exit 1')
+    result = node.run("apply", str(users_file(tmp_path / "users", USERS)), ACCOUNT, "--wait", "10")
+    assert result.returncode == 1
+    assert "ERROR: slurmdbd did not answer (sacctmgr show cluster) within 10s; no association made" in result.stderr
+    assert not [call for call in node.calls("sacctmgr") if "add" in call]
+
+
+def test_install_writes_a_timer_that_syncs_every_ten_minutes(tmp_path: Path) -> None:
+    node = pretend_node(tmp_path, sacctmgr="exit 0")
+    result = node.run("install", "/fmcluster/team/users", ACCOUNT)
+    assert result.returncode == 0, result.stderr
+    service = node.path("/etc/systemd/system/fmcluster-slurm-accounting.service").read_text()
+    assert "ExecStart=/usr/bin/env bash /opt/fmcluster/node/slurm-accounting.sh sync /fmcluster/team/users team" in (
+        service.splitlines()
+    )
+    timer = node.path("/etc/systemd/system/fmcluster-slurm-accounting.timer").read_text().splitlines()
+    assert {"OnBootSec=3min", "OnUnitActiveSec=10min", "WantedBy=timers.target"} <= set(timer)
+    assert ["systemctl", "enable", "--now", "fmcluster-slurm-accounting.timer"] in node.calls("systemctl")
+    assert node.calls("sacctmgr") == []  # without --now, the timer makes the first associations
