@@ -9,8 +9,8 @@ slurmctld and slurmd: in the foreground of their own processes, without systemd,
 directory, stopped by PID at the end. A machine without those chroots, or a user other than root, skips the test.
 
 What stays emulated, and why: MariaDB runs on a free port of 127.0.0.1 with `--skip-grant-tables` (no database users
-to set up; what is under test is what sacctmgr asks of slurmdbd, not MariaDB's security), and the MariaDB version is
-not one AWS names (HyperPod's controller runs a MariaDB of its AMI's; PCS's database is AWS's own); no slurmd runs (sacctmgr and
+to set up; what is under test is what sacctmgr asks of slurmdbd, not MariaDB's security), and its version is not one
+AWS names (HyperPod's controller runs its AMI's MariaDB; PCS's database is AWS's own); no slurmd runs (sacctmgr and
 sshare talk to slurmdbd and slurmctld only); slurmctld uses multifactor priority with a fair-share weight
 (`PriorityWeightFairshare=10000`), the setting neither AWS service lets fmcluster make (docs/operations.md, "Fair-share
 and QoS"), so that `sshare` has factors to show.
