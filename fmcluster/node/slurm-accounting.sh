@@ -15,14 +15,14 @@
 # (fmcluster/config/users.py); only NAME is used here.
 #
 #   apply    with sacctmgr from this image's Slurm (lib.sh slurm_prefix), each only when `sacctmgr show` lacks it:
-#              QoS      normal (slurmdbd makes it in every new database: Slurm's accounting guide; added if missing)
+#              QoS      normal (slurmdbd makes it in a new database; added if missing)
 #              account  ACCOUNT under root, Fairshare=1
 #              users    one association per NAME in ACCOUNT: DefaultAccount=ACCOUNT Fairshare=1 QOS=normal
 #                       DefaultQOS=normal, so every user has the same share and the same default QoS
 #            An association that exists is left as it is (an administrator may have changed its share or QoS since).
 #            Nothing is ever removed: a user an earlier run added and the file no longer lists keeps its association
-#            and its job history (`sacctmgr delete user` also refuses a user with running jobs); one INFO line per
-#            such user says so and how to remove it. The users added are kept in /var/lib/fmcluster/slurm-accounting.
+#            and its job history (`sacctmgr delete user` refuses a user with running jobs: unconfirmed); one INFO
+#            line per such user says so and how to remove it. The users added: /var/lib/fmcluster/slurm-accounting.
 #            --wait SECONDS: wait that long for slurmdbd to answer (`sacctmgr show cluster`) before giving up.
 #   sync     apply to the users read from SSM (`aws ssm get-parameter`, retried).
 #   install  a systemd timer (fmcluster-slurm-accounting.timer: 3 minutes after boot, then every 10 minutes) that runs
@@ -42,8 +42,9 @@ SHARE=1
 INSTALL_WAIT=120
 
 usage() {
-  printf 'usage: %s apply USERS_FILE ACCOUNT [--wait SECONDS] | sync SSM_PARAMETER_NAME ACCOUNT [--wait SECONDS]' "$0" >&2
-  printf ' | install SSM_PARAMETER_NAME ACCOUNT [--now]\n' >&2
+  printf 'usage: %s apply USERS_FILE ACCOUNT [--wait SECONDS]\n' "$0" >&2
+  printf '       %s sync SSM_PARAMETER_NAME ACCOUNT [--wait SECONDS]\n' "$0" >&2
+  printf '       %s install SSM_PARAMETER_NAME ACCOUNT [--now]\n' "$0" >&2
   exit 2
 }
 
@@ -61,11 +62,12 @@ add() {
   fi
 }
 
-# reachable SECONDS: slurmdbd answers `sacctmgr show cluster` within SECONDS (tried every 5 s; once with 0).
+# reachable SECONDS: slurmdbd answers `sacctmgr show cluster` within about SECONDS (tried at once, then every 5 s).
 reachable() {
-  local deadline=$((SECONDS + $1))
+  local tries=$(($1 / 5 + 1))
   until sacctmgr --noheader --parsable2 show cluster format=cluster >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then
+    tries=$((tries - 1))
+    if ((tries <= 0)); then
       return 1
     fi
     sleep 5

@@ -119,6 +119,7 @@ def _run(tmp_path: Path) -> Iterator[RealSlurm]:
                 "AccountingStorageType": "accounting_storage/slurmdbd",
                 "AccountingStorageHost": "127.0.0.1",
                 "AccountingStoragePort": str(dbd_port),
+                "AccountingStoragePass": str(munge_socket),  # slurm.conf(5): with munge, the socket for slurmdbd
                 "PriorityType": "priority/multifactor",
                 "PriorityWeightFairshare": "10000",
             },
@@ -157,7 +158,8 @@ def _run(tmp_path: Path) -> Iterator[RealSlurm]:
             f"--seed-file={munge_dir / 'munged.seed'}", log="munged.out",
         )  # fmt: skip
         _wait(munge_socket.exists, "munged's socket", logs)
-        _wait(lambda: _listening(mysql_port), "MariaDB listening", logs)
+        mariadb_log = directory / "mariadbd.log"  # its port opens before it takes logins: wait for it to say so
+        _wait(lambda: "ready for connections" in mariadb_log.read_text(errors="replace"), "MariaDB ready", logs)
         start(*slurm.argv("slurmdbd", "-D"), log="slurmdbd.out")
         _wait(lambda: _listening(dbd_port), "slurmdbd listening", logs)
         start(*slurm.argv("slurmctld", "-D", "-f", str(conf)), log="slurmctld.out")
