@@ -74,9 +74,22 @@ reachable() {
   done
 }
 
+# login_environment: what a login shell gets for Slurm, since the timer's service is none. PCS puts Slurm on PATH for
+# login shells only, in /etc/profile.d/slurm.sh (FACTS.md; what else it sets, e.g. SLURM_CONF, is unconfirmed).
+login_environment() {
+  local profile="$ROOT/etc/profile.d/slurm.sh"
+  if [[ -r "$profile" ]]; then
+    set +u # profile scripts are written for login shells, not for `set -u` or errexit (a failing last line is theirs)
+    # shellcheck source=/dev/null
+    source "$profile" || true
+    set -u
+  fi
+}
+
 apply() {
   local file="$1" account="$2" wait="$3" name failed=0 bin
   local -a names=() kept=()
+  login_environment
   bin="$(slurm_prefix)/bin"
   PATH="$ROOT$bin:$PATH"
   if ! command -v sacctmgr >/dev/null 2>&1; then

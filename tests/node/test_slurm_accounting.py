@@ -143,3 +143,20 @@ def test_install_writes_a_timer_that_syncs_every_ten_minutes(tmp_path: Path) -> 
     assert {"OnBootSec=3min", "OnUnitActiveSec=10min", "WantedBy=timers.target"} <= set(timer)
     assert ["systemctl", "enable", "--now", "fmcluster-slurm-accounting.timer"] in node.calls("systemctl")
     assert node.calls("sacctmgr") == []  # without --now, the timer makes the first associations
+
+
+def test_the_slurm_environment_of_login_shells_is_used(tmp_path: Path) -> None:
+    """PCS puts Slurm on PATH for login shells only, in /etc/profile.d/slurm.sh (FACTS.md, node images): the timer's
+    service is no login shell, so the script reads that file itself."""
+    node = pretend_node(tmp_path, sacctmgr=None)
+    pcs_bin = tmp_path / "pcs-slurm-bin"
+    pcs_bin.mkdir()
+    node.add_stub("sacctmgr", 'echo "$SLURM_CONF" >"$STUB_STATE/slurm-conf"; [[ "$*" != *show* || "$*" == *cluster* ]]')
+    (node.bin / "sacctmgr").rename(pcs_bin / "sacctmgr")
+    profile = node.path("/etc/profile.d/slurm.sh")
+    profile.parent.mkdir(parents=True)
+    profile.write_text(f'PATH="{pcs_bin}:$PATH"\nexport SLURM_CONF=/etc/aws/pcs/slurm.conf\n[ -n "$UNSET_HERE" ]\n')
+    result = node.run("apply", str(users_file(tmp_path / "users", USERS)), ACCOUNT)
+    assert result.returncode == 0, result.stderr
+    assert (node.state / "slurm-conf").read_text() == "/etc/aws/pcs/slurm.conf\n"
+    assert "alice added to account team (fair share 1, QoS normal)" in result.stderr
