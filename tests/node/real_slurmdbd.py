@@ -1,12 +1,13 @@
 """A real Slurm accounting database for one test: MariaDB, slurmdbd and a slurmctld that registers its cluster there.
 
-Slurm runs in the Debian trixie chroot that `make test` builds at /var/cache/fmcluster-test/slurmdbd-trixie
-(tools/slurm-chroot.sh trixie DIR slurmdbd: Slurm 24.11.5, PCS's oldest version and one of the two the HyperPod AMI
-carries, with Debian's slurmdbd), MariaDB in a bookworm chroot of its own (/var/cache/fmcluster-test/mariadb-bookworm:
-MariaDB 10.11; slurmdbd 24.11.5 and 26.05.5 exit at start against trixie's and forky's MariaDB 11.8.9, error 5027 in
-`_check_mysql_concat_is_sane`, measured 2026-12-02), each mounted and started as tests/node/real_slurm.py does for
-slurmctld and slurmd: in the foreground of their own processes, without systemd, every file under the test's
-directory, stopped by PID at the end. A machine without those chroots, or a user other than root, skips the test.
+Slurm runs in a Debian chroot that `make test` builds with Debian's slurmdbd (tools/slurm-chroot.sh RELEASE DIR
+slurmdbd): /var/cache/fmcluster-test/slurmdbd-trixie (Slurm 24.11.5: PCS's oldest version, and one of the two the
+HyperPod AMI carries) and slurmdbd-forky (26.05.5: PCS's newest). MariaDB runs in a bookworm chroot of its own
+(/var/cache/fmcluster-test/mariadb-bookworm: MariaDB 10.11; slurmdbd 24.11.5 and 26.05.5 exit at start against
+trixie's and forky's MariaDB 11.8.9, error 5027 in `_check_mysql_concat_is_sane`, measured 2026-12-02). Each is
+mounted and started as tests/node/real_slurm.py does for slurmctld and slurmd: in the foreground of their own
+processes, without systemd, every file under the test's directory, stopped by PID at the end. A machine without
+those chroots, or a user other than root, skips the test.
 
 What stays emulated, and why: MariaDB runs on a free port of 127.0.0.1 with `--skip-grant-tables` (no database users
 to set up; what is under test is what sacctmgr asks of slurmdbd, not MariaDB's security), and its version is not one
@@ -17,7 +18,7 @@ and QoS"), so that `sshare` has factors to show.
 
 Example::
 
-    with real_slurmdbd(tmp_path) as dbd:
+    with real_slurmdbd(tmp_path, "26.05") as dbd:
         print(dbd.command("sacctmgr", "--parsable2", "show", "qos").stdout)
 """
 
@@ -35,17 +36,19 @@ import pytest
 
 from tests.node.real_slurm import CHROOT_CACHE, SEARCH_PATH, RealSlurm, _free_port, _mounted, _slurm_conf
 
-CHROOT = CHROOT_CACHE / "slurmdbd-trixie"
+CHROOTS = {"24.11": CHROOT_CACHE / "slurmdbd-trixie", "26.05": CHROOT_CACHE / "slurmdbd-forky"}
+"""Slurm version -> the chroot of its slurmdbd (FACTS.md, "Machine": trixie 24.11.5, forky 26.05.5)."""
+VERSIONS = tuple(CHROOTS)
 MARIADB_CHROOT = CHROOT_CACHE / "mariadb-bookworm"
 START_TIMEOUT = 40
 CLUSTER = "fmtest"
 
 
-def skip_reason() -> str | None:
-    """Why the real slurmdbd cannot run here, or None."""
+def skip_reason(version: str) -> str | None:
+    """Why the real slurmdbd of Slurm `version` cannot run here, or None."""
     if os.geteuid() != 0:
         return "the real slurmdbd needs root (chroot, mount, MariaDB and Slurm as root); run the tests as root"
-    for root, daemon in ((CHROOT, "slurmdbd"), (MARIADB_CHROOT, "mariadbd")):
+    for root, daemon in ((CHROOTS[version], "slurmdbd"), (MARIADB_CHROOT, "mariadbd")):
         if not (root / "usr/sbin" / daemon).exists():
             return f"no {daemon} chroot at {root}; `make {root}` builds it (tools/slurm-chroot.sh)"
     return None
@@ -61,17 +64,17 @@ def _wait(predicate, what: str, logs) -> None:
 
 
 @contextlib.contextmanager
-def real_slurmdbd(tmp_path: Path) -> Iterator[RealSlurm]:
-    """MariaDB, munged, slurmdbd and slurmctld for one test; a `RealSlurm` whose `command` runs sacctmgr, sshare, ...
-    against them."""
-    reason = skip_reason()
+def real_slurmdbd(tmp_path: Path, version: str = "24.11") -> Iterator[RealSlurm]:
+    """MariaDB, munged, slurmdbd and slurmctld (Slurm `version`, one of VERSIONS) for one test; a `RealSlurm` whose
+    `command` runs sacctmgr, sshare, ... against them."""
+    reason = skip_reason(version)
     if reason:
         pytest.skip(reason)
-    with _mounted(CHROOT, tmp_path), _mounted(MARIADB_CHROOT, tmp_path):
-        yield from _run(tmp_path)
+    with _mounted(CHROOTS[version], tmp_path), _mounted(MARIADB_CHROOT, tmp_path):
+        yield from _run(tmp_path, version)
 
 
-def _run(tmp_path: Path) -> Iterator[RealSlurm]:
+def _run(tmp_path: Path, version: str) -> Iterator[RealSlurm]:
     directory = tmp_path / "dbd"
     for sub in ("state", "spool", "munge", "mysql"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
@@ -126,8 +129,8 @@ def _run(tmp_path: Path) -> Iterator[RealSlurm]:
         )
     )
     env = {"PATH": SEARCH_PATH, "SLURM_CONF": str(conf), "LANG": "C"}
-    slurm = RealSlurm(directory, node, env, "24.11", CHROOT)
-    mariadb = RealSlurm(directory, node, env, "24.11", MARIADB_CHROOT)  # only its argv: MariaDB's own chroot
+    slurm = RealSlurm(directory, node, env, version, CHROOTS[version])
+    mariadb = RealSlurm(directory, node, env, version, MARIADB_CHROOT)  # only its argv: MariaDB's own chroot
     processes: list[subprocess.Popen] = []
 
     def logs() -> str:
