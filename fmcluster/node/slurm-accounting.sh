@@ -22,7 +22,7 @@
 #            An association that exists is left as it is (an administrator may have changed its share or QoS since).
 #            Nothing is ever removed: a user an earlier run added and the file no longer lists keeps its association
 #            and its job history (`sacctmgr delete user` refuses a user with running jobs: unconfirmed); one INFO
-#            line per such user says so and how to remove it. The users added: /var/lib/fmcluster/slurm-accounting.
+#            line per such user, at the first run without it, says so and how to remove it. The users added: /var/lib/fmcluster/slurm-accounting.
 #            --wait SECONDS: wait that long for slurmdbd to answer (`sacctmgr show cluster`) before giving up.
 #   sync     apply to the users read from SSM (`aws ssm get-parameter`, retried).
 #   install  a systemd timer (fmcluster-slurm-accounting.timer: 3 minutes after boot, then every 10 minutes) that runs
