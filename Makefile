@@ -78,6 +78,21 @@ $(SLURM_CHROOTS):
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap; }
 	tools/slurm-chroot.sh $(patsubst slurm-%,%,$(notdir $@)) $@
 
+# A real slurmdbd for the accounting tests (tests/node/real_slurmdbd.py): trixie's Slurm 24.11 and forky's 26.05 with
+# their slurmdbd, and bookworm's MariaDB 10.11 in a chroot of its own (trixie's and forky's MariaDB 11.8.9 make
+# slurmdbd 24.11.5 and 26.05.5 exit at start: error 5027 in _check_mysql_concat_is_sane, measured 2026-12-02). Their
+# own directories, so the Slurm chroots above stay as they are.
+SLURMDBD_CHROOTS := /var/cache/fmcluster-test/slurmdbd-trixie /var/cache/fmcluster-test/slurmdbd-forky \
+  /var/cache/fmcluster-test/mariadb-bookworm
+/var/cache/fmcluster-test/slurmdbd-trixie /var/cache/fmcluster-test/slurmdbd-forky:
+	command -v debootstrap >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap; }
+	tools/slurm-chroot.sh $(patsubst slurmdbd-%,%,$(notdir $@)) $@ slurmdbd
+/var/cache/fmcluster-test/mariadb-bookworm:
+	command -v debootstrap >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap; }
+	tools/slurm-chroot.sh bookworm $@ mariadb-server
+
 # checkov (a test-only scanner) pins boto3, packaging and more that clash with the dev extra: it gets its own
 # virtual environment, from a pinned list, only on the test path.
 $(STAMP)/checkov: tests/gates/checkov-requirements.txt
@@ -114,7 +129,7 @@ typecheck: setup
 	mypy
 
 # Every gate: ruff, mypy, and every test (the docstring examples included) with the real tools installed.
-test: lint typecheck $(STAMP)/test-tools $(STAMP)/node-tools $(SLURM_CHROOTS) $(STAMP)/checkov
+test: lint typecheck $(STAMP)/test-tools $(STAMP)/node-tools $(SLURM_CHROOTS) $(SLURMDBD_CHROOTS) $(STAMP)/checkov
 	$(PYTEST) $(PYTEST_ARGS)
 
 # The edit loop: ruff and the tests that synthesize nothing and need no real outside tool (markers in pyproject.toml).

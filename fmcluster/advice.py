@@ -6,9 +6,9 @@ import re
 from dataclasses import replace
 
 from fmcluster import nccl, sizing
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.config.models import IMAGE_KEY_OF_NCCL_PROP
-from fmcluster.problems import Problem, warning
+from fmcluster.problems import Problem, note, warning
 
 
 def warnings(config: ClusterConfig) -> list[Problem]:
@@ -20,6 +20,7 @@ def warnings(config: ClusterConfig) -> list[Problem]:
         *image_architecture_warnings(config),
         *uncataloged_accelerator_warnings(config),
         *no_file_system_warnings(config),
+        *accounting_notes(config),
     ]
 
 
@@ -97,3 +98,19 @@ train.sbatch's container mount; docs/cluster-file.md, `storage.lustre`)."""
 def no_file_system_warnings(config: ClusterConfig) -> list[Problem]:
     """`storage.lustre: none`: the cluster works, but without what every node shares on /fsx."""
     return [warning("storage.lustre", NO_FILE_SYSTEM_WARNING)] if config.storage.lustre is None else []
+
+
+def accounting_notes(config: ClusterConfig) -> list[Problem]:
+    """With `users`: a warning when no node makes their Slurm associations, else a note on what fair share does."""
+    if not config.users:
+        return []
+    orchestrator = orchestrators.of(config.orchestrator.type)
+    if problem := orchestrator.associations_problem(config.orchestrator, config.observability):
+        return [warning("users", problem)]
+    return [
+        note(
+            "users",
+            f"each user gets an association in Slurm account {config.name!r} with an equal share (Fairshare=1) and "
+            f"QoS normal; {orchestrator.FAIR_SHARE_WEIGHT} (docs/operations.md, 'Fair-share and QoS')",
+        )
+    ]

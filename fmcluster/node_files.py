@@ -74,6 +74,7 @@ NODE_FILES: tuple[NodeFile, ...] = (
     NodeFile("node/hyperpod/slurm-hold.sh"),
     NodeFile("node/block-end-drain.sh"),
     NodeFile("node/users.sh"),
+    NodeFile("node/slurm-accounting.sh"),
     NodeFile("nccl-tests.sbatch", source="node/nccl-tests.sbatch"),  # at the top, where users find it
 )
 """Every file of `fmcluster/node/` a node receives, one line each (the dashboards folder comes with `DASHBOARDS`)."""
@@ -114,7 +115,13 @@ STEPS: tuple[Step, ...] = (
     Step("enroot", "enroot-pyxis.sh", False, "jobs cannot use --container-image (no enroot/pyxis on this node)"),
     Step("slurm-hooks", "slurm-hooks.sh", False, "jobs get the submitter's environment, not the group's NCCL settings"),
     Step("users", "users.sh", True),
-    Step("accounting", "users.sh", False, "the users run jobs, but outside any Slurm association", ("users",)),
+    Step(
+        "accounting",
+        "slurm-accounting.sh",
+        False,
+        "the users have no Slurm association: their jobs run outside it, or are refused where Slurm enforces it",
+        ("users",),
+    ),
     Step("image", "hyperpod/import-image.sh", False, "jobs pull the training image from ECR", ("enroot",)),
     Step("image-watch", "image-watch.sh", False, "a training image published later is not imported", ("enroot",)),
     Step("observability", "observability.sh", False, "the node runs without metrics"),

@@ -249,6 +249,7 @@ def pcs_steps(
     slurm_version: str | None = None,
     mirror: str | None = None,
     users_parameter: str | None = None,
+    accounting_account: str | None = None,
 ) -> list[tuple[Step | None, list[str]]]:
     """The steps of an AWS PCS node, in order, each with run-step.sh's arguments (`None`: the install step).
 
@@ -269,6 +270,8 @@ def pcs_steps(
     steps += [(step("enroot"), []), (step("slurm-hooks"), [])]
     if users_parameter is not None:
         steps.append((step("users"), ["sync", users_parameter]))
+        if accounting_account is not None:
+            steps.append((step("accounting"), ["install", users_parameter, accounting_account]))
     if image_parameter is not None:
         steps.append((step("image-watch"), ["install", region, image_parameter, lustre_mount_point]))
     if observability is not None:
@@ -311,6 +314,9 @@ def node_lifecycle_actions(
             enroot and pyxis are installed from it only (FMCLUSTER_ARTIFACT_MIRROR; the node role needs read on it).
             Omitted: an image without them fails the enroot step, naming what is missing.
         users_parameter: the SSM parameter of the cluster users (users.sh sync): a required step. Omitted: none.
+        accounting_account: with users_parameter, on the node that reaches slurmdbd (the login or head node): the
+            Slurm account the users' associations go in (slurm-accounting.sh install: a timer, since this stage runs
+            before Slurm). Omitted: no associations made here.
     """
     scripts = []
     for entry, arguments in pcs_steps(**settings):  # type: ignore[arg-type]

@@ -3,10 +3,11 @@
 # slurm-chroot.sh: a Debian chroot with a real Slurm and munge, for the node tests (tests/node/real_slurm.py), so
 # fmcluster's Slurm pieces run against the Slurm versions AWS runs (PCS: 24.11 .. 26.05), not only the host's 22.05.
 #
-# Usage: slurm-chroot.sh RELEASE DIR
+# Usage: slurm-chroot.sh RELEASE DIR [PACKAGE...]
 #
 #   RELEASE  a Debian release: trixie (Slurm 24.11.5) or forky (testing; Slurm 26.05.5) (FACTS.md, "Machine")
 #   DIR      where the chroot goes, outside any checkout (the Makefile uses /var/cache/fmcluster-test/slurm-RELEASE)
+#   PACKAGE  more packages to install besides Slurm's (the Makefile's accounting chroots: slurmdbd; mariadb-server)
 #
 # `debootstrap --variant=minbase RELEASE` from deb.debian.org, then `apt-get install slurmctld slurmd slurm-client
 # munge` inside with services kept from starting (policy-rc.d answers 101, "action forbidden"). Built in DIR.partial
@@ -20,10 +21,11 @@ PACKAGES=(slurmctld slurmd slurm-client munge)
 
 main() {
   local release="${1:-}" dir="${2:-}" partial script mounted
-  if [[ -z "$release" || -z "$dir" || $# -ne 2 ]]; then
-    printf 'usage: %s RELEASE DIR\n' "$0" >&2
+  if [[ -z "$release" || -z "$dir" ]]; then
+    printf 'usage: %s RELEASE DIR [PACKAGE...]\n' "$0" >&2
     exit 2
   fi
+  PACKAGES+=("${@:3}")
   if [[ -x "$dir/usr/sbin/slurmctld" ]]; then
     exit 0
   fi

@@ -2,10 +2,10 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # users.sh: the cluster file's `users` on this node: the same uid and gid everywhere, homes on the shared file system,
-# SSH keys, sudo for admins and, on the node that reaches slurmdbd, Slurm associations.
+# SSH keys and sudo for admins (their Slurm associations: slurm-accounting.sh, on the node that reaches slurmdbd).
 #
-# Usage: users.sh apply USERS_FILE [--home-base DIR] [--accounting ACCOUNT]
-#        users.sh sync SSM_PARAMETER_NAME [--home-base DIR] [--accounting ACCOUNT]
+# Usage: users.sh apply USERS_FILE [--home-base DIR]
+#        users.sh sync SSM_PARAMETER_NAME [--home-base DIR]
 #
 # USERS_FILE (or the SSM parameter's value; `sync` reads it with `aws ssm get-parameter`, retried) holds one user per
 # line, `NAME UID ADMIN [KEY_TYPE KEY_BASE64]`, ADMIN 1 or 0, as fmcluster renders the cluster file's `users`
@@ -24,18 +24,10 @@
 #   sudo     /etc/sudoers.d/90-fmcluster-users: `NAME ALL=(ALL) NOPASSWD:ALL` for admins only, checked with
 #            `visudo -cf` before it replaces the old file (removed when no user is an admin)
 # Users that an earlier run made and the file no longer lists are locked (expired, shell /usr/sbin/nologin) and lose
-# their key and sudo; their home and files stay, as does their Slurm association (its job history; sacctmgr refuses to remove
-# a user with running jobs). The users made are kept in /var/lib/fmcluster/users.
+# their key and sudo; their home and files stay, as does their Slurm association (slurm-accounting.sh never removes one).
+# The users made are kept in /var/lib/fmcluster/users.
 #
-# --accounting ACCOUNT (on the node that reaches slurmdbd: the PCS login or head node, PCS user guide "Slurm
-# accounting in AWS PCS": accounting commands run as root from a login node; the HyperPod controller, where slurmdbd
-# runs): the Slurm account ACCOUNT, and for each user an association in it (DefaultAccount ACCOUNT, Fairshare 1,
-# QOS normal, DefaultQOS normal: every user an equal share and Slurm's default QoS), each added only when
-# `sacctmgr show` does not list it yet, so a second run changes nothing. sacctmgr comes from this image's Slurm
-# (/opt/slurm on HyperPod, /opt/aws/pcs/scheduler/slurm-<version> on PCS). Failing accounting fails the script after
-# every account is made (the caller warns: users can log in, jobs are not yet charged to them).
-#
-# Idempotent. Exit status 1 when any user or the accounting failed (one line each, all users tried).
+# Idempotent. Exit status 1 when any user failed (one line each, all users tried).
 # Log: /var/log/fmcluster/users.log
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -49,7 +41,7 @@ SHARED_MOUNT=/fsx
 LOCKED_EXPIRY=1 # shadow(5) field 8, days since 1970: expired on 1970-01-02, so PAM refuses every login
 
 usage() {
-  printf 'usage: %s apply USERS_FILE | sync SSM_PARAMETER_NAME [--home-base DIR] [--accounting ACCOUNT]\n' "$0" >&2
+  printf 'usage: %s apply USERS_FILE | sync SSM_PARAMETER_NAME [--home-base DIR]\n' "$0" >&2
   exit 2
 }
 
@@ -205,37 +197,8 @@ lock_removed() {
   done <"$STATE_FILE"
 }
 
-# sacctmgr_listed WHAT...: whether `sacctmgr show WHAT...` lists anything.
-sacctmgr_listed() {
-  [[ -n "$(sacctmgr --noheader --parsable2 show "$@")" ]]
-}
-
-# ensure_associations ACCOUNT NAME...: the account, then each user's association in it, added when missing.
-ensure_associations() {
-  local account="$1" name bin
-  shift
-  bin="$(slurm_prefix)/bin"
-  PATH="$ROOT$bin:$PATH"
-  if ! command -v sacctmgr >/dev/null 2>&1; then
-    log ERROR "accounting: no sacctmgr in this image's Slurm ($bin)"
-    return 1
-  fi
-  if ! sacctmgr_listed account "$account" format=account; then
-    sacctmgr --immediate add account "$account" Description="fmcluster users" Organization=fmcluster >/dev/null
-    log INFO "accounting: account $account added"
-  fi
-  for name in "$@"; do
-    if sacctmgr_listed association where "user=$name" "account=$account" format=user; then
-      continue
-    fi
-    sacctmgr --immediate add user "$name" "Account=$account" "DefaultAccount=$account" Fairshare=1 QOS=normal \
-      DefaultQOS=normal >/dev/null
-    log INFO "accounting: $name added to account $account (fair share 1, QoS normal)"
-  done
-}
-
 apply() {
-  local file="$1" base="$2" account="$3" name uid admin kind blob failed=0 home
+  local file="$1" base="$2" name uid admin kind blob failed=0 home
   local -a names=() admins=()
   base="$(home_base "$base")"
   while read -r name uid admin kind blob; do
@@ -258,15 +221,11 @@ apply() {
   mkdir -p "$(dirname "$STATE_FILE")"
   printf '%s\n' ${names[@]+"${names[@]}"} >"$STATE_FILE"
   log INFO "users: ${names[*]:-none}; admins: ${admins[*]:-none}"
-  if [[ -n "$account" ]] && ! ensure_associations "$account" ${names[@]+"${names[@]}"}; then
-    log ERROR "accounting: the Slurm associations of account $account could not be made"
-    failed=1
-  fi
   return "$failed"
 }
 
 main() {
-  local verb="${1:-}" source="${2:-}" base="" account="" tmp status=0
+  local verb="${1:-}" source="${2:-}" base="" tmp status=0
   (($# >= 2)) || usage
   shift 2
   while (($#)); do
@@ -276,17 +235,12 @@ main() {
         base="$2"
         shift 2
         ;;
-      --accounting)
-        (($# >= 2)) || usage
-        account="$2"
-        shift 2
-        ;;
       *) usage ;;
     esac
   done
   require_root
   case "$verb" in
-    apply) apply "$source" "$base" "$account" ;;
+    apply) apply "$source" "$base" ;;
     sync)
       tmp="$(mktemp)"
       if ! retry aws ssm get-parameter --region "$(region)" --name "$source" --query Parameter.Value \
@@ -294,7 +248,7 @@ main() {
         rm -f "$tmp"
         die "could not read the users from SSM parameter $source"
       fi
-      apply "$tmp" "$base" "$account" || status=$?
+      apply "$tmp" "$base" || status=$?
       rm -f "$tmp"
       return "$status"
       ;;

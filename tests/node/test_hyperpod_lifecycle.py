@@ -820,3 +820,38 @@ def test_the_controller_is_never_drained(node):
     node.mount("/scratch")
     node.run()
     assert node.calls("scontrol") == []
+
+
+# -- users and their Slurm associations -------------------------------------------------------------------------
+
+USERS_PARAMETER = f"/fmcluster/{CLUSTER}/users"
+STEP_RECORDER = """#!/usr/bin/env bash
+{ printf '%s' "$(basename "$0")"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_STATE/steps"
+"""
+"""Stands in for the deployed users.sh and slurm-accounting.sh (tested on their own: tests/node/test_users.py, and
+against a real slurmdbd in tests/node/test_slurm_accounting.py): records which ran, with what, in order."""
+
+
+@pytest.mark.parametrize(("is_controller", "expected"), [
+    (True, [f"users.sh sync {USERS_PARAMETER}", f"slurm-accounting.sh install {USERS_PARAMETER} {CLUSTER} --now"]),
+    (False, [f"users.sh sync {USERS_PARAMETER}"]),
+])  # fmt: skip
+def test_the_users_are_made_on_every_node_and_their_associations_on_the_controller(node, is_controller, expected):
+    if is_controller:
+        controller(node)
+    node.mount("/fsx")
+    (node.lifecycle / LIFECYCLE_ENV).write_text(
+        lifecycle_settings(
+            cluster_name=CLUSTER,
+            region=REGION,
+            nccl_parameter_prefix=f"/fmcluster/{CLUSTER}",
+            image_parameter_name=f"/fmcluster/{CLUSTER}/image-uri",
+            mount_path="/fsx",
+            users_parameter=USERS_PARAMETER,
+        )
+    )
+    for script in ("users.sh", "slurm-accounting.sh"):
+        (node.lifecycle / "node" / script).write_text(STEP_RECORDER)
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    assert (node.state / "steps").read_text().splitlines() == expected

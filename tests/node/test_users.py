@@ -5,10 +5,9 @@ gshadow, its sudoers.d and /etc/skel) under FMCLUSTER_ROOT, and users.sh runs De
 `usermod` on it through their `--prefix` option (shadow 4.6+; Ubuntu 22.04 ships 4.8.1, 24.04 4.13, this machine
 4.13), so the passwd, group and shadow lines checked below are what those tools write, not what the script hopes for.
 
-What stays emulated, and why: `sacctmgr` is a stub answering from a small state (accounts and associations): the
-Slurm chroots of tests/node/real_slurm.py hold slurmctld and slurmd but no slurmdbd, which also needs a MySQL/MariaDB
-server; so the test proves what the script asks and that a second run asks nothing new, not that slurmdbd accepts it.
-`visudo` is not installed here: the sudoers file is checked against sudoers(5)'s user specification form instead.
+The users' Slurm associations are slurm-accounting.sh's, tested against a real slurmdbd in
+tests/node/test_slurm_accounting.py. What stays emulated, and why: `visudo` is not installed here: the sudoers file
+is checked against sudoers(5)'s user specification form instead.
 `mountpoint` answers from the profile's mounts plus /fsx (mounted by mount-lustre.sh on PCS, by HyperPod itself).
 """
 
@@ -40,16 +39,6 @@ FILE = {
         {"name": "bob", "uid": 2002},
     ],
 }
-SACCTMGR = r"""state="$STUB_STATE/slurmdbd"; mkdir -p "$state"
-case "$*" in
-  *show\ account\ *) [[ -f "$state/account-$5" ]] && echo "$5"; exit 0 ;;
-  *show\ association*) user="${6#user=}"; account="${7#account=}"
-    [[ -f "$state/assoc-$account-$user" ]] && echo "$user"; exit 0 ;;
-  *add\ account\ *) : >"$state/account-$4" ;;
-  *add\ user\ *) : >"$state/assoc-${5#Account=}-$4" ;;
-esac"""
-"""sacctmgr (emulated): `show account NAME`, `show association where user=U account=A` answer from what `add account`
-and `add user U Account=A` recorded, in the argument order users.sh uses."""
 MOUNTED = """while IFS= read -r mounted; do [[ "$mounted" == "${!#}" ]] && exit 0; done <"$STUB_STATE/mounted"
 exit 1"""
 
@@ -81,7 +70,7 @@ class UsersNode(StubNode):
 
 def make_node(tmp_path: Path, profile_name: str, *, fsx: bool = True) -> UsersNode:
     requires_root()
-    node = UsersNode(**stub_env(tmp_path, tools=USER_TOOLS, stubs={"sacctmgr": SACCTMGR}))
+    node = UsersNode(**stub_env(tmp_path, tools=USER_TOOLS, stubs={}))
     for tool in SHADOW_TOOLS:
         (node.bin / tool).symlink_to(shutil.which(tool, path="/usr/sbin:/sbin"))
     profile = ami.load(profile_name)
@@ -124,7 +113,6 @@ def test_users_get_their_uid_gid_home_key_and_sudo(tmp_path: Path, profile: str)
     # sudoers(5): User_List Host_List = (Runas_List) Tag_Spec: Cmnd_List; files in sudoers.d 0440
     assert all(re.fullmatch(r"[a-z_][a-z0-9_-]* ALL=\(ALL\) NOPASSWD:ALL", spec) for spec in specs)
     assert sudoers.stat().st_mode & 0o777 == 0o440
-    assert node.calls("sacctmgr") == []  # accounting only where asked (the node that reaches slurmdbd)
 
 
 @pytest.mark.parametrize("profile", ami.PROFILES)
@@ -175,36 +163,6 @@ def test_without_a_shared_file_system_homes_are_local_with_a_warning(tmp_path: P
     ) in result.stderr
     assert node.line("passwd", "alice")[5] == "/home/alice"
     assert node.path("/home/alice").stat().st_uid == 2001
-
-
-@pytest.mark.parametrize("profile", ami.PROFILES)
-def test_accounting_adds_the_account_and_each_association_once(tmp_path: Path, profile: str) -> None:
-    node = make_node(tmp_path, profile)
-    slurm_bin = node.path(f"{ami.load(profile).slurm['prefix']}/bin")
-    (node.bin / "sacctmgr").rename(slurm_bin / "sacctmgr")  # sacctmgr lives in the image's Slurm, not on PATH
-    users = str(node.users_file(FILE))
-    assert node.run("apply", users, "--accounting", "team").returncode == 0
-    adds = [call[1:] for call in node.calls("sacctmgr") if "add" in call]
-    assert adds == [
-        ["--immediate", "add", "account", "team", "Description=fmcluster users", "Organization=fmcluster"],
-        *(
-            ["--immediate", "add", "user", name, "Account=team", "DefaultAccount=team", "Fairshare=1", "QOS=normal",
-             "DefaultQOS=normal"]
-            for name in ("alice", "bob")
-        ),
-    ]  # fmt: skip
-    calls = len(node.calls("sacctmgr"))
-    assert node.run("apply", users, "--accounting", "team").returncode == 0
-    assert [call for call in node.calls("sacctmgr")[calls:] if "add" in call] == []
-
-
-def test_accounting_without_sacctmgr_fails_after_the_users_are_made(tmp_path: Path) -> None:
-    node = make_node(tmp_path, "pcs-ready-dlami-ubuntu2404")
-    (node.bin / "sacctmgr").unlink()
-    result = node.run("apply", str(node.users_file(FILE)), "--accounting", "team")
-    assert result.returncode == 1
-    assert "ERROR: accounting: no sacctmgr in this image's Slurm" in result.stderr
-    assert node.line("passwd", "bob")[2] == "2002"
 
 
 def test_sync_reads_the_users_from_ssm(tmp_path: Path) -> None:

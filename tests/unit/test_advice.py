@@ -103,3 +103,45 @@ def test_a_cluster_without_a_file_system_is_told_what_works_differently(tmp_path
     out = capsys.readouterr().out
     assert "storage: no shared file system (storage.lustre: none): the storage.lustre warning says what differs" in out
     assert "min (image built and then pulled from ECR by each job: no /fsx to import it into)" in out
+
+
+USERS = [{"name": "alice", "uid": 2001}]
+
+
+def test_users_get_a_note_on_what_their_equal_shares_do_on_each_orchestrator():
+    """slurm.conf(5) (Slurm 24.11.5 and 26.05.5): PriorityWeightFairshare defaults to 0; neither service's API gives
+    fmcluster a way to set it (botocore sagemaker ClusterOrchestratorSlurmConfig; PCS: unconfirmed)."""
+    hyperpod = parse({**BASE, "orchestrator": {"type": "hyperpod-slurm"}, "users": USERS,
+                      "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}]})  # fmt: skip
+    pcs = config(users=USERS, orchestrator={"type": "pcs", "login_instance_type": "m5.xlarge"})
+    for file, because in (
+        (hyperpod, "HyperPod's slurm.conf is HyperPod's: its cluster agent rewrites it"),
+        (pcs, "whether PCS takes it among its cluster-level custom settings is unconfirmed"),
+    ):
+        (found,) = warnings(file)
+        assert (found.path, found.level) == ("users", "note")
+        assert found.message.startswith(
+            "each user gets an association in Slurm account 'warn' with an equal share (Fairshare=1) and QoS normal; "
+            "the shares order jobs only once slurm.conf sets PriorityWeightFairshare above its default 0"
+        )
+        assert because in found.message and found.message.endswith("(docs/operations.md, 'Fair-share and QoS')")
+
+
+def test_pcs_users_without_a_node_that_makes_their_associations_are_warned():
+    no_head = config(users=USERS, observability={"prometheus": "none", "grafana": "none"})
+    no_accounting = config(users=USERS, orchestrator={"type": "pcs", "login_instance_type": "m5.xlarge",
+                                                      "accounting": False})  # fmt: skip
+    assert [(w.path, w.text) for w in warnings(no_head)] == [
+        (
+            "users",
+            "warning: no node makes the users' Slurm associations: they are made on the login node (or the head node "
+            "that observability.prometheus: managed adds); set orchestrator.login_instance_type",
+        )
+    ]
+    assert [(w.path, w.text) for w in warnings(no_accounting)] == [
+        (
+            "users",
+            "warning: orchestrator.accounting is false: the users get no Slurm associations, fair share or QoS (PCS "
+            "keeps no accounting database)",
+        )
+    ]

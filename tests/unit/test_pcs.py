@@ -654,3 +654,13 @@ def test_cluster_users_are_created_by_a_required_action_on_every_node_after_thei
         assert users["OnError"] == "TERMINATE"
     groups = [r for r in template["Resources"].values() if r["Type"] == "AWS::PCS::ComputeNodeGroup"]
     assert groups and all(parameter_id in group.get("DependsOn", []) for group in groups)
+    # the users' Slurm associations: only on the login node, the node of a PCS cluster that reaches its managed
+    # accounting (PCS user guide, "Slurm accounting in AWS PCS"), from a timer (slurm-accounting.sh install), since
+    # the nodeBootstrapped stage runs before Slurm (botocore pcs NodeLifecycleStages); warn-only (CONTINUE)
+    with_accounting = {name for name, steps in lifecycle(template).items() if "accounting" in steps}
+    assert with_accounting == {"login"}
+    assert lifecycle(template)["login"]["accounting"] == "accounting install /fmcluster/llm-pretrain/users llm-pretrain"
+    (accounting,) = [action for action in actions(template)["login"] if action["Name"] == "accounting"]
+    assert accounting["OnError"] == "CONTINUE"
+    names = [action["Name"] for action in actions(template)["login"]]
+    assert names.index("accounting") == names.index("users") + 1

@@ -23,6 +23,8 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
 - `RUNS_DEEP_HEALTH_CHECKS`, `UNOFFERED_TYPE`: what `plan` shows and what `validate --live` says of a type EC2 does
   not offer in the zone;
 - `NO_HEALTH_CHECKS`: why `fmcluster healthcheck` has nothing to start (None where the service has checks).
+- `FAIR_SHARE_WEIGHT`, `associations_problem(orchestrator, observability)`: why the users' equal shares may not order
+  jobs there, and why no node makes their Slurm associations (None where one does), for `advice.accounting_notes`.
 
 tests/unit/test_orchestrator_seam.py checks that every registered module has all of them.
 

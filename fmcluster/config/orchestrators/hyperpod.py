@@ -41,6 +41,20 @@ CAPACITIES = ("on-demand", "training-plan")
 ClusterInstanceGroupSpecification has TrainingPlanArn and no EC2 capacity reservation)."""
 
 
+FAIR_SHARE_WEIGHT = (
+    "the shares order jobs only once slurm.conf sets PriorityWeightFairshare above its default 0 (slurm.conf(5), Slurm "
+    "24.11 and 26.05), and HyperPod's slurm.conf is HyperPod's: its cluster agent rewrites it, and its API takes no "
+    "Slurm settings (botocore sagemaker ClusterOrchestratorSlurmConfig: SlurmConfigStrategy, which manages "
+    "partitions, and AccountingDatabase), so fmcluster sets no priority weight"
+)
+"""Why the users' equal shares may not order jobs on HyperPod (`advice.accounting_notes`; docs/operations.md)."""
+
+
+def associations_problem(orchestrator: Orchestrator, observability: Observability | None) -> str | None:
+    """HyperPod's controller runs slurmdbd, so the users' associations are always made there."""
+    return None
+
+
 def users_problem(users: object) -> str | None:
     """HyperPod's lifecycle creates the cluster users on every node (on_create.sh, step users)."""
     return None

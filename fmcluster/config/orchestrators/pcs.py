@@ -64,6 +64,31 @@ def default_size(nodes: int) -> str:
     return "large"
 
 
+FAIR_SHARE_WEIGHT = (
+    "the shares order jobs only once slurm.conf sets PriorityWeightFairshare above its default 0 (slurm.conf(5), Slurm "
+    "24.11 and 26.05), and whether PCS takes it among its cluster-level custom settings is unconfirmed (PCS user "
+    "guide, 'Custom Slurm settings for AWS PCS clusters'; AWS's own templates set only AccountingStorageEnforce, "
+    "SrunPortRange and OverTimeLimit there), so fmcluster sets no priority weight rather than risk a refused cluster"
+)
+"""Why the users' equal shares may not order jobs on PCS (`advice.accounting_notes`; docs/operations.md)."""
+
+
+def associations_problem(orchestrator: Orchestrator, observability: Observability | None) -> str | None:
+    """Why no node gives the cluster users their Slurm associations, or None: they are made on the head node (the
+    login node, or the head node of its own), from the PCS managed accounting database."""
+    if not orchestrator.accounting:
+        return (
+            "orchestrator.accounting is false: the users get no Slurm associations, fair share or QoS (PCS keeps no "
+            "accounting database)"
+        )
+    if head_group(orchestrator, observability) is None:
+        return (
+            "no node makes the users' Slurm associations: they are made on the login node (or the head node that "
+            "observability.prometheus: managed adds); set orchestrator.login_instance_type"
+        )
+    return None
+
+
 def head_group(orchestrator: Orchestrator, observability: Observability | None) -> tuple[str, str, str] | None:
     """(key path that asks for it, group name, instance type) of the PCS node group of the head node, or None.
 

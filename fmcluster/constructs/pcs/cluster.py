@@ -165,8 +165,10 @@ class PcsSlurmCluster(Construct):
         detailed_monitoring: one-minute EC2 metrics on every node (billed per instance). Omitted: False.
         accounting: PCS's managed Slurm accounting (`SlurmConfiguration.Accounting` mode STANDARD, records kept while
             the cluster lives): sacct, sshare, sreport, associations. PCS bills it on top of the cluster, takes it at
-            creation only and never turns it off (PCS user guide, "Slurm accounting in AWS PCS"). Omitted: False
-            (the cluster file's `orchestrator.accounting` defaults to true).
+            creation only and never turns it off (PCS user guide, "Slurm accounting in AWS PCS"). With
+            `users_parameter`, the head node (login node, or head node of its own) also gives each user an association
+            in the account named after the cluster (slurm-accounting.sh: Fairshare=1, QoS normal, from a timer).
+            Omitted: False (the cluster file's `orchestrator.accounting` defaults to true).
 
     Raises:
         ValueError: naming every prop that AWS PCS or the cluster file's rules would reject (unresolved tokens are
@@ -294,6 +296,8 @@ class PcsSlurmCluster(Construct):
         """The artifact mirror nodes install enroot and pyxis from (FMCLUSTER_ARTIFACT_MIRROR), or None."""
         self.users_parameter = users_parameter
         """The SSM parameter of the cluster users every node creates (users.sh sync), or None."""
+        self.accounting = accounting
+        """Managed accounting on: the head node gives each cluster user an association (slurm-accounting.sh)."""
         self._images: dict[str, str] = {}
         self._image_provider: cr.Provider | None = None
         self.node_bundle: s3_assets.Asset | None = None
@@ -619,5 +623,6 @@ class PcsSlurmCluster(Construct):
                 **self._lustre(),
                 observability=observability,
                 image_parameter=self.image_parameter_name if self.file_system is not None else None,
+                accounting_account=self.cluster_name if self.accounting and self.users_parameter else None,
             ),
         )

@@ -23,8 +23,9 @@
 #            through HyperPod's prolog.d/epilog.d
 #   users    only with FMCLUSTER_USERS_PARAMETER: users.sh sync <it>: the cluster file's users (same uid and gid on
 #            every node, homes on the file system, keys, sudo for admins; users.sh's header)
-#   accounting  on the controller (where HyperPod runs slurmdbd), with FMCLUSTER_USERS_PARAMETER: users.sh sync <it>
-#            --accounting <cluster>: each user's Slurm association in the account named after the cluster
+#   accounting  on the controller (where HyperPod runs slurmdbd), with FMCLUSTER_USERS_PARAMETER: slurm-accounting.sh
+#            install <it> <cluster> --now: each user's Slurm association in the account named after the cluster, now
+#            and from a timer every 10 minutes
 #   image    import-image.sh, on the controller only: the training image, once, as a squashfs on the file system
 #   image-watch  image-watch.sh install, on the controller only: a timer that imports the image when it is published
 #            (usually after boot: the cluster does not wait for the image build) or changed, for jobs to find
@@ -250,7 +251,7 @@ main() {
     run_step users sync "$FMCLUSTER_USERS_PARAMETER"
   fi
   if [[ -n "$FMCLUSTER_USERS_PARAMETER" && "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
-    run_step accounting sync "$FMCLUSTER_USERS_PARAMETER" --accounting "$FMCLUSTER_CLUSTER"
+    run_step accounting install "$FMCLUSTER_USERS_PARAMETER" "$FMCLUSTER_CLUSTER" --now
   fi
   if [[ "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
     if [[ -z "$FMCLUSTER_FSX_MOUNT" ]]; then

@@ -1,0 +1,181 @@
+"""slurm-accounting.sh against a real slurmdbd: the cluster file's users as associations, made once, never removed.
+
+The real test runs the script inside the slurmdbd chroots of tests/node/real_slurmdbd.py (Slurm 24.11.5 and 26.05.5,
+PCS's oldest and newest, with Debian's slurmdbd; what stays emulated there is said in that module), so the commands
+it sends are judged by slurmdbd itself: `sacctmgr show association` and `sshare` must list what it made, and a second
+run must leave slurmdbd's transaction log (`sacctmgr show transactions`, every add or modify slurmdbd accepted) as it
+was. The other tests run the script on a pretend node (tests/stub_node.py) for what no slurmdbd is needed to see: an
+image without sacctmgr, a slurmdbd that never answers, the timer `install` writes, and a login shell's Slurm
+environment.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from fmcluster.config import parse
+from fmcluster.config.models import rendered_users
+from tests.node.real_slurmdbd import CLUSTER, VERSIONS, real_slurmdbd
+from tests.node.test_scripts import NODE_DIR, TOOLS
+from tests.stub_node import StubNode, stub_env
+
+SCRIPT = NODE_DIR / "slurm-accounting.sh"
+ACCOUNT = "team"
+USERS = {"alice": 2001, "bob": 2002}
+ASSOCIATION_FORMAT = "format=Cluster,Account,User,Fairshare,QOS,DefaultQOS,ParentName"
+
+
+def users_file(path: Path, users: dict[str, int]) -> Path:
+    """The users as the nodes receive them (the SSM parameter's text, from the cluster file's own renderer)."""
+    data = {
+        "name": ACCOUNT,
+        "region": "us-east-1",
+        "availability_zone_id": "use1-az6",
+        "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
+        "users": [{"name": name, "uid": uid} for name, uid in users.items()],
+    }
+    path.write_text(rendered_users(parse(data, source="team.yaml").users))
+    return path
+
+
+def parsable(result: subprocess.CompletedProcess) -> list[list[str]]:
+    return [line.split("|") for line in result.stdout.splitlines() if line]
+
+
+@pytest.mark.real_tools
+@pytest.mark.parametrize("version", VERSIONS)
+def test_associations_are_made_once_kept_for_removed_users_and_left_as_set_by_hand(
+    tmp_path: Path, version: str
+) -> None:
+    node_root = tmp_path / "node"  # the script's state and log (FMCLUSTER_ROOT), not the shared chroot's /var
+    node_root.mkdir()
+    with real_slurmdbd(tmp_path, version) as dbd:
+        env = {"FMCLUSTER_ROOT": str(node_root)}
+
+        def run(*args: str) -> subprocess.CompletedProcess:
+            return dbd.command("bash", str(SCRIPT), *args, check=False, env=env)
+
+        def associations() -> list[list[str]]:
+            shown = dbd.command("sacctmgr", "--noheader", "--parsable2", "show", "association", ASSOCIATION_FORMAT)
+            return sorted(parsable(shown))
+
+        def transactions() -> list[list[str]]:
+            return parsable(dbd.command("sacctmgr", "--noheader", "--parsable2", "show", "transactions"))
+
+        qos = dbd.command("sacctmgr", "--noheader", "--parsable2", "show", "qos", "format=Name")
+        assert qos.stdout.split() == ["normal"]  # slurmdbd's own, in a new database: the script only names it
+        started = time.monotonic()
+        first = run("apply", str(users_file(tmp_path / "users", USERS)), ACCOUNT)
+        assert first.returncode == 0, first.stderr + dbd.logs()
+        made = associations()
+        # sacctmgr(1): an account's own association has no user; each user's sits under its account
+        assert [CLUSTER, ACCOUNT, "", "1", "normal", "", "root"] in made
+        for name in USERS:
+            assert [CLUSTER, ACCOUNT, name, "1", "normal", "normal", ""] in made, made
+        shares = parsable(dbd.command("sshare", "--noheader", "--parsable2", "--all", "--accounts", ACCOUNT,
+                                      "--format=Account,User,RawShares"))  # fmt: skip
+        # sshare(1) indents an account by its depth in the tree (" team" under root)
+        users = sorted([account.strip(), user, raw] for account, user, raw in shares if user)
+        assert users == [[ACCOUNT, name, "1"] for name in sorted(USERS)]
+
+        # docs/operations.md's commands for looking at it run as written (but `sreport -T gres/gpu`: "Invalid TRES
+        # given" where AccountingStorageTRES does not track gres/gpu, as here; the docs say so)
+        for command in (
+            ("sshare", "-a", "-l"),
+            ("sacctmgr", "show", "assoc", "format=Cluster,Account,User,Fairshare,QOS,DefaultQOS"),
+            ("sacctmgr", "show", "qos", "format=Name,Priority,MaxTRESPU,MaxWall"),
+            ("sprio", "-l"),
+            ("sacct", "-X", "-S", "now-1days", "-o", "JobID,User,Account,Partition,AllocTRES%40,Elapsed,State"),
+            ("sreport", "cluster", "AccountUtilizationByUser", "start=2026-01-01", "-t", "Hours"),
+        ):
+            done = dbd.command(*command, check=False)
+            assert (done.returncode, done.stderr) == (0, ""), command
+
+        logged = transactions()
+        second = run("apply", str(tmp_path / "users"), ACCOUNT)
+        assert second.returncode == 0, second.stderr
+        assert "added" not in second.stderr
+        assert transactions() == logged  # slurmdbd was asked to change nothing
+        assert associations() == made
+
+        only_alice = run("apply", str(users_file(tmp_path / "users", {"alice": 2001})), ACCOUNT)
+        assert only_alice.returncode == 0, only_alice.stderr
+        assert associations() == made  # bob's association (and job history) stays
+        assert (
+            f"bob is no longer in the cluster file: its association in {ACCOUNT} and its job history are kept "
+            f"(remove it with: sacctmgr delete user bob account={ACCOUNT})"
+        ) in only_alice.stderr
+        assert transactions() == logged
+
+        # a share an administrator changed stays as they set it
+        dbd.command("sacctmgr", "--immediate", "modify", "user", "where", "name=alice", f"account={ACCOUNT}", "set",
+                    "Fairshare=5")  # fmt: skip
+        again = run("apply", str(tmp_path / "users"), ACCOUNT)
+        assert again.returncode == 0, again.stderr
+        assert "bob" not in again.stderr  # the kept association is said once, at the first sync without bob
+        shown = dbd.command("sacctmgr", "--noheader", "--parsable2", "show", "association", "where", "user=alice",
+                            "format=User,Fairshare")  # fmt: skip
+        assert parsable(shown) == [["alice", "5"]]
+        assert time.monotonic() - started < 30  # four runs against slurmdbd, each a handful of sacctmgr calls
+
+
+class AccountingNode(StubNode):
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        env = {**self.env, "AWS_DEFAULT_REGION": "us-east-1"}
+        return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, check=False)
+
+
+def pretend_node(tmp_path: Path, sacctmgr: str | None) -> AccountingNode:
+    stubs = {"systemctl": "exit 0", "sleep": "exit 0", **({"sacctmgr": sacctmgr} if sacctmgr is not None else {})}
+    return AccountingNode(**stub_env(tmp_path, tools=(*TOOLS, "awk"), stubs=stubs))
+
+
+def test_an_image_without_sacctmgr_fails_in_one_line(tmp_path: Path) -> None:
+    node = pretend_node(tmp_path, sacctmgr=None)
+    result = node.run("apply", str(users_file(tmp_path / "users", USERS)), ACCOUNT)
+    assert result.returncode == 1
+    assert "ERROR: no sacctmgr in this image's Slurm (/usr/bin)" in result.stderr
+
+
+def test_a_slurmdbd_that_never_answers_fails_after_the_wait_and_adds_nothing(tmp_path: Path) -> None:
+    node = pretend_node(tmp_path, sacctmgr='echo "sacctmgr: error: Problem talking to the database" >&2; exit 1')
+    result = node.run("apply", str(users_file(tmp_path / "users", USERS)), ACCOUNT, "--wait", "10")
+    assert result.returncode == 1
+    assert "ERROR: slurmdbd did not answer (sacctmgr show cluster) within 10s; no association made" in result.stderr
+    assert len(node.calls("sacctmgr")) == 3  # at once, then after 5 and 10 s
+    assert node.calls("sleep") == [["sleep", "5"], ["sleep", "5"]]
+
+
+def test_install_writes_a_timer_that_syncs_every_ten_minutes(tmp_path: Path) -> None:
+    node = pretend_node(tmp_path, sacctmgr="exit 0")
+    result = node.run("install", "/fmcluster/team/users", ACCOUNT)
+    assert result.returncode == 0, result.stderr
+    service = node.path("/etc/systemd/system/fmcluster-slurm-accounting.service").read_text()
+    assert "ExecStart=/usr/bin/env bash /opt/fmcluster/node/slurm-accounting.sh sync /fmcluster/team/users team" in (
+        service.splitlines()
+    )
+    timer = node.path("/etc/systemd/system/fmcluster-slurm-accounting.timer").read_text().splitlines()
+    assert {"OnBootSec=3min", "OnUnitActiveSec=10min", "WantedBy=timers.target"} <= set(timer)
+    assert ["systemctl", "enable", "--now", "fmcluster-slurm-accounting.timer"] in node.calls("systemctl")
+    assert node.calls("sacctmgr") == []  # without --now, the timer makes the first associations
+
+
+def test_the_slurm_environment_of_login_shells_is_used(tmp_path: Path) -> None:
+    """PCS puts Slurm on PATH for login shells only, in /etc/profile.d/slurm.sh (FACTS.md, node images): the timer's
+    service is no login shell, so the script reads that file itself."""
+    node = pretend_node(tmp_path, sacctmgr=None)
+    pcs_bin = tmp_path / "pcs-slurm-bin"
+    pcs_bin.mkdir()
+    node.add_stub("sacctmgr", 'echo "$SLURM_CONF" >"$STUB_STATE/slurm-conf"; [[ "$*" != *show* || "$*" == *cluster* ]]')
+    (node.bin / "sacctmgr").rename(pcs_bin / "sacctmgr")
+    profile = node.path("/etc/profile.d/slurm.sh")
+    profile.parent.mkdir(parents=True)
+    profile.write_text(f'PATH="{pcs_bin}:$PATH"\nexport SLURM_CONF=/etc/aws/pcs/slurm.conf\n[ -n "$UNSET_HERE" ]\n')
+    result = node.run("apply", str(users_file(tmp_path / "users", USERS)), ACCOUNT)
+    assert result.returncode == 0, result.stderr
+    assert (node.state / "slurm-conf").read_text() == "/etc/aws/pcs/slurm.conf\n"
+    assert "alice added to account team (fair share 1, QoS normal)" in result.stderr
