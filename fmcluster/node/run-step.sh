@@ -33,10 +33,10 @@ SETTINGS="$NODE_ROOT/node.env"
 STATE_DIR="$ROOT/run/fmcluster/steps"
 
 # --- steps rendered from fmcluster's one list (node_files.STEPS); do not edit here ---
-declare -A STEP_SCRIPT=([hold]='hyperpod/slurm-hold.sh' [scratch]='nvme-raid.sh' [lustre]='mount-lustre.sh' [nccl]='nccl-env.sh' [enroot]='enroot-pyxis.sh' [slurm-hooks]='slurm-hooks.sh' [users]='users.sh' [accounting]='users.sh' [image]='hyperpod/import-image.sh' [image-watch]='image-watch.sh' [observability]='observability.sh' [release]='hyperpod/slurm-hold.sh')
-declare -A STEP_REQUIRED=([hold]='0' [scratch]='1' [lustre]='1' [nccl]='1' [enroot]='0' [slurm-hooks]='0' [users]='1' [accounting]='0' [image]='0' [image-watch]='0' [observability]='0' [release]='1')
-declare -A STEP_NEEDS=([hold]='' [scratch]='' [lustre]='' [nccl]='' [enroot]='' [slurm-hooks]='' [users]='' [accounting]='users' [image]='enroot' [image-watch]='enroot' [observability]='' [release]='')
-declare -A STEP_CONSEQUENCE=([hold]='Slurm may give this node a job before its set-up is done' [scratch]='' [lustre]='' [nccl]='' [enroot]='jobs cannot use --container-image (no enroot/pyxis on this node)' [slurm-hooks]="jobs get the submitter's environment, not the group's NCCL settings" [users]='' [accounting]='the users run jobs, but outside any Slurm association' [image]='jobs pull the training image from ECR' [image-watch]='a training image published later is not imported' [observability]='the node runs without metrics' [release]='')
+declare -A STEP_SCRIPT=([hold]='hyperpod/slurm-hold.sh' [scratch]='nvme-raid.sh' [lustre]='mount-lustre.sh' [nccl]='nccl-env.sh' [enroot]='enroot-pyxis.sh' [slurm-hooks]='slurm-hooks.sh' [users]='users.sh' [accounting]='users.sh' [image]='hyperpod/import-image.sh' [image-watch]='image-watch.sh' [observability]='observability.sh' [fabric]='fabric-check.sh' [release]='hyperpod/slurm-hold.sh')
+declare -A STEP_REQUIRED=([hold]='0' [scratch]='1' [lustre]='1' [nccl]='1' [enroot]='0' [slurm-hooks]='0' [users]='1' [accounting]='0' [image]='0' [image-watch]='0' [observability]='0' [fabric]='0' [release]='1')
+declare -A STEP_NEEDS=([hold]='' [scratch]='' [lustre]='' [nccl]='' [enroot]='' [slurm-hooks]='' [users]='' [accounting]='users' [image]='enroot' [image-watch]='enroot' [observability]='' [fabric]='' [release]='')
+declare -A STEP_CONSEQUENCE=([hold]='Slurm may give this node a job before its set-up is done' [scratch]='' [lustre]='' [nccl]='' [enroot]='jobs cannot use --container-image (no enroot/pyxis on this node)' [slurm-hooks]="jobs get the submitter's environment, not the group's NCCL settings" [users]='' [accounting]='the users run jobs, but outside any Slurm association' [image]='jobs pull the training image from ECR' [image-watch]='a training image published later is not imported' [observability]='the node runs without metrics' [fabric]='the node is drained in Slurm if Slurm knows it (sinfo -R says why)' [release]='')
 # --- end of rendered steps ---
 
 usage() {

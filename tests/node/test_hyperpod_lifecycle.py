@@ -818,3 +818,23 @@ def test_the_controller_is_never_drained(node):
     node.mount("/scratch")
     node.run()
     assert node.calls("scontrol") == []
+
+
+def test_a_compute_node_failing_its_fabric_check_stays_drained_with_the_reason_and_the_cluster_still_forms(node):
+    """A gpu node without its EFA devices and GPUs (no /sys/class/infiniband, no nvidia-smi here): the fabric step
+    (fmcluster.fabric's figures, through FMCLUSTER_FABRIC) drains it with the reason, `release` leaves that drain as it
+    is, and the lifecycle exits 0 (HyperPod would fail the whole cluster for one node otherwise)."""
+    with_scontrol(node)
+    node.mount("/scratch")
+    (node.bin / "grep").symlink_to(shutil.which("grep", path="/usr/bin:/bin"))
+    path = node.lifecycle / LIFECYCLE_ENV
+    path.write_text(path.read_text().replace("FMCLUSTER_FABRIC=\n", "FMCLUSTER_FABRIC=controller=1,1,0 gpu=4,8,0\n"))
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    reason = "fmcluster fabric: 0 of 4 EFA devices; nvidia-smi failed (0 of 8 GPUs)"
+    updates = [call[-1] for call in node.calls("scontrol") if call[1] == "update"]
+    assert updates == ["Reason=fmcluster lifecycle running", f"Reason={reason}"]
+    log = node.script_log("lifecycle")
+    assert "step fabric: running fabric-check.sh --efa 4 --gpus 8" in log
+    assert "fmcluster WARNING: step fabric failed; the node is drained in Slurm if Slurm knows it" in log
+    assert f"is not drained by fmcluster's lifecycle (reason: '{reason}'); left as it is" in log

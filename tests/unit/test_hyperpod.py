@@ -402,6 +402,8 @@ def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library)
         # the artifact mirror's s3:// URI: a deploy-time value of the storage stack's mirror (a marker here)
         "FMCLUSTER_ARTIFACT_MIRROR=<<marker:0xbaba:0>>\n"
         "FMCLUSTER_USERS_PARAMETER=\n"  # the quickstart lists no users
+        # its gpu group's fabric check: 32 EFA devices, 8 GPUs, NVLink floor 250 GB/s (fmcluster.fabric)
+        "FMCLUSTER_FABRIC=gpu=32,8,250\n"
     )
     settings = deployed_files(library)[LIFECYCLE_ENV]
     assert "FMCLUSTER_NCCL_PREFIX=/tuning/research\n" in settings
@@ -417,14 +419,14 @@ def test_settings_file_tells_the_observability_step_what_to_run(quickstart, plan
     for cluster in (quickstart, plan):
         name = cluster.construct.cluster_name
         settings = deployed_files(cluster)[LIFECYCLE_ENV].splitlines()
-        assert settings[-6:-2] == [
+        assert settings[-7:-3] == [
             "FMCLUSTER_PROMETHEUS=managed",
             "FMCLUSTER_GRAFANA=self-hosted",
             f"FMCLUSTER_ENDPOINT_PARAMETER={endpoint_parameter_name(name)}",
             "FMCLUSTER_MIRROR=",  # egress: nat, so the public release sites
         ]
         assert cluster.construct.endpoint_parameter_name == endpoint_parameter_name(name)
-    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-6:-2] == [
+    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-7:-3] == [
         "FMCLUSTER_PROMETHEUS=managed",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/Research-Cluster/observability/prometheus-endpoint",
@@ -452,7 +454,7 @@ def test_by_default_the_nodes_collect_no_metrics(tmp_path):
     built = support.synthesize(app, [stack])
     files = deployed_files(Cluster(stack=stack, template=built.templates[stack.stack_name], construct=cluster,
                                    outdir=tmp_path))  # fmt: skip
-    assert files[LIFECYCLE_ENV].splitlines()[-6:-2] == [
+    assert files[LIFECYCLE_ENV].splitlines()[-7:-3] == [
         "FMCLUSTER_PROMETHEUS=none",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=",

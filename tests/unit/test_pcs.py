@@ -391,6 +391,32 @@ def test_a_failing_required_step_terminates_the_node_and_the_rest_only_warn(bloc
     }  # fmt: skip
 
 
+def test_gpu_groups_check_their_fabric_in_the_node_ready_stage_and_the_head_node_does_not(block, b300):
+    """fabric-check.sh runs after slurmd registered (botocore pcs NodeLifecycleStages nodeReady: "after the Slurm daemon
+    (slurmd) starts and the compute node registers with the Slurm controller"; cfn-lint's schema has NodeReady), at
+    every boot, warn-only (the script drains a node that fails), with the catalog's figures (fmcluster.fabric)."""
+    stage = PCS_SCHEMA["definitions"]["NodeLifecycleStages"]["properties"]
+    assert "NodeReady" in stage
+    expected = {
+        "gpu": "--efa 32 --gpus 8 --nvlink-floor 250",  # p5
+        "b300": "--efa 16 --gpus 8",  # p6-b300: no published NVLink floor
+        "dev": "--efa 1 --gpus 4",  # g5.12xlarge
+    }
+    for template in (block, b300):
+        ready = {
+            group["Name"]: group["NodeLifecycleActions"]["Stages"].get("NodeReady")
+            for group in props(template, "AWS::PCS::ComputeNodeGroup")
+        }
+        for head in ("login", "head"):  # the login or head node: no GPU, no EFA wired, nothing to check
+            assert ready.pop(head, None) is None
+        for name, scripts in ready.items():
+            (action,) = scripts
+            assert action["Name"] == "fabric" and action["OnError"] == "CONTINUE", name
+            assert action["ExecutionPolicy"] == "EVERY_BOOT"
+            assert " ".join(action["Arguments"]) == f"fabric --hold {expected[name]}"
+            assert action["ScriptSource"]["Checksum"] == node_scripts.runner_checksum()
+
+
 def test_lifecycle_actions_fit_the_limits_pcs_sets(block, b300):
     """The budget that replaced user data's: at most 20 actions per stage, 20 arguments each of 256 characters
     (cfn-lint's schema), names of its pattern; the biggest examples' longest values leave room."""

@@ -67,13 +67,15 @@ def lifecycle_settings(
     mirror: str = "",
     artifact_mirror: str = "",
     users_parameter: str = "",
+    fabric: str = "",
 ) -> str:
     """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens).
 
     `prometheus`, `grafana`, `endpoint_parameter_name` and `mirror` are what on_create.sh's observability step needs
     (it runs only when `prometheus` is "managed"; an empty mirror means the public release sites); `artifact_mirror`
     is the artifact mirror (`fmcluster.mirror`) enroot-pyxis.sh installs from (mirror.sh); an empty
-    `users_parameter` means no users step.
+    `users_parameter` means no users step; `fabric` is every compute group's fabric check (`GROUP=EFA,GPUS,FLOOR`
+    words, `fmcluster.fabric.FabricExpectation.setting`), empty for none.
     """
     settings = {
         "FMCLUSTER_CLUSTER": cluster_name,
@@ -88,6 +90,7 @@ def lifecycle_settings(
         "FMCLUSTER_MIRROR": mirror,
         "FMCLUSTER_ARTIFACT_MIRROR": artifact_mirror,
         "FMCLUSTER_USERS_PARAMETER": users_parameter,
+        "FMCLUSTER_FABRIC": fabric,
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 

@@ -27,6 +27,7 @@ from fmcluster.constructs.image import parameter_name as image_parameter_name
 from fmcluster.constructs.lustre import LustreFileSystem
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
 from fmcluster.constructs.pcs.prop_rules import group_name_problem, validated
+from fmcluster.fabric import fabric_expectation
 from fmcluster.names import LUSTRE_MOUNT_PATH, nccl_parameter_name, parameter_prefix
 from fmcluster.node_scripts import INSTALL_DIR, NodeObservability, bundle_path, node_lifecycle_actions, runner_path
 from fmcluster.problems import InvalidProps, Problem, raise_if_any
@@ -572,6 +573,7 @@ class PcsSlurmCluster(Construct):
                 nccl_parameter_name=nccl_parameter_name(self.nccl_parameter_prefix, group.name),
                 observability=observability,
                 image_parameter=self.image_parameter_name if watch_image else None,
+                fabric=fabric_expectation(group.instance_type, efa=group.efa),
             ),
         )
 

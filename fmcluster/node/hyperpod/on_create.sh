@@ -31,6 +31,9 @@
 #   observability  only when FMCLUSTER_PROMETHEUS is `managed`: observability.sh --cluster --region
 #            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER [--mirror FMCLUSTER_MIRROR], with --head-node on the
 #            controller (the Slurm exporter), and --grafana there too when FMCLUSTER_GRAFANA is `self-hosted`
+#   fabric   only for a group FMCLUSTER_FABRIC names (`GROUP=EFA,GPUS,FLOOR` words; fmcluster.fabric): fabric-check.sh
+#            --efa EFA --gpus GPUS [--nvlink-floor FLOOR]: EFA devices, GPUs and a one-node all_reduce; a node that
+#            fails stays drained with the reason "fmcluster fabric: ...", which `release` leaves as it is
 #   release  slurm-hold.sh release (not on the controller)
 # A failed step does not stop the later ones (image and image-watch need enroot: the runner skips them without it).
 # Every step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script
@@ -45,8 +48,8 @@
 # of FMCLUSTER_CLUSTER, FMCLUSTER_REGION, FMCLUSTER_NCCL_PREFIX, FMCLUSTER_IMAGE_PARAMETER,
 # FMCLUSTER_CONTROLLER_GROUP, FMCLUSTER_FSX_MOUNT (empty: no shared file system), FMCLUSTER_PROMETHEUS (`managed` or
 # `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`) and FMCLUSTER_MIRROR
-# (an S3 prefix for observability.sh's downloads; empty: the public release sites) and FMCLUSTER_USERS_PARAMETER (the
-# SSM parameter of the cluster's users; empty: no users step). The node's instance group is
+# (an S3 prefix for observability.sh's downloads; empty: the public release sites), FMCLUSTER_USERS_PARAMETER (the
+# SSM parameter of the cluster's users; empty: no users step) and FMCLUSTER_FABRIC (empty: no fabric step). The node's instance group is
 # the one whose instance has one of this node's IP addresses in HyperPod's resource configuration:
 # $SAGEMAKER_RESOURCE_CONFIG_PATH, which HyperPod sets for lifecycle scripts, else /opt/ml/config/resource_config.json
 # (as AWS's reference on_create.sh).
@@ -80,6 +83,7 @@ FMCLUSTER_ENDPOINT_PARAMETER=""
 FMCLUSTER_MIRROR=""
 FMCLUSTER_ARTIFACT_MIRROR=""
 FMCLUSTER_USERS_PARAMETER=""
+FMCLUSTER_FABRIC=""
 FAILED=()
 shopt -s globstar nullglob
 
@@ -112,7 +116,7 @@ read_settings() {
       FMCLUSTER_CLUSTER | FMCLUSTER_REGION | FMCLUSTER_NCCL_PREFIX | FMCLUSTER_IMAGE_PARAMETER | \
         FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT | FMCLUSTER_PROMETHEUS | FMCLUSTER_GRAFANA | \
         FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR | FMCLUSTER_ARTIFACT_MIRROR | \
-        FMCLUSTER_USERS_PARAMETER)
+        FMCLUSTER_USERS_PARAMETER | FMCLUSTER_FABRIC)
         printf -v "$key" '%s' "$value"
         ;;
       *) log WARN "$SETTINGS_FILE: ignoring unknown setting '$key'" ;;
@@ -196,6 +200,20 @@ observability_arguments() {
   printf '%s\n' "${arguments[@]}"
 }
 
+# fabric_arguments GROUP: fabric-check.sh's arguments for GROUP, from its FMCLUSTER_FABRIC word; nothing when none.
+fabric_arguments() {
+  local word efa gpus floor
+  for word in $FMCLUSTER_FABRIC; do
+    if [[ "$word" =~ ^([a-z][a-z0-9-]*)=([0-9]+),([0-9]+),([0-9]+)$ && "${BASH_REMATCH[1]}" == "$1" ]]; then
+      efa="${BASH_REMATCH[2]}" gpus="${BASH_REMATCH[3]}" floor="${BASH_REMATCH[4]}"
+      printf '%s\n' --efa "$efa" --gpus "$gpus"
+      if ((floor > 0)); then
+        printf '%s\n' --nvlink-floor "$floor"
+      fi
+    fi
+  done
+}
+
 # run_step STEP [ARGUMENTS...]: run-step.sh STEP (its policy: a warn-only step exits 0 after its WARNING line), its
 # output added to lifecycle.log (and stderr); a required step's failure is remembered.
 run_step() {
@@ -266,6 +284,10 @@ main() {
     run_step observability "${arguments[@]}"
   else
     log INFO "step observability: skipped, since observability.prometheus is none"
+  fi
+  mapfile -t arguments < <(fabric_arguments "$group")
+  if ((${#arguments[@]})); then
+    run_step fabric "${arguments[@]}"
   fi
 
   if ((${#FAILED[@]})); then
