@@ -186,6 +186,54 @@ class Network(_Model):
         return value
 
 
+RepairAction = Literal["auto", "replace", "isolate", "none"]
+"""What PCS does with an instance that fails a health check (botocore pcs HealthMonitoringRepairAction and
+DeepHealthCheckOnStartRepairAction: AUTO, REPLACE, ISOLATE, NONE; lower case in the file)."""
+
+
+class HealthChecks(_Model):
+    """`compute[].health_checks`: AWS PCS instance health checks of the group's node group (botocore pcs
+    InstanceHealthChecks), applied through a custom resource until CloudFormation has the property
+    (fmcluster/lambdas/pcs_health_checks)."""
+
+    monitoring: Literal["standard", "none"] = "standard"
+    monitoring_repair: RepairAction | None = Field(None, validate_default=True)
+    deep_check: Literal["none", "quick", "medium", "long"] = "none"
+    deep_check_repair: RepairAction | None = Field(None, validate_default=True)
+
+    @field_validator("monitoring_repair")
+    @classmethod
+    def _monitoring_repair(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("monitoring") == "none":
+            raise fail("only with monitoring: standard (botocore pcs HealthMonitoring: no repairAction with NONE)")
+        return value
+
+    @field_validator("deep_check_repair")
+    @classmethod
+    def _deep_check_repair(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("deep_check") == "none":
+            raise fail(
+                "only with a deep_check other than none (botocore pcs DeepHealthCheckOnStart: no repairAction with "
+                "profile NONE)"
+            )
+        return value
+
+    def request(self) -> dict:
+        """The `instanceHealthChecks` of UpdateComputeNodeGroup (botocore pcs UpdateInstanceHealthChecksRequest); a
+        repair action not given is left out, so PCS uses AUTO.
+
+        >>> HealthChecks(deep_check="quick", deep_check_repair="replace").request()["deepHealthChecks"]
+        {'onStart': {'profile': 'QUICK', 'repairAction': 'REPLACE'}}
+        """
+        monitoring: dict[str, str] = {"mode": self.monitoring.upper()}
+        if self.monitoring_repair is not None:
+            monitoring["repairAction"] = self.monitoring_repair.upper()
+        on_start: dict[str, str] = {"profile": self.deep_check.upper()}
+        if self.deep_check_repair is not None:
+            on_start["repairAction"] = self.deep_check_repair.upper()
+        return {"healthMonitoring": monitoring, "deepHealthChecks": {"onStart": on_start}}
+
+
 class ComputeGroup(_Model):
     """One entry of `compute`: a Slurm partition of identical nodes."""
 
@@ -202,6 +250,7 @@ class ComputeGroup(_Model):
     min_count: int = Field(None, validate_default=True)  # resolved below: `count`, a static group
     scale_down_idle_minutes: int | None = Field(None, validate_default=True)
     drain_before_end_minutes: int | None = Field(None, validate_default=True)  # resolved below
+    health_checks: HealthChecks | None = None
 
     @field_validator("name")
     @classmethod
@@ -334,6 +383,19 @@ class ComputeGroup(_Model):
                 f"must be 0 (never drain) or {DRAIN_BEFORE_END_MIN} to {DRAIN_BEFORE_END_MAX} minutes: EC2 begins "
                 "terminating a block's instances 30 minutes before its end, and the drain check runs every "
                 f"{DRAIN_CHECK_MINUTES} minutes; got {value}"
+            )
+        return value
+
+    @field_validator("health_checks")
+    @classmethod
+    def _health_checks(cls, value: HealthChecks | None, info: ValidationInfo) -> HealthChecks | None:
+        instance_type = info.data.get("instance_type")
+        if value is None or value.deep_check == "none" or instance_type is None:
+            return value
+        if not catalog.lookup(instance_type).accelerator.startswith("NVIDIA"):
+            raise fail(
+                f"deep_check {value.deep_check!r} runs NVIDIA DCGM diagnostics: it needs a type with NVIDIA GPUs "
+                f"(botocore pcs DeepHealthCheckOnStart); {instance_type} has none: use deep_check: none"
             )
         return value
 

@@ -59,7 +59,7 @@ TOP_KEYS = (
 )
 GROUP_KEYS = (
     "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa, "
-    "deep_health_checks, min_count, scale_down_idle_minutes, drain_before_end_minutes"
+    "deep_health_checks, min_count, scale_down_idle_minutes, drain_before_end_minutes, health_checks"
 )
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")

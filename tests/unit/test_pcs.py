@@ -12,11 +12,13 @@ import zipfile
 from pathlib import Path
 
 import aws_cdk as cdk
+import botocore.session
 import cfnlint
 import pytest
 import yaml
 from aws_cdk import assertions
 from aws_cdk import aws_ec2 as ec2
+from botocore.validate import validate_parameters
 from constructs import Construct
 
 from fmcluster import node_files, node_scripts
@@ -680,3 +682,35 @@ def test_cluster_users_are_created_by_a_required_action_on_every_node_after_thei
         assert users["OnError"] == "TERMINATE"
     groups = [r for r in template["Resources"].values() if r["Type"] == "AWS::PCS::ComputeNodeGroup"]
     assert groups and all(parameter_id in group.get("DependsOn", []) for group in groups)
+
+
+def test_instance_health_checks_are_applied_by_a_custom_resource_until_cloudformation_has_them(synthesized):
+    """pcs-cpu-and-gpu's gpu group asks for PCS instance health checks: cfn-lint's AWS::PCS::ComputeNodeGroup schema
+    has no such property, so a custom resource (fmcluster/lambdas/pcs_health_checks) calls UpdateComputeNodeGroup with
+    the group's ids and the request, which botocore's pcs model takes; its role reaches only the cluster and the
+    group."""
+    assert not {"InstanceHealthChecks", "HealthChecks"} & set(PCS_SCHEMA["properties"])
+    template = synthesized["pcs-cpu-and-gpu"].templates["pcs-mixed-cluster"]
+    resources = template["Resources"]
+    (checks,) = [r for r in resources.values() if r["Type"] == "Custom::PcsInstanceHealthChecks"]
+    properties = checks["Properties"]
+    groups = {r["Properties"]["Name"]: key for key, r in resources.items() if r["Type"] == "AWS::PCS::ComputeNodeGroup"}
+    assert properties["ComputeNodeGroupId"] == {"Fn::GetAtt": [groups["gpu"], "Id"]}
+    assert properties["InstanceHealthChecks"] == {
+        "healthMonitoring": {"mode": "STANDARD"},
+        "deepHealthChecks": {"onStart": {"profile": "QUICK", "repairAction": "REPLACE"}},
+    }
+    shape = botocore.session.get_session().get_service_model("pcs").operation_model("UpdateComputeNodeGroup")
+    validate_parameters({"clusterIdentifier": "pcs_abc1234567", "computeNodeGroupIdentifier": "pcs_def8901234",
+                         "instanceHealthChecks": properties["InstanceHealthChecks"]}, shape.input_shape)  # fmt: skip
+    statements = [
+        statement
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for statement in r["Properties"]["PolicyDocument"]["Statement"]
+        if "pcs:UpdateComputeNodeGroup" in statement["Action"]
+    ]
+    ((statement,),) = [statements]
+    assert statement["Action"] == ["pcs:GetComputeNodeGroup", "pcs:UpdateComputeNodeGroup"]
+    assert {"Fn::GetAtt": [groups["gpu"], "Arn"]} in statement["Resource"]
+    assert not any(isinstance(arn, str) and "*" in arn for arn in statement["Resource"])
