@@ -103,9 +103,13 @@ Capacity = Literal["on-demand", "capacity-block", "odcr", "training-plan"]
 DRAIN_CHECK_MINUTES = 5
 """How often the cluster's block-end drain looks at its capacity blocks' end dates (constructs/block_end.py)."""
 DRAIN_BEFORE_END_DEFAULT = 60
-"""`compute[].drain_before_end_minutes` of a capacity-block group: drained an hour before the end, so a job has
-about 30 minutes to checkpoint before EC2 begins terminating the block's instances (EC2 user guide, "Launch instances
-using Capacity Blocks": 30 minutes before the end)."""
+"""`compute[].drain_before_end_minutes` of a capacity-block or training-plan group: drained an hour before the end,
+so a job has about 30 minutes to checkpoint before EC2 begins terminating the block's instances (EC2 user guide,
+"Launch instances using Capacity Blocks": 30 minutes before the end)."""
+DRAINED_CAPACITIES = ("capacity-block", "training-plan")
+"""Capacity that ends on a clock: a capacity block (EC2 DescribeCapacityReservations EndDate) or a SageMaker training
+plan (DescribeTrainingPlan EndTime; when HyperPod stops its instances relative to it is unconfirmed, so the bounds
+are the capacity blocks')."""
 DRAIN_BEFORE_END_MIN = 30 + DRAIN_CHECK_MINUTES
 """The drain happens between the grace and the grace minus one check interval before the end: never after
 termination begins."""
@@ -375,9 +379,9 @@ class ComputeGroup(_Model):
     def _drain_before_end(cls, value: int | None, info: ValidationInfo) -> int | None:
         capacity = info.data.get("capacity")
         if value is None:
-            return DRAIN_BEFORE_END_DEFAULT if capacity == "capacity-block" else None
-        if capacity is not None and capacity != "capacity-block":
-            raise fail(f"only for capacity 'capacity-block'; this group's capacity is {capacity!r}")
+            return DRAIN_BEFORE_END_DEFAULT if capacity in DRAINED_CAPACITIES else None
+        if capacity is not None and capacity not in DRAINED_CAPACITIES:
+            raise fail(f"only for capacity 'capacity-block' or 'training-plan'; this group's capacity is {capacity!r}")
         if value != 0 and not DRAIN_BEFORE_END_MIN <= value <= DRAIN_BEFORE_END_MAX:
             raise fail(
                 f"must be 0 (never drain) or {DRAIN_BEFORE_END_MIN} to {DRAIN_BEFORE_END_MAX} minutes: EC2 begins "

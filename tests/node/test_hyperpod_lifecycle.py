@@ -838,3 +838,19 @@ def test_a_compute_node_failing_its_fabric_check_stays_drained_with_the_reason_a
     assert "step fabric: running fabric-check.sh --efa 4 --gpus 8" in log
     assert "fmcluster WARNING: step fabric failed; the node is drained in Slurm if Slurm knows it" in log
     assert f"is not drained by fmcluster's lifecycle (reason: '{reason}'); left as it is" in log
+
+
+def test_the_controller_installs_the_training_plan_drain_and_compute_nodes_do_not(node):
+    plan = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/llm-pretrain-2026q4=60=gpu"
+    path = node.lifecycle / LIFECYCLE_ENV
+    path.write_text(path.read_text().replace("FMCLUSTER_TRAINING_PLANS=\n", f"FMCLUSTER_TRAINING_PLANS={plan}\n"))
+    node.mount("/scratch")
+    assert node.run().returncode == 0
+    assert "step plan-drain" not in node.script_log("lifecycle")
+    controller(node)
+    node.mount("/fsx")
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    assert f"step plan-drain: running plan-end-drain.sh install {REGION} {plan}" in node.script_log("lifecycle")
+    timer = node.path("/etc/systemd/system/fmcluster-plan-end-drain.timer")
+    assert "OnUnitActiveSec=5min" in timer.read_text()

@@ -43,6 +43,7 @@ from fmcluster.constructs.props import (
     prop_problems,
     repeated_group_problems,
 )
+from fmcluster.drains import plan_words
 from fmcluster.fabric import fabric_expectation
 from fmcluster.names import CONTROLLER_GROUP, LOGIN_GROUP, LUSTRE_MOUNT_PATH, image_parameter_name, parameter_prefix
 from fmcluster.problems import Problem, raise_if_any
@@ -323,6 +324,7 @@ class HyperPodSlurmCluster(Construct):
                             for group in groups
                             if (expectation := fabric_expectation(group.instance_type, efa=group.efa))
                         ),
+                        training_plans=" ".join(plan_words(groups)),
                     ),
                 ),
             ],

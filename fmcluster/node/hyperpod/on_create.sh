@@ -34,6 +34,9 @@
 #   fabric   only for a group FMCLUSTER_FABRIC names (`GROUP=EFA,GPUS,FLOOR` words; fmcluster.fabric): fabric-check.sh
 #            --efa EFA --gpus GPUS [--nvlink-floor FLOOR]: EFA devices, GPUs and a one-node all_reduce; a node that
 #            fails stays drained with the reason "fmcluster fabric: ...", which `release` leaves as it is
+#   plan-drain  on the controller, only with FMCLUSTER_TRAINING_PLANS (`ARN=MINUTES=PARTITION[,...]` words;
+#            fmcluster.drains.plan_words): plan-end-drain.sh install REGION <words>: a timer that drains a training
+#            plan's partitions and signals their jobs to checkpoint before the plan ends
 #   release  slurm-hold.sh release (not on the controller)
 # A failed step does not stop the later ones (image and image-watch need enroot: the runner skips them without it).
 # Every step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script
@@ -49,7 +52,8 @@
 # FMCLUSTER_CONTROLLER_GROUP, FMCLUSTER_FSX_MOUNT (empty: no shared file system), FMCLUSTER_PROMETHEUS (`managed` or
 # `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`) and FMCLUSTER_MIRROR
 # (an S3 prefix for observability.sh's downloads; empty: the public release sites), FMCLUSTER_USERS_PARAMETER (the
-# SSM parameter of the cluster's users; empty: no users step) and FMCLUSTER_FABRIC (empty: no fabric step). The node's instance group is
+# SSM parameter of the cluster's users; empty: no users step), FMCLUSTER_FABRIC (empty: no fabric step) and
+# FMCLUSTER_TRAINING_PLANS (empty: no plan-drain step). The node's instance group is
 # the one whose instance has one of this node's IP addresses in HyperPod's resource configuration:
 # $SAGEMAKER_RESOURCE_CONFIG_PATH, which HyperPod sets for lifecycle scripts, else /opt/ml/config/resource_config.json
 # (as AWS's reference on_create.sh).
@@ -84,6 +88,7 @@ FMCLUSTER_MIRROR=""
 FMCLUSTER_ARTIFACT_MIRROR=""
 FMCLUSTER_USERS_PARAMETER=""
 FMCLUSTER_FABRIC=""
+FMCLUSTER_TRAINING_PLANS=""
 FAILED=()
 shopt -s globstar nullglob
 
@@ -116,7 +121,7 @@ read_settings() {
       FMCLUSTER_CLUSTER | FMCLUSTER_REGION | FMCLUSTER_NCCL_PREFIX | FMCLUSTER_IMAGE_PARAMETER | \
         FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT | FMCLUSTER_PROMETHEUS | FMCLUSTER_GRAFANA | \
         FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR | FMCLUSTER_ARTIFACT_MIRROR | \
-        FMCLUSTER_USERS_PARAMETER | FMCLUSTER_FABRIC)
+        FMCLUSTER_USERS_PARAMETER | FMCLUSTER_FABRIC | FMCLUSTER_TRAINING_PLANS)
         printf -v "$key" '%s' "$value"
         ;;
       *) log WARN "$SETTINGS_FILE: ignoring unknown setting '$key'" ;;
@@ -284,6 +289,10 @@ main() {
     run_step observability "${arguments[@]}"
   else
     log INFO "step observability: skipped, since observability.prometheus is none"
+  fi
+  if [[ "$group" == "$FMCLUSTER_CONTROLLER_GROUP" && -n "$FMCLUSTER_TRAINING_PLANS" ]]; then
+    read -r -a arguments <<<"$FMCLUSTER_TRAINING_PLANS"
+    run_step plan-drain install "$FMCLUSTER_REGION" "${arguments[@]}"
   fi
   mapfile -t arguments < <(fabric_arguments "$group")
   if ((${#arguments[@]})); then
