@@ -56,13 +56,16 @@ class Window:
         """The block reports an impaired interconnect or instances unavailable (a failed system status check)."""
         return self.interconnect == "impaired" or self.unavailable > 0
 
-    def line(self, now: datetime) -> str:
-        head = f"{self.kind} {self.name} ({', '.join(self.groups)})"
+    def text(self, now: datetime) -> str:
+        """The window, its status and its drain: 'active, started ..., ends ...; interconnect ok, ...; ...'."""
         if self.not_read:
-            return f"{head}: window not read: {self.not_read}"
+            return f"window not read: {self.not_read}"
         drain = f"; its nodes drain {self.drain_minutes} min before its end" if self.drain_minutes else ""
         status = f"; {self.status}" if self.status else ""
-        return f"{head}: {self.state}, {window_text(self.start, self.end, now)}{status}{drain}"
+        return f"{self.state}, {window_text(self.start, self.end, now)}{status}{drain}"
+
+    def line(self, now: datetime) -> str:
+        return f"{self.kind} {self.name} ({', '.join(self.groups)}): {self.text(now)}"
 
     def as_json(self) -> dict:
         stamp = lambda moment: moment.astimezone(UTC).isoformat() if moment else None  # noqa: E731
@@ -137,7 +140,7 @@ def window_findings(config: ClusterConfig, aws: Aws, kept: Collected, now: datet
     findings = []
     for window in windows:
         subject = f"{window.kind} {window.name}"
-        text = window.line(moment).split(": ", 1)[1]
+        text = window.text(moment)
         if window.not_read:
             findings.append(unknown(subject, "its window", window.not_read, key="compute[].capacity"))
         elif window.status_not_read:
