@@ -244,12 +244,9 @@ def print_capacity_windows(config: ClusterConfig, console: Console) -> None:
             seen.setdefault(key, []).append(group.name)
     for key, names in seen.items():
         groups = [group for group in config.compute if group.name in names]
-        if key.startswith("arn:"):
-            what, drain = f"training plan {key.rsplit('/', 1)[-1]}", "its nodes are not drained before it ends"
-        else:
-            minutes = max(group.drain_before_end_minutes or 0 for group in groups)
-            what = f"capacity block {key}"
-            drain = f"its nodes drain {minutes} min before its end" if minutes else "its nodes are not drained"
+        minutes = max(group.drain_before_end_minutes or 0 for group in groups)
+        what = f"training plan {key.rsplit('/', 1)[-1]}" if key.startswith("arn:") else f"capacity block {key}"
+        drain = f"its nodes drain {minutes} min before its end" if minutes else "its nodes are not drained"
         console.print(
             f"{what} ({', '.join(names)}): start and end known live only (`fmcluster info`); {drain}", soft_wrap=True
         )

@@ -73,6 +73,8 @@ NODE_FILES: tuple[NodeFile, ...] = (
     NodeFile("node/hyperpod/import-image.sh"),
     NodeFile("node/hyperpod/slurm-hold.sh"),
     NodeFile("node/block-end-drain.sh"),
+    NodeFile("node/plan-end-drain.sh"),
+    NodeFile("node/fabric-check.sh"),
     NodeFile("node/users.sh"),
     NodeFile("node/slurm-accounting.sh"),
     NodeFile("nccl-tests.sbatch", source="node/nccl-tests.sbatch"),  # at the top, where users find it
@@ -125,6 +127,10 @@ STEPS: tuple[Step, ...] = (
     Step("image", "hyperpod/import-image.sh", False, "jobs pull the training image from ECR", ("enroot",)),
     Step("image-watch", "image-watch.sh", False, "a training image published later is not imported", ("enroot",)),
     Step("observability", "observability.sh", False, "the node runs without metrics"),
+    Step("plan-drain", "plan-end-drain.sh", False, "jobs are not asked to checkpoint before a training plan ends"),
+    # warn-only: the script drains a node that fails (reason "fmcluster fabric: ..."), which keeps it from jobs; a
+    # required step would instead end the node on PCS (TERMINATE) and fail the whole cluster's creation on HyperPod
+    Step("fabric", "fabric-check.sh", False, "the node is drained in Slurm if Slurm knows it (sinfo -R says why)"),
     Step("release", "hyperpod/slurm-hold.sh", True),
 )
 """Every step, one line each, in the order they run (an orchestrator runs those that apply to the node)."""

@@ -35,6 +35,7 @@ from fmcluster.config.value_rules import (
     lustre_dns_name_problem,
     lustre_mount_name_problem,
 )
+from fmcluster.fabric import FabricExpectation
 from fmcluster.names import LUSTRE_MOUNT_PATH
 from fmcluster.node_files import INSTALL, NODE_ROOT, STEPS, Step, node_tree, step
 from fmcluster.problems import Problem, raise_if_any
@@ -55,6 +56,11 @@ EFA, the Lustre tunables) the steps install as systemd units of their own."""
 LIFECYCLE_STAGE = "nodeBootstrapped"
 """Every step runs in this stage, before slurmd starts (botocore pcs `NodeLifecycleStages`). Not nodeReady, even for
 the warn-only steps: whether a node group without a queue (the login node) ever reaches it is unconfirmed."""
+READY_STAGE = "nodeReady"
+"""The stage of the fabric check alone: "after the Slurm daemon (slurmd) starts and the compute node registers with the
+Slurm controller ... such as running Slurm commands" (botocore pcs `NodeLifecycleStages`), so fabric-check.sh can drain
+the node; it runs at every boot (a reboot can lose a device), and drains the node while it checks (`--hold`)."""
+READY_EXECUTION_POLICY = "EVERY_BOOT"
 MAX_SCRIPTS_PER_STAGE = 20
 MAX_ARGUMENTS = 20
 MAX_ARGUMENT_LENGTH = 256
@@ -279,8 +285,27 @@ def pcs_steps(
     return steps
 
 
+def pcs_ready_steps(fabric: FabricExpectation | None) -> list[tuple[Step, list[str]]]:
+    """The steps of a PCS node's nodeReady stage, with run-step.sh's arguments: the fabric check, when there is one."""
+    return [] if fabric is None else [(step("fabric"), ["--hold", *fabric.arguments()])]
+
+
+def _script(
+    runner_s3_uri: str, name: str, arguments: list[str], required: bool, policy: str
+) -> pcs.CfnComputeNodeGroup.NodeLifecycleScriptProperty:
+    return pcs.CfnComputeNodeGroup.NodeLifecycleScriptProperty(
+        name=name,
+        script_source=pcs.CfnComputeNodeGroup.ScriptSourceProperty(
+            script_location=runner_s3_uri, checksum=runner_checksum()
+        ),
+        arguments=arguments,
+        on_error=ON_ERROR[required],
+        execution_policy=policy,
+    )
+
+
 def node_lifecycle_actions(
-    *, runner_s3_uri: str, **settings: object
+    *, runner_s3_uri: str, fabric: FabricExpectation | None = None, **settings: object
 ) -> pcs.CfnComputeNodeGroup.NodeLifecycleActionsProperty:
     """A PCS node group's `NodeLifecycleActions`: every step of `pcs_steps(**settings)` as one action running the
     runner (`runner_path()` as an S3 asset, its `s3_object_url` here) in the nodeBootstrapped stage, before slurmd.
@@ -317,24 +342,23 @@ def node_lifecycle_actions(
         accounting_account: with users_parameter, on the node that reaches slurmdbd (the login or head node): the
             Slurm account the users' associations go in (slurm-accounting.sh install: a timer, since this stage runs
             before Slurm). Omitted: no associations made here.
+        fabric: what the node's fabric check expects (`fmcluster.fabric.fabric_expectation`): fabric-check.sh in the
+            nodeReady stage (`READY_STAGE`), warn-only (it drains a node that fails). Omitted: no fabric check.
     """
-    scripts = []
+    bootstrapped = []
     for entry, arguments in pcs_steps(**settings):  # type: ignore[arg-type]
         name = entry.name if entry is not None else INSTALL
         required = entry.required if entry is not None else True
-        scripts.append(
-            pcs.CfnComputeNodeGroup.NodeLifecycleScriptProperty(
-                name=name,
-                script_source=pcs.CfnComputeNodeGroup.ScriptSourceProperty(
-                    script_location=runner_s3_uri, checksum=runner_checksum()
-                ),
-                arguments=arguments if entry is None else [name, *arguments],
-                on_error=ON_ERROR[required],
-                execution_policy=EXECUTION_POLICY,
-            )
-        )
+        full = arguments if entry is None else [name, *arguments]
+        bootstrapped.append(_script(runner_s3_uri, name, full, required, EXECUTION_POLICY))
+    ready = [
+        _script(runner_s3_uri, entry.name, [entry.name, *arguments], entry.required, READY_EXECUTION_POLICY)
+        for entry, arguments in pcs_ready_steps(fabric)
+    ]
     return pcs.CfnComputeNodeGroup.NodeLifecycleActionsProperty(
-        stages=pcs.CfnComputeNodeGroup.NodeLifecycleStagesProperty(node_bootstrapped=scripts)
+        stages=pcs.CfnComputeNodeGroup.NodeLifecycleStagesProperty(
+            node_bootstrapped=bootstrapped, node_ready=ready or None
+        )
     )
 
 

@@ -103,9 +103,13 @@ Capacity = Literal["on-demand", "capacity-block", "odcr", "training-plan"]
 DRAIN_CHECK_MINUTES = 5
 """How often the cluster's block-end drain looks at its capacity blocks' end dates (constructs/block_end.py)."""
 DRAIN_BEFORE_END_DEFAULT = 60
-"""`compute[].drain_before_end_minutes` of a capacity-block group: drained an hour before the end, so a job has
-about 30 minutes to checkpoint before EC2 begins terminating the block's instances (EC2 user guide, "Launch instances
-using Capacity Blocks": 30 minutes before the end)."""
+"""`compute[].drain_before_end_minutes` of a capacity-block or training-plan group: drained an hour before the end,
+so a job has about 30 minutes to checkpoint before EC2 begins terminating the block's instances (EC2 user guide,
+"Launch instances using Capacity Blocks": 30 minutes before the end)."""
+DRAINED_CAPACITIES = ("capacity-block", "training-plan")
+"""Capacity that ends on a clock: a capacity block (EC2 DescribeCapacityReservations EndDate) or a SageMaker training
+plan (DescribeTrainingPlan EndTime; when HyperPod stops its instances relative to it is unconfirmed, so the bounds
+are the capacity blocks')."""
 DRAIN_BEFORE_END_MIN = 30 + DRAIN_CHECK_MINUTES
 """The drain happens between the grace and the grace minus one check interval before the end: never after
 termination begins."""
@@ -186,6 +190,54 @@ class Network(_Model):
         return value
 
 
+RepairAction = Literal["auto", "replace", "isolate", "none"]
+"""What PCS does with an instance that fails a health check (botocore pcs HealthMonitoringRepairAction and
+DeepHealthCheckOnStartRepairAction: AUTO, REPLACE, ISOLATE, NONE; lower case in the file)."""
+
+
+class HealthChecks(_Model):
+    """`compute[].health_checks`: AWS PCS instance health checks of the group's node group (botocore pcs
+    InstanceHealthChecks), applied through a custom resource until CloudFormation has the property
+    (fmcluster/lambdas/pcs_health_checks)."""
+
+    monitoring: Literal["standard", "none"] = "standard"
+    monitoring_repair: RepairAction | None = Field(None, validate_default=True)
+    deep_check: Literal["none", "quick", "medium", "long"] = "none"
+    deep_check_repair: RepairAction | None = Field(None, validate_default=True)
+
+    @field_validator("monitoring_repair")
+    @classmethod
+    def _monitoring_repair(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("monitoring") == "none":
+            raise fail("only with monitoring: standard (botocore pcs HealthMonitoring: no repairAction with NONE)")
+        return value
+
+    @field_validator("deep_check_repair")
+    @classmethod
+    def _deep_check_repair(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("deep_check") == "none":
+            raise fail(
+                "only with a deep_check other than none (botocore pcs DeepHealthCheckOnStart: no repairAction with "
+                "profile NONE)"
+            )
+        return value
+
+    def request(self) -> dict:
+        """The `instanceHealthChecks` of UpdateComputeNodeGroup (botocore pcs UpdateInstanceHealthChecksRequest); a
+        repair action not given is left out, so PCS uses AUTO.
+
+        >>> HealthChecks(deep_check="quick", deep_check_repair="replace").request()["deepHealthChecks"]
+        {'onStart': {'profile': 'QUICK', 'repairAction': 'REPLACE'}}
+        """
+        monitoring: dict[str, str] = {"mode": self.monitoring.upper()}
+        if self.monitoring_repair is not None:
+            monitoring["repairAction"] = self.monitoring_repair.upper()
+        on_start: dict[str, str] = {"profile": self.deep_check.upper()}
+        if self.deep_check_repair is not None:
+            on_start["repairAction"] = self.deep_check_repair.upper()
+        return {"healthMonitoring": monitoring, "deepHealthChecks": {"onStart": on_start}}
+
+
 class ComputeGroup(_Model):
     """One entry of `compute`: a Slurm partition of identical nodes."""
 
@@ -202,6 +254,7 @@ class ComputeGroup(_Model):
     min_count: int = Field(None, validate_default=True)  # resolved below: `count`, a static group
     scale_down_idle_minutes: int | None = Field(None, validate_default=True)
     drain_before_end_minutes: int | None = Field(None, validate_default=True)  # resolved below
+    health_checks: HealthChecks | None = None
 
     @field_validator("name")
     @classmethod
@@ -326,14 +379,27 @@ class ComputeGroup(_Model):
     def _drain_before_end(cls, value: int | None, info: ValidationInfo) -> int | None:
         capacity = info.data.get("capacity")
         if value is None:
-            return DRAIN_BEFORE_END_DEFAULT if capacity == "capacity-block" else None
-        if capacity is not None and capacity != "capacity-block":
-            raise fail(f"only for capacity 'capacity-block'; this group's capacity is {capacity!r}")
+            return DRAIN_BEFORE_END_DEFAULT if capacity in DRAINED_CAPACITIES else None
+        if capacity is not None and capacity not in DRAINED_CAPACITIES:
+            raise fail(f"only for capacity 'capacity-block' or 'training-plan'; this group's capacity is {capacity!r}")
         if value != 0 and not DRAIN_BEFORE_END_MIN <= value <= DRAIN_BEFORE_END_MAX:
             raise fail(
                 f"must be 0 (never drain) or {DRAIN_BEFORE_END_MIN} to {DRAIN_BEFORE_END_MAX} minutes: EC2 begins "
                 "terminating a block's instances 30 minutes before its end, and the drain check runs every "
                 f"{DRAIN_CHECK_MINUTES} minutes; got {value}"
+            )
+        return value
+
+    @field_validator("health_checks")
+    @classmethod
+    def _health_checks(cls, value: HealthChecks | None, info: ValidationInfo) -> HealthChecks | None:
+        instance_type = info.data.get("instance_type")
+        if value is None or value.deep_check == "none" or instance_type is None:
+            return value
+        if not catalog.lookup(instance_type).accelerator.startswith("NVIDIA"):
+            raise fail(
+                f"deep_check {value.deep_check!r} runs NVIDIA DCGM diagnostics: it needs a type with NVIDIA GPUs "
+                f"(botocore pcs DeepHealthCheckOnStart); {instance_type} has none: use deep_check: none"
             )
         return value
 

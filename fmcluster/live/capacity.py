@@ -267,6 +267,18 @@ def check_training_plan(config: ClusterConfig, aws: Aws, arn: str, groups: Group
     return problems
 
 
+def block_status(aws: Aws, block_id: str, rid: str) -> tuple[dict | None, dict | None]:
+    """EC2 DescribeCapacityBlockStatus of capacity block `block_id`: (the block's row, with InterconnectStatus; the
+    capacity of reservation `rid` in it: its CapacityReservationStatuses row when it has one with TotalCapacity, else
+    the block's), (None, None) when EC2 returned no status for it. Denied and Throttled pass through."""
+    rows = aws.call("ec2", "DescribeCapacityBlockStatus", CapacityBlockIds=[block_id])["CapacityBlockStatuses"]
+    row = next((row for row in rows if row.get("CapacityBlockId") == block_id), None)
+    if row is None or "TotalCapacity" not in row:
+        return None, None
+    mine = next((r for r in row.get("CapacityReservationStatuses", []) if r.get("CapacityReservationId") == rid), row)
+    return row, mine if "TotalCapacity" in mine else row
+
+
 def _block_status(aws: Aws, at: str, rid: str, reservation: dict) -> tuple[dict | None, list[Problem]]:
     """The capacity of block reservation `rid` as EC2 DescribeCapacityBlockStatus reports it (TotalCapacity,
     TotalAvailableCapacity, TotalUnavailableCapacity: "unavailable for use due to a system status check failure"),
@@ -280,15 +292,11 @@ def _block_status(aws: Aws, at: str, rid: str, reservation: dict) -> tuple[dict 
         return None, []
     what = f"the capacity and interconnect of capacity block {block_id}"
     try:
-        rows = aws.call("ec2", "DescribeCapacityBlockStatus", CapacityBlockIds=[block_id])["CapacityBlockStatuses"]
+        row, mine = block_status(aws, block_id, rid)
     except (Denied, Throttled) as error:
         return None, [unchecked(at, what, stopped_reason(error))]
-    row = next((row for row in rows if row.get("CapacityBlockId") == block_id), None)
-    if row is None or "TotalCapacity" not in row:
+    if row is None or mine is None:
         return None, [unchecked(at, what, "EC2 DescribeCapacityBlockStatus returned no status for it")]
-    mine = next((r for r in row.get("CapacityReservationStatuses", []) if r.get("CapacityReservationId") == rid), row)
-    if "TotalCapacity" not in mine:
-        mine = row
     problems = []
     interconnect = row.get("InterconnectStatus")
     if interconnect == "impaired":

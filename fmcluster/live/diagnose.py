@@ -26,6 +26,7 @@ from fmcluster.live.redact import redact, redact_text
 from fmcluster.live.results_and_alarms import validation_checks
 from fmcluster.live.runner import Check, run_checks
 from fmcluster.live.stacks import stack_checks
+from fmcluster.live.windows import window_checks
 
 HEALTHY, PROBLEMS, UNDIAGNOSED = 0, 1, 2
 
@@ -70,6 +71,7 @@ def diagnose(
         *orchestrators.resolve(orchestrators.of(config.orchestrator.type).DIAGNOSE_CHECKS)(config, aws, kept, workers),
         *image_build_checks(config, aws, kept),
         *validation_checks(config, aws, kept, now),
+        *window_checks(config, aws, kept, now),
     ]
     findings = run_checks(checks, console=console, workers=workers, failed=_not_diagnosed)
     return Diagnosis(findings, kept)

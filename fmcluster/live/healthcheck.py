@@ -5,8 +5,8 @@ InstanceGroupName, optional InstanceIds, DeepHealthChecks InstanceStress | Insta
 will be automatically rebooted or replaced"), one configuration per group asked for, then ListClusterNodes for each
 node's InstanceStatus (DeepHealthCheckInProgress while the checks run; botocore ClusterInstanceStatus). The checks run
 asynchronously: `--status` lists the nodes again without starting anything.
-AWS PCS: instance health checks are not in the pinned botocore's pcs model (no operation or shape of that name), so
-they are unconfirmed here and `healthcheck` refuses rather than fakes them.
+AWS PCS: no operation of botocore's pcs model starts a health check (instance health checks are node-group settings,
+`compute[].health_checks`), so `healthcheck` says so in one line and exits 2.
 """
 
 from __future__ import annotations

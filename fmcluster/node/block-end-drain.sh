@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 #
-# block-end-drain.sh: before a capacity block ends, drain its Slurm nodes and ask the jobs on them to checkpoint.
+# block-end-drain.sh: before a capacity block or a training plan ends, drain its Slurm nodes and ask the jobs on them to
+# checkpoint.
 #
-# Usage: block-end-drain.sh RESERVATION_ID END PARTITION...
-#   RESERVATION_ID  the block's capacity reservation (cr- + 17 hex digits), named in the drain reason
+# Usage: block-end-drain.sh RESERVATION_ID|TRAINING_PLAN_ARN END PARTITION...
+#   RESERVATION_ID  the block's capacity reservation (cr- + 17 hex digits), named in the drain reason; or
+#   TRAINING_PLAN_ARN  a SageMaker training plan (HyperPod), whose name is in the reason instead
 #   END             the block's end as EC2 reports it (ISO 8601, e.g. 2026-12-14T10:00:00Z), named in the reason
 #   PARTITION       a Slurm partition of the block's nodes (fmcluster names each after its compute group)
 #
 # Run as root on any node of the cluster: the block-end Lambda (fmcluster/lambdas/block_end) sends it through SSM Run
-# Command (AWS-RunShellScript runs as root) drain_before_end_minutes before the block's end. root may change node
+# Command (AWS-RunShellScript runs as root) drain_before_end_minutes before the block's end; on HyperPod the
+# controller's plan-end-drain.sh timer runs it before a training plan's end. root may change node
 # states from any node of the cluster (Slurm treats uid 0 as an administrator; scontrol(1), "update").
 #
 # What it does:
 #   1. every node of the partitions not yet drained for this block gets State=DRAIN with
-#      Reason="fmcluster: capacity block RESERVATION_ID ends END": no new job starts there, running jobs go on;
+#      Reason="fmcluster: capacity block RESERVATION_ID ends END" (or "fmcluster: training plan NAME ends END"): no
+#      new job starts there, running jobs go on;
 #   2. every job running on those nodes gets SIGUSR1 in its job steps: `scancel --signal=USR1 JOB` without --batch or
 #      --full signals the job's steps and not its batch shell (scancel(1)), the processes that `srun` started. That is
 #      the signal examples/jobs/train.sbatch asks Slurm for before a time limit (--signal=USR1@120), on which
@@ -36,11 +40,12 @@ if [[ -z "${FMCLUSTER_SLURM_VERSION:-}" && -f "$ROOT/opt/fmcluster/node.env" ]];
 fi
 
 RESERVATION_PATTERN='^cr-[0-9a-f]{17}$'
+PLAN_PATTERN='^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/([a-zA-Z0-9-]{1,64})$'
 END_PATTERN='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(Z|[+-][0-9:]+)$'
 PARTITION_PATTERN='^[a-z][a-z0-9-]{0,19}$'
 
 usage() {
-  printf 'usage: %s RESERVATION_ID END PARTITION...\n' "$0" >&2
+  printf 'usage: %s RESERVATION_ID|TRAINING_PLAN_ARN END PARTITION...\n' "$0" >&2
   exit 2
 }
 
@@ -54,7 +59,13 @@ main() {
   (($# >= 3)) || usage
   local reservation="$1" end="$2" bin reason node state rest
   shift 2
-  [[ "$reservation" =~ $RESERVATION_PATTERN ]] || usage
+  if [[ "$reservation" =~ $RESERVATION_PATTERN ]]; then
+    reason="fmcluster: capacity block $reservation ends $end"
+  elif [[ "$reservation" =~ $PLAN_PATTERN ]]; then
+    reason="fmcluster: training plan ${BASH_REMATCH[1]} ends $end"
+  else
+    usage
+  fi
   [[ "$end" =~ $END_PATTERN ]] || usage
   local partition
   for partition in "$@"; do
@@ -62,7 +73,6 @@ main() {
   done
   require_root
   bin="$ROOT$(slurm_prefix)/bin"
-  reason="fmcluster: capacity block $reservation ends $end"
 
   local -a fresh=() jobs=()
   local -A seen=()

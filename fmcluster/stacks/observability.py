@@ -12,6 +12,7 @@ from fmcluster.config import ClusterConfig
 from fmcluster.constructs.block_end import BlockEndDrain
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.observability import ClusterObservability
+from fmcluster.drains import drains_before_end
 from fmcluster.outputs import SELF_HOSTED_GRAFANA_URL
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
@@ -105,10 +106,4 @@ def capacity_blocks_to_drain(config: ClusterConfig) -> dict[str, tuple[list[str]
     >>> capacity_blocks_to_drain(load("examples/quickstart.yaml"))
     {}
     """
-    blocks: dict[str, tuple[list[str], int]] = {}
-    for group in config.compute:
-        if group.capacity != "capacity-block" or not group.reservation_id or not group.drain_before_end_minutes:
-            continue
-        partitions, minutes = blocks.get(group.reservation_id, ([], 0))
-        blocks[group.reservation_id] = ([*partitions, group.name], max(minutes, group.drain_before_end_minutes))
-    return blocks
+    return drains_before_end(config.compute, "capacity-block")

@@ -10,14 +10,18 @@ from fmcluster.live.results_and_alarms import check_alarms, check_nccl
 from fmcluster.names import HEAD_GROUP
 from tests.live.conftest import PCS_BLOCK, QUICKSTART, config_of
 from tests.live.responses import (
+    BLOCK,
     BOOT_CONSOLE,
     BUILD_ID,
     BUILD_LOG,
     GPU_GROUP_ID,
     NOW,
+    RESERVATION,
     WARN_CONSOLE,
     alarms,
     build,
+    capacity_block_status,
+    capacity_reservation,
     console,
     identity,
     instances,
@@ -157,9 +161,17 @@ def test_pcs_end_to_end_exit_1(stubs):
             {"StackResourceSummaries": []},
             {"StackName": f"llm-pretrain-{part}"},
         )
+    # the capacity windows check, last: the block's window and its status (fmcluster.live.windows)
+    stub.ok("ec2", "DescribeCapacityReservations", capacity_reservation(), {"CapacityReservationIds": [RESERVATION]})
+    stub.ok("ec2", "DescribeCapacityBlockStatus", capacity_block_status(interconnect="impaired", unavailable=2),
+            {"CapacityBlockIds": [BLOCK]})  # fmt: skip
     result = diagnose(config_of(PCS_BLOCK), stub.aws(), workers=1, now=NOW)
     assert result.exit_code == 1
     assert result.report().startswith(BOOT_FAILED + "\n")
+    assert (
+        f"warning  capacity block {RESERVATION}: active, started 2026-11-30 08:00 UTC, ends 2026-12-14 10:00 UTC "
+        "(in 14 days 0 h); interconnect impaired, 14 of 16 instances available; its nodes drain 60 min before its end"
+    ) in result.report().splitlines()
 
 
 def test_pcs_node_groups_on_a_second_page_are_read(stubs):
@@ -269,6 +281,8 @@ def test_a_refused_console_read_makes_diagnose_exit_non_zero_and_name_the_check(
     for part in ("storage", "observability"):
         stub.ok("cloudformation", "ListStackResources", {"StackResourceSummaries": []},
                 {"StackName": f"llm-pretrain-{part}"})  # fmt: skip
+    stub.ok("ec2", "DescribeCapacityReservations", capacity_reservation(), {"CapacityReservationIds": [RESERVATION]})
+    stub.ok("ec2", "DescribeCapacityBlockStatus", capacity_block_status(), {"CapacityBlockIds": [BLOCK]})
     result = diagnose(config_of(PCS_BLOCK), stub.aws(), workers=1, now=NOW)
     assert result.exit_code == 2
     assert result.report().splitlines()[-1] == (

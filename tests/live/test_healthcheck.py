@@ -1,5 +1,6 @@
 """`fmcluster healthcheck`: HyperPod's StartClusterHealthCheck and ListClusterNodes against botocore's Stubber (every
-request and response checked against the sagemaker model, tests/live/conftest.py); PCS refused as unconfirmed. One
+request and response checked against the sagemaker model, tests/live/conftest.py); PCS refused: no operation of
+botocore's pcs model starts a health check (test_pcs_has_no_on_demand_health_check_operation). One
 line and exit 2 without credentials, as `info` does: tests/live/test_info.py."""
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ def test_status_only_lists_the_nodes(stubs):
 @pytest.mark.parametrize(
     ("text", "groups", "checks", "message"),
     [
-        (PCS_BLOCK, (), (), "AWS PCS instance health checks are not in this fmcluster's botocore pcs model "
-         "(unconfirmed), so there is no check to run; the nccl-tests job (docs/operations.md) checks the fabric"),
+        (PCS_BLOCK, (), (), "AWS PCS has no on-demand health check (no operation of botocore's pcs model starts "
+         "one); its instance health checks run by themselves once turned on with compute[].health_checks (Slurm "
+         "26.05)"),
         (QUICKSTART, ("cpu",), (), "no compute group cpu in the file (groups: gpu)"),
         (QUICKSTART.replace("count: 2", "count: 1"), (), ("InstanceConnectivity",),
          "group gpu cannot take InstanceConnectivity (it can take InstanceStress: InstanceConnectivity needs 2 or "
@@ -74,3 +76,13 @@ def test_cli_starts_and_reports(stubs, tmp_path, monkeypatch, capsys):
         "gpu i-0bbbbbbbbbbbbbbb0 Running",
         "gpu i-0bbbbbbbbbbbbbbb1 DeepHealthCheckInProgress",
     ]
+
+
+def test_pcs_has_no_on_demand_health_check_operation():
+    """The refusal's claim, from botocore's pcs model: no operation starts or runs a health check; the checks are
+    settings of a node group (UpdateComputeNodeGroup instanceHealthChecks)."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("pcs")
+    assert not [name for name in model.operation_names if "Health" in name]
+    assert "instanceHealthChecks" in model.operation_model("UpdateComputeNodeGroup").input_shape.members

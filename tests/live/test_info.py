@@ -16,16 +16,19 @@ from fmcluster.live.info import cluster_info
 from fmcluster.live.windows import capacity_windows
 from tests.live.conftest import PCS_BLOCK, QUICKSTART, config_of
 from tests.live.responses import (
+    BLOCK,
     CLUSTER_ARN,
     HEAD_GROUP_ID,
     HYPERPOD_CLUSTER_OUTPUTS,
     NOW,
     PCS_CLUSTER_OUTPUTS,
     RESERVATION,
+    capacity_block_status,
     capacity_reservation,
     cluster_nodes,
     instances,
     stack_with_outputs,
+    training_plan,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,6 +130,7 @@ def test_pcs_login_node_found_by_its_node_group_tag(stubs):
     missing(stub, "llm-pretrain-observability")
     block = capacity_reservation()
     stub.ok("ec2", "DescribeCapacityReservations", block, {"CapacityReservationIds": [RESERVATION]})
+    stub.ok("ec2", "DescribeCapacityBlockStatus", capacity_block_status(), {"CapacityBlockIds": [BLOCK]})
     stub.ok(
         "ec2",
         "DescribeInstances",
@@ -146,12 +150,13 @@ def test_pcs_login_node_found_by_its_node_group_tag(stubs):
         "head_node": {"group": "login", "instance_id": "i-0ccccccccccccccc0", "ssm_target": "i-0ccccccccccccccc0"},
         "capacity_windows": [
             {"kind": "capacity block", "id": RESERVATION, "groups": ["gpu"], "state": "active",
-             "start": "2026-11-30T08:00:00+00:00", "end": "2026-12-14T10:00:00+00:00", "drain_before_end_minutes": 60}
+             "start": "2026-11-30T08:00:00+00:00", "end": "2026-12-14T10:00:00+00:00", "drain_before_end_minutes": 60,
+             "interconnect": "ok", "total_capacity": 16, "unavailable_capacity": 0}
         ],
     }  # fmt: skip
     assert info.report("cluster.yaml").splitlines()[-1] == (
         f"capacity block {RESERVATION} (gpu): active, started 2026-11-30 08:00 UTC, ends 2026-12-14 10:00 UTC (in 14 "
-        "days 0 h); its nodes drain 60 min before its end"
+        "days 0 h); interconnect ok, 16 of 16 instances available; its nodes drain 60 min before its end"
     )
 
 
@@ -200,3 +205,38 @@ def test_info_and_connect_never_load_aws_cdk():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60, cwd=REPO
     )
     assert result.stdout.splitlines()[-1] == "False"
+
+
+def test_a_blocks_status_that_cannot_be_read_says_why_and_the_window_stays(stubs):
+    """DescribeCapacityBlockStatus refused: the window from DescribeCapacityReservations still shows, the status says
+    why it is missing (shapes from botocore's ec2 model, tests/live/responses.py)."""
+    stub = stubs()
+    stub.ok("ec2", "DescribeCapacityReservations", capacity_reservation(), {"CapacityReservationIds": [RESERVATION]})
+    stub.denied("ec2", "DescribeCapacityBlockStatus", {"CapacityBlockIds": [BLOCK]})
+    (window,) = capacity_windows(config_of(PCS_BLOCK), stub.aws())
+    assert window.line(NOW) == (
+        f"capacity block {RESERVATION} (gpu): active, started 2026-11-30 08:00 UTC, ends 2026-12-14 10:00 UTC (in 14 "
+        "days 0 h); status not read: access denied to ec2:DescribeCapacityBlockStatus (the read-only policy in "
+        "fmcluster's README grants it); its nodes drain 60 min before its end"
+    )
+
+
+def test_diagnose_reports_each_window_as_a_finding(stubs):
+    """hyperpod-training-plan: its plan's window (SageMaker DescribeTrainingPlan, shapes from botocore) is an ok
+    finding naming the drain; a window that cannot be read is unknown, so diagnose never calls it fine."""
+    from fmcluster.config import load
+    from fmcluster.live.findings import Collected
+    from fmcluster.live.windows import window_findings
+
+    config = load(str(REPO / "examples/hyperpod-training-plan.yaml"))
+    stub = stubs("us-west-2")
+    stub.ok("sagemaker", "DescribeTrainingPlan", training_plan(), {"TrainingPlanName": "llm-pretrain-2026q4"})
+    (found,) = window_findings(config, stub.aws(), Collected(), NOW)
+    assert found.render().splitlines()[0] == (
+        "ok       training plan llm-pretrain-2026q4: Active, started 2026-11-29 10:00 UTC, ends 2026-12-13 10:00 UTC "
+        "(in 13 days 0 h); its nodes drain 60 min before its end"
+    )
+    stub = stubs("us-west-2")
+    stub.denied("sagemaker", "DescribeTrainingPlan", {"TrainingPlanName": "llm-pretrain-2026q4"})
+    (found,) = window_findings(config, stub.aws(), Collected(), NOW)
+    assert found.is_unchecked and "access denied to sagemaker:DescribeTrainingPlan" in found.message

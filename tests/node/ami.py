@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.stub_node import StubNode
+from tests.stub_node import RECORD, StubNode
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 FACTS = (
@@ -94,6 +94,10 @@ def build(node: StubNode, profile: Profile, *, installed: tuple[str, ...] = ()) 
         node.add_stub("enroot", "exit 0")
     if software.get("nvidia_container_cli"):  # the NVIDIA container toolkit (libnvidia-container-tools)
         node.add_stub("nvidia-container-cli", "exit 0")
+    if software.get("nccl_tests"):  # nccl-tests' all_reduce_perf where the image keeps it: prints STUB_STATE/all-reduce
+        _executable_stub(
+            node, software["nccl_tests"], '[[ -f "$STUB_STATE/all-reduce" ]] && cat "$STUB_STATE/all-reduce"'
+        )
     for path, kind in profile["files"].items():
         if kind == "resource_config":
             continue  # the lifecycle tests write their own cluster's
@@ -121,6 +125,14 @@ def build(node: StubNode, profile: Profile, *, installed: tuple[str, ...] = ()) 
     node.set("mounted", "".join(f"{node.path(point)}\n" for point in mounted))
     for name, body in PROFILE_STUBS.items():
         node.add_stub(name, body)
+
+
+def _executable_stub(node: StubNode, path: str, body: str) -> None:
+    """A recording stub at `path` under FMCLUSTER_ROOT (a program the scripts run by its full path)."""
+    stub = node.path(path)
+    stub.parent.mkdir(parents=True, exist_ok=True)
+    stub.write_text(RECORD + body + "\n")
+    stub.chmod(0o755)
 
 
 def _accounts(node: StubNode, accounts: dict) -> None:

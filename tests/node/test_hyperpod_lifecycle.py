@@ -855,3 +855,39 @@ def test_the_users_are_made_on_every_node_and_their_associations_on_the_controll
     result = node.run()
     assert result.returncode == 0, result.stderr
     assert (node.state / "steps").read_text().splitlines() == expected
+
+
+def test_a_compute_node_failing_its_fabric_check_stays_drained_with_the_reason_and_the_cluster_still_forms(node):
+    """A gpu node without its EFA devices and GPUs (no /sys/class/infiniband, no nvidia-smi here): the fabric step
+    (fmcluster.fabric's figures, through FMCLUSTER_FABRIC) drains it with the reason, `release` leaves that drain as it
+    is, and the lifecycle exits 0 (HyperPod would fail the whole cluster for one node otherwise)."""
+    with_scontrol(node)
+    node.mount("/scratch")
+    (node.bin / "grep").symlink_to(shutil.which("grep", path="/usr/bin:/bin"))
+    path = node.lifecycle / LIFECYCLE_ENV
+    path.write_text(path.read_text().replace("FMCLUSTER_FABRIC=\n", "FMCLUSTER_FABRIC=controller=1,1,0 gpu=4,8,0\n"))
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    reason = "fmcluster fabric: 0 of 4 EFA devices; nvidia-smi failed (0 of 8 GPUs)"
+    updates = [call[-1] for call in node.calls("scontrol") if call[1] == "update"]
+    assert updates == ["Reason=fmcluster lifecycle running", f"Reason={reason}"]
+    log = node.script_log("lifecycle")
+    assert "step fabric: running fabric-check.sh --efa 4 --gpus 8" in log
+    assert "fmcluster WARNING: step fabric failed; the node is drained in Slurm if Slurm knows it" in log
+    assert f"is not drained by fmcluster's lifecycle (reason: '{reason}'); left as it is" in log
+
+
+def test_the_controller_installs_the_training_plan_drain_and_compute_nodes_do_not(node):
+    plan = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/llm-pretrain-2026q4=60=gpu"
+    path = node.lifecycle / LIFECYCLE_ENV
+    path.write_text(path.read_text().replace("FMCLUSTER_TRAINING_PLANS=\n", f"FMCLUSTER_TRAINING_PLANS={plan}\n"))
+    node.mount("/scratch")
+    assert node.run().returncode == 0
+    assert "step plan-drain" not in node.script_log("lifecycle")
+    controller(node)
+    node.mount("/fsx")
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    assert f"step plan-drain: running plan-end-drain.sh install {REGION} {plan}" in node.script_log("lifecycle")
+    timer = node.path("/etc/systemd/system/fmcluster-plan-end-drain.timer")
+    assert "OnUnitActiveSec=5min" in timer.read_text()

@@ -268,6 +268,12 @@ def test_plan_names_each_capacity_block_and_its_drain(capsys: pytest.CaptureFixt
         "capacity block cr-0123456789abcdef0 (gpu): start and end known live only (`fmcluster info`); its nodes "
         "drain 60 min before its end" in out.splitlines()
     )
+    code, out, _ = run(capsys, "plan", "examples/hyperpod-training-plan.yaml")
+    assert code == 0
+    assert (
+        "training plan llm-pretrain-2026q4 (gpu): start and end known live only (`fmcluster info`); its nodes drain "
+        "60 min before its end" in out.splitlines()
+    )
 
 
 @pytest.mark.usefixtures("no_synth")

@@ -59,7 +59,7 @@ TOP_KEYS = (
 )
 GROUP_KEYS = (
     "name, instance_type, count, capacity, reservation_id, training_plan_arn, placement_group, root_volume_gib, efa, "
-    "deep_health_checks, min_count, scale_down_idle_minutes, drain_before_end_minutes"
+    "deep_health_checks, min_count, scale_down_idle_minutes, drain_before_end_minutes, health_checks"
 )
 
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -726,14 +726,17 @@ INVALID = [
     ),
     _p(
         {**ODCR, "compute[0].drain_before_end_minutes": 60},
-        ["compute[0].drain_before_end_minutes: only for capacity 'capacity-block'; this group's capacity is 'odcr'"],
+        [
+            "compute[0].drain_before_end_minutes: only for capacity 'capacity-block' or 'training-plan'; this group's "
+            "capacity is 'odcr'"
+        ],
         "drain-before-end-odcr",
     ),
     _p(
         {"compute[0].drain_before_end_minutes": 60},
         [
-            "compute[0].drain_before_end_minutes: only for capacity 'capacity-block'; this group's capacity is "
-            "'on-demand'"
+            "compute[0].drain_before_end_minutes: only for capacity 'capacity-block' or 'training-plan'; this group's "
+            "capacity is 'on-demand'"
         ],
         "drain-before-end-on-demand",
     ),
@@ -1679,7 +1682,8 @@ VALID = [
     ("changes", "expected"),
     [({**CAPACITY_BLOCK}, 60), ({**CAPACITY_BLOCK, "compute[0].drain_before_end_minutes": 0}, 0),
      ({**CAPACITY_BLOCK, "compute[0].drain_before_end_minutes": 35}, 35),
-     ({**CAPACITY_BLOCK, "compute[0].drain_before_end_minutes": 1440}, 1440), ({**ODCR}, None), ({}, None)],
+     ({**CAPACITY_BLOCK, "compute[0].drain_before_end_minutes": 1440}, 1440), ({**ODCR}, None), ({}, None),
+     ({**TRAINING_PLAN}, 60), ({**TRAINING_PLAN, "compute[0].drain_before_end_minutes": 0}, 0)],
 )  # fmt: skip
 def test_drain_before_end_default_and_bounds(changes: dict[str, object], expected: int | None) -> None:
     assert parse(changed(changes), source=SOURCE).compute[0].drain_before_end_minutes == expected

@@ -402,6 +402,9 @@ def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library)
         # the artifact mirror's s3:// URI: a deploy-time value of the storage stack's mirror (a marker here)
         "FMCLUSTER_ARTIFACT_MIRROR=<<marker:0xbaba:0>>\n"
         "FMCLUSTER_USERS_PARAMETER=\n"  # the quickstart lists no users
+        # its gpu group's fabric check: 32 EFA devices, 8 GPUs, NVLink floor 250 GB/s (fmcluster.fabric)
+        "FMCLUSTER_FABRIC=gpu=32,8,250\n"
+        "FMCLUSTER_TRAINING_PLANS=\n"  # on-demand capacity: no plan to drain before its end
     )
     settings = deployed_files(library)[LIFECYCLE_ENV]
     assert "FMCLUSTER_NCCL_PREFIX=/tuning/research\n" in settings
@@ -417,14 +420,14 @@ def test_settings_file_tells_the_observability_step_what_to_run(quickstart, plan
     for cluster in (quickstart, plan):
         name = cluster.construct.cluster_name
         settings = deployed_files(cluster)[LIFECYCLE_ENV].splitlines()
-        assert settings[-6:-2] == [
+        assert settings[-8:-4] == [
             "FMCLUSTER_PROMETHEUS=managed",
             "FMCLUSTER_GRAFANA=self-hosted",
             f"FMCLUSTER_ENDPOINT_PARAMETER={endpoint_parameter_name(name)}",
             "FMCLUSTER_MIRROR=",  # egress: nat, so the public release sites
         ]
         assert cluster.construct.endpoint_parameter_name == endpoint_parameter_name(name)
-    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-6:-2] == [
+    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-8:-4] == [
         "FMCLUSTER_PROMETHEUS=managed",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/Research-Cluster/observability/prometheus-endpoint",
@@ -452,7 +455,7 @@ def test_by_default_the_nodes_collect_no_metrics(tmp_path):
     built = support.synthesize(app, [stack])
     files = deployed_files(Cluster(stack=stack, template=built.templates[stack.stack_name], construct=cluster,
                                    outdir=tmp_path))  # fmt: skip
-    assert files[LIFECYCLE_ENV].splitlines()[-6:-2] == [
+    assert files[LIFECYCLE_ENV].splitlines()[-8:-4] == [
         "FMCLUSTER_PROMETHEUS=none",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=",
@@ -868,3 +871,13 @@ def test_users_reach_every_node_through_one_standard_parameter_they_may_read(pla
     (ssm,) = plan.allowed("ssm:GetParameter")
     assert ":parameter/fmcluster/llm-plan/*" in json.dumps(ssm["Resource"])
     assert [p for p in support.properties_of(quickstart.template, "AWS::SSM::Parameter") if "users" in p["Name"]] == []
+
+
+def test_the_controller_drains_a_training_plans_partition_before_the_plan_ends(plan):
+    """hyperpod-training-plan's gpu group draws on a training plan (drain_before_end_minutes: the default 60): the
+    controller's plan-drain step gets the plan, its grace and the partition (fmcluster.drains.plan_words), and the
+    execution role may read that plan's end (SageMaker DescribeTrainingPlan, at run time; never at synth)."""
+    arn = "arn:aws:sagemaker:us-west-2:123456789012:training-plan/llm-pretrain-2026q4"
+    assert f"FMCLUSTER_TRAINING_PLANS={arn}=60=gpu" in deployed_files(plan)[LIFECYCLE_ENV].splitlines()
+    (statement,) = plan.allowed("sagemaker:DescribeTrainingPlan")
+    assert statement["Resource"] in (arn, [arn])

@@ -12,11 +12,13 @@ import zipfile
 from pathlib import Path
 
 import aws_cdk as cdk
+import botocore.session
 import cfnlint
 import pytest
 import yaml
 from aws_cdk import assertions
 from aws_cdk import aws_ec2 as ec2
+from botocore.validate import validate_parameters
 from constructs import Construct
 
 from fmcluster import node_files, node_scripts
@@ -391,6 +393,32 @@ def test_a_failing_required_step_terminates_the_node_and_the_rest_only_warn(bloc
     }  # fmt: skip
 
 
+def test_gpu_groups_check_their_fabric_in_the_node_ready_stage_and_the_head_node_does_not(block, b300):
+    """fabric-check.sh runs after slurmd registered (botocore pcs NodeLifecycleStages nodeReady: "after the Slurm daemon
+    (slurmd) starts and the compute node registers with the Slurm controller"; cfn-lint's schema has NodeReady), at
+    every boot, warn-only (the script drains a node that fails), with the catalog's figures (fmcluster.fabric)."""
+    stage = PCS_SCHEMA["definitions"]["NodeLifecycleStages"]["properties"]
+    assert "NodeReady" in stage
+    expected = {
+        "gpu": "--efa 32 --gpus 8 --nvlink-floor 250",  # p5
+        "b300": "--efa 16 --gpus 8",  # p6-b300: no published NVLink floor
+        "dev": "--efa 1 --gpus 4",  # g5.12xlarge
+    }
+    for template in (block, b300):
+        ready = {
+            group["Name"]: group["NodeLifecycleActions"]["Stages"].get("NodeReady")
+            for group in props(template, "AWS::PCS::ComputeNodeGroup")
+        }
+        for head in ("login", "head"):  # the login or head node: no GPU, no EFA wired, nothing to check
+            assert ready.pop(head, None) is None
+        for name, scripts in ready.items():
+            (action,) = scripts
+            assert action["Name"] == "fabric" and action["OnError"] == "CONTINUE", name
+            assert action["ExecutionPolicy"] == "EVERY_BOOT"
+            assert " ".join(action["Arguments"]) == f"fabric --hold {expected[name]}"
+            assert action["ScriptSource"]["Checksum"] == node_scripts.runner_checksum()
+
+
 def test_lifecycle_actions_fit_the_limits_pcs_sets(block, b300):
     """The budget that replaced user data's: at most 20 actions per stage, 20 arguments each of 256 characters
     (cfn-lint's schema), names of its pattern; the biggest examples' longest values leave room."""
@@ -664,3 +692,35 @@ def test_cluster_users_are_created_by_a_required_action_on_every_node_after_thei
     assert accounting["OnError"] == "CONTINUE"
     names = [action["Name"] for action in actions(template)["login"]]
     assert names.index("accounting") == names.index("users") + 1
+
+
+def test_instance_health_checks_are_applied_by_a_custom_resource_until_cloudformation_has_them(synthesized):
+    """pcs-cpu-and-gpu's gpu group asks for PCS instance health checks: cfn-lint's AWS::PCS::ComputeNodeGroup schema
+    has no such property, so a custom resource (fmcluster/lambdas/pcs_health_checks) calls UpdateComputeNodeGroup with
+    the group's ids and the request, which botocore's pcs model takes; its role reaches only the cluster and the
+    group."""
+    assert not {"InstanceHealthChecks", "HealthChecks"} & set(PCS_SCHEMA["properties"])
+    template = synthesized["pcs-cpu-and-gpu"].templates["pcs-mixed-cluster"]
+    resources = template["Resources"]
+    (checks,) = [r for r in resources.values() if r["Type"] == "Custom::PcsInstanceHealthChecks"]
+    properties = checks["Properties"]
+    groups = {r["Properties"]["Name"]: key for key, r in resources.items() if r["Type"] == "AWS::PCS::ComputeNodeGroup"}
+    assert properties["ComputeNodeGroupId"] == {"Fn::GetAtt": [groups["gpu"], "Id"]}
+    assert properties["InstanceHealthChecks"] == {
+        "healthMonitoring": {"mode": "STANDARD"},
+        "deepHealthChecks": {"onStart": {"profile": "QUICK", "repairAction": "REPLACE"}},
+    }
+    shape = botocore.session.get_session().get_service_model("pcs").operation_model("UpdateComputeNodeGroup")
+    validate_parameters({"clusterIdentifier": "pcs_abc1234567", "computeNodeGroupIdentifier": "pcs_def8901234",
+                         "instanceHealthChecks": properties["InstanceHealthChecks"]}, shape.input_shape)  # fmt: skip
+    statements = [
+        statement
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for statement in r["Properties"]["PolicyDocument"]["Statement"]
+        if "pcs:UpdateComputeNodeGroup" in statement["Action"]
+    ]
+    ((statement,),) = [statements]
+    assert statement["Action"] == ["pcs:GetComputeNodeGroup", "pcs:UpdateComputeNodeGroup"]
+    assert {"Fn::GetAtt": [groups["gpu"], "Arn"]} in statement["Resource"]
+    assert not any(isinstance(arn, str) and "*" in arn for arn in statement["Resource"])

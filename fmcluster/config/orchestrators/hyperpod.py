@@ -97,6 +97,12 @@ def group_problems(group: ComputeGroup, slurm_version: str | None) -> Iterator[t
         yield "min_count", f"must equal count ({group.count}) with hyperpod-slurm: {NO_AUTOSCALING}"
     if group.scale_down_idle_minutes is not None:
         yield "scale_down_idle_minutes", f"only for orchestrator.type: pcs: {NO_AUTOSCALING}"
+    if group.health_checks is not None:
+        yield (
+            "health_checks",
+            "are AWS PCS instance health checks: only for orchestrator.type: pcs; HyperPod's are "
+            "compute[].deep_health_checks (before a node joins) and its health monitoring agent (always on)",
+        )
     if group.existing_placement_group is not None:
         yield (
             "placement_group",

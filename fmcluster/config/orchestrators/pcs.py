@@ -36,8 +36,8 @@ RUNS_DEEP_HEALTH_CHECKS = False
 """Deep health checks are HyperPod's on-start checks; `plan` shows none for PCS groups."""
 UNOFFERED_TYPE = ("error", "choose a type or zone that has it")
 NO_HEALTH_CHECKS: str | None = (
-    "AWS PCS instance health checks are not in this fmcluster's botocore pcs model (unconfirmed), so there is no "
-    "check to run; the nccl-tests job (docs/operations.md) checks the fabric"
+    "AWS PCS has no on-demand health check (no operation of botocore's pcs model starts one); its instance health "
+    "checks run by themselves once turned on with compute[].health_checks (Slurm 26.05)"
 )
 """Why `fmcluster healthcheck` has nothing to start on PCS (None where the service has health checks to run)."""
 """(level, advice) when EC2 lists no offering of a type in the zone: PCS launches EC2 instances, so it cannot run."""
@@ -137,11 +137,25 @@ NODE_GROUP_SCALE_DOWN_SLURM = (25, 11)
 ComputeNodeGroupSlurmConfigurationRequest); older clusters have only the cluster-wide setting (default 600 s)."""
 
 
+INSTANCE_HEALTH_CHECKS_SLURM = (26, 5)
+""""Instance health checks require Slurm version 26.05 or later" (botocore pcs CreateComputeNodeGroup and
+UpdateComputeNodeGroup, `instanceHealthChecks`)."""
+
+
 def group_problems(group: ComputeGroup, slurm_version: str | None) -> Iterator[tuple[str, str]]:
-    """(key, message): an idle scale-down time of its own on a cluster whose Slurm version has none (None: unknown)."""
+    """(key, message): an idle scale-down time of its own, or instance health checks, on a cluster whose Slurm version
+    has none (None: unknown)."""
     version = re.fullmatch(r"(\d+)\.(\d+)", slurm_version or "")
-    if group.scale_down_idle_minutes is None or version is None:
+    if version is None:
         return  # no version known (an invalid one is its own problem)
+    if group.health_checks is not None and (int(version[1]), int(version[2])) < INSTANCE_HEALTH_CHECKS_SLURM:
+        yield (
+            "health_checks",
+            "PCS instance health checks need Slurm 26.05 or later (botocore pcs UpdateComputeNodeGroup "
+            f"instanceHealthChecks); orchestrator.slurm_version is {slurm_version}: remove them or use 26.05",
+        )
+    if group.scale_down_idle_minutes is None:
+        return
     if (int(version[1]), int(version[2])) < NODE_GROUP_SCALE_DOWN_SLURM:
         yield (
             "scale_down_idle_minutes",

@@ -43,6 +43,8 @@ from fmcluster.constructs.props import (
     prop_problems,
     repeated_group_problems,
 )
+from fmcluster.drains import plan_words
+from fmcluster.fabric import fabric_expectation
 from fmcluster.names import CONTROLLER_GROUP, LOGIN_GROUP, LUSTRE_MOUNT_PATH, image_parameter_name, parameter_prefix
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token, known
@@ -317,6 +319,12 @@ class HyperPodSlurmCluster(Construct):
                         mirror=observability_mirror or "",
                         artifact_mirror=artifact_mirror or "",
                         users_parameter=users_parameter or "",
+                        fabric=" ".join(
+                            expectation.setting(group.name)
+                            for group in groups
+                            if (expectation := fabric_expectation(group.instance_type, efa=group.efa))
+                        ),
+                        training_plans=" ".join(plan_words(groups)),
                     ),
                 ),
             ],

@@ -67,13 +67,17 @@ def lifecycle_settings(
     mirror: str = "",
     artifact_mirror: str = "",
     users_parameter: str = "",
+    fabric: str = "",
+    training_plans: str = "",
 ) -> str:
     """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens).
 
     `prometheus`, `grafana`, `endpoint_parameter_name` and `mirror` are what on_create.sh's observability step needs
     (it runs only when `prometheus` is "managed"; an empty mirror means the node's artifact mirror); `artifact_mirror`
     is the artifact mirror (`fmcluster.mirror`) enroot-pyxis.sh installs from (mirror.sh); an empty
-    `users_parameter` means no users step.
+    `users_parameter` means no users step; `fabric` is every compute group's fabric check (`GROUP=EFA,GPUS,FLOOR`
+    words, `fmcluster.fabric.FabricExpectation.setting`), empty for none; `training_plans` the plans the controller
+    drains before their end (`fmcluster.drains.plan_words`, space-separated), empty for none.
     """
     settings = {
         "FMCLUSTER_CLUSTER": cluster_name,
@@ -88,6 +92,8 @@ def lifecycle_settings(
         "FMCLUSTER_MIRROR": mirror,
         "FMCLUSTER_ARTIFACT_MIRROR": artifact_mirror,
         "FMCLUSTER_USERS_PARAMETER": users_parameter,
+        "FMCLUSTER_FABRIC": fabric,
+        "FMCLUSTER_TRAINING_PLANS": training_plans,
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 

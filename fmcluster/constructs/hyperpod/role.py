@@ -16,6 +16,7 @@ from fmcluster.constructs.acknowledgments import nag_form
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.hyperpod.lifecycle import LIFECYCLE_PREFIX
 from fmcluster.constructs.image import ECR_PULL_ACTIONS
+from fmcluster.drains import drains_before_end
 
 if TYPE_CHECKING:
     from fmcluster.constructs.hyperpod.cluster import HyperPodSlurmCluster
@@ -154,6 +155,10 @@ def execution_role(
         "their own namespace",
         StringEquals={"cloudwatch:namespace": cluster.metrics_namespace},
     )
+
+    # The controller's plan-end-drain.sh reads each training plan's end (SageMaker DescribeTrainingPlan) at run time.
+    if plans := sorted(drains_before_end(cluster.compute_groups, "training-plan")):
+        allow(["sagemaker:DescribeTrainingPlan"], plans)
 
     if key is not None:
         allow(["kms:DescribeKey", "kms:Decrypt", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncryptFrom",

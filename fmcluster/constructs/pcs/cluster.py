@@ -9,6 +9,7 @@ from typing import Any, Literal, cast
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_pcs as pcs
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import custom_resources as cr
@@ -27,6 +28,7 @@ from fmcluster.constructs.image import parameter_name as image_parameter_name
 from fmcluster.constructs.lustre import LustreFileSystem
 from fmcluster.constructs.observability import GrafanaMode, PrometheusMode, endpoint_parameter_name
 from fmcluster.constructs.pcs.prop_rules import group_name_problem, validated
+from fmcluster.fabric import fabric_expectation
 from fmcluster.names import LUSTRE_MOUNT_PATH, nccl_parameter_name, parameter_prefix
 from fmcluster.node_scripts import INSTALL_DIR, NodeObservability, bundle_path, node_lifecycle_actions, runner_path
 from fmcluster.problems import InvalidProps, Problem, raise_if_any
@@ -300,6 +302,10 @@ class PcsSlurmCluster(Construct):
         """Managed accounting on: the head node gives each cluster user an association (slurm-accounting.sh)."""
         self._images: dict[str, str] = {}
         self._image_provider: cr.Provider | None = None
+        self._health_checks_provider: cr.Provider | None = None
+        self._health_checks_handler: lambda_.Function
+        self.health_checks: dict[str, cdk.CustomResource] = {}
+        """Each compute group's PCS instance health checks (`compute[].health_checks`), by group name."""
         self.node_bundle: s3_assets.Asset | None = None
         """The node bundle (`fmcluster.node_scripts.bundle_files()`) as an S3 asset the nodes may read."""
         self.node_runner: s3_assets.Asset | None = None
@@ -560,7 +566,7 @@ class PcsSlurmCluster(Construct):
             detailed_monitoring=self.detailed_monitoring,
         )
         self.launch_templates[group.name] = template
-        self.add_node_group(
+        node_group = self.add_node_group(
             group.name,
             instance_type=group.instance_type,
             count=group.count,
@@ -576,8 +582,57 @@ class PcsSlurmCluster(Construct):
                 nccl_parameter_name=nccl_parameter_name(self.nccl_parameter_prefix, group.name),
                 observability=observability,
                 image_parameter=self.image_parameter_name if watch_image else None,
+                fabric=fabric_expectation(group.instance_type, efa=group.efa),
             ),
         )
+        if group.health_checks is not None:
+            self.add_instance_health_checks(group.name, node_group, group.health_checks.request())
+
+    def add_instance_health_checks(
+        self, name: str, node_group: pcs.CfnComputeNodeGroup, instance_health_checks: Mapping[str, object]
+    ) -> cdk.CustomResource:
+        """PCS instance health checks on `node_group` (`instance_health_checks`: botocore pcs
+        UpdateInstanceHealthChecksRequest, e.g. `HealthChecks(deep_check="quick").request()`), applied by a custom
+        resource calling UpdateComputeNodeGroup (fmcluster/lambdas/pcs_health_checks): CloudFormation's
+        AWS::PCS::ComputeNodeGroup has no such property yet (cfn-lint's schema); the custom resource is there until it
+        does. They need Slurm 26.05 or later, and changing them replaces the group's instances (botocore pcs).
+
+        Example::
+
+            cluster.add_instance_health_checks("gpu", cluster.node_groups["gpu"], {
+                "healthMonitoring": {"mode": "STANDARD"}, "deepHealthChecks": {"onStart": {"profile": "QUICK"}}})
+        """
+        if self._health_checks_provider is None:
+            self._health_checks_handler, self._health_checks_provider = provider_with_handler(
+                self,
+                "InstanceHealthChecksFunction",
+                "InstanceHealthChecksProvider",
+                code="pcs_health_checks",
+                timeout=cdk.Duration.minutes(14),
+                description="Applies PCS instance health checks to node groups (UpdateComputeNodeGroup) until "
+                "CloudFormation has the property",
+                calls="reads and updates this cluster's PCS node groups (pcs:GetComputeNodeGroup, "
+                "pcs:UpdateComputeNodeGroup)",
+            )
+        self._health_checks_handler.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["pcs:GetComputeNodeGroup", "pcs:UpdateComputeNodeGroup"],
+                resources=[self.cluster.attr_arn, node_group.attr_arn],
+            )
+        )
+        resource = cdk.CustomResource(
+            self,
+            f"{name}InstanceHealthChecks",
+            service_token=self._health_checks_provider.service_token,
+            resource_type="Custom::PcsInstanceHealthChecks",
+            properties={
+                "ClusterId": self.cluster.attr_id,
+                "ComputeNodeGroupId": node_group.attr_id,
+                "InstanceHealthChecks": dict(instance_health_checks),
+            },
+        )
+        self.health_checks[name] = resource
+        return resource
 
     def _add_head_node(
         self, name: str, instance_type: str, observability: NodeObservability | None, *, ami_id: str | None

@@ -32,6 +32,12 @@
 #   observability  only when FMCLUSTER_PROMETHEUS is `managed`: observability.sh --cluster --region
 #            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER [--mirror FMCLUSTER_MIRROR], with --head-node on the
 #            controller (the Slurm exporter), and --grafana there too when FMCLUSTER_GRAFANA is `self-hosted`
+#   fabric   only for a group FMCLUSTER_FABRIC names (`GROUP=EFA,GPUS,FLOOR` words; fmcluster.fabric): fabric-check.sh
+#            --efa EFA --gpus GPUS [--nvlink-floor FLOOR]: EFA devices, GPUs and a one-node all_reduce; a node that
+#            fails stays drained with the reason "fmcluster fabric: ...", which `release` leaves as it is
+#   plan-drain  on the controller, only with FMCLUSTER_TRAINING_PLANS (`ARN=MINUTES=PARTITION[,...]` words;
+#            fmcluster.drains.plan_words): plan-end-drain.sh install REGION <words>: a timer that drains a training
+#            plan's partitions and signals their jobs to checkpoint before the plan ends
 #   release  slurm-hold.sh release (not on the controller)
 # A failed step does not stop the later ones (image and image-watch need enroot: the runner skips them without it).
 # Every step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script
@@ -47,7 +53,8 @@
 # FMCLUSTER_CONTROLLER_GROUP, FMCLUSTER_FSX_MOUNT (empty: no shared file system), FMCLUSTER_PROMETHEUS (`managed` or
 # `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`) and FMCLUSTER_MIRROR
 # (observability.sh's --mirror; empty: FMCLUSTER_ARTIFACT_MIRROR, the same artifact mirror) and FMCLUSTER_USERS_PARAMETER (the
-# SSM parameter of the cluster's users; empty: no users step). The node's instance group is
+# SSM parameter of the cluster's users; empty: no users step), FMCLUSTER_FABRIC (empty: no fabric step) and
+# FMCLUSTER_TRAINING_PLANS (empty: no plan-drain step). The node's instance group is
 # the one whose instance has one of this node's IP addresses in HyperPod's resource configuration:
 # $SAGEMAKER_RESOURCE_CONFIG_PATH, which HyperPod sets for lifecycle scripts, else /opt/ml/config/resource_config.json
 # (as AWS's reference on_create.sh).
@@ -81,6 +88,8 @@ FMCLUSTER_ENDPOINT_PARAMETER=""
 FMCLUSTER_MIRROR=""
 FMCLUSTER_ARTIFACT_MIRROR=""
 FMCLUSTER_USERS_PARAMETER=""
+FMCLUSTER_FABRIC=""
+FMCLUSTER_TRAINING_PLANS=""
 FAILED=()
 shopt -s globstar nullglob
 
@@ -113,7 +122,7 @@ read_settings() {
       FMCLUSTER_CLUSTER | FMCLUSTER_REGION | FMCLUSTER_NCCL_PREFIX | FMCLUSTER_IMAGE_PARAMETER | \
         FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT | FMCLUSTER_PROMETHEUS | FMCLUSTER_GRAFANA | \
         FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR | FMCLUSTER_ARTIFACT_MIRROR | \
-        FMCLUSTER_USERS_PARAMETER)
+        FMCLUSTER_USERS_PARAMETER | FMCLUSTER_FABRIC | FMCLUSTER_TRAINING_PLANS)
         printf -v "$key" '%s' "$value"
         ;;
       *) log WARN "$SETTINGS_FILE: ignoring unknown setting '$key'" ;;
@@ -197,6 +206,20 @@ observability_arguments() {
   printf '%s\n' "${arguments[@]}"
 }
 
+# fabric_arguments GROUP: fabric-check.sh's arguments for GROUP, from its FMCLUSTER_FABRIC word; nothing when none.
+fabric_arguments() {
+  local word efa gpus floor
+  for word in $FMCLUSTER_FABRIC; do
+    if [[ "$word" =~ ^([a-z][a-z0-9-]*)=([0-9]+),([0-9]+),([0-9]+)$ && "${BASH_REMATCH[1]}" == "$1" ]]; then
+      efa="${BASH_REMATCH[2]}" gpus="${BASH_REMATCH[3]}" floor="${BASH_REMATCH[4]}"
+      printf '%s\n' --efa "$efa" --gpus "$gpus"
+      if ((floor > 0)); then
+        printf '%s\n' --nvlink-floor "$floor"
+      fi
+    fi
+  done
+}
+
 # run_step STEP [ARGUMENTS...]: run-step.sh STEP (its policy: a warn-only step exits 0 after its WARNING line), its
 # output added to lifecycle.log (and stderr); a required step's failure is remembered.
 run_step() {
@@ -267,6 +290,14 @@ main() {
     run_step observability "${arguments[@]}"
   else
     log INFO "step observability: skipped, since observability.prometheus is none"
+  fi
+  if [[ "$group" == "$FMCLUSTER_CONTROLLER_GROUP" && -n "$FMCLUSTER_TRAINING_PLANS" ]]; then
+    read -r -a arguments <<<"$FMCLUSTER_TRAINING_PLANS"
+    run_step plan-drain install "$FMCLUSTER_REGION" "${arguments[@]}"
+  fi
+  mapfile -t arguments < <(fabric_arguments "$group")
+  if ((${#arguments[@]})); then
+    run_step fabric "${arguments[@]}"
   fi
 
   if ((${#FAILED[@]})); then
