@@ -365,7 +365,10 @@ def test_every_pcs_node_group_of_every_example_sets_up_its_nodes_as_lifecycle_ac
             for name, scripts in actions(template).items():
                 checked += 1
                 steps = [action["Name"] for action in scripts]
-                assert steps[:2] == ["install", "scratch"] and {"nccl", "enroot"} <= set(steps), (example, name)
+                assert steps[:3] == ["install", "updates", "scratch"] and {"nccl", "enroot"} <= set(steps), (
+                    example,
+                    name,
+                )
                 for action in scripts:
                     required = action["Name"] == "install" or node_files.step(action["Name"]).required
                     assert action["OnError"] == ("TERMINATE" if required else "CONTINUE"), (example, action)
@@ -386,8 +389,8 @@ def test_a_failing_required_step_terminates_the_node_and_the_rest_only_warn(bloc
     "Terminates the compute node"); run-step.sh exits non-zero for them (tests/node/test_profiles.py)."""
     on_error = {action["Name"]: action["OnError"] for action in actions(block)["gpu"]}
     assert on_error == {
-        "install": "TERMINATE", "scratch": "TERMINATE", "lustre": "TERMINATE", "nccl": "TERMINATE",
-        "enroot": "CONTINUE", "slurm-hooks": "CONTINUE", "observability": "CONTINUE",
+        "install": "TERMINATE", "updates": "CONTINUE", "scratch": "TERMINATE", "lustre": "TERMINATE",
+        "nccl": "TERMINATE", "enroot": "CONTINUE", "slurm-hooks": "CONTINUE", "observability": "CONTINUE",
     }  # fmt: skip
 
 
