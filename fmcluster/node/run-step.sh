@@ -256,7 +256,9 @@ bake() {
       run_step "$step"
     fi
   done
-  printf 'FMCLUSTER_NODE_IMAGE=baked\n' >>"$SETTINGS"
+  if [[ "$(setting FMCLUSTER_NODE_IMAGE)" != baked ]]; then # an image baked from a baked image has it already
+    printf 'FMCLUSTER_NODE_IMAGE=baked\n' >>"$SETTINGS"
+  fi
   log INFO "image baked: every step of the image is done ($(printf '%s ' "${STEP_ORDER[@]}"))"
 }
 

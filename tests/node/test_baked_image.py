@@ -98,6 +98,9 @@ def test_an_image_build_bakes_the_image_steps_and_its_nodes_then_only_configure(
     assert downloads == [IMAGE_BUNDLE_URI, *(f"{MIRROR}/{key}" for key in (*ENROOT_KEYS, PYXIS_KEY))]  # mirror only
     assert len(node.calls("make")) == 1  # pyxis, against the cluster's Slurm 25.11
     assert node.path("/opt/fmcluster/node.env").read_text().splitlines()[-1] == "FMCLUSTER_NODE_IMAGE=baked"
+    again = node.run("run-step.sh", "bake", IMAGE_BUNDLE_URI, *BUILD)  # idempotent: a baked parent bakes again
+    assert again.returncode == 0, again.stderr
+    assert node.path("/opt/fmcluster/node.env").read_text().count("FMCLUSTER_NODE_IMAGE=baked") == 1
 
     reboot(node)
     node.path("/etc/needrestart/conf.d/90-fmcluster-slurmd.conf").unlink()  # shows the step does not run again
