@@ -72,6 +72,8 @@ cfn-lint's JSON-schema validator checks it."""
 IMAGE_PHASES = ("build", "validate", "test")
 """The phases Image Builder runs (same page, "Document sections")."""
 
+pytestmark = pytest.mark.synth
+
 
 def baked_file(**orchestrator) -> dict:
     raw = yaml.safe_load(EXAMPLE.read_text())
@@ -97,6 +99,7 @@ def rebuilt(tmp_path_factory):
     return synthesize(None, tmp_path_factory.mktemp("rebuilt"), baked_config(node_image_version="2"), guard=False)
 
 
+@pytest.mark.real_tools  # checkov
 def test_the_baked_file_passes_every_gate(baked):
     assert baked.nag == []
     assert {name: found for name, found in baked.lint().items() if found} == {}
