@@ -14,7 +14,8 @@ from __future__ import annotations
 from botocore.exceptions import ClientError
 
 from fmcluster import names
-from fmcluster.config import ClusterConfig, Problem
+from fmcluster.config import ClusterConfig, Problem, orchestrators
+from fmcluster.config.orchestrators import resolve
 from fmcluster.lambdas.pcs_ami.handler import AMI_ID, ARCHITECTURES, parameter_name
 from fmcluster.live.aws import Aws, error_code, error_message
 from fmcluster.live.runner import Check
@@ -24,10 +25,21 @@ RESOLVER = "Custom::PcsNodeImage"
 
 
 def drift_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
-    """For an AWS PCS cluster on the default image (no `ami_id`): whether AWS publishes a newer one."""
-    if config.orchestrator.type != "pcs" or config.orchestrator.ami_id is not None:
+    """For an AWS PCS cluster on the default image (no `ami_id`): whether AWS publishes a newer one (the PCS
+    module's `NODE_IMAGE_DRIFT_CHECKS`)."""
+    if config.orchestrator.ami_id is not None:
         return []
     return [Check("node image drift", PATH, lambda: check_drift(config, aws))]
+
+
+def no_drift_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
+    """HyperPod's `NODE_IMAGE_DRIFT_CHECKS`: none (its nodes run SageMaker's image, updated by HyperPod itself)."""
+    return []
+
+
+def node_image_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
+    """The orchestrator's drift checks (`config.orchestrators`: NODE_IMAGE_DRIFT_CHECKS)."""
+    return resolve(orchestrators.of(config.orchestrator.type).NODE_IMAGE_DRIFT_CHECKS)(config, aws)
 
 
 def check_drift(config: ClusterConfig, aws: Aws) -> list[Problem]:

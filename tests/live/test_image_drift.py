@@ -9,7 +9,7 @@ public one (PCS user guide), which holds an AMI id only.
 from __future__ import annotations
 
 from fmcluster.lambdas.pcs_ami.handler import parameter_name
-from fmcluster.live.image_drift import check_drift, drift_checks
+from fmcluster.live.image_drift import check_drift, node_image_checks
 from tests.live.conftest import PCS_BLOCK, QUICKSTART, config_of
 from tests.live.responses import described_image, image_resolvers, parameter
 
@@ -83,7 +83,7 @@ def test_an_image_ec2_no_longer_describes_is_not_checked(stubs):
 
 def test_only_pcs_clusters_on_the_default_image_are_checked(stubs):
     aws = stubs().aws()
-    assert drift_checks(config_of(QUICKSTART), aws) == []  # HyperPod
+    assert node_image_checks(config_of(QUICKSTART), aws) == []  # HyperPod
     own = config_of(PCS_BLOCK, orchestrator={"type": "pcs", "ami_id": RUNNING})
-    assert drift_checks(own, aws) == []
-    assert [check.label for check in drift_checks(config_of(PCS_BLOCK), aws)] == ["node image drift"]
+    assert node_image_checks(own, aws) == []
+    assert [check.label for check in node_image_checks(config_of(PCS_BLOCK), aws)] == ["node image drift"]
