@@ -360,6 +360,8 @@ def print_deploy_time(estimate: deploy_time.DeployEstimate, console: Console, *,
             f"~{container:.0f} min (image built and {how})",
             soft_wrap=True,
         )
+    if node_images := estimate.node_image_times():
+        console.print(node_images, soft_wrap=True)
     console.print(f"without --concurrency (one stack at a time): ~{estimate.sequential:.0f} min", soft_wrap=True)
 
 

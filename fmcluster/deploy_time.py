@@ -17,17 +17,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
 import yaml
+
+from fmcluster.names import NODE_IMAGE_TAG
 
 STACK_ARTIFACT = "aws:cloudformation:stack"
 CLUSTER_TYPES = ("AWS::SageMaker::Cluster", "AWS::PCS::Cluster")
 """A stack holding one of these is the cluster stack: when it is done, nodes take jobs."""
 IMAGE_TYPE = "Custom::TrainingImage"
 """A stack holding this builds the training image: container jobs need it (and its import)."""
+NODE_GROUP_TYPE = "AWS::PCS::ComputeNodeGroup"
+NODE_IMAGE_TYPE = "AWS::ImageBuilder::Image"
+"""A stack holding this bakes the node image (orchestrator.node_image: baked); the cluster stack waits for it."""
+MIRROR_TYPE = "Custom::ArtifactMirror"
+"""The stack holding the artifact mirror (the storage stack): a node-image stack waits for it."""
+NODE_IMAGES = ("boot", "baked")
 _SUB_NAME = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
 
 
@@ -40,6 +48,10 @@ class Weights:
     types: Mapping[str, float]
     deep_health_checks: Mapping[str, float]
     image_import: float
+    node_boot: Mapping[str, float] = field(default_factory=dict)
+    """Minutes from launch until a PCS node takes jobs, by node image (`NODE_IMAGES`); none: no such term."""
+    node_image: str | None = None
+    """Every PCS node group booted as this node image; None: as its template says (the node-image tag: baked)."""
 
     @classmethod
     def load(cls, data: Mapping | None = None) -> Weights:
@@ -52,7 +64,15 @@ class Weights:
             types={name: float(entry["minutes"]) for name, entry in data["types"].items()},
             deep_health_checks={name: float(entry["minutes"]) for name, entry in data["deep_health_checks"].items()},
             image_import=float(data["image_import"]["minutes"]),
+            node_boot={name: float(entry["minutes"]) for name, entry in (data.get("node_boot") or {}).items()},
         )
+
+    def node_boot_minutes(self, resource: Mapping) -> float:
+        """A PCS node group's per-node boot by its node image (0 for other resources, or without `node_boot`)."""
+        if resource.get("Type") != NODE_GROUP_TYPE or not self.node_boot:
+            return 0.0
+        baked = NODE_IMAGE_TAG in (resource.get("Properties", {}).get("Tags") or {})
+        return self.node_boot[self.node_image or ("baked" if baked else "boot")]
 
     def deep_health_minutes(self, resource: Mapping) -> float:
         """The slowest instance group's deep health checks of an AWS::SageMaker::Cluster (0 for other resources)."""
@@ -66,7 +86,10 @@ class Weights:
 
     def minutes(self, resource: Mapping) -> float:
         """How long CloudFormation takes to create `resource` (a template's resource entry)."""
-        return self.types.get(resource.get("Type", ""), self.default) + self.deep_health_minutes(resource)
+        kind = resource.get("Type", "")
+        return (
+            self.types.get(kind, self.default) + self.deep_health_minutes(resource) + self.node_boot_minutes(resource)
+        )
 
 
 @dataclass
@@ -79,6 +102,7 @@ class StackEstimate:
     deep_health_minutes: float = 0.0
     depends_on: list[str] = field(default_factory=list)
     resource_types: set[str] = field(default_factory=set)
+    template: Mapping = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -129,6 +153,50 @@ class DeployEstimate:
         if self.first_job is None or image is None:
             return self.first_job
         return max(self.first_job, self.finish[image.name] + self.weights.image_import)
+
+    def first_job_with(self, node_image: str) -> float | None:
+        """Minutes until nodes take jobs were every PCS node group on `node_image` ("boot" or "baked"): the
+        node-image stack taken out, or put in after the mirror's stack (its image build, `AWS::ImageBuilder::Image`,
+        per architecture in parallel), and every node group's boot that of the image."""
+        weights = replace(self.weights, node_image=node_image)
+        baking = {name for name, stack in self.stacks.items() if NODE_IMAGE_TYPE in stack.resource_types}
+        keep = [name for name in self.stacks if node_image == "baked" or name not in baking]
+        stacks = {}
+        for name in keep:
+            stack = self.stacks[name]
+            again = estimate_template(name, stack.template, weights) if stack.template else replace(stack)
+            again.depends_on = [d for d in stack.depends_on if d in keep]
+            stacks[name] = again
+        cluster, mirror = self._with(CLUSTER_TYPES), self._with((MIRROR_TYPE,))
+        if node_image == "baked" and not baking and cluster is not None and NODE_GROUP_TYPE in cluster.resource_types:
+            bake = StackEstimate(
+                name=f"{self._prefix}node-image",
+                minutes=weights.types.get(NODE_IMAGE_TYPE, weights.default) + weights.stack_overhead,
+                chain=[NODE_IMAGE_TYPE],
+                depends_on=[mirror.name] if mirror is not None else [],
+            )
+            stacks[bake.name] = bake
+            stacks[cluster.name].depends_on.append(bake.name)
+        return DeployEstimate(stacks, weights).first_job
+
+    def node_image_times(self) -> str | None:
+        """Time to first job with each node image and the per-node boot of each, for a cluster of PCS node groups
+        (None otherwise: HyperPod takes no baked image from fmcluster yet). Figures: deploy_times.yaml (node_boot:
+        AWS's PCS reference; the image build: an estimate)."""
+        cluster = self._with(CLUSTER_TYPES)
+        if cluster is None or NODE_GROUP_TYPE not in cluster.resource_types or not self.weights.node_boot:
+            return None
+        boot, baked = (self.first_job_with(mode) for mode in NODE_IMAGES)
+        this = "baked" if self._with((NODE_IMAGE_TYPE,)) else "boot"
+        build = self.weights.types.get(NODE_IMAGE_TYPE, self.weights.default)
+        return (
+            f"time to first job by orchestrator.node_image (this file: {this}): boot ~{boot:.0f} min, each node "
+            f"~{self.weights.node_boot['boot']:.0f} min from launch to its first job (enroot and pyxis installed at "
+            f"first boot; AWS's PCS reference: 8-12 min); baked ~{baked:.0f} min, the image build ~{build:.0f} min "
+            f"(estimate) after the storage stack and before the cluster stack, then each node "
+            f"~{self.weights.node_boot['baked']:.0f} min (AWS's PCS reference: ~3 min); every replacement, scale-up "
+            "and capacity-block start pays a node's boot again"
+        )
 
     def summary(self) -> str:
         """`deploy ~52 min: network 3 > storage 20 > cluster 27; image 38 in parallel`."""
@@ -192,6 +260,7 @@ def estimate_template(name: str, template: Mapping, weights: Weights) -> StackEs
         chain=chain,
         deep_health_minutes=max((weights.deep_health_minutes(r) for r in resources_.values()), default=0.0),
         resource_types={r.get("Type", "") for r in resources_.values()},
+        template=template,
     )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
+from typing import Literal
 
 NODE_ROOT = "/opt/fmcluster"
 """Where every node file lands, on both orchestrators (`NodeFile.path` is relative to it)."""
@@ -57,6 +58,8 @@ NODE_FILES: tuple[NodeFile, ...] = (
     NodeFile("node/lib.sh", SOURCED),
     NodeFile("node/mirror.sh", SOURCED),
     NodeFile("node/run-step.sh"),
+    NodeFile("node/package-updates.sh"),
+    NodeFile("node/image-check.sh"),
     NodeFile("node/nvme-raid.sh"),
     NodeFile("node/mount-lustre.sh"),
     NodeFile("node/lnet-efa.sh"),
@@ -96,6 +99,10 @@ class Step:
             onError TERMINATE; HyperPod: the lifecycle fails and the node stays drained). Otherwise it only warns.
         consequence: what a warn-only step's failure means, in its one WARNING line.
         needs: steps that must have succeeded first; without them the step is skipped (and counts as failed).
+        bake: what a baked node image (`orchestrator.node_image: baked`) does with the step. "boot" (default): only
+            nodes run it, at boot. "also": the image build runs it too (`run-step.sh bake`), so what it installs is in
+            the image; nodes run it again, and it finds its software there and only configures. "image": the image
+            build runs it and a node of a baked image skips it (what it does is all on the image's disk already).
     """
 
     name: str
@@ -103,18 +110,20 @@ class Step:
     required: bool
     consequence: str = ""
     needs: tuple[str, ...] = ()
+    bake: Literal["boot", "also", "image"] = "boot"
 
 
 INSTALL = "install"
 """The runner's built-in first step: the node files, from the bundle or the lifecycle directory, into /opt/fmcluster."""
 STEPS: tuple[Step, ...] = (
     Step("hold", "hyperpod/slurm-hold.sh", False, "Slurm may give this node a job before its set-up is done"),
+    Step("updates", "package-updates.sh", False, "upgrades may restart slurmd or change the driver", bake="image"),
     Step("scratch", "nvme-raid.sh", True),
     Step("lustre", "mount-lustre.sh", True),
     Step("nccl", "nccl-env.sh", True),
     # warn-only while the mirror holds no pinned enroot/pyxis digests (fmcluster/mirror/artifacts.json, issue 22): on an
     # image without them a required step would fail every node, and on PCS TERMINATE would relaunch it in a loop
-    Step("enroot", "enroot-pyxis.sh", False, "jobs cannot use --container-image (no enroot/pyxis on this node)"),
+    Step("enroot", "enroot-pyxis.sh", False, "jobs cannot use --container-image (no enroot/pyxis)", bake="also"),
     Step("slurm-hooks", "slurm-hooks.sh", False, "jobs get the submitter's environment, not the group's NCCL settings"),
     Step("users", "users.sh", True),
     Step(
@@ -142,6 +151,15 @@ def node_file(path: str) -> NodeFile:
         if entry.path == path:
             return entry
     raise KeyError(f"{path!r} is no node file; known: {', '.join(entry.path for entry in NODE_FILES)}")
+
+
+def baked_steps() -> tuple[Step, ...]:
+    """The steps an image build runs (`Step.bake` "also" or "image"), in their order: what a baked image holds.
+
+    >>> [entry.name for entry in baked_steps()]
+    ['updates', 'enroot']
+    """
+    return tuple(entry for entry in STEPS if entry.bake != "boot")
 
 
 def step(name: str) -> Step:
@@ -177,6 +195,24 @@ def node_tree() -> dict[str, tuple[bytes, int]]:
     package = resources.files("fmcluster")
     files = {entry.path: (package.joinpath(entry.package_path).read_bytes(), entry.mode) for entry in NODE_FILES}
     files |= {f"{DASHBOARDS}/{name}": (data, SOURCED) for name, data in dashboard_files().items()}
+    return with_manifest(files)
+
+
+IMAGE_FILES = ("node/lib.sh", "node/mirror.sh", "node/run-step.sh", "node/image-check.sh")
+"""What every image build needs besides its steps' scripts: the runner, the helpers, the mirror's pins, the check."""
+
+
+def image_tree() -> dict[str, tuple[bytes, int]]:
+    """The node files an image build installs (`run-step.sh bake`): `IMAGE_FILES` and the scripts of `baked_steps()`,
+    with their `manifest`. Only a change of these rebuilds a baked image; a node of it installs the whole tree at boot.
+    """
+    keep = {*IMAGE_FILES, *(f"node/{entry.script}" for entry in baked_steps())}
+    return with_manifest({path: entry for path, entry in node_tree().items() if path in keep})
+
+
+def with_manifest(files: dict[str, tuple[bytes, int]]) -> dict[str, tuple[bytes, int]]:
+    """`files` (path -> (content, mode)) and the `manifest` listing them, sorted by path."""
+    files = {path: entry for path, entry in files.items() if path != MANIFEST}
     listing = "".join(f"{mode:04o} {path}\n" for path, (_, mode) in sorted(files.items()))
     files[MANIFEST] = (listing.encode("ascii"), SOURCED)
     return dict(sorted(files.items()))

@@ -37,7 +37,7 @@ from fmcluster.config.value_rules import (
 )
 from fmcluster.fabric import FabricExpectation
 from fmcluster.names import LUSTRE_MOUNT_PATH
-from fmcluster.node_files import INSTALL, NODE_ROOT, STEPS, Step, node_tree, step
+from fmcluster.node_files import INSTALL, NODE_ROOT, STEPS, Step, image_tree, node_tree, step
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token, known
 
@@ -118,6 +118,8 @@ def rendered_runner(text: str, steps: Sequence[Step] = STEPS) -> str:
         + table("STEP_REQUIRED", lambda entry: int(entry.required))
         + table("STEP_NEEDS", lambda entry: " ".join(entry.needs))
         + table("STEP_CONSEQUENCE", lambda entry: entry.consequence)
+        + table("STEP_BAKE", lambda entry: entry.bake)
+        + f"STEP_ORDER=({' '.join(entry.name for entry in steps)})\n"
     )
     return _rendered(text, STEPS_BEGIN, STEPS_END, block)
 
@@ -179,6 +181,11 @@ def bundle_path() -> str:
         actions = node_lifecycle_actions(runner_s3_uri=runner.s3_object_url, bundle_s3_uri=bundle.s3_object_url)
     """
     return archive_path(bundle_archive(), "fmcluster-node-bundle")
+
+
+def image_bundle_path() -> str:
+    """The image bundle (`fmcluster.node_files.image_tree()`, what `run-step.sh bake` installs) written for an asset."""
+    return archive_path(zip_archive(image_tree()), "fmcluster-image-bundle")
 
 
 def archive_path(data: bytes, name: str) -> str:
@@ -268,7 +275,7 @@ def pcs_steps(
         install += ["--slurm-version", slurm_version]
     if mirror is not None:
         install += ["--mirror", mirror]
-    steps: list[tuple[Step | None, list[str]]] = [(None, install), (step("scratch"), [])]
+    steps: list[tuple[Step | None, list[str]]] = [(None, install), (step("updates"), []), (step("scratch"), [])]
     if lustre_dns_name is not None and lustre_mount_name is not None:
         lustre = [lustre_dns_name, lustre_mount_name, lustre_mount_point]
         steps.append((step("lustre"), [*lustre, "--efa"] if lustre_efa else lustre))

@@ -44,6 +44,9 @@ OUTPUTS: dict[str, tuple[Output, ...]] = {
         Output("ImageUri", "training image as built, pinned by digest (also in SSM, ImageParameter)"),
         Output("ImageParameter", "SSM parameter holding the training image URI, which the nodes read"),
     ),
+    "node-image": (
+        Output("NodeImages", "baked node images (AMIs) by CPU architecture, built by EC2 Image Builder: ARCH=AMI, ..."),
+    ),
     "cluster": (
         Output("Orchestrator", "orchestrator: pcs or hyperpod-slurm"),
         Output("ClusterName", "Slurm cluster name (AWS PCS or SageMaker HyperPod)"),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from fmcluster.config.service_models import create_only_properties
+from fmcluster.names import NODE_IMAGE_TAG
 from fmcluster.problems import Problem
 
 Action = Literal["add", "modify", "replace", "delete"]
@@ -44,6 +45,21 @@ IN_PLACE_EFFECTS: Mapping[str, Mapping[str, tuple[str, bool]]] = {
             "its node lifecycle actions change (a node script, its arguments or the bundle): AWS PCS drains and "
             "replaces every node of the group, running jobs finishing first (PCS user guide, node lifecycle actions: "
             "'Configuration changes drain and replace existing nodes')",
+            True,
+        ),
+        "/properties/AmiId": (
+            "its image changes (orchestrator.ami_id): CloudFormation updates AmiId in place (cfn-lint: not "
+            "create-only) and AWS PCS launches new instances from the new image (PCS user guide, 'Updating an AWS "
+            "PCS compute node group': 'New instances launch with the updated properties'); whether PCS also replaces "
+            "the running nodes itself is unconfirmed: plan for every node of the group being replaced",
+            True,
+        ),
+        f"/properties/Tags/{NODE_IMAGE_TAG}": (
+            "a new baked node image (the node-image stack builds it first, orchestrator.node_image: baked): the "
+            "group's AmiId moves to it in place and AWS PCS launches new instances from it (PCS user guide, "
+            "'Updating an AWS PCS compute node group'); whether PCS also replaces the running nodes itself is "
+            "unconfirmed: plan for "
+            "every node of the group being replaced",
             True,
         ),
     },

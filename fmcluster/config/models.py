@@ -419,6 +419,13 @@ class ComputeGroup(_Model):
         return self.placement_group is True
 
 
+def _label(value: str) -> str:
+    """`value` if it is a label (`IMAGE_REFRESH_PATTERN`: image_refresh, node_image_version), else the error."""
+    if not IMAGE_REFRESH_PATTERN.match(value):
+        raise fail(f"must be 1-64 letters, digits, '.', '_' or '-' (a label such as 2026-12-01); got {value!r}")
+    return value
+
+
 class Orchestrator(_Model):
     """`orchestrator`: who runs Slurm."""
 
@@ -428,6 +435,8 @@ class Orchestrator(_Model):
     slurm_version: str | None = Field(None, validate_default=True)
     ami_id: str | None = None
     image_refresh: str | None = None
+    node_image: Literal["boot", "baked"] = "boot"
+    node_image_version: str | None = None
     size: Literal["small", "medium", "large"] | None = None
     accounting: bool = True
 
@@ -467,9 +476,31 @@ class Orchestrator(_Model):
             raise fail(
                 "only without orchestrator.ami_id: it re-resolves the default PCS-Ready DLAMI, not an image of yours"
             )
-        if not IMAGE_REFRESH_PATTERN.match(value):
-            raise fail(f"must be 1-64 letters, digits, '.', '_' or '-' (a label such as 2026-12-01); got {value!r}")
+        return _label(value)
+
+    @field_validator("node_image")
+    @classmethod
+    def _node_image(cls, value: str, info: ValidationInfo) -> str:
+        if value != "baked":
+            return value
+        if info.data.get("type") == "hyperpod-slurm":
+            raise fail(
+                "baked is only for orchestrator.type: pcs for now: HyperPod takes a custom AMI built from a HyperPod "
+                "AMI (botocore sagemaker ClusterInstanceGroupSpecification.ImageId), but which base AMI to build from "
+                "and how to resolve it at deploy are unconfirmed; use boot"
+            )
+        if info.data.get("ami_id") is not None:
+            raise fail("baked builds from the PCS-Ready DLAMI: remove orchestrator.ami_id, or bake your own image")
         return value
+
+    @field_validator("node_image_version")
+    @classmethod
+    def _node_image_version(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        if info.data.get("node_image") != "baked":
+            raise fail("only with orchestrator.node_image: baked: it labels the baked image's build")
+        return _label(value)
 
     @field_validator("size")
     @classmethod

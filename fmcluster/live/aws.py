@@ -60,6 +60,8 @@ PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("s3", "ListObjectsV2"): "s3:ListBucket",
     ("s3", "GetBucketEncryption"): "s3:GetEncryptionConfiguration",
     ("cloudformation", "DescribeStacks"): "cloudformation:DescribeStacks",
+    ("cloudformation", "DescribeStackResources"): "cloudformation:DescribeStackResources",
+    ("ssm", "GetParameter"): "ssm:GetParameter",
 }
 """(boto3 service, API operation) -> the IAM action that authorizes it: every call `validate --live` makes."""
 

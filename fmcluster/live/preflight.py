@@ -15,6 +15,7 @@ from fmcluster.live.bootstrap import bootstrap_checks
 from fmcluster.live.capacity import reservation_checks, training_plan_checks
 from fmcluster.live.data import data_checks
 from fmcluster.live.file_system import file_system_checks
+from fmcluster.live.image_drift import node_image_checks
 from fmcluster.live.instances import InstanceTypes, instance_types_of, offering_checks
 from fmcluster.live.network import network_checks
 from fmcluster.live.node_image import image_checks
@@ -54,6 +55,7 @@ def checks(config: ClusterConfig, aws: Aws, account: str, now: datetime) -> list
         *offering_checks(config, aws),
         *quota_checks(config, aws, types),
         *image_checks(config, aws, types),
+        *node_image_checks(config, aws),
         *data_checks(config, aws),
         *network_checks(config, aws),
         *placement_checks(config, aws),

@@ -59,6 +59,9 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("loginLaunchTemplate", "orchestrator.login_instance_type", "the login node launch template"),
     ("Slurm", "orchestrator", "the PCS node role, profile and groups"),
     ("TrainingImage", "image", "the training image: repository, CodeBuild project and build (TrainingImage)"),
+    ("BaseImage", "orchestrator.image_refresh", "the PCS-Ready DLAMI a baked node image is built from"),
+    ("NodeImage", "orchestrator.image_refresh", "the PCS-Ready DLAMI resolution of the node-image stack"),
+    ("Image", "orchestrator.node_image", "a baked node image: EC2 Image Builder component, recipe, build"),
     ("Key", "image", "the image repository's KMS key"),
     ("Observability", "observability", "Prometheus, Grafana, alarms and events (Observability)"),
     ("CustomCDKBucketDeployment", "orchestrator", "the node-software upload (CDK BucketDeployment)"),
@@ -95,9 +98,10 @@ def group_of(config: ClusterConfig, logical_id: str) -> tuple[int, ComputeGroup,
 
 def stack_parts(config: ClusterConfig) -> tuple[str, ...]:
     """The stacks a cluster file deploys, by the part of their name after `<name>-`: with S3 links, `data-links`
-    (deployed beside the cluster) too."""
+    (deployed beside the cluster) too; with a baked node image, `node-image` (before the cluster)."""
     links = ("data-links",) if config.storage.repositories else ()
-    return (*PARTS[:2], *links, *PARTS[2:])
+    baked = ("node-image",) if config.orchestrator.node_image == "baked" else ()
+    return (*PARTS[:2], *links, PARTS[2], *baked, *PARTS[3:])
 
 
 def stack_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check]:

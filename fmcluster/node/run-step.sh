@@ -6,6 +6,7 @@
 #
 # Usage: run-step.sh install SOURCE [--region REGION] [--slurm-version VERSION] [--mirror S3_URI]
 #        run-step.sh STEP [ARGUMENTS...]
+#        run-step.sh bake SOURCE [--region REGION] [--slurm-version VERSION] [--mirror S3_URI]
 #
 # install  every node file into /opt/fmcluster, as the `manifest` at the top of SOURCE lists them (`MODE PATH`
 #          lines: S3 keeps no mode). SOURCE is the node bundle's S3 URI (a zip: fetched with `aws s3 cp`, retried with
@@ -18,6 +19,11 @@
 # STEP     one of the steps below (rendered from fmcluster.node_files.STEPS): its script from /opt/fmcluster/node with
 #          ARGUMENTS, with the image's Slurm bin/ first on PATH (not on the PATH of lifecycle scripts; the Slurm
 #          exporter and slurm-hold.sh need it).
+# bake     an image build (EC2 Image Builder's component, fmcluster.constructs.node_image): install, then every step
+#          the table marks for the image (STEP_BAKE "also" or "image", in STEP_ORDER), each without arguments and each
+#          required (an image without one of them is no baked image: the build fails, naming the step); then
+#          FMCLUSTER_NODE_IMAGE=baked in node.env, which a later install keeps. On a node of that image a step marked
+#          "image" is skipped (recorded done): what it does is on the image's disk already.
 # One policy for both orchestrators: a required step that fails (or is skipped) exits 1 with one ERROR line naming
 # the step, its exit status and its log; on PCS its lifecycle action's onError TERMINATE then ends the node, on
 # HyperPod on_create.sh fails the lifecycle and keeps the node drained. A warn-only step that fails writes one
@@ -38,14 +44,16 @@ SETTINGS="$NODE_ROOT/node.env"
 STATE_DIR="$ROOT/run/fmcluster/steps"
 
 # --- steps rendered from fmcluster's one list (node_files.STEPS); do not edit here ---
-declare -A STEP_SCRIPT=([hold]='hyperpod/slurm-hold.sh' [scratch]='nvme-raid.sh' [lustre]='mount-lustre.sh' [nccl]='nccl-env.sh' [enroot]='enroot-pyxis.sh' [slurm-hooks]='slurm-hooks.sh' [users]='users.sh' [accounting]='slurm-accounting.sh' [image]='hyperpod/import-image.sh' [image-watch]='image-watch.sh' [observability]='observability.sh' [plan-drain]='plan-end-drain.sh' [fabric]='fabric-check.sh' [release]='hyperpod/slurm-hold.sh')
-declare -A STEP_REQUIRED=([hold]='0' [scratch]='1' [lustre]='1' [nccl]='1' [enroot]='0' [slurm-hooks]='0' [users]='1' [accounting]='0' [image]='0' [image-watch]='0' [observability]='0' [plan-drain]='0' [fabric]='0' [release]='1')
-declare -A STEP_NEEDS=([hold]='' [scratch]='' [lustre]='' [nccl]='' [enroot]='' [slurm-hooks]='' [users]='' [accounting]='users' [image]='enroot' [image-watch]='enroot' [observability]='' [plan-drain]='' [fabric]='' [release]='')
-declare -A STEP_CONSEQUENCE=([hold]='Slurm may give this node a job before its set-up is done' [scratch]='' [lustre]='' [nccl]='' [enroot]='jobs cannot use --container-image (no enroot/pyxis on this node)' [slurm-hooks]="jobs get the submitter's environment, not the group's NCCL settings" [users]='' [accounting]='the users have no Slurm association: their jobs run outside it, or are refused where Slurm enforces it' [image]='jobs pull the training image from ECR' [image-watch]='a training image published later is not imported' [observability]='the node runs without metrics' [plan-drain]='jobs are not asked to checkpoint before a training plan ends' [fabric]='the node is drained in Slurm if Slurm knows it (sinfo -R says why)' [release]='')
+declare -A STEP_SCRIPT=([hold]='hyperpod/slurm-hold.sh' [updates]='package-updates.sh' [scratch]='nvme-raid.sh' [lustre]='mount-lustre.sh' [nccl]='nccl-env.sh' [enroot]='enroot-pyxis.sh' [slurm-hooks]='slurm-hooks.sh' [users]='users.sh' [accounting]='slurm-accounting.sh' [image]='hyperpod/import-image.sh' [image-watch]='image-watch.sh' [observability]='observability.sh' [plan-drain]='plan-end-drain.sh' [fabric]='fabric-check.sh' [release]='hyperpod/slurm-hold.sh')
+declare -A STEP_REQUIRED=([hold]='0' [updates]='0' [scratch]='1' [lustre]='1' [nccl]='1' [enroot]='0' [slurm-hooks]='0' [users]='1' [accounting]='0' [image]='0' [image-watch]='0' [observability]='0' [plan-drain]='0' [fabric]='0' [release]='1')
+declare -A STEP_NEEDS=([hold]='' [updates]='' [scratch]='' [lustre]='' [nccl]='' [enroot]='' [slurm-hooks]='' [users]='' [accounting]='users' [image]='enroot' [image-watch]='enroot' [observability]='' [plan-drain]='' [fabric]='' [release]='')
+declare -A STEP_CONSEQUENCE=([hold]='Slurm may give this node a job before its set-up is done' [updates]='upgrades may restart slurmd or change the driver' [scratch]='' [lustre]='' [nccl]='' [enroot]='jobs cannot use --container-image (no enroot/pyxis)' [slurm-hooks]="jobs get the submitter's environment, not the group's NCCL settings" [users]='' [accounting]='the users have no Slurm association: their jobs run outside it, or are refused where Slurm enforces it' [image]='jobs pull the training image from ECR' [image-watch]='a training image published later is not imported' [observability]='the node runs without metrics' [plan-drain]='jobs are not asked to checkpoint before a training plan ends' [fabric]='the node is drained in Slurm if Slurm knows it (sinfo -R says why)' [release]='')
+declare -A STEP_BAKE=([hold]='boot' [updates]='image' [scratch]='boot' [lustre]='boot' [nccl]='boot' [enroot]='also' [slurm-hooks]='boot' [users]='boot' [accounting]='boot' [image]='boot' [image-watch]='boot' [observability]='boot' [plan-drain]='boot' [fabric]='boot' [release]='boot')
+STEP_ORDER=(hold updates scratch lustre nccl enroot slurm-hooks users accounting image image-watch observability plan-drain fabric release)
 # --- end of rendered steps ---
 
 usage() {
-  printf 'usage: %s install SOURCE [--region REGION] [--slurm-version VERSION] [--mirror S3_URI] | STEP [ARGUMENTS...]\n' "$0" >&2
+  printf 'usage: %s install|bake SOURCE [--region REGION] [--slurm-version VERSION] [--mirror S3_URI] | STEP [ARGUMENTS...]\n' "$0" >&2
   printf 'steps: %s\n' "${!STEP_SCRIPT[*]}" >&2
   exit 2
 }
@@ -114,7 +122,7 @@ place() {
 # install_files SOURCE REGION SLURM_VERSION MIRROR: unpack and place, in a fresh directory beside /opt/fmcluster (the renames
 # stay on one file system), removed afterwards whatever happened; then the settings of later steps.
 install_files() {
-  local source="$1" tmp status=0
+  local source="$1" tmp image status=0
   mkdir -p "$NODE_ROOT" && tmp="$(mktemp -d "$NODE_ROOT/.install.XXXXXX")" || return 1
   if unpack "$source" "$2" "$tmp"; then
     # shellcheck source=lib.sh
@@ -125,10 +133,12 @@ install_files() {
   fi
   rm -rf "$tmp"
   ((status == 0)) || return "$status"
+  image="$(setting FMCLUSTER_NODE_IMAGE)" # the image's, kept: a node of a baked image stays one
   {
     [[ -z "$2" ]] || printf 'AWS_DEFAULT_REGION=%s\n' "$2"
     [[ -z "$3" ]] || printf 'FMCLUSTER_SLURM_VERSION=%s\n' "$3"
     [[ -z "${4:-}" ]] || printf 'FMCLUSTER_ARTIFACT_MIRROR=%s\n' "$4"
+    [[ -z "$image" ]] || printf 'FMCLUSTER_NODE_IMAGE=%s\n' "$image"
   } >"$SETTINGS.new" && mv -f "$SETTINGS.new" "$SETTINGS"
   log INFO "node files from $source installed in ${NODE_ROOT#"$ROOT"} ($(wc -l <"$NODE_ROOT/manifest") files)"
 }
@@ -139,8 +149,22 @@ read_settings() {
   [[ -f "$SETTINGS" ]] || return 0
   while IFS='=' read -r key value; do
     case "$key" in
-      AWS_DEFAULT_REGION | FMCLUSTER_SLURM_VERSION | FMCLUSTER_ARTIFACT_MIRROR) export "$key=$value" ;;
+      AWS_DEFAULT_REGION | FMCLUSTER_SLURM_VERSION | FMCLUSTER_ARTIFACT_MIRROR | FMCLUSTER_NODE_IMAGE)
+        export "$key=$value"
+        ;;
     esac
+  done <"$SETTINGS"
+}
+
+# setting KEY: KEY's value in node.env (empty when it has none).
+setting() {
+  local key value
+  [[ -f "$SETTINGS" ]] || return 0
+  while IFS='=' read -r key value; do
+    if [[ "$key" == "$1" ]]; then
+      printf '%s\n' "$value"
+      return 0
+    fi
   done <"$SETTINGS"
 }
 
@@ -169,7 +193,7 @@ finish() {
     log INFO "step $step: done"
     return 0
   fi
-  if [[ "${STEP_REQUIRED[$step]}" == 1 ]]; then
+  if [[ "${STEP_REQUIRED[$step]}" == 1 || -n "${BAKING:-}" ]]; then
     record "$step" failed
     line="fmcluster step $step FAILED with exit status $status; the node cannot train without it (log: $step_log)"
     to_console "$line"
@@ -189,6 +213,11 @@ run_step() {
   # shellcheck source=lib.sh
   source "$NODE_ROOT/node/lib.sh"
   require_root
+  if [[ "${STEP_BAKE[$step]}" == image && "${FMCLUSTER_NODE_IMAGE:-}" == baked && -z "${BAKING:-}" ]]; then
+    record "$step" "done"
+    log INFO "step $step: skipped, since this node's image was baked with it (FMCLUSTER_NODE_IMAGE=baked)"
+    return 0
+  fi
   for needed in ${STEP_NEEDS[$step]}; do
     if [[ "$(outcome "$needed")" != "done" ]]; then
       log WARN "step $step: skipped, since it needs step $needed, which did not succeed"
@@ -204,35 +233,57 @@ run_step() {
   finish "$step" "$status" "/var/log/fmcluster/$(basename "$script" .sh).log"
 }
 
+# install SOURCE [--region REGION] [--slurm-version VERSION] [--mirror S3_URI]: the install step.
+install() {
+  local source region="" version="" mirror=""
+  (($#)) || usage
+  source="$1"
+  shift
+  while (($#)); do
+    (($# >= 2)) || usage
+    case "$1" in
+      --region) region="$2" ;;
+      --slurm-version) version="$2" ;;
+      --mirror) mirror="$2" ;;
+      *) usage ;;
+    esac
+    shift 2
+  done
+  if [[ -z "$ROOT" && "$(id -u)" -ne 0 ]]; then
+    say "ERROR: must run as root"
+    exit 1
+  fi
+  if ! install_files "$source" "$region" "$version" "$mirror"; then
+    say "ERROR: fmcluster step install FAILED; the node cannot train without its files (source: $source)"
+    record install failed
+    exit 1
+  fi
+  record install "done"
+  log INFO "step install: done"
+}
+
+# bake SOURCE [OPTIONS]: install, every step of the image (each required), then the mark a later install keeps.
+bake() {
+  local step
+  install "$@"
+  BAKING=1
+  for step in "${STEP_ORDER[@]}"; do
+    if [[ "${STEP_BAKE[$step]}" != boot ]]; then
+      run_step "$step"
+    fi
+  done
+  if [[ "$(setting FMCLUSTER_NODE_IMAGE)" != baked ]]; then # an image baked from a baked image has it already
+    printf 'FMCLUSTER_NODE_IMAGE=baked\n' >>"$SETTINGS"
+  fi
+  log INFO "image baked: every step of the image is done ($(printf '%s ' "${STEP_ORDER[@]}"))"
+}
+
 main() {
-  local step="${1:-}" source region="" version="" mirror=""
+  local step="${1:-}"
   [[ -n "$step" ]] || usage
   shift
-  if [[ "$step" == install ]]; then
-    (($#)) || usage
-    source="$1"
-    shift
-    while (($#)); do
-      (($# >= 2)) || usage
-      case "$1" in
-        --region) region="$2" ;;
-        --slurm-version) version="$2" ;;
-        --mirror) mirror="$2" ;;
-        *) usage ;;
-      esac
-      shift 2
-    done
-    if [[ -z "$ROOT" && "$(id -u)" -ne 0 ]]; then
-      say "ERROR: must run as root"
-      exit 1
-    fi
-    if ! install_files "$source" "$region" "$version" "$mirror"; then
-      say "ERROR: fmcluster step install FAILED; the node cannot train without its files (source: $source)"
-      record install failed
-      exit 1
-    fi
-    record install "done"
-    log INFO "step install: done"
+  if [[ "$step" == install || "$step" == bake ]]; then
+    "$step" "$@"
     return 0
   fi
   [[ -n "${STEP_SCRIPT[$step]+set}" ]] || usage

@@ -14,6 +14,7 @@ from fmcluster.stacks.cluster_pcs import PcsClusterStack
 from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.links import DataLinksStack
 from fmcluster.stacks.network import NetworkStack
+from fmcluster.stacks.node_image import NodeImageStack
 from fmcluster.stacks.observability import ObservabilityStack
 from fmcluster.stacks.storage import StorageStack
 
@@ -23,6 +24,7 @@ __all__ = [
     "HyperPodClusterStack",
     "ImageStack",
     "NetworkStack",
+    "NodeImageStack",
     "ObservabilityStack",
     "PcsClusterStack",
     "StorageStack",
@@ -47,6 +49,7 @@ class ClusterStacks:
         cluster: PcsClusterStack | HyperPodClusterStack,
         observability: ObservabilityStack,
         links: DataLinksStack | None = None,
+        node_image: NodeImageStack | None = None,
     ) -> None:
         self.network = network
         self.storage = storage
@@ -55,10 +58,13 @@ class ClusterStacks:
         self.observability = observability
         self.links = links
         """The S3 links, beside the cluster (None without `storage.lustre.repositories`)."""
+        self.node_image = node_image
+        """The baked node images, before the cluster (None unless `orchestrator.node_image: baked`)."""
 
     def all(self) -> list[cdk.Stack]:
         links = [self.links] if self.links is not None else []
-        return [self.network, self.storage, *links, self.image, self.cluster, self.observability]
+        baked = [self.node_image] if self.node_image is not None else []
+        return [self.network, self.storage, *links, self.image, *baked, self.cluster, self.observability]
 
 
 def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
@@ -102,6 +108,19 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: training image (ECR repository, CodeBuild project, image build)",
     )
+    node_image = None
+    baked = {}
+    if config.orchestrator.node_image == "baked":  # PCS only (the model refuses it for HyperPod)
+        node_image = NodeImageStack(
+            app,
+            stack_name(config.name, names.NODE_IMAGE_STACK),
+            config=config,
+            network=network,
+            storage=storage,
+            env=environment,
+            description=f"fmcluster {config.name}: baked node images (EC2 Image Builder), one per CPU architecture",
+        )
+        baked = {"node_image": node_image}
     rules = orchestrators.of(config.orchestrator.type)
     cluster_stack, what = orchestrators.resolve(rules.CLUSTER_STACK), rules.CLUSTER_STACK_DESCRIPTION
     cluster = cluster_stack(
@@ -112,6 +131,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         storage=storage,
         env=environment,
         description=f"fmcluster {config.name}: {what}",
+        **baked,
     )
     observability = ObservabilityStack(
         app,
@@ -122,7 +142,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: Amazon Managed Prometheus, Grafana, alarms and node-health events",
     )
-    stacks = ClusterStacks(network, storage, image, cluster, observability, links)
+    stacks = ClusterStacks(network, storage, image, cluster, observability, links, node_image)
     for stack in stacks.all():  # only these stacks: other stacks of a library user's app keep their own tags
         stack_tags = cdk.Tags.of(stack)
         for key, value in config.tags.items():

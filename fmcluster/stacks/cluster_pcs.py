@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, cast
 import aws_cdk as cdk
 from constructs import Construct
 
+from fmcluster.catalog import instance_architecture
 from fmcluster.config import ClusterConfig
 from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.pcs import PcsSlurmCluster
-from fmcluster.names import users_parameter_name
+from fmcluster.names import NODE_IMAGE_TAG, users_parameter_name
 from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, observability_mirror, users_parameter
 from fmcluster.stacks.network import NetworkStack
+from fmcluster.stacks.node_image import NodeImageStack
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
 
@@ -36,7 +38,8 @@ class PcsClusterStack(cdk.Stack):
     does.
     `orchestrator.login_instance_type` adds the login node (the head node); with `observability.prometheus: managed`
     every node runs observability.sh, taking its downloads from the data bucket's fmcluster-mirror/ prefix when
-    `network.egress` is `none`. `compliance: control-tower` turns on detailed monitoring.
+    `network.egress` is `none`. `compliance: control-tower` turns on detailed monitoring. With
+    `orchestrator.node_image: baked`, every node group runs the node-image stack's image of its architecture.
     """
 
     def __init__(
@@ -47,6 +50,7 @@ class PcsClusterStack(cdk.Stack):
         config: ClusterConfig,
         network: NetworkStack,
         storage: StorageStack,
+        node_image: NodeImageStack | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -67,12 +71,15 @@ class PcsClusterStack(cdk.Stack):
             artifact_mirror=artifact_mirror(storage),
             users_parameter=users_parameter_name(config.name) if config.users else None,
             ami_id=orchestrator.ami_id,
+            node_images=node_image.image_ids if node_image is not None else None,
             image_refresh=orchestrator.image_refresh,
             slurm_version=orchestrator.slurm_version,  # type: ignore[arg-type]  # resolved for pcs by the model
             size=orchestrator.size,
             detailed_monitoring=config.compliance == "control-tower",
             accounting=orchestrator.accounting,
         )
+        if node_image is not None:
+            _tag_node_images(self.slurm, node_image)
         self.slurm.role.add_managed_policy(storage.node_data_policy)
         self.nccl = nccl_tuning(self, config)
         self.users = users_parameter(self, config)
@@ -92,6 +99,20 @@ class PcsClusterStack(cdk.Stack):
         if head is not None:  # without a login or head node there is no node to name: connect takes --group
             add_output(self, "cluster", "HeadNodeGroup", head[1])
             add_output(self, "cluster", "HeadNodeGroupId", self.slurm.node_groups[head[1]].attr_id)
+
+
+def _tag_node_images(cluster: PcsSlurmCluster, node_image: NodeImageStack) -> None:
+    """Tag every node group with its baked image's digest, so a rebuilt image changes this stack's template.
+
+    The node groups take the image id from the node-image stack's output (`Fn::GetStackOutput`), whose text stays the
+    same when the image is rebuilt: without a change of its own, the CDK CLI may skip this stack and the node groups
+    keep the old image (FACTS.md: unconfirmed). The tag changes with the digest, so the stack is deployed, its AmiId
+    resolved anew, and `fmcluster plan --previous` sees which node groups move (update_plan.IN_PLACE_EFFECTS).
+    """
+    for group in cluster.node_groups.values():
+        (config,) = cast("list", group.instance_configs)
+        image = node_image.images[instance_architecture(config.instance_type)]
+        cdk.Tags.of(group).add(NODE_IMAGE_TAG, image.digest)
 
 
 def _keep_released_logical_ids(cluster: PcsSlurmCluster) -> None:

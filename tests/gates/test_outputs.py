@@ -18,6 +18,7 @@ ALWAYS = {
     "storage": {"DataBucket", "CheckpointsBucket", "FileSystemId", "FileSystemDnsName", "FileSystemMountName"},
     "data-links": {"DataLinks"},
     "image": {"ImageRepositoryUri", "ImageUri", "ImageParameter"},
+    "node-image": {"NodeImages"},
     "cluster": {"Orchestrator", "ClusterName", "ClusterId", "ClusterArn"},
     "observability": {"AlarmTopicArn"},
 }

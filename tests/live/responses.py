@@ -981,3 +981,67 @@ SAMPLES.update(
         },
     }
 )
+
+
+# --- validate --live: the node image drift check ---------------------------------------------------------------
+
+
+def image_resolvers(stack: str, *amis: str) -> dict:
+    resources = [
+        {
+            "StackName": stack,
+            "LogicalResourceId": f"SlurmNodeImagex866{index}",
+            "PhysicalResourceId": ami,
+            "ResourceType": "Custom::PcsNodeImage",
+            "Timestamp": datetime(2026, 11, 1, tzinfo=UTC),
+            "ResourceStatus": "CREATE_COMPLETE",
+        }
+        for index, ami in enumerate(amis)
+    ]
+    resources.append(
+        {
+            "StackName": stack,
+            "LogicalResourceId": "SlurmCluster",
+            "PhysicalResourceId": "pcs_0123456789",
+            "ResourceType": "AWS::PCS::Cluster",
+            "Timestamp": datetime(2026, 11, 1, tzinfo=UTC),
+            "ResourceStatus": "CREATE_COMPLETE",
+        }
+    )
+    return {"StackResources": resources}
+
+
+def described_image(ami: str, name: str, created: str, architecture: str = "x86_64") -> dict:
+    return {
+        "Images": [
+            {
+                "ImageId": ami,
+                "Architecture": architecture,
+                "State": "available",
+                "Name": name,
+                "CreationDate": created,
+            }
+        ]
+    }
+
+
+def parameter(value: str, architecture: str = "x86_64") -> dict:
+    name = f"/aws/service/pcs/ami/dlami-base-ubuntu2404/{architecture}/latest/ami-id"  # PCS user guide
+    return {
+        "Parameter": {
+            "Name": name,
+            "Type": "String",
+            "Value": value,
+            "Version": 7,
+            "DataType": "aws:ec2:image",
+            "ARN": f"arn:aws:ssm:us-east-1::parameter{name}",
+        }
+    }
+
+
+SAMPLES.update(
+    {
+        ("cloudformation", "DescribeStackResources"): image_resolvers("llm-pretrain-cluster", "ami-0123456789abcdef0"),
+        ("ssm", "GetParameter"): parameter("ami-0123456789abcdef0"),
+    }
+)

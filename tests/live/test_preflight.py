@@ -71,6 +71,10 @@ def queue_account(
     stub.ok("ec2", "DescribeVpcs", vpcs(1), {})
     vpc = quota("vpc", "VPCs per Region", "L-F678F1CE", 5.0)
     stub.ok("service-quotas", "ListServiceQuotas", quotas(vpc), {"ServiceCode": "vpc"})
+    # the node image drift check: the cluster is not deployed yet (CloudFormation: ValidationError "does not exist")
+    missing = "Stack with id llm-pretrain-cluster does not exist"
+    stub.error("cloudformation", "DescribeStackResources", "ValidationError", missing,
+               params={"StackName": "llm-pretrain-cluster"})  # fmt: skip
     if deny:
         stub.denied("cloudformation", "DescribeStacks", {"StackName": "CDKToolkit"})
     else:

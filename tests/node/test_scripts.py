@@ -664,7 +664,7 @@ def test_the_lifecycle_actions_install_the_bundle_then_run_scratch_lustre_and_nc
     node.set("ssm-value", '{"NCCL_DEBUG": "WARN"}')
     ran = agent(node, tmp_path, lustre_dns_name=DNS, lustre_mount_name="abcdef12", nccl_parameter_name="/x/nccl",
                 slurm_version="25.11")  # fmt: skip
-    assert ran == [(name, 0) for name in ("install", "scratch", "lustre", "nccl", "enroot", "slurm-hooks")]
+    assert ran == [(name, 0) for name in ("install", "updates", "scratch", "lustre", "nccl", "enroot", "slurm-hooks")]
     (download,) = [call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
     assert download[3:7] == ["--only-show-errors", "--region", "us-west-2", BUNDLE_URI]
     installed = node.path(node_scripts.NODE_ROOT)
@@ -695,7 +695,7 @@ def test_a_failing_required_step_terminates_the_node_in_one_line(node, tmp_path)
     node.disks(*store_disks(1))
     node.set("fs-nvme1n1", "ext4")
     ran = agent(node, tmp_path, lustre_dns_name=DNS, lustre_mount_name="abcdef12")
-    assert ran == [("install", 0), ("scratch", 1)]
+    assert ran == [("install", 0), ("updates", 0), ("scratch", 1)]
     assert node.last.stderr.splitlines()[-1].endswith(
         "ERROR: fmcluster step scratch FAILED with exit status 1; the node cannot train without it "
         "(log: /var/log/fmcluster/nvme-raid.log)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -234,6 +235,27 @@ def test_plan_ends_with_the_deploys_critical_path_from_the_synthesized_app(
     )
     code, again, _ = run(capsys, "plan", str(QUICKSTART), "--assembly", str(synthesized["quickstart"].outdir))
     assert (code, again) == (0, out)
+
+
+def test_plan_of_a_pcs_file_prints_time_to_first_job_for_both_node_images(
+    synthesized, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/pcs-own-vpc.yaml is baked: the plan names it, and gives the boot alternative beside it, with each
+    one's per-node boot (fmcluster/deploy_times.yaml node_boot: AWS's PCS reference, 8-12 and ~3 minutes)."""
+    built = synthesized["pcs-own-vpc"]
+    code, out, err = run(capsys, "plan", str(ROOT / "examples" / "pcs-own-vpc.yaml"), "--assembly", str(built.outdir))
+    assert (code, err) == (0, "")
+    expected = deploy_time.estimate_assembly(built.outdir)
+    boot, baked = expected.first_job_with("boot"), expected.first_job_with("baked")
+    assert baked == expected.first_job and boot < baked  # the first deploy waits for the image build
+    assert out.splitlines()[-2] == (
+        f"time to first job by orchestrator.node_image (this file: baked): boot ~{boot:.0f} min, each node ~10 min "
+        "from launch to its first job (enroot and pyxis installed at first boot; AWS's PCS reference: 8-12 min); "
+        f"baked ~{baked:.0f} min, the image build ~40 min (estimate) after the storage stack and before the cluster "
+        "stack, then each node ~3 min (AWS's PCS reference: ~3 min); every replacement, scale-up and capacity-block "
+        "start pays a node's boot again"
+    )
+    assert re.search(r" > storage \d+ > node-image \d+ > cluster ", expected.summary())  # critical path, after storage
 
 
 def test_plan_says_when_the_app_does_not_synthesize(

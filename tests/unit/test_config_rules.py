@@ -1445,7 +1445,7 @@ INVALID = [
         {"orchestrator.kind": "pcs"},
         [
             "orchestrator.kind: unknown key; allowed here: type, controller_instance_type, login_instance_type, "
-            "slurm_version, ami_id, image_refresh, size, accounting"
+            "slurm_version, ami_id, image_refresh, node_image, node_image_version, size, accounting"
         ],
         "unknown-orchestrator",
     ),
@@ -1977,6 +1977,44 @@ def test_a_required_key_left_empty_is_still_required() -> None:
                 "HyperPod image)"
             ],
             id="image-refresh-on-hyperpod",
+        ),
+        pytest.param(
+            {"orchestrator.node_image": "baked"},
+            [
+                "orchestrator.node_image: baked is only for orchestrator.type: pcs for now: HyperPod takes a custom "
+                "AMI built from a HyperPod AMI (botocore sagemaker ClusterInstanceGroupSpecification.ImageId), but "
+                "which base AMI to build from and how to resolve it at deploy are unconfirmed; use boot"
+            ],
+            id="node-image-baked-on-hyperpod",
+        ),
+        pytest.param(
+            {**PCS, "orchestrator.node_image": "baked", "orchestrator.ami_id": "ami-0123456789abcdef0"},
+            [
+                "orchestrator.node_image: baked builds from the PCS-Ready DLAMI: remove orchestrator.ami_id, or bake "
+                "your own image"
+            ],
+            id="node-image-baked-with-an-ami-id",
+        ),
+        pytest.param(
+            {**PCS, "orchestrator.node_image": "prebuilt"},
+            ["orchestrator.node_image: must be 'boot' or 'baked'; got 'prebuilt'"],
+            id="node-image-unknown",
+        ),
+        pytest.param(
+            {**PCS, "orchestrator.node_image_version": "2"},
+            [
+                "orchestrator.node_image_version: only with orchestrator.node_image: baked: it labels the baked "
+                "image's build"
+            ],
+            id="node-image-version-without-baked",
+        ),
+        pytest.param(
+            {**PCS, "orchestrator.node_image": "baked", "orchestrator.node_image_version": "v 2"},
+            [
+                "orchestrator.node_image_version: must be 1-64 letters, digits, '.', '_' or '-' (a label such as "
+                "2026-12-01); got 'v 2'"
+            ],
+            id="node-image-version-not-a-label",
         ),
     ],
 )

@@ -36,7 +36,8 @@ pytestmark = pytest.mark.synth
 def test_every_weight_has_a_source_or_says_it_is_an_estimate():
     data = yaml.safe_load((REPO / "fmcluster" / "deploy_times.yaml").read_text())
     entries = [data["default"], data["stack_overhead"], data["image_import"], *data["types"].values()]
-    entries += data["deep_health_checks"].values()
+    entries += [*data["deep_health_checks"].values(), *data["node_boot"].values()]
+    assert set(data["node_boot"]) == {"boot", "baked"}  # orchestrator.node_image's values
     for entry in entries:
         assert entry["minutes"] >= 0
         assert ("source" in entry) != ("estimate" in entry), entry
@@ -124,6 +125,62 @@ def test_stacks_start_when_their_dependencies_are_done_and_the_longest_chain_is_
     assert estimate.first_container_job == 40 + 10  # the image built, then imported
     assert estimate.sequential == 10 + 10 + 40 + 1
     assert estimate.summary() == "deploy ~40 min: image 40; network 10, storage 10, cluster 1 in parallel"
+
+
+NODE_IMAGE_WEIGHTS = Weights.load(
+    {
+        "default": {"minutes": 1},
+        "stack_overhead": {"minutes": 0},
+        "types": {"Slow": {"minutes": 10}, "AWS::ImageBuilder::Image": {"minutes": 40}},
+        "deep_health_checks": {},
+        "image_import": {"minutes": 10},
+        "node_boot": {"boot": {"minutes": 10}, "baked": {"minutes": 3}},
+    }
+)
+
+
+def pcs_cluster(*, baked: bool) -> dict:
+    group = {"Type": "AWS::PCS::ComputeNodeGroup", "DependsOn": "Nodes", "Properties": {}}
+    if baked:
+        group["Properties"]["Tags"] = {"fmcluster:node-image": "0123456789ab"}
+    return {"Resources": {"Nodes": {"Type": "AWS::PCS::Cluster"}, "Gpu": group}}
+
+
+def test_time_to_first_job_by_node_image_moves_the_image_build_onto_the_path_and_swaps_the_node_boot(tmp_path):
+    """A boot file (no node-image stack): boot is what the graph gives (cluster 1 + node group 1 + boot 10 after
+    storage 20); baked puts the 40-minute build after the mirror's stack and boots each node in 3."""
+    mirror = {"Resources": {"Mirror": {"Type": "Custom::ArtifactMirror"}, **slow(1)["Resources"]}}
+    stacks = {
+        "c-network": ([], slow(1)),
+        "c-storage": (["c-network"], mirror),
+        "c-cluster": (["c-network", "c-storage"], pcs_cluster(baked=False)),
+    }
+    estimate = estimate_assembly(write_assembly(tmp_path, stacks), NODE_IMAGE_WEIGHTS)
+    assert estimate.first_job == 20 + 1 + 1 + 10
+    assert estimate.first_job_with("boot") == estimate.first_job
+    assert estimate.first_job_with("baked") == 20 + 40 + 1 + 1 + 3
+    line = estimate.node_image_times()
+    assert line.startswith("time to first job by orchestrator.node_image (this file: boot): boot ~32 min, each node ")
+    assert "baked ~65 min, the image build ~40 min (estimate) after the storage stack" in line
+
+
+def test_a_baked_file_knows_its_boot_alternative(tmp_path):
+    bake = {"Resources": {"Image": {"Type": "AWS::ImageBuilder::Image"}}}
+    stacks = {
+        "c-network": ([], slow(1)),
+        "c-storage": (["c-network"], slow(1)),
+        "c-node-image": (["c-storage"], bake),
+        "c-cluster": (["c-network", "c-storage", "c-node-image"], pcs_cluster(baked=True)),
+    }
+    estimate = estimate_assembly(write_assembly(tmp_path, stacks), NODE_IMAGE_WEIGHTS)
+    assert estimate.first_job == estimate.first_job_with("baked") == 20 + 40 + 1 + 1 + 3
+    assert estimate.first_job_with("boot") == 20 + 1 + 1 + 10
+    assert "(this file: baked)" in estimate.node_image_times()
+
+
+def test_without_pcs_node_groups_there_is_no_node_image_line(tmp_path):
+    stacks = {"c-cluster": ([], {"Resources": {"Nodes": {"Type": "AWS::SageMaker::Cluster"}}})}
+    assert estimate_assembly(write_assembly(tmp_path, stacks), NODE_IMAGE_WEIGHTS).node_image_times() is None
 
 
 # --- real apps: the graph sets the number ---------------------------------------------------------------------

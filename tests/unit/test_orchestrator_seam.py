@@ -19,6 +19,7 @@ SEAM = (
     "CLUSTER_STACK_DESCRIPTION",
     "DIAGNOSE_CHECKS",
     "INSTANCE_QUOTA_CHECKS",
+    "NODE_IMAGE_DRIFT_CHECKS",
     "PCS_ENDPOINT",
     "NETWORK_PLACEMENT_GROUPS",
     "RUNS_DEEP_HEALTH_CHECKS",
@@ -36,7 +37,7 @@ SEAM = (
     "key_problems",
     "file_problems",
 )
-REFERENCES = ("CLUSTER_STACK", "DIAGNOSE_CHECKS", "INSTANCE_QUOTA_CHECKS")
+REFERENCES = ("CLUSTER_STACK", "DIAGNOSE_CHECKS", "INSTANCE_QUOTA_CHECKS", "NODE_IMAGE_DRIFT_CHECKS")
 BRANCH = re.compile(
     r"""orchestrator(?:\.type)?\s*[!=]=\s*["']|\.get\("type"\)\s*[!=]=\s*["']|== ["'](?:pcs|hyperpod)"""
 )

@@ -241,6 +241,8 @@ PCS_NAME = "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]
          "data source; set grafana: none or prometheus: managed"),
         ({"prometheus": "managed", "observability_mirror": "bucket/mirror"},
          "observability_mirror: must be an S3 prefix like s3://bucket/fmcluster-mirror; got 'bucket/mirror'"),
+        ({"ami_id": "ami-0123456789abcdef0", "node_images": {"x86_64": "ami-0fedcba9876543210"}},
+         "node_images: give ami_id or node_images, not both"),
     ],
     ids=[
         "cluster-name", "no-security-group", "slurm-version", "size-unknown", "size-too-small", "too-many-nodes",
@@ -249,7 +251,7 @@ PCS_NAME = "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]
         "placement-group-of-no-group", "placement-group-for-a-capacity-block", "placement-group-named-by-the-group",
         "scale-down-on-old-slurm", "min-count-on-a-capacity-block",
         "login-ml-prefix", "not-a-file-system", "mount-name", "nccl-prefix",
-        "grafana-without-prometheus", "mirror",
+        "grafana-without-prometheus", "mirror", "ami-id-and-node-images",
     ],
 )  # fmt: skip
 def test_props_pcs_would_reject_raise_with_exact_messages(scope, props, message):
@@ -273,6 +275,20 @@ def test_every_problem_is_reported_at_once(scope):
         "slurm_version",
         "compute_groups[0].name",
     ]
+
+
+def test_node_images_give_each_architecture_its_image_and_nothing_is_resolved(scope):
+    """A baked image per architecture (the node-image stack's `image_ids`): the groups of that architecture run it,
+    those of another still get the PCS-Ready DLAMI from the resolver."""
+    stack, required = scope
+    arm = {"name": "arm", "instance_type": "c7g.4xlarge", "count": 2}
+    cluster = PcsSlurmCluster(
+        stack, "Baked", **required, compute_groups=[GPU, arm], node_images={"x86_64": "ami-0fedcba9876543210"}
+    )
+    assert cluster.node_groups["gpu"].ami_id == "ami-0fedcba9876543210"
+    assert cluster.node_groups["arm"].ami_id != "ami-0fedcba9876543210"
+    resolvers = [child.node.id for child in cluster.node.children if isinstance(child, cdk.CustomResource)]
+    assert resolvers == ["NodeImagearm64"]  # the x86_64 groups resolve nothing
 
 
 def test_node_groups_added_by_hand_are_checked(scope):
@@ -367,7 +383,10 @@ def test_every_pcs_node_group_of_every_example_sets_up_its_nodes_as_lifecycle_ac
             for name, scripts in actions(template).items():
                 checked += 1
                 steps = [action["Name"] for action in scripts]
-                assert steps[:2] == ["install", "scratch"] and {"nccl", "enroot"} <= set(steps), (example, name)
+                assert steps[:3] == ["install", "updates", "scratch"] and {"nccl", "enroot"} <= set(steps), (
+                    example,
+                    name,
+                )
                 for action in scripts:
                     required = action["Name"] == "install" or node_files.step(action["Name"]).required
                     assert action["OnError"] == ("TERMINATE" if required else "CONTINUE"), (example, action)
@@ -388,8 +407,8 @@ def test_a_failing_required_step_terminates_the_node_and_the_rest_only_warn(bloc
     "Terminates the compute node"); run-step.sh exits non-zero for them (tests/node/test_profiles.py)."""
     on_error = {action["Name"]: action["OnError"] for action in actions(block)["gpu"]}
     assert on_error == {
-        "install": "TERMINATE", "scratch": "TERMINATE", "lustre": "TERMINATE", "nccl": "TERMINATE",
-        "enroot": "CONTINUE", "slurm-hooks": "CONTINUE", "observability": "CONTINUE",
+        "install": "TERMINATE", "updates": "CONTINUE", "scratch": "TERMINATE", "lustre": "TERMINATE",
+        "nccl": "TERMINATE", "enroot": "CONTINUE", "slurm-hooks": "CONTINUE", "observability": "CONTINUE",
     }  # fmt: skip
 
 

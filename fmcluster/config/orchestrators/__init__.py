@@ -16,9 +16,10 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
 - `file_problems(orchestrator, observability, groups, complete)`: its rules across sections of the file;
 - `key_problems(orchestrator, groups)`: keys of the file it does not take;
 - `head_instance_types(orchestrator, observability)`: the EC2 types of its head nodes (controller, login);
-- `CLUSTER_STACK` (with `CLUSTER_STACK_DESCRIPTION`), `DIAGNOSE_CHECKS`, `INSTANCE_QUOTA_CHECKS`: its cluster stack
-  class, its `diagnose` checks and `validate --live`'s checks of its instance quotas, as `module:name` references
-  that `resolve` imports only where aws_cdk or boto3 are loaded;
+- `CLUSTER_STACK` (with `CLUSTER_STACK_DESCRIPTION`), `DIAGNOSE_CHECKS`, `INSTANCE_QUOTA_CHECKS`,
+  `NODE_IMAGE_DRIFT_CHECKS`: its cluster stack class, its `diagnose` checks and `validate --live`'s checks of its
+  instance quotas and of its nodes' default image, as `module:name` references that `resolve` imports only where
+  aws_cdk or boto3 are loaded;
 - `PCS_ENDPOINT`, `NETWORK_PLACEMENT_GROUPS`: what the network stack adds for it;
 - `RUNS_DEEP_HEALTH_CHECKS`, `UNOFFERED_TYPE`: what `plan` shows and what `validate --live` says of a type EC2 does
   not offer in the zone;

@@ -26,6 +26,8 @@ DIAGNOSE_CHECKS = "fmcluster.live.hyperpod:hyperpod_checks"
 """`diagnose`'s checks of the deployed cluster, named and imported by diagnose (which loads boto3)."""
 INSTANCE_QUOTA_CHECKS = "fmcluster.live.quotas:hyperpod_instance_checks"
 """`validate --live`'s checks of the quotas its instances draw on."""
+NODE_IMAGE_DRIFT_CHECKS = "fmcluster.live.image_drift:no_drift_checks"
+"""None: HyperPod's nodes run SageMaker's image, which HyperPod itself updates (UpdateClusterSoftware)."""
 PCS_ENDPOINT = False
 NETWORK_PLACEMENT_GROUPS = False
 """HyperPod places its instance groups itself; the network stack makes no placement group."""

@@ -28,6 +28,8 @@ DIAGNOSE_CHECKS = "fmcluster.live.pcs:pcs_checks"
 """`diagnose`'s checks of the deployed cluster, named and imported by diagnose (which loads boto3)."""
 INSTANCE_QUOTA_CHECKS = "fmcluster.live.quotas:on_demand_checks"
 """`validate --live`'s checks of the quotas its instances draw on."""
+NODE_IMAGE_DRIFT_CHECKS = "fmcluster.live.image_drift:drift_checks"
+"""`validate --live`'s check of the deployed nodes' default image against the one AWS publishes today."""
 PCS_ENDPOINT = True
 """Nodes call the AWS PCS API (slurmd registers through it): the network has its interface endpoint."""
 NETWORK_PLACEMENT_GROUPS = True

@@ -64,6 +64,49 @@ def cluster_size(nodes: int) -> str:
     return pcs_rules.default_size(nodes).upper()
 
 
+def node_image_provider(scope: Construct) -> cr.Provider:
+    """The Provider of `Custom::PcsNodeImage` (fmcluster/lambdas/pcs_ami): reads the PCS-Ready DLAMI's SSM public
+    parameters, nothing else."""
+    handler, provider = provider_with_handler(
+        scope,
+        "NodeImageLookup",
+        "NodeImageProvider",
+        code="pcs_ami",
+        timeout=cdk.Duration.seconds(60),
+        description="Resolves the PCS-Ready DLAMI for a CPU architecture once (SSM public parameter)",
+        calls="reads the PCS-Ready DLAMI's SSM public parameter (ssm:GetParameter)",
+    )
+    parameters = cdk.Stack.of(scope).format_arn(
+        service="ssm", account="", resource="parameter", resource_name=f"{NODE_IMAGE_PARAMETERS.lstrip('/')}/*"
+    )
+    handler.add_to_role_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[parameters]))
+    acknowledge_wildcards(
+        handler,
+        resources=[parameters],
+        reason="Reads only AWS's public PCS-Ready DLAMI parameters (one per CPU architecture)",
+    )
+    return provider
+
+
+def pcs_ready_dlami(
+    scope: Construct, construct_id: str, provider: cr.Provider, architecture: str, refresh: str | None
+) -> str:
+    """The AMI id (a deploy-time token) of the PCS-Ready DLAMI for `architecture`: `Custom::PcsNodeImage` reads
+    `/aws/service/pcs/ami/dlami-base-ubuntu2404/<arch>/latest/ami-id` at Create and again only when `refresh` (the
+    cluster file's `image_refresh`) changes, so an unrelated stack update never moves an image."""
+    properties = {"Architecture": architecture}
+    if refresh is not None:
+        properties["Refresh"] = refresh
+    image = cdk.CustomResource(
+        scope,
+        construct_id,
+        service_token=provider.service_token,
+        resource_type="Custom::PcsNodeImage",
+        properties=properties,
+    )
+    return image.get_att_string("ImageId")
+
+
 class PcsSlurmCluster(Construct):
     """An AWS PCS cluster (managed Slurm controller) with its compute node groups, login node and node software.
 
@@ -149,6 +192,9 @@ class PcsSlurmCluster(Construct):
             the image's.
         ami_id: one image for every node group (one CPU architecture). Omitted: the PCS-Ready DLAMI per architecture
             (`node_image`).
+        node_images: an image per CPU architecture ("x86_64", "arm64"), e.g. `BakedNodeImage.image_id`s (the
+            node-image stack's `image_ids`): node groups of that architecture run it. Not with `ami_id`. Omitted: the
+            PCS-Ready DLAMI.
         image_refresh: a label (e.g. "2026-12-01") of the default image's resolution: change it to move every node
             group to the PCS-Ready DLAMI AWS publishes then (the node groups roll). Omitted: resolved once, at create.
         slurm_version: a Slurm version AWS PCS creates clusters with (24.11, 25.05, 25.11, 26.05); pyxis is built
@@ -205,6 +251,7 @@ class PcsSlurmCluster(Construct):
         artifact_mirror: str | None = None,
         users_parameter: str | None = None,
         ami_id: str | None = None,
+        node_images: Mapping[str, str] | None = None,
         image_refresh: str | None = None,
         slurm_version: str = PCS_DEFAULT_SLURM_VERSION,
         expected_nodes: int | None = None,
@@ -232,6 +279,8 @@ class PcsSlurmCluster(Construct):
             expected_nodes=expected_nodes,
             size=size,
         )
+        if ami_id is not None and node_images:
+            raise InvalidProps("PcsSlurmCluster", [Problem("node_images", "give ami_id or node_images, not both")])
         super().__init__(scope, construct_id)
         self.cluster_name = cluster_name
         self.slurm_version = slurm_version
@@ -300,7 +349,7 @@ class PcsSlurmCluster(Construct):
         """The SSM parameter of the cluster users every node creates (users.sh sync), or None."""
         self.accounting = accounting
         """Managed accounting on: the head node gives each cluster user an association (slurm-accounting.sh)."""
-        self._images: dict[str, str] = {}
+        self._images: dict[str, str] = dict(node_images or {})
         self._image_provider: cr.Provider | None = None
         self._health_checks_provider: cr.Provider | None = None
         self._health_checks_handler: lambda_.Function
@@ -437,40 +486,16 @@ class PcsSlurmCluster(Construct):
         node group onto a newer image.
         """
         if architecture not in self._images:
-            properties = {"Architecture": architecture}
-            if self.image_refresh is not None:
-                properties["Refresh"] = self.image_refresh
-            image = cdk.CustomResource(
+            if self._image_provider is None:
+                self._image_provider = node_image_provider(self)
+            self._images[architecture] = pcs_ready_dlami(
                 self,
                 f"NodeImage{architecture.replace('_', '')}",
-                service_token=self._provider().service_token,
-                resource_type="Custom::PcsNodeImage",
-                properties=properties,
+                self._image_provider,
+                architecture,
+                self.image_refresh,
             )
-            self._images[architecture] = image.get_att_string("ImageId")
         return self._images[architecture]
-
-    def _provider(self) -> cr.Provider:
-        if self._image_provider is None:
-            handler, self._image_provider = provider_with_handler(
-                self,
-                "NodeImageLookup",
-                "NodeImageProvider",
-                code="pcs_ami",
-                timeout=cdk.Duration.seconds(60),
-                description="Resolves the PCS-Ready DLAMI for a CPU architecture once (SSM public parameter)",
-                calls="reads the PCS-Ready DLAMI's SSM public parameter (ssm:GetParameter)",
-            )
-            parameters = cdk.Stack.of(self).format_arn(
-                service="ssm", account="", resource="parameter", resource_name=f"{NODE_IMAGE_PARAMETERS.lstrip('/')}/*"
-            )
-            handler.add_to_role_policy(iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[parameters]))
-            acknowledge_wildcards(
-                handler,
-                resources=[parameters],
-                reason="Reads only AWS's public PCS-Ready DLAMI parameters (one per CPU architecture)",
-            )
-        return self._image_provider
 
     def _grant_parameter_read(self) -> None:
         """ssm:GetParameter on this cluster's parameters: each group's NCCL environment, the image URI, the endpoint."""

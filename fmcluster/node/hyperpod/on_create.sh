@@ -15,6 +15,8 @@
 #            ends (HyperPod runs this script as OnInitComplete, after its own Slurm set-up: slurmd may have registered
 #            and could be given jobs); at the end `release` resumes it, or `fail` keeps it drained naming the failed
 #            steps. Draining changes slurmctld's node state only, never slurm.conf (HyperPod's; slurm-hooks.sh)
+#   updates  package-updates.sh: needrestart never restarts slurmd, unattended-upgrades off (the apt installs of the
+#            enroot step below then cannot restart slurmd either)
 #   scratch  nvme-raid.sh: /scratch on the instance-store NVMe disks (nothing to do on types without them)
 #   nccl     nccl-env.sh <FMCLUSTER_NCCL_PREFIX>/<instance group>/nccl-env: the NCCL/libfabric environment of jobs
 #            (nccl-env.sh's defaults alone when the group has no such parameter)
@@ -265,6 +267,7 @@ main() {
     # slurmd runs already (OnInitComplete): no job lands here before the steps below are done (slurm-hold.sh)
     run_step hold hold
   fi
+  run_step updates
   run_step scratch
   mapfile -t arguments < <(nccl_arguments "$group")
   run_step nccl ${arguments[@]+"${arguments[@]}"}
