@@ -123,7 +123,13 @@ STEPS: tuple[Step, ...] = (
     Step("nccl", "nccl-env.sh", True),
     # warn-only while the mirror holds no pinned enroot/pyxis digests (fmcluster/mirror/artifacts.json, issue 22): on an
     # image without them a required step would fail every node, and on PCS TERMINATE would relaunch it in a loop
-    Step("enroot", "enroot-pyxis.sh", False, "jobs cannot use --container-image (no enroot/pyxis)", bake="also"),
+    Step(
+        "enroot",
+        "enroot-pyxis.sh",
+        False,
+        "jobs cannot use --container-image (no enroot/pyxis on this node)",
+        bake="also",
+    ),
     Step("slurm-hooks", "slurm-hooks.sh", False, "jobs get the submitter's environment, not the group's NCCL settings"),
     Step("users", "users.sh", True),
     Step(
