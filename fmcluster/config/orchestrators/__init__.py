@@ -23,6 +23,10 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
 - `RUNS_DEEP_HEALTH_CHECKS`, `UNOFFERED_TYPE`: what `plan` shows and what `validate --live` says of a type EC2 does
   not offer in the zone;
 - `NO_HEALTH_CHECKS`: why `fmcluster healthcheck` has nothing to start (None where the service has checks).
+- `SESSION_NODE` (a `module:name` reference) and `placeholder_target(group, node)`: the node `connect` and `info`
+  go to, and the form of its Session Manager target;
+- `RECORDS_SIZE`: whether `cdk.context.json` records its create-only cluster size (`fmcluster.recorded_context`);
+- `CLUSTER_STATUS_EVENTS`: whether the observability construct routes its cluster's EventBridge status changes.
 
 tests/unit/test_orchestrator_seam.py checks that every registered module has all of them.
 
