@@ -26,7 +26,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from fmcluster.config import ClusterConfig, ConfigError, Problem, load  # noqa: F401  (load: the doctest)
+from fmcluster.config import ClusterConfig, ConfigError, Problem, load, orchestrators  # noqa: F401  (load: the doctest)
 from fmcluster.config.orchestrators.pcs import SIZES as PCS_SIZES
 from fmcluster.config.orchestrators.pcs import nodes as pcs_nodes
 from fmcluster.config.orchestrators.pcs import size_problem as pcs_size_problem
@@ -45,7 +45,7 @@ def pinned(config: ClusterConfig, context: Mapping[str, object], source: str) ->
     Raises:
         ConfigError: `source`: orchestrator.size: ... when the file asks for another size or outgrows the record.
     """
-    if config.orchestrator.type != "pcs":
+    if not orchestrators.of(config.orchestrator.type).RECORDS_SIZE:
         return config
     key = pcs_size_key(config)
     recorded = context.get(key)
@@ -74,7 +74,7 @@ def pinned(config: ClusterConfig, context: Mapping[str, object], source: str) ->
 def record(config: ClusterConfig, directory: Path) -> bool:
     """Write `config`'s PCS size into `directory`/cdk.context.json unless a size is recorded already; True if written.
     Other keys of the file (CDK's own lookups) are kept as they are."""
-    if config.orchestrator.type != "pcs":
+    if not orchestrators.of(config.orchestrator.type).RECORDS_SIZE:
         return False
     path = directory / CONTEXT_FILE
     context = json.loads(path.read_text()) if path.is_file() else {}

@@ -1,4 +1,4 @@
-"""Shared fixtures: each example cluster file synthesized at most once per test session, when a test first asks.
+"""Shared fixtures: each example cluster file synthesized when a test first asks, once per worker that reads it.
 
 `cdk synth` pays a jsii round trip to node per construct call, so each example's app is built and synthesized a
 single time here and every gate (cfn-lint, cdk-nag, snapshots, unit assertions) reads it; an example no selected test
@@ -10,6 +10,8 @@ that reads a synthesized example.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,8 @@ class SynthesizedExample(Synthesized):
     config: ClusterConfig | None = None
     built: object = None
     """The `fmcluster.stacks.ClusterStacks` of the example."""
+    guarded: bool = False
+    """Whether the Control Tower rules ran in this synthesis (only then do `guard_findings` say anything)."""
     guard_findings: list[str] = field(default_factory=list)
     """Control Tower proactive-control findings left after CDK's acknowledgments (tests/scanners.py)."""
 
@@ -43,8 +47,8 @@ def synthesize(
     """Build `config` (default: the file at `path`) into an app and synthesize it into `outdir`.
 
     `guard` False leaves out the Control Tower rules (cfn-guard), for a variant only compared with its example (the
-    update-safety gates): they are most of a synthesis's time (quickstart, 2 loaded cores: 84 s with them, 10 s
-    without), and tests/gates/test_templates.py runs them on every example."""
+    update-safety gates): they add about 45% to a synthesis's CPU time (quickstart, 2 loaded cores, three pairs in turn:
+    16.8 s with them, 11.6 s without), and tests/gates/test_templates.py runs them on every example."""
     from fmcluster.stacks import build
 
     config = config or load(path)
@@ -55,11 +59,22 @@ def synthesize(
         cdk.Validations.of(cdk_app).add_plugins(guard_validator())
     result = support.synthesize(cdk_app, stacks.all())
     found = guard_findings(outdir) if guard and result.templates else []
-    return SynthesizedExample(**vars(result), path=path, config=config, built=stacks, guard_findings=found)
+    return SynthesizedExample(
+        **vars(result), path=path, config=config, built=stacks, guarded=guard, guard_findings=found
+    )
 
 
 class Examples(Mapping[str, SynthesizedExample]):
-    """Every example in examples/, by file stem; each is synthesized the first time it is looked up."""
+    """Every example in examples/, by file stem; each is synthesized the first time it is looked up.
+
+    The Control Tower rules (cfn-guard, about a third of an example's synthesis) run only when a test of the example's
+    own xdist group reads it (`xdist_group`): that group runs whole on one worker, which synthesizes the example once,
+    with them. A test outside the group gets the example without them; when a test of the group then reads it on the
+    same worker, it is synthesized again, with them (tests/gates/test_templates.py checks `guarded`).
+    """
+
+    reader: pytest.Item | None = None
+    """The test being set up (`pytest_runtest_setup`), whose fixtures may read an example."""
 
     def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
         self._paths = {path.stem: path for path in EXAMPLES}
@@ -67,10 +82,12 @@ class Examples(Mapping[str, SynthesizedExample]):
         self._built: dict[str, SynthesizedExample] = {}
 
     def __getitem__(self, stem: str) -> SynthesizedExample:
-        if stem not in self._built:
-            path = self._paths[stem]
-            self._built[stem] = synthesize(path, self._tmp_path_factory.mktemp(stem))
-        return self._built[stem]
+        path = self._paths[stem]
+        guard = Examples.reader is not None and group_of(Examples.reader) == example_group(stem)
+        built = self._built.get(stem)
+        if built is None or (guard and not built.guarded):
+            built = self._built[stem] = synthesize(path, self._tmp_path_factory.mktemp(stem), guard=guard)
+        return built
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._paths)
@@ -85,17 +102,51 @@ def synthesized(tmp_path_factory) -> Examples:
     return Examples(tmp_path_factory)
 
 
+READS_BY_NAME = re.compile(r'synthesized\["([a-z0-9-]+)"\]')
+"""An example read by its name in a test module's source."""
+
+
+def example_group(stem: str) -> str:
+    return f"example:{stem}"
+
+
+def group_of(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("xdist_group")
+    return marker.args[0] if marker is not None else None
+
+
+@functools.cache
+def examples_read_by_name(module: Path) -> frozenset[str]:
+    return frozenset(READS_BY_NAME.findall(module.read_text()))
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """A gate (tests/gates) parametrized by `example` is in that example's group, and so is every test of a module
+    that reads one example only, by name; any other test is in its module's group, so that a module's fixtures (apps
+    of its own) are built once."""
+    callspec = getattr(item, "callspec", None)
+    example = callspec.params.get("example") if callspec is not None else None
+    if isinstance(example, str) and "gates" in item.path.parts:
+        return example_group(example)
+    read = examples_read_by_name(item.path)
+    if len(read) == 1:
+        return example_group(next(iter(read)))
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before its fixtures are set up
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    Examples.reader = item
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups (it runs first otherwise: groups ignored)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that reads a synthesized example `examples`, and give every test its xdist group.
 
-    Under `pytest -n N --dist loadgroup` (`make test`) a group runs on one worker: a test of one example (parametrized
-    by `example`) joins that example's group, so each example is synthesized on one worker; any other test stays with
-    its module, so a module's fixtures (apps of its own) are built once.
+    Under `pytest -n N --dist loadgroup` (`make test`) a group runs on one worker (`xdist_group`), so each example's
+    gates and the modules that read only it share the worker that synthesizes it, once.
     """
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        example = callspec.params.get("example") if callspec is not None else None
         if "synthesized" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.examples)
-        group = f"example:{example}" if isinstance(example, str) else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))

@@ -23,6 +23,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from fmcluster import names
+from fmcluster.config import orchestrators
 from fmcluster.config.models import Observability, Orchestrator, is_lustre_capacity
 from fmcluster.config.value_rules import grafana_without_source
 from fmcluster.constructs.functions import provider_with_handler
@@ -409,7 +410,7 @@ class ClusterObservability(Construct):
     def _event_rules(self, orchestrator: str) -> dict[str, events.Rule]:
         """This cluster's EventBridge rules, name -> rule, each publishing to the topic."""
         rules: dict[str, events.Rule] = {}
-        if orchestrator == "hyperpod-slurm":
+        if orchestrators.of(orchestrator).CLUSTER_STATUS_EVENTS:
             rules["HyperPodStateChanges"] = events.Rule(
                 self,
                 "HyperPodStateChanges",

@@ -32,10 +32,10 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.live.aws import Aws
 from fmcluster.live.info import read_stack
-from fmcluster.live.nodes import Node, NodeNotFound, hyperpod_node, pcs_group_id, pcs_node
+from fmcluster.live.nodes import Node, NodeNotFound
 
 PLUGIN = "session-manager-plugin"
 PLUGIN_INSTALL = (
@@ -116,31 +116,18 @@ def parse_ports(text: str) -> tuple[int, int]:
 
 def find_node(config: ClusterConfig, aws: Aws, *, group: str | None = None, node: str | None = None) -> Node:
     """The node a session goes to: `node` (an instance id), else the first running node of `group`, else the head
-    node the cluster stack names. NodeNotFound when there is none."""
+    node the cluster stack names (the orchestrator's SESSION_NODE). NodeNotFound when there is none."""
     stack = read_stack(aws, "cluster", f"{config.name}-cluster")
     if stack.status is None:
         raise NodeNotFound(f"stack {stack.name} is not deployed")
-    head = stack.outputs.get("HeadNodeGroup")
-    if config.orchestrator.type == "hyperpod-slurm":
-        chosen = group or head
-        if chosen is None and node is None:
-            raise NodeNotFound(f"stack {stack.name} names no head node group (deployed by an older fmcluster?): "
-                               "pass --group or --node")  # fmt: skip
-        return hyperpod_node(config, aws, stack.outputs.get("ClusterId", ""), group=chosen or "", node=node)
-    if node is not None:
-        return pcs_node(aws, group=group or "", node=node)
-    if group is not None:
-        return pcs_node(aws, group=group, group_id=pcs_group_id(config, aws, group))
-    if head is None:
-        raise NodeNotFound("this PCS cluster has no login or head node: pass --group GROUP (a compute group) or --node")
-    return pcs_node(aws, group=head, group_id=stack.outputs.get("HeadNodeGroupId"))
+    return orchestrators.resolve(orchestrators.of(config.orchestrator.type).SESSION_NODE)(
+        config, aws, stack, group=group, node=node
+    )
 
 
 def placeholder_target(config: ClusterConfig, group: str | None, node: str | None) -> str:
     """The target's form, for the command printed when the real one cannot be looked up."""
-    if config.orchestrator.type == "hyperpod-slurm":
-        return f"sagemaker-cluster:<cluster-id>_{group or 'controller'}-{node or '<instance-id>'}"
-    return node or "<instance-id>"
+    return orchestrators.of(config.orchestrator.type).placeholder_target(group, node)
 
 
 def plugin_version(plugin: str, run: Callable[..., str] = subprocess.check_output) -> tuple[int, ...]:

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 
 from botocore.exceptions import ClientError
 
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.live.aws import Aws, error_code, error_message
-from fmcluster.live.nodes import Node, NodeNotFound, hyperpod_node, pcs_node
+from fmcluster.live.nodes import Node, NodeNotFound
 from fmcluster.live.stacks import stack_parts
 from fmcluster.live.windows import Window, capacity_windows
 from fmcluster.outputs import OUTPUTS
@@ -99,11 +99,9 @@ def cluster_info(config: ClusterConfig, aws: Aws) -> ClusterInfo:
     if group is None:
         info.head_note = "none named by the cluster stack (not deployed, or a PCS cluster without a login node)"
         return info
+    cluster = next(stack for stack in stacks if stack.part == "cluster")
     try:
-        if config.orchestrator.type == "hyperpod-slurm":
-            info.head = hyperpod_node(config, aws, info.output("cluster", "ClusterId") or "", group=group)
-        else:
-            info.head = pcs_node(aws, group=group, group_id=info.output("cluster", "HeadNodeGroupId"))
+        info.head = orchestrators.resolve(orchestrators.of(config.orchestrator.type).SESSION_NODE)(config, aws, cluster)
     except NodeNotFound as error:
         info.head_note = f"{group}: {error}"
     return info

@@ -15,11 +15,15 @@ and ec2 (DescribeInstances) models.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
 from fmcluster.config import ClusterConfig
 from fmcluster.live.aws import Aws, error_code
+
+if TYPE_CHECKING:
+    from fmcluster.live.info import StackOutputs
 
 PCS_GROUP_TAG = "aws:pcs:compute-node-group-id"
 RUNNING = "Running"
@@ -70,6 +74,33 @@ def hyperpod_node(config: ClusterConfig, aws: Aws, cluster_id: str, *, group: st
         hyperpod_target(cluster_id, chosen["InstanceGroupName"], chosen["InstanceId"]),
         f"sagemaker ListClusterNodes ClusterName={config.name}",
     )
+
+
+def hyperpod_session_node(
+    config: ClusterConfig, aws: Aws, stack: StackOutputs, *, group: str | None = None, node: str | None = None
+) -> Node:
+    """The node a session goes to on HyperPod (the seam's SESSION_NODE): `node` (an instance id), else the first running
+    node of `group`, else of the head node group the cluster `stack` names."""
+    chosen = group or stack.outputs.get("HeadNodeGroup")
+    if chosen is None and node is None:
+        raise NodeNotFound(f"stack {stack.name} names no head node group (deployed by an older fmcluster?): "
+                           "pass --group or --node")  # fmt: skip
+    return hyperpod_node(config, aws, stack.outputs.get("ClusterId", ""), group=chosen or "", node=node)
+
+
+def pcs_session_node(
+    config: ClusterConfig, aws: Aws, stack: StackOutputs, *, group: str | None = None, node: str | None = None
+) -> Node:
+    """The node a session goes to on AWS PCS (the seam's SESSION_NODE): `node` (an instance id), else the first running
+    instance of `group`, else of the login or head node group the cluster `stack` names."""
+    if node is not None:
+        return pcs_node(aws, group=group or "", node=node)
+    if group is not None:
+        return pcs_node(aws, group=group, group_id=pcs_group_id(config, aws, group))
+    head = stack.outputs.get("HeadNodeGroup")
+    if head is None:
+        raise NodeNotFound("this PCS cluster has no login or head node: pass --group GROUP (a compute group) or --node")
+    return pcs_node(aws, group=head, group_id=stack.outputs.get("HeadNodeGroupId"))
 
 
 def pcs_group_id(config: ClusterConfig, aws: Aws, group: str) -> str:

@@ -174,19 +174,9 @@ EOF
   mkdir -p "$ROOT/run/enroot" "$ROOT/run/pyxis"
   chmod 1777 "$ROOT/run/enroot"
   chmod 0755 "$ROOT/run/pyxis"
-  install_unit "$DIRS_UNIT" <<EOF
-[Unit]
-Description=fmcluster: enroot's directories on local disk, once fmcluster-scratch.service has (re)built /scratch
-After=local-fs.target fmcluster-scratch.service
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/bin/systemd-tmpfiles --create $TMPFILES
-
-[Install]
-WantedBy=multi-user.target
-EOF
+  install_boot_unit "$DIRS_UNIT" \
+    "fmcluster: enroot's directories on local disk, once fmcluster-scratch.service has (re)built /scratch" \
+    "/usr/bin/systemd-tmpfiles --create $TMPFILES" multi-user.target "After=local-fs.target fmcluster-scratch.service"
 }
 
 # link_extra_hooks: enroot's extra Slurm hooks, linked where enroot runs hooks (a missing one only warns: containers

@@ -109,26 +109,6 @@ check() {
 install() {
   local region="$1" parameter="$2" mount="$3" arguments
   arguments="$(printf ' %q' "$region" "$parameter" "$mount")"
-  write_file "$ROOT/etc/systemd/system/$UNIT.service" 0644 <<EOF
-[Unit]
-Description=fmcluster: bring the training image to the nodes when it is published
-After=network-online.target remote-fs.target
-
-[Service]
-Type=oneshot
-ExecStart=/usr/bin/env bash /opt/fmcluster/node/image-watch.sh check$arguments
-EOF
-  write_file "$ROOT/etc/systemd/system/$UNIT.timer" 0644 <<EOF
-[Unit]
-Description=fmcluster: check for a new training image every 2 minutes
-
-[Timer]
-OnBootSec=1min
-OnUnitActiveSec=2min
-
-[Install]
-WantedBy=timers.target
-EOF
   write_file "$ROOT/etc/profile.d/fmcluster-image.sh" 0644 <<EOF
 # fmcluster: say so at login while the training image is not ready (training-image.sh prints why and when)
 if [ -x /opt/fmcluster/node/training-image.sh ]; then
@@ -136,9 +116,11 @@ if [ -x /opt/fmcluster/node/training-image.sh ]; then
     /opt/fmcluster/node/training-image.sh >/dev/null || true
 fi
 EOF
-  systemctl daemon-reload
   # OnBootSec has passed by now, so the timer runs its first check right away (systemd catches up elapsed timers)
-  systemctl enable --now "$UNIT.timer"
+  install_timed_service "$UNIT" "fmcluster: bring the training image to the nodes when it is published" \
+    "/usr/bin/env bash /opt/fmcluster/node/image-watch.sh check$arguments" \
+    "network-online.target remote-fs.target" \
+    "fmcluster: check for a new training image every 2 minutes" OnBootSec=1min OnUnitActiveSec=2min
   log INFO "$UNIT.timer installed: checks $parameter now and every 2 minutes"
 }
 

@@ -8,8 +8,8 @@
 #
 # Gives: log/die (timestamped lines to /var/log/fmcluster/<script>.log and stderr), an ERR trap that logs the
 # failing command, require_root, retry (exponential backoff for network calls), imds (IMDSv2), write_file
-# (atomic, reports whether the content changed), set_fstab_entry, install_unit (systemd), slurm_prefix and
-# slurmd_units (where this image keeps Slurm).
+# (atomic, reports whether the content changed), set_fstab_entry, install_unit, install_boot_unit and
+# install_timed_service (systemd), slurm_prefix and slurmd_units (where this image keeps Slurm).
 #
 # Environment (all optional; none is set on a real node):
 #   FMCLUSTER_ROOT            prefix for every file the scripts read or write (/etc, /var/log, /sys, /scratch, ...),
@@ -150,6 +150,63 @@ install_unit() {
     systemctl enable "$name"
     log INFO "installed and enabled $name"
   fi
+}
+
+# install_boot_unit NAME DESCRIPTION COMMAND WANTED_BY UNIT_LINE...: install_unit a oneshot service NAME that runs
+# COMMAND once at boot and stays active (RemainAfterExit: units ordered after it wait until COMMAND has finished),
+# pulled in by WANTED_BY; the UNIT_LINEs (After=, Wants=, Before=; one at least) go in its [Unit] section.
+install_boot_unit() {
+  local name="$1" description="$2" command="$3" wanted_by="$4" ordering
+  shift 4
+  ordering="$(printf '%s\n' "$@")"
+  install_unit "$name" <<EOF
+[Unit]
+Description=$description
+$ordering
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=$command
+
+[Install]
+WantedBy=$wanted_by
+EOF
+}
+
+# install_timed_service NAME DESCRIPTION COMMAND AFTER TIMER_DESCRIPTION SCHEDULE_LINE...: NAME.service, a oneshot
+# that runs COMMAND (ordered after AFTER), and NAME.timer that starts it by its [Timer] SCHEDULE_LINEs (OnBootSec=,
+# OnActiveSec=, OnUnitActiveSec=); systemd is reloaded when either file changed, then the timer enabled and started
+# (a timer started after its OnBootSec has passed runs the service at once: systemd catches up elapsed timers).
+install_timed_service() {
+  local name="$1" description="$2" command="$3" after="$4" timer_description="$5" schedule changed
+  shift 5
+  schedule="$(printf '%s\n' "$@")"
+  write_file "$ROOT/etc/systemd/system/$name.service" 0644 <<EOF
+[Unit]
+Description=$description
+After=$after
+
+[Service]
+Type=oneshot
+ExecStart=$command
+EOF
+  changed=$FMC_CHANGED
+  write_file "$ROOT/etc/systemd/system/$name.timer" 0644 <<EOF
+[Unit]
+Description=$timer_description
+
+[Timer]
+$schedule
+
+[Install]
+WantedBy=timers.target
+EOF
+  if ((changed || FMC_CHANGED)); then
+    systemctl daemon-reload
+    log INFO "installed $name.service and $name.timer"
+  fi
+  systemctl enable --now "$name.timer"
 }
 
 # slurm_prefixes: where this image keeps Slurm (bin/, include/, lib/slurm/), oldest first: /opt/slurm on HyperPod,

@@ -178,21 +178,10 @@ configure_lnet_efa() {
   fi
   modprobe lustre
   if [[ "$boot" == 0 ]]; then
-    install_unit "$LNET_UNIT" <<EOF
-[Unit]
-Description=fmcluster: Lustre LNet over EFA (the FSx for Lustre EFA client set-up) before Lustre mounts
-Wants=network-online.target
-After=network-online.target
-Before=remote-fs-pre.target
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=$SCRIPT_DIR/lnet-efa.sh --boot
-
-[Install]
-WantedBy=remote-fs.target
-EOF
+    install_boot_unit "$LNET_UNIT" \
+      "fmcluster: Lustre LNet over EFA (the FSx for Lustre EFA client set-up) before Lustre mounts" \
+      "$SCRIPT_DIR/lnet-efa.sh --boot" remote-fs.target \
+      Wants=network-online.target After=network-online.target Before=remote-fs-pre.target
   fi
 }
 

@@ -128,27 +128,10 @@ write_metrics() {
 }
 
 install_timer() {
-  install_unit "$UNIT.service" <<EOF
-[Unit]
-Description=fmcluster: prove Lustre traffic rides EFA (a direct write and read against the LNet efa counters)
-After=remote-fs.target
-
-[Service]
-Type=oneshot
-ExecStart=$SCRIPT_DIR/lustre-efa-check.sh
-EOF
-  install_unit "$UNIT.timer" <<EOF
-[Unit]
-Description=fmcluster: check that Lustre rides EFA after boot and every 6 hours
-
-[Timer]
-OnActiveSec=2min
-OnUnitActiveSec=6h
-
-[Install]
-WantedBy=timers.target
-EOF
-  systemctl start "$UNIT.timer"
+  install_timed_service "$UNIT" \
+    "fmcluster: prove Lustre traffic rides EFA (a direct write and read against the LNet efa counters)" \
+    "$SCRIPT_DIR/lustre-efa-check.sh" remote-fs.target \
+    "fmcluster: check that Lustre rides EFA after boot and every 6 hours" OnActiveSec=2min OnUnitActiveSec=6h
 }
 
 main() {

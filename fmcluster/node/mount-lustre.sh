@@ -141,19 +141,8 @@ main() {
   retry mount -t lustre -o noatime,flock "$device" "$ROOT$mount_point"
   log INFO "mounted $device at $mount_point"
   apply_tunables
-  install_unit "$TUNABLES_UNIT" <<EOF
-[Unit]
-Description=fmcluster: Lustre client tunables
-After=remote-fs.target
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=$SCRIPT_DIR/mount-lustre.sh --tunables
-
-[Install]
-WantedBy=multi-user.target
-EOF
+  install_boot_unit "$TUNABLES_UNIT" "fmcluster: Lustre client tunables" "$SCRIPT_DIR/mount-lustre.sh --tunables" \
+    multi-user.target After=remote-fs.target
 }
 
 main "$@"

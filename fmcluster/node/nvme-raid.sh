@@ -134,20 +134,9 @@ boot_unit() {
   local -a units
   mapfile -t units < <(slurmd_units)
   before="${units[*]:-slurmd.service}"
-  install_unit fmcluster-scratch.service <<EOF
-[Unit]
-Description=fmcluster: local NVMe instance store at $MOUNT_POINT (rebuilt when a stop/start erased it)
-After=local-fs.target dlami-nvme.service
-Before=${before}
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=$SCRIPT_DIR/nvme-raid.sh
-
-[Install]
-WantedBy=multi-user.target
-EOF
+  install_boot_unit fmcluster-scratch.service \
+    "fmcluster: local NVMe instance store at $MOUNT_POINT (rebuilt when a stop/start erased it)" \
+    "$SCRIPT_DIR/nvme-raid.sh" multi-user.target "After=local-fs.target dlami-nvme.service" "Before=${before}"
 }
 
 main() {

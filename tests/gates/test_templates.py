@@ -22,8 +22,10 @@ def test_cdk_nag_finds_nothing_unacknowledged(synthesized, example):
 
 @pytest.mark.parametrize("example", EXAMPLE_IDS)
 def test_control_tower_rules_find_nothing_unacknowledged(synthesized, example):
-    assert synthesized[example].templates, "nothing synthesized"
-    assert synthesized[example].guard_findings == []
+    result = synthesized[example]
+    assert result.templates, "nothing synthesized"
+    assert result.guarded, "synthesized without the Control Tower rules"
+    assert result.guard_findings == []
 
 
 @pytest.mark.parametrize("example", EXAMPLE_IDS)

@@ -225,6 +225,7 @@ def reference(tmp_path_factory) -> dict[int, float]:
     return losses
 
 
+@pytest.mark.real_tools  # two torchrun runs of real DDP training (about 2 minutes of CPU)
 def test_killed_warned_terminated_and_resumed_the_run_continues_its_losses_step_for_step(tmp_path, reference):
     checkpoints = tmp_path / "checkpoints"
 

@@ -22,7 +22,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.node.real_slurm import real_slurm
+
+pytestmark = pytest.mark.real_tools  # a real Slurm runs the job
 
 JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs"
 SBATCH = JOBS / "train.sbatch"

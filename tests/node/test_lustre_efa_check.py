@@ -143,8 +143,7 @@ def test_lnet_efa_installs_the_check_timer_even_when_it_falls_back_to_tcp(tmp_pa
     timer = node.path("/etc/systemd/system/fmcluster-lustre-efa-check.timer").read_text()
     assert f"ExecStart={NODE_DIR}/lustre-efa-check.sh\n" in service and "After=remote-fs.target" in service
     assert "OnActiveSec=2min" in timer and "OnUnitActiveSec=6h" in timer and "WantedBy=timers.target" in timer
-    assert ["systemctl", "enable", "fmcluster-lustre-efa-check.timer"] in node.calls("systemctl")
-    assert ["systemctl", "start", "fmcluster-lustre-efa-check.timer"] in node.calls("systemctl")
+    assert ["systemctl", "enable", "--now", "fmcluster-lustre-efa-check.timer"] in node.calls("systemctl")
 
 
 def test_bad_usage_exits_2(tmp_path):

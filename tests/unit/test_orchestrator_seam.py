@@ -26,6 +26,10 @@ SEAM = (
     "UNOFFERED_TYPE",
     "NO_HEALTH_CHECKS",
     "FAIR_SHARE_WEIGHT",
+    "SESSION_NODE",
+    "RECORDS_SIZE",
+    "CLUSTER_STATUS_EVENTS",
+    "placeholder_target",
     "capacity_problem",
     "associations_problem",
     "deep_health_checks_problem",
@@ -37,20 +41,13 @@ SEAM = (
     "key_problems",
     "file_problems",
 )
-REFERENCES = ("CLUSTER_STACK", "DIAGNOSE_CHECKS", "INSTANCE_QUOTA_CHECKS", "NODE_IMAGE_DRIFT_CHECKS")
+REFERENCES = ("CLUSTER_STACK", "DIAGNOSE_CHECKS", "INSTANCE_QUOTA_CHECKS", "NODE_IMAGE_DRIFT_CHECKS", "SESSION_NODE")
 BRANCH = re.compile(
     r"""orchestrator(?:\.type)?\s*[!=]=\s*["']|\.get\("type"\)\s*[!=]=\s*["']|== ["'](?:pcs|hyperpod)"""
 )
 STILL_BRANCHING = {
     # pydantic validators of keys only one orchestrator takes: they run inside the model, before a seam module is known
     "fmcluster/config/models.py",
-    # the PCS size record in cdk.context.json: a PCS-only feature (orchestrator.size)
-    "fmcluster/recorded_context.py",
-    # which node a session or `info` goes to: HyperPod's and PCS's node lookups (live/nodes.py), not yet behind the seam
-    "fmcluster/live/connect.py",
-    "fmcluster/live/info.py",
-    # the observability construct's own `orchestrator` prop (HyperPod's status-change rule): a construct API
-    "fmcluster/constructs/observability.py",
     # the cost lines of each orchestrator's billed parts (ml. prices and the controller on HyperPod; the cluster fee,
     # head node and root volumes on PCS): to move behind the seam as a per-orchestrator cost function
     "fmcluster/cost.py",

@@ -92,6 +92,7 @@ def test_growth_past_the_record_is_refused_with_the_migration(count, orchestrato
     ]
 
 
+@pytest.mark.real_tools  # the CDK CLI
 def test_plain_cdk_synth_fails_on_growth_past_the_recorded_size(tmp_path):
     """The real CDK CLI, offline, in a project folder whose cdk.context.json holds the record: the app exits 2 before
     building anything. (The first synth that writes the record is `record`, above; app.py calls it after synth.)"""
@@ -116,6 +117,7 @@ def test_plain_cdk_synth_fails_on_growth_past_the_recorded_size(tmp_path):
     assert json.loads((tmp_path / CONTEXT_FILE).read_text()) == {KEY: "MEDIUM"}  # the record stays as it was
 
 
+@pytest.mark.real_tools  # the CDK CLI, synthesizing a cluster twice
 def test_the_first_plain_cdk_synth_records_the_size_and_the_cli_keeps_it(tmp_path):
     """The real CDK CLI, offline, in a project folder with no cdk.context.json (a fresh clone): the app writes the
     record after synth, and the CLI does not write the file back over it (it saves context only after a lookup:

@@ -25,7 +25,11 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
   not offer in the zone;
 - `NO_HEALTH_CHECKS`: why `fmcluster healthcheck` has nothing to start (None where the service has checks).
 - `FAIR_SHARE_WEIGHT`, `associations_problem(orchestrator, observability)`: why the users' equal shares may not order
-  jobs there, and why no node makes their Slurm associations (None where one does), for `advice.accounting_notes`.
+  jobs there, and why no node makes their Slurm associations (None where one does), for `advice.accounting_notes`;
+- `SESSION_NODE` (a `module:name` reference) and `placeholder_target(group, node)`: the node `connect` and `info`
+  go to, and the form of its Session Manager target;
+- `RECORDS_SIZE`: whether `cdk.context.json` records its create-only cluster size (`fmcluster.recorded_context`);
+- `CLUSTER_STATUS_EVENTS`: whether the observability construct routes its cluster's EventBridge status changes.
 
 tests/unit/test_orchestrator_seam.py checks that every registered module has all of them.
 

@@ -38,6 +38,14 @@ NO_HEALTH_CHECKS: str | None = None
 """HyperPod starts deep health checks on demand (StartClusterHealthCheck), so `fmcluster healthcheck` runs them."""
 """(level, advice) when EC2 lists no offering of a type in the zone: only a proxy (unconfirmed: no API lists HyperPod's
 offerings per zone), so a warning."""
+SESSION_NODE = "fmcluster.live.nodes:hyperpod_session_node"
+"""The node `connect` and `info` go to (a group's, an instance, else the head node group the cluster stack names), and
+`placeholder_target` its Session Manager target's form when it cannot be looked up."""
+RECORDS_SIZE = False
+"""HyperPod clusters have no size: `cdk.context.json` records nothing for them (fmcluster.recorded_context)."""
+CLUSTER_STATUS_EVENTS = True
+"""SageMaker sends the cluster's status changes to EventBridge ("SageMaker HyperPod Cluster State Change"): the
+observability construct routes its failures to the alarm topic."""
 CAPACITIES = ("on-demand", "training-plan")
 """What HyperPod consumes: on-demand capacity, or a SageMaker training plan (botocore sagemaker
 ClusterInstanceGroupSpecification has TrainingPlanArn and no EC2 capacity reservation)."""
@@ -55,6 +63,15 @@ FAIR_SHARE_WEIGHT = (
 def associations_problem(orchestrator: Orchestrator, observability: Observability | None) -> str | None:
     """HyperPod's controller runs slurmdbd, so the users' associations are always made there."""
     return None
+
+
+def placeholder_target(group: str | None, node: str | None) -> str:
+    """The Session Manager target's form, for the command printed when the real one cannot be looked up.
+
+    >>> placeholder_target(None, None)
+    'sagemaker-cluster:<cluster-id>_controller-<instance-id>'
+    """
+    return f"sagemaker-cluster:<cluster-id>_{group or CONTROLLER_GROUP}-{node or '<instance-id>'}"
 
 
 def users_problem(users: object) -> str | None:

@@ -43,6 +43,13 @@ NO_HEALTH_CHECKS: str | None = (
 )
 """Why `fmcluster healthcheck` has nothing to start on PCS (None where the service has health checks to run)."""
 """(level, advice) when EC2 lists no offering of a type in the zone: PCS launches EC2 instances, so it cannot run."""
+SESSION_NODE = "fmcluster.live.nodes:pcs_session_node"
+"""The node `connect` and `info` go to (a group's, an instance, else the login or head node group the cluster stack
+names), and `placeholder_target` its Session Manager target's form when it cannot be looked up."""
+RECORDS_SIZE = True
+"""The cluster's size is create-only: `cdk.context.json` records the size first built (fmcluster.recorded_context)."""
+CLUSTER_STATUS_EVENTS = False
+"""The observability construct routes no AWS PCS cluster event to the alarm topic (none is checked here)."""
 MAX_NODES = 2048
 """AWS PCS LARGE clusters manage at most 2,048 instances (PCS API reference, Cluster.size)."""
 SIZES = {"small": 32, "medium": 512, "large": MAX_NODES}
@@ -55,6 +62,12 @@ HEAD_NODE_INSTANCE_TYPE = "m5.xlarge"
 """The PCS head node made when there is no login node but metrics need one: Slurm exporter and Grafana fit 4 vCPUs."""
 NEURON_ACCELERATORS = ("AWS Trainium", "AWS Inferentia")
 """Accelerators that need the AWS Neuron driver rather than NVIDIA's."""
+
+
+def placeholder_target(group: str | None, node: str | None) -> str:
+    """The Session Manager target's form (an EC2 instance id), for the command printed when the real one cannot be
+    looked up."""
+    return node or "<instance-id>"
 
 
 def default_size(nodes: int) -> str:
