@@ -10,8 +10,8 @@
 #    AWS's own HyperPod lifecycle installs both, awsome-distributed-training base-config/utils/install_enroot_pyxis.sh):
 #    enroot ENROOT_VERSION's release packages (the package names of enroot's doc/installation.md at that tag: .deb on
 #    Ubuntu, .el8 .rpm on Amazon Linux) and pyxis PYXIS_VERSION's source archive, both from the project's in-account
-#    mirror only (mirror.sh's mirror_get: FMCLUSTER_MIRROR over the S3 gateway endpoint, SHA-256 pinned in the package;
-#    never an internet host, in any egress mode), pyxis built against this image's Slurm headers (the PCS user guide,
+#    mirror only (mirror.sh's mirror_get: FMCLUSTER_ARTIFACT_MIRROR over the S3 gateway endpoint, SHA-256 pinned in
+#    the package; never an internet host, in any egress mode), pyxis built against this image's Slurm headers (the PCS user guide,
 #    "Install SPANK plugins": /opt/aws/pcs/scheduler/slurm-<version>/include) and installed into that Slurm's plugin
 #    directory. CPPFLAGS goes in the environment, as AWS's install_enroot_pyxis.sh does: pyxis's Makefile appends it to
 #    its own flags, which a command-line CPPFLAGS would replace. enroot's package dependencies (jq, parallel,

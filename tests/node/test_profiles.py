@@ -40,7 +40,7 @@ from tests.observability.test_node_script import RELEASES, tarball
 from tests.stub_node import stub_env
 
 MIRROR = "s3://quickstart-data-0123456789ab/fmcluster-mirror"
-"""The project's mirror as the cluster stacks give it to the nodes (FMCLUSTER_MIRROR)."""
+"""The project's mirror as the cluster stacks give it to the nodes (FMCLUSTER_ARTIFACT_MIRROR)."""
 ENROOT_KEYS = ("enroot/4.1.2/enroot_4.1.2-1_amd64.deb", "enroot/4.1.2/enroot+caps_4.1.2-1_amd64.deb")
 """enroot's doc/installation.md at v4.1.2 names its release packages (enroot_4.1.2-1_<arch>.deb, and +caps); the
 mirror keeps them under <name>/<version>/ (fmcluster/mirror/artifacts.json)."""

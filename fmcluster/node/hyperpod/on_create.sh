@@ -29,8 +29,9 @@
 #   image-watch  image-watch.sh install, on the controller only: a timer that imports the image when it is published
 #            (usually after boot: the cluster does not wait for the image build) or changed, for jobs to find
 #   observability  only when FMCLUSTER_PROMETHEUS is `managed`: observability.sh --cluster --region
-#            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER [--mirror FMCLUSTER_MIRROR], with --head-node on the
-#            controller (the Slurm exporter), and --grafana there too when FMCLUSTER_GRAFANA is `self-hosted`
+#            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER, with --head-node on the controller (the Slurm
+#            exporter), and --grafana there too when FMCLUSTER_GRAFANA is `self-hosted`; it installs from
+#            FMCLUSTER_ARTIFACT_MIRROR, as every other step does
 #   release  slurm-hold.sh release (not on the controller)
 # A failed step does not stop the later ones (image and image-watch need enroot: the runner skips them without it).
 # Every step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script
@@ -44,8 +45,8 @@
 # Settings: fmcluster.env beside this script (the HyperPodSlurmCluster construct deploys it with the scripts), lines
 # of FMCLUSTER_CLUSTER, FMCLUSTER_REGION, FMCLUSTER_NCCL_PREFIX, FMCLUSTER_IMAGE_PARAMETER,
 # FMCLUSTER_CONTROLLER_GROUP, FMCLUSTER_FSX_MOUNT (empty: no shared file system), FMCLUSTER_PROMETHEUS (`managed` or
-# `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`) and FMCLUSTER_MIRROR
-# (observability.sh's --mirror; empty: FMCLUSTER_ARTIFACT_MIRROR, the same artifact mirror) and FMCLUSTER_USERS_PARAMETER (the
+# `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`),
+# FMCLUSTER_ARTIFACT_MIRROR (the artifact mirror every step installs from) and FMCLUSTER_USERS_PARAMETER (the
 # SSM parameter of the cluster's users; empty: no users step). The node's instance group is
 # the one whose instance has one of this node's IP addresses in HyperPod's resource configuration:
 # $SAGEMAKER_RESOURCE_CONFIG_PATH, which HyperPod sets for lifecycle scripts, else /opt/ml/config/resource_config.json
@@ -77,7 +78,6 @@ FMCLUSTER_FSX_MOUNT=""
 FMCLUSTER_PROMETHEUS=none
 FMCLUSTER_GRAFANA=""
 FMCLUSTER_ENDPOINT_PARAMETER=""
-FMCLUSTER_MIRROR=""
 FMCLUSTER_ARTIFACT_MIRROR=""
 FMCLUSTER_USERS_PARAMETER=""
 FAILED=()
@@ -111,7 +111,7 @@ read_settings() {
     case "$key" in
       FMCLUSTER_CLUSTER | FMCLUSTER_REGION | FMCLUSTER_NCCL_PREFIX | FMCLUSTER_IMAGE_PARAMETER | \
         FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT | FMCLUSTER_PROMETHEUS | FMCLUSTER_GRAFANA | \
-        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR | FMCLUSTER_ARTIFACT_MIRROR | \
+        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_ARTIFACT_MIRROR | \
         FMCLUSTER_USERS_PARAMETER)
         printf -v "$key" '%s' "$value"
         ;;
@@ -189,9 +189,6 @@ observability_arguments() {
     if [[ "$FMCLUSTER_GRAFANA" == self-hosted ]]; then
       arguments+=(--grafana)
     fi
-  fi
-  if [[ -n "$FMCLUSTER_MIRROR" ]]; then
-    arguments+=(--mirror "$FMCLUSTER_MIRROR")
   fi
   printf '%s\n' "${arguments[@]}"
 }
