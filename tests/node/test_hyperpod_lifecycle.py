@@ -88,6 +88,10 @@ if [[ "$4" == TYPE ]]; then cat "$STUB_STATE/fs-${device##*/}"; else echo "uuid-
     "curl": "exit 7",  # no path to the internet
     "dpkg": "echo amd64",
     "apt-get": "exit 0",
+    # the HyperPod DLAMI builds the NVIDIA driver with DKMS, so it carries gcc and make (unconfirmed:
+    # docs/node-images.md); enroot-pyxis.sh only checks they are on PATH, it installs no build tools
+    "gcc": "exit 0",
+    "make": "exit 0",
 }
 """Stub commands: each records its arguments to STUB_LOG (after failing as often as <name>-failures says)."""
 

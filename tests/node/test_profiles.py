@@ -493,6 +493,25 @@ def test_pyxis_is_built_for_the_clusters_slurm_version_not_the_newest_on_the_ima
     assert not node.path("/etc/aws/pcs/scheduler/slurm-25.11/plugstack.conf.d/pyxis.conf").exists()
 
 
+@pytest.mark.parametrize(("removed", "named"), [(("gcc",), "gcc"), (("gcc", "make"), "gcc make")])
+def test_an_image_without_gcc_or_make_fails_the_enroot_step_and_installs_no_build_tools(tmp_path, removed, named):
+    """pyxis is built on the node; nothing installs gcc/make (apt would need Ubuntu's archive, outside the VPC)."""
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    for tool in removed:
+        (node.bin / tool).unlink()
+    nodes = pinned_node_dir(tmp_path, node)
+    result = node.run(nodes / "enroot-pyxis.sh", env={"FMCLUSTER_SLURM_VERSION": "25.05",
+                                                      "FMCLUSTER_ARTIFACT_MIRROR": MIRROR})  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(
+        f"ERROR: pyxis 0.24.0 is built on the node, but this image has no {named} on PATH (fmcluster installs no "
+        "build tools: a package repository is outside the VPC's endpoints); use an image that carries gcc and make, "
+        "or one with enroot and pyxis installed"
+    )
+    assert not [call for call in node.calls("apt-get") if "gcc" in call or "make" in call]
+    assert node.calls("make") == []
+
+
 def test_a_cluster_version_the_image_lacks_fails_the_enroot_step(tmp_path):
     """26.05 is a version PCS creates (botocore pcs), but the profile's image holds 25.05 and 25.11 only."""
     node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
