@@ -224,16 +224,15 @@ class NodeObservability:
             (`fmcluster.constructs.observability.endpoint_parameter_name`); the node role needs ssm:GetParameter on it.
         head_node: also run the Slurm exporter (nodes with sinfo/squeue: the PCS login nodes). Omitted: False.
         grafana: also run a self-hosted Grafana (on the head node). Omitted: False.
-        mirror: the artifact mirror observability.sh installs every binary and image from (`fmcluster.mirror`); the
-            node role needs read on it. Omitted: the node's own FMCLUSTER_ARTIFACT_MIRROR (run-step.sh install
-            --mirror). Nothing comes from the internet either way.
+
+    observability.sh installs from the node's artifact mirror, FMCLUSTER_ARTIFACT_MIRROR (run-step.sh install
+    --mirror keeps it in node.env), as every other step does; the node role reads it for those steps already.
     """
 
     cluster_name: str
     endpoint_parameter: str
     head_node: bool = False
     grafana: bool = False
-    mirror: str | None = None
 
     def arguments(self, region: str) -> list[str]:
         """observability.sh's arguments (each a lifecycle action argument of its own)."""
@@ -243,8 +242,6 @@ class NodeObservability:
             arguments.append("--head-node")
         if self.grafana:
             arguments.append("--grafana")
-        if self.mirror is not None:
-            arguments += ["--mirror", self.mirror]
         return arguments
 
 
@@ -268,7 +265,7 @@ def pcs_steps(
 
     Arguments may be CDK tokens. See `node_lifecycle_actions` for what each argument does."""
     _check(lustre_dns_name, lustre_mount_name, lustre_mount_point, lustre_efa, nccl_parameter_name)
-    _check_bundle(bundle_s3_uri, observability)
+    _check_bundle(bundle_s3_uri, observability, mirror)
     region = region if region is not None else cdk.Aws.REGION
     install = [INSTALL, bundle_s3_uri, "--region", region]
     if slurm_version is not None:
@@ -394,19 +391,20 @@ def _check(dns_name: str | None, mount_name: str | None, mount_point: str, efa: 
     raise_if_any("node_lifecycle_actions", problems)
 
 
-def _check_bundle(bundle_s3_uri: str, observability: NodeObservability | None) -> None:
+def _check_bundle(bundle_s3_uri: str, observability: NodeObservability | None, mirror: str | None) -> None:
     problems: list[Problem] = []
     if not is_token(bundle_s3_uri) and not S3_URI_PATTERN.match(bundle_s3_uri):
         problems.append(
             Problem("bundle_s3_uri", f"must be an S3 URI like s3://bucket/bundle.zip; got {bundle_s3_uri!r}")
         )
+    if mirror is not None and not is_token(mirror) and not S3_URI_PATTERN.match(mirror):
+        problems.append(Problem("mirror", f"must be an S3 prefix like s3://my-bucket/fmcluster-mirror; got {mirror!r}"))
     if observability is not None:
         for prop, value, pattern, right in (
             ("cluster_name", observability.cluster_name, HYPERPOD_CLUSTER_NAME_PATTERN,
              "a cluster name like llm-pretrain"),
             ("endpoint_parameter", observability.endpoint_parameter, SSM_PATH_PATTERN,
              "an SSM parameter name like /fmcluster/llm/observability/prometheus-endpoint"),
-            ("mirror", observability.mirror, S3_URI_PATTERN, "an S3 prefix like s3://my-bucket/fmcluster-mirror"),
         ):  # fmt: skip
             if value is not None and not is_token(value) and not pattern.match(value):
                 problems.append(Problem(f"observability.{prop}", f"must be {right}; got {value!r}"))

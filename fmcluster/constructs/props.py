@@ -10,7 +10,6 @@ from pydantic import BaseModel, ValidationError
 from fmcluster.config.errors import problems_from_validation_error
 from fmcluster.config.models import ComputeGroup, Observability
 from fmcluster.config.value_rules import (
-    S3_URI_PATTERN,
     SSM_PATH_PATTERN,
     grafana_without_source,
     repeated_group_name,
@@ -78,18 +77,11 @@ def repeated_group_problems(groups: Sequence[tuple[int, ComputeGroup]], prop: st
     ]
 
 
-def node_settings_problems(
-    *, prometheus: str, grafana: str, observability_mirror: str | None, nccl_parameter_prefix: str | None
-) -> list[Problem]:
-    """The problems of the node settings both cluster constructs take: metrics, their mirror, the NCCL prefix."""
+def node_settings_problems(*, prometheus: str, grafana: str, nccl_parameter_prefix: str | None) -> list[Problem]:
+    """The problems of the node settings both cluster constructs take: metrics and the NCCL prefix."""
     problems = prop_problems(Observability, prometheus=prometheus, grafana=grafana)
     if problem := grafana_without_source(grafana, prometheus):
         problems.append(Problem("grafana", problem))
-    mirror = observability_mirror
-    if mirror is not None and not is_token(mirror) and not S3_URI_PATTERN.match(mirror):
-        problems.append(
-            Problem("observability_mirror", f"must be an S3 prefix like s3://bucket/fmcluster-mirror; got {mirror!r}")
-        )
     prefix = nccl_parameter_prefix
     if prefix is not None and not is_token(prefix) and not SSM_PATH_PATTERN.match(prefix):
         problems.append(Problem("nccl_parameter_prefix", f"must be an SSM path like /fmcluster/llm; got {prefix!r}"))

@@ -38,6 +38,7 @@ PINS_BEGIN = (
     "# --- pinned digests rendered from fmcluster/mirror/artifacts.json (fmcluster.mirror); do not edit here ---"
 )
 PINS_END = "# --- end of pinned digests ---"
+README_TABLE_HEAD = "| artifact | version | arch | SHA-256 | digest source |"
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 KEY = re.compile(r"^[a-z][a-z0-9_-]*/[0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
@@ -58,6 +59,8 @@ class Artifact:
     """The pinned digest; None: unconfirmed (never mirrored, never installed)."""
     sha256_source: str
     required_by: str
+    checksums_url: str | None = None
+    """The checksum file upstream publishes beside it, if any (tools/pin_artifacts.py cross-checks against it)."""
 
     @property
     def pinned(self) -> bool:
@@ -93,6 +96,8 @@ def _problem(artifact: Artifact) -> str | None:
         return "an artifact without a digest must say (unconfirmed) in sha256_source"
     if artifact.url is not None and not artifact.url.startswith("https://"):
         return f"url must be https://; got {artifact.url!r}"
+    if artifact.checksums_url is not None and not artifact.checksums_url.startswith("https://"):
+        return f"checksums_url must be https://; got {artifact.checksums_url!r}"
     if artifact.arch not in ("amd64", "arm64", "source"):
         return f"arch must be amd64, arm64 or source; got {artifact.arch!r}"
     return None
@@ -101,7 +106,7 @@ def _problem(artifact: Artifact) -> str | None:
 def readme_table() -> str:
     """The Markdown table of README.md: every artifact with its version, architecture, whether it is pinned and where
     its digest comes from."""
-    rows = ["| artifact | version | arch | SHA-256 | digest source |", "|---|---|---|---|---|"]
+    rows = [README_TABLE_HEAD, "|---|---|---|---|---|"]
     for a in artifacts():
         digest = f"`{a.sha256[:12]}...`" if a.pinned else "none: refused by nodes"
         rows.append(f"| {a.key.rsplit('/', 1)[1]} | {a.version} | {a.arch} | {digest} | {a.sha256_source} |")
@@ -127,6 +132,14 @@ def rendered_node_helper(text: str) -> str:
     return f"{head}{PINS_BEGIN}\n{pins_block()}{PINS_END}\n{tail}"
 
 
-def write_rendered_node_helper() -> None:
-    path = Path(__file__).parent.parent / "node" / NODE_HELPER
-    path.write_text(rendered_node_helper(path.read_text(encoding="ascii")), encoding="ascii")
+def rendered_readme(text: str) -> str:
+    """README.md's `text` with its closing table rewritten from the list (`readme_table`)."""
+    return text[: text.index(README_TABLE_HEAD)] + readme_table()
+
+
+def write_rendered_files() -> None:
+    """Rewrite what is rendered from the list: mirror.sh's pinned digests and README.md's table."""
+    helper = Path(__file__).parent.parent / "node" / NODE_HELPER
+    helper.write_text(rendered_node_helper(helper.read_text(encoding="ascii")), encoding="ascii")
+    readme = Path(__file__).parent / "README.md"
+    readme.write_text(rendered_readme(readme.read_text(encoding="utf-8")), encoding="utf-8")

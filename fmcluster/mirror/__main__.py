@@ -1,5 +1,6 @@
-"""`python -m fmcluster.mirror`: rewrite fmcluster/node/mirror.sh's pinned digests from artifacts.json."""
+"""`python -m fmcluster.mirror`: rewrite fmcluster/node/mirror.sh's pinned digests and README.md's table from
+artifacts.json."""
 
-from fmcluster.mirror import write_rendered_node_helper
+from fmcluster.mirror import write_rendered_files
 
-write_rendered_node_helper()
+write_rendered_files()

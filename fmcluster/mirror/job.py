@@ -38,17 +38,17 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def download(url: str, target: Path) -> None:
-    """`url` into `target`, three attempts with a pause between them."""
-    for attempt in range(1, ATTEMPTS + 1):
+def download(url: str, target: Path, attempts: int = ATTEMPTS) -> None:
+    """`url` into `target`, `attempts` attempts with a pause between them."""
+    for attempt in range(1, attempts + 1):
         try:
             with urllib.request.urlopen(url, timeout=60) as response, target.open("wb") as out:
                 shutil.copyfileobj(response, out, CHUNK)
             return
         except OSError as error:
-            if attempt == ATTEMPTS:
+            if attempt == attempts:
                 raise
-            print(f"  attempt {attempt} of {ATTEMPTS} failed ({error}); retrying", flush=True)
+            print(f"  attempt {attempt} of {attempts} failed ({error}); retrying", flush=True)
             time.sleep(5 * attempt)
 
 

@@ -10,14 +10,14 @@
 #    AWS's own HyperPod lifecycle installs both, awsome-distributed-training base-config/utils/install_enroot_pyxis.sh):
 #    enroot ENROOT_VERSION's release packages (the package names of enroot's doc/installation.md at that tag: .deb on
 #    Ubuntu, .el8 .rpm on Amazon Linux) and pyxis PYXIS_VERSION's source archive, both from the project's in-account
-#    mirror only (mirror.sh's mirror_get: FMCLUSTER_MIRROR over the S3 gateway endpoint, SHA-256 pinned in the package;
-#    never an internet host, in any egress mode), pyxis built against this image's Slurm headers (the PCS user guide,
+#    mirror only (mirror.sh's mirror_get: FMCLUSTER_ARTIFACT_MIRROR over the S3 gateway endpoint, SHA-256 pinned in
+#    the package; never an internet host, in any egress mode), pyxis built against this image's Slurm headers (the PCS user guide,
 #    "Install SPANK plugins": /opt/aws/pcs/scheduler/slurm-<version>/include) and installed into that Slurm's plugin
 #    directory. CPPFLAGS goes in the environment, as AWS's install_enroot_pyxis.sh does: pyxis's Makefile appends it to
 #    its own flags, which a command-line CPPFLAGS would replace. enroot's package dependencies (jq, parallel,
-#    squashfs-tools, fuse-overlayfs, squashfuse) and gcc/make come from the image's own package repositories (not
-#    mirrored: with `egress: none` the image must carry them, unconfirmed for the PCS-Ready DLAMI). A failure stops
-#    here, naming what to do.
+#    squashfs-tools, fuse-overlayfs, squashfuse) come from the image's own package repositories (not mirrored: with
+#    `egress: none` the image must carry them, unconfirmed for the PCS-Ready DLAMI); gcc and make, which build pyxis,
+#    must be on the image (build_tools_present: nothing installs them). A failure stops here, naming what to do.
 # 2. Writes /etc/enroot/enroot.conf with ENROOT_RESTRICT_DEV no (AWS's HyperPod enroot.conf: with `y` enroot's
 #    10-devices hook replaces /dev and /dev/infiniband/uverbs*, the EFA devices, vanish from containers), the runtime
 #    under /run/enroot and the caches under local disk: /scratch when mounted (nvme-raid.sh), else /opt/dlami/nvme
@@ -107,21 +107,27 @@ install_enroot() {
   log INFO "installed enroot $ENROOT_VERSION"
 }
 
+# build_tools_present: gcc and make are on PATH, or the step fails naming what is missing. They are not installed here:
+# a package repository is an internet host with `egress: none`. The DLAMIs build the NVIDIA driver's kernel module
+# with DKMS, which needs both; that the PCS-Ready DLAMI keeps them is (unconfirmed) (docs/node-images.md).
+build_tools_present() {
+  local tool missing=()
+  for tool in gcc make; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+  done
+  ((${#missing[@]} == 0)) || die "pyxis $PYXIS_VERSION is built on the node, but this image has no ${missing[*]} on" \
+    "PATH (fmcluster installs no build tools: a package repository is outside the VPC's endpoints); use an image" \
+    "that carries gcc and make, or one with enroot and pyxis installed"
+}
+
 # install_pyxis PREFIX: pyxis built against the Slurm under PREFIX and installed into PREFIX/lib/slurm.
 install_pyxis() {
   local prefix="$1" work status=0
   [[ -f "$ROOT$prefix/include/slurm/spank.h" ]] ||
     die "pyxis must be built against this node's Slurm, but $prefix/include/slurm/spank.h is missing; $ADVICE"
+  build_tools_present
   work="$(mktemp -d)"
-  if ! command -v make >/dev/null 2>&1 || ! command -v gcc >/dev/null 2>&1; then
-    case "$(os_id)" in
-      ubuntu | debian) retry env DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=120 gcc make ||
-        status=1 ;;
-      *) retry yum install -y gcc make || status=1 ;;
-    esac
-  fi
-  ((status == 0)) &&
-    mirror_get "pyxis/$PYXIS_VERSION/v$PYXIS_VERSION.tar.gz" "$work/pyxis.tar.gz" &&
+  mirror_get "pyxis/$PYXIS_VERSION/v$PYXIS_VERSION.tar.gz" "$work/pyxis.tar.gz" &&
     tar -xzf "$work/pyxis.tar.gz" -C "$work" &&
     CPPFLAGS="-I$prefix/include" make -C "$work/pyxis-$PYXIS_VERSION" prefix="$prefix" install || status=1
   rm -rf "$work"

@@ -11,7 +11,7 @@ from fmcluster.constructs.hyperpod.lifecycle import CONTROLLER_GROUP
 from fmcluster.constructs.image import grant_image_pull
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.names import users_parameter_name
-from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, observability_mirror, users_parameter
+from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, users_parameter
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
@@ -27,7 +27,7 @@ class HyperPodClusterStack(cdk.Stack):
     and `login_instance_type` size the controller and the optional login node. The node log group follows
     `storage.retain_on_delete`. With `observability.prometheus: managed` every node runs observability.sh (the
     controller as head node, with Grafana when `observability.grafana` is `self-hosted`), taking its downloads from
-    the data bucket's fmcluster-mirror/ prefix when `network.egress` is `none`.
+    the artifact mirror as every other step does (the data bucket's fmcluster-mirror/ prefix, in every egress mode).
     """
 
     def __init__(
@@ -54,7 +54,6 @@ class HyperPodClusterStack(cdk.Stack):
             image_repositories=(),  # by the image's tag below: no reference, so no wait for the image stack
             prometheus=config.observability.prometheus,
             grafana=config.observability.grafana,
-            observability_mirror=observability_mirror(config, storage),
             artifact_mirror=artifact_mirror(storage),
             users_parameter=users_parameter_name(config.name) if config.users else None,
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,

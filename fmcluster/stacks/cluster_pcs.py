@@ -15,7 +15,7 @@ from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.pcs import PcsSlurmCluster
 from fmcluster.names import NODE_IMAGE_TAG, users_parameter_name
-from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, observability_mirror, users_parameter
+from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, users_parameter
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.node_image import NodeImageStack
 from fmcluster.stacks.outputs import add_output
@@ -37,9 +37,10 @@ class PcsClusterStack(cdk.Stack):
     the storage stack's node data policy (read datasets, read and write checkpoints), as HyperPod's execution role
     does.
     `orchestrator.login_instance_type` adds the login node (the head node); with `observability.prometheus: managed`
-    every node runs observability.sh, taking its downloads from the data bucket's fmcluster-mirror/ prefix when
-    `network.egress` is `none`. `compliance: control-tower` turns on detailed monitoring. With
-    `orchestrator.node_image: baked`, every node group runs the node-image stack's image of its architecture.
+    every node runs observability.sh, taking its downloads from the artifact mirror as every other step does (the
+    data bucket's fmcluster-mirror/ prefix, in every egress mode). `compliance: control-tower` turns on detailed
+    monitoring. With `orchestrator.node_image: baked`, every node group runs the node-image stack's image of its
+    architecture.
     """
 
     def __init__(
@@ -67,7 +68,6 @@ class PcsClusterStack(cdk.Stack):
             file_system=storage.lustre,
             prometheus=config.observability.prometheus,
             grafana=config.observability.grafana,
-            observability_mirror=observability_mirror(config, storage),
             artifact_mirror=artifact_mirror(storage),
             users_parameter=users_parameter_name(config.name) if config.users else None,
             ami_id=orchestrator.ami_id,

@@ -9,7 +9,6 @@ from constructs import Construct
 from fmcluster.config import ClusterConfig
 from fmcluster.config.models import rendered_users
 from fmcluster.constructs.nccl_tuning import NcclTuning
-from fmcluster.mirror import MIRROR_PREFIX
 from fmcluster.names import users_parameter_name
 from fmcluster.stacks.storage import StorageStack
 
@@ -29,19 +28,10 @@ def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
     )
 
 
-def observability_mirror(config: ClusterConfig, storage: StorageStack) -> str | None:
-    """With `network.egress: none`: s3://<data bucket>/fmcluster-mirror, given to observability.sh as --mirror; with a
-    NAT gateway: None, and observability.sh installs from the same mirror, the node's FMCLUSTER_ARTIFACT_MIRROR
-    (`artifact_mirror`). The exporters come from the mirror only, in every egress mode."""
-    if config.network.egress != "none":
-        return None
-    return f"s3://{storage.buckets.data_bucket.bucket_name}/{MIRROR_PREFIX}"
-
-
 def artifact_mirror(storage: StorageStack) -> str:
-    """The project's artifact mirror, s3://<data bucket>/fmcluster-mirror, in every egress mode: enroot and pyxis
-    come from it only (`fmcluster.mirror`). A deploy-time value of the mirror's custom resource, so the nodes' stack
-    deploys only once the mirror job has filled it."""
+    """The project's artifact mirror, s3://<data bucket>/fmcluster-mirror, in every egress mode: enroot, pyxis and the
+    exporters come from it only (`fmcluster.mirror`). A deploy-time value of the mirror's custom resource, so the
+    nodes' stack deploys only once the mirror job has filled it."""
     return storage.mirror.uri
 
 

@@ -88,6 +88,10 @@ if [[ "$4" == TYPE ]]; then cat "$STUB_STATE/fs-${device##*/}"; else echo "uuid-
     "curl": "exit 7",  # no path to the internet
     "dpkg": "echo amd64",
     "apt-get": "exit 0",
+    # the HyperPod DLAMI builds the NVIDIA driver with DKMS, so it carries gcc and make (unconfirmed:
+    # docs/node-images.md); enroot-pyxis.sh only checks they are on PATH, it installs no build tools
+    "gcc": "exit 0",
+    "make": "exit 0",
 }
 """Stub commands: each records its arguments to STUB_LOG (after failing as often as <name>-failures says)."""
 
@@ -645,7 +649,7 @@ def observe(node: Node, *, prometheus: str = "managed", grafana: str = "self-hos
             prometheus=prometheus,
             grafana=grafana,
             endpoint_parameter_name=PARAMETER if prometheus == "managed" else "",
-            mirror=mirror,
+            artifact_mirror=mirror,
         )
     )
     if recorder:
@@ -684,12 +688,13 @@ def test_with_prometheus_none_no_observability_step_runs(node):
 
 
 def test_compute_nodes_run_observability_without_head_node_or_grafana(node):
+    """observability.sh has no --mirror: it takes FMCLUSTER_ARTIFACT_MIRROR, as every step does."""
     observe(node, mirror=MIRROR)
     result = node.run()
     assert result.returncode == 0, result.stderr
     assert observability_calls(node) == [
         [str(node.path("/opt/fmcluster/node/observability.sh")), "--cluster", CLUSTER, "--region", REGION,
-         "--endpoint-parameter", PARAMETER, "--mirror", MIRROR]
+         "--endpoint-parameter", PARAMETER]
     ]  # fmt: skip
     log = node.script_log("lifecycle")
     assert log.index("step enroot: done") < log.index("step observability: running")
@@ -714,7 +719,8 @@ def test_the_controller_is_the_head_node_and_runs_grafana_when_self_hosted(node,
 
 
 def test_a_failing_observability_sh_is_a_warning_that_never_fails_the_lifecycle(node):
-    """The real observability.sh, told to take its downloads from a mirror the aws stub cannot serve."""
+    """The real observability.sh, taking its downloads from the node's artifact mirror (FMCLUSTER_ARTIFACT_MIRROR),
+    which the aws stub cannot serve."""
     observe(node, mirror=MIRROR, recorder=False)
     result = node.run(env={"FMCLUSTER_RETRY_ATTEMPTS": "2"})
     assert result.returncode == 0  # HyperPod would fail the whole cluster for a node that lacks metrics
@@ -759,7 +765,7 @@ def test_settings_files_from_before_observability_mean_none(node):
     path = node.lifecycle / LIFECYCLE_ENV
     path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
                             if not line.startswith(("FMCLUSTER_PROMETHEUS", "FMCLUSTER_GRAFANA",
-                                                    "FMCLUSTER_ENDPOINT_PARAMETER", "FMCLUSTER_MIRROR"))))  # fmt: skip
+                                                    "FMCLUSTER_ENDPOINT_PARAMETER"))))  # fmt: skip
     assert node.run().returncode == 0
     assert "step observability: skipped" in node.script_log("lifecycle")
 

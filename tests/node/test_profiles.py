@@ -40,7 +40,7 @@ from tests.observability.test_node_script import RELEASES, tarball
 from tests.stub_node import stub_env
 
 MIRROR = "s3://quickstart-data-0123456789ab/fmcluster-mirror"
-"""The project's mirror as the cluster stacks give it to the nodes (FMCLUSTER_MIRROR)."""
+"""The project's mirror as the cluster stacks give it to the nodes (FMCLUSTER_ARTIFACT_MIRROR)."""
 ENROOT_KEYS = ("enroot/4.1.2/enroot_4.1.2-1_amd64.deb", "enroot/4.1.2/enroot+caps_4.1.2-1_amd64.deb")
 """enroot's doc/installation.md at v4.1.2 names its release packages (enroot_4.1.2-1_<arch>.deb, and +caps); the
 mirror keeps them under <name>/<version>/ (fmcluster/mirror/artifacts.json)."""
@@ -491,6 +491,25 @@ def test_pyxis_is_built_for_the_clusters_slurm_version_not_the_newest_on_the_ima
     conf = node.path("/etc/aws/pcs/scheduler/slurm-25.05/plugstack.conf.d/pyxis.conf")
     assert conf.read_text() == "required /opt/aws/pcs/scheduler/slurm-25.05/lib/slurm/spank_pyxis.so\n"
     assert not node.path("/etc/aws/pcs/scheduler/slurm-25.11/plugstack.conf.d/pyxis.conf").exists()
+
+
+@pytest.mark.parametrize(("removed", "named"), [(("gcc",), "gcc"), (("gcc", "make"), "gcc make")])
+def test_an_image_without_gcc_or_make_fails_the_enroot_step_and_installs_no_build_tools(tmp_path, removed, named):
+    """pyxis is built on the node; nothing installs gcc/make (apt would need Ubuntu's archive, outside the VPC)."""
+    node = pcs_machine(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    for tool in removed:
+        (node.bin / tool).unlink()
+    nodes = pinned_node_dir(tmp_path, node)
+    result = node.run(nodes / "enroot-pyxis.sh", env={"FMCLUSTER_SLURM_VERSION": "25.05",
+                                                      "FMCLUSTER_ARTIFACT_MIRROR": MIRROR})  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].endswith(
+        f"ERROR: pyxis 0.24.0 is built on the node, but this image has no {named} on PATH (fmcluster installs no "
+        "build tools: a package repository is outside the VPC's endpoints); use an image that carries gcc and make, "
+        "or one with enroot and pyxis installed"
+    )
+    assert not [call for call in node.calls("apt-get") if "gcc" in call or "make" in call]
+    assert node.calls("make") == []
 
 
 def test_a_cluster_version_the_image_lacks_fails_the_enroot_step(tmp_path):

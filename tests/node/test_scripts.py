@@ -600,7 +600,6 @@ BUNDLE_URI = "s3://cdk-hnb659fds-assets-123456789012-us-west-2/" + "ab" * 32 + "
 PARAMETER = "/fmcluster/llm-pretrain/observability/prometheus-endpoint"
 OBSERVABILITY = node_scripts.NodeObservability(
     cluster_name="llm-pretrain", endpoint_parameter=PARAMETER, head_node=True, grafana=True,
-    mirror="s3://llm-data/fmcluster-mirror",
 )  # fmt: skip
 OBSERVABILITY_ARGS = OBSERVABILITY.arguments("us-west-2")
 RECORDER = """#!/usr/bin/env bash
@@ -827,14 +826,15 @@ def test_the_runners_step_table_is_rendered_from_the_one_list():
         (
             {
                 "observability": node_scripts.NodeObservability(
-                    cluster_name="llm pretrain", endpoint_parameter="prom endpoint", mirror="bucket/mirror"
+                    cluster_name="llm pretrain", endpoint_parameter="prom endpoint"
                 ),
+                "mirror": "bucket/mirror",
             },
+            "node_lifecycle_actions: mirror: must be an S3 prefix like s3://my-bucket/fmcluster-mirror; "
+            "got 'bucket/mirror'\n"
             "node_lifecycle_actions: observability.cluster_name: must be a cluster name like llm-pretrain; got "
             "'llm pretrain'\nnode_lifecycle_actions: observability.endpoint_parameter: must be an SSM parameter "
-            "name like /fmcluster/llm/observability/prometheus-endpoint; got 'prom endpoint'\n"
-            "node_lifecycle_actions: observability.mirror: must be an S3 prefix like s3://my-bucket/fmcluster-mirror; "
-            "got 'bucket/mirror'",
+            "name like /fmcluster/llm/observability/prometheus-endpoint; got 'prom endpoint'",
         ),
     ],
     ids=["half-lustre", "efa-without-lustre", "dns-name", "mount-point", "parameter", "bundle-not-s3",

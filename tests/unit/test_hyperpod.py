@@ -136,7 +136,6 @@ def lib(tmp_path_factory) -> Library:
         slurm_config_strategy="Managed",
         prometheus="managed",
         grafana="none",
-        observability_mirror="s3://research-mirror/fmcluster",
         removal_policy=cdk.RemovalPolicy.DESTROY,
     )
     built = support.synthesize(app, [stack])
@@ -398,7 +397,6 @@ def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library)
         "FMCLUSTER_PROMETHEUS=managed\n"
         "FMCLUSTER_GRAFANA=self-hosted\n"
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/quickstart/observability/prometheus-endpoint\n"
-        "FMCLUSTER_MIRROR=\n"
         # the artifact mirror's s3:// URI: a deploy-time value of the storage stack's mirror (a marker here)
         "FMCLUSTER_ARTIFACT_MIRROR=<<marker:0xbaba:0>>\n"
         "FMCLUSTER_USERS_PARAMETER=\n"  # the quickstart lists no users
@@ -420,18 +418,16 @@ def test_settings_file_tells_the_observability_step_what_to_run(quickstart, plan
     for cluster in (quickstart, plan):
         name = cluster.construct.cluster_name
         settings = deployed_files(cluster)[LIFECYCLE_ENV].splitlines()
-        assert settings[-8:-4] == [
+        assert settings[-7:-4] == [
             "FMCLUSTER_PROMETHEUS=managed",
             "FMCLUSTER_GRAFANA=self-hosted",
             f"FMCLUSTER_ENDPOINT_PARAMETER={endpoint_parameter_name(name)}",
-            "FMCLUSTER_MIRROR=",  # egress: nat, so the public release sites
         ]
         assert cluster.construct.endpoint_parameter_name == endpoint_parameter_name(name)
-    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-8:-4] == [
+    assert deployed_files(library)[LIFECYCLE_ENV].splitlines()[-7:-4] == [
         "FMCLUSTER_PROMETHEUS=managed",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/Research-Cluster/observability/prometheus-endpoint",
-        "FMCLUSTER_MIRROR=s3://research-mirror/fmcluster",
     ]
     # the nodes may read the endpoint parameter: it is one of the cluster's own parameters
     ((ssm,),) = [statement["Resource"] for statement in quickstart.allowed("ssm:GetParameter")]
@@ -455,11 +451,10 @@ def test_by_default_the_nodes_collect_no_metrics(tmp_path):
     built = support.synthesize(app, [stack])
     files = deployed_files(Cluster(stack=stack, template=built.templates[stack.stack_name], construct=cluster,
                                    outdir=tmp_path))  # fmt: skip
-    assert files[LIFECYCLE_ENV].splitlines()[-8:-4] == [
+    assert files[LIFECYCLE_ENV].splitlines()[-7:-4] == [
         "FMCLUSTER_PROMETHEUS=none",
         "FMCLUSTER_GRAFANA=none",
         "FMCLUSTER_ENDPOINT_PARAMETER=",
-        "FMCLUSTER_MIRROR=",
     ]
     assert "node/observability.sh" in files and "nccl-tests.sbatch" in files  # shipped all the same
 
@@ -753,8 +748,6 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
          "grafana: none or prometheus: managed"),
         ({"grafana": "managed"}, "grafana: 'managed' needs prometheus: managed as its data source; set "
          "grafana: none or prometheus: managed"),
-        ({"observability_mirror": "research-mirror/fmcluster"}, "observability_mirror: must be an S3 prefix like "
-         "s3://bucket/fmcluster-mirror; got 'research-mirror/fmcluster'"),
         # botocore sagemaker ClusterInstanceType has no ml.r5.* (FACTS.md, Service truth)
         ({"controller_instance_type": "r5.large"}, "controller_instance_type: SageMaker HyperPod takes one of the "
          "209 values of botocore sagemaker ClusterInstanceType; got 'ml.r5.large'; did you mean ml.m5.large or "
@@ -778,7 +771,7 @@ ON_PLAN = {**GPU, "capacity": "training-plan"}
         "ml-prefix",
         "bad-login-type",
         "no-security-group", "not-a-file-system", "dns-name", "mount-name", "nccl-prefix", "volume", "strategy",
-        "prometheus", "grafana", "grafana-without-prometheus", "managed-grafana-without-prometheus", "mirror",
+        "prometheus", "grafana", "grafana-without-prometheus", "managed-grafana-without-prometheus",
         "controller-not-a-hyperpod-type", "type-not-in-region", "min-count",
     ],
 )  # fmt: skip

@@ -9,10 +9,12 @@ import hashlib
 import http.server
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
 import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -236,3 +238,131 @@ def test_the_job_fails_on_an_unreachable_upstream(tmp_path, upstream):
 def test_the_mirrors_readme_lists_every_artifact_with_its_digests_source():
     readme = (ROOT / "fmcluster" / "mirror" / "README.md").read_text(encoding="utf-8")
     assert readme.endswith(mirror.readme_table()), "the table of fmcluster/mirror/README.md is mirror.readme_table()"
+
+
+PIN = ROOT / "tools" / "pin_artifacts.py"
+TODAY = datetime.now(UTC).date().isoformat()
+GOOD = b"good archive"
+GOOD_SHA = hashlib.sha256(GOOD).hexdigest()
+
+
+def release(root, body=GOOD, checksums=None):
+    """An upstream release under the local server: https://example.org/rel/v1/good.tar.gz (+ its sha256sums.txt)."""
+    folder = root / "example.org" / "rel" / "v1"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "good.tar.gz").write_bytes(body)
+    if checksums is not None:
+        (folder / "sha256sums.txt").write_text(checksums)
+
+
+def pin_entry(name, sha256, checksums=False, url="https://example.org/rel/v1/good.tar.gz"):
+    found = entry(name, url, sha256)
+    if checksums:
+        found["checksums_url"] = "https://example.org/rel/v1/sha256sums.txt"
+    return found
+
+
+def run_pin(tmp_path, entries, *arguments, base="http://127.0.0.1:9"):
+    listing = tmp_path / "artifacts.json"
+    if entries is not None:
+        listing.write_text(json.dumps({"artifacts": entries}, indent=1) + "\n")
+    result = subprocess.run([sys.executable, str(PIN), *arguments, "--list", str(listing), "--base-url", base,
+                             "--attempts", "1"], capture_output=True, text=True, check=False)  # fmt: skip
+    return result, json.loads(listing.read_text())["artifacts"]
+
+
+def test_pin_artifacts_write_pins_the_unpinned_cross_checked_and_leaves_a_matching_pin_alone(tmp_path, upstream):
+    root, base = upstream
+    release(root, checksums=f"{'1' * 64}  other.tar.gz\n{GOOD_SHA}  good.tar.gz\n")
+    entries = [pin_entry("new", None, checksums=True), pin_entry("kept", GOOD_SHA), entry("image", None, None)]
+    result, written = run_pin(tmp_path, entries, "--write", base=base)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.splitlines() == [
+        f"pinned new/1.0/new.tar.gz: {GOOD_SHA}",
+        f"ok kept/1.0/kept.tar.gz: {GOOD_SHA}",
+        "skipped image/1.0/image.tar.gz: no upstream file (url is null): (unconfirmed) test",
+    ]
+    assert written[0]["sha256"] == GOOD_SHA
+    assert written[0]["sha256_source"] == (
+        f"computed by tools/pin_artifacts.py from {base}/example.org/rel/v1/good.tar.gz on {TODAY}; "
+        f"matches {base}/example.org/rel/v1/sha256sums.txt"
+    )
+    assert written[1:] == entries[1:], "a matching pin and an entry without a URL are not rewritten"
+    assert mirror.Artifact(**written[0]).pinned, "the written entry passes the list's own checks"
+
+
+def test_pin_artifacts_check_lists_the_unpinned_and_the_mismatching_and_changes_nothing(tmp_path, upstream):
+    root, base = upstream
+    release(root)
+    entries = [
+        pin_entry("new", None),
+        pin_entry("wrong", "0" * 64),
+        pin_entry("kept", GOOD_SHA),
+        entry("i", None, None),
+    ]
+    result, written = run_pin(tmp_path, entries, "--check", base=base)
+    assert result.returncode == 1
+    url = f"{base}/example.org/rel/v1/good.tar.gz"
+    assert result.stdout.splitlines() == [
+        f"UNPINNED new/1.0/new.tar.gz: {url} has SHA-256 {GOOD_SHA}",
+        f"MISMATCH wrong/1.0/wrong.tar.gz: {url} has SHA-256 {GOOD_SHA}, the list pins {'0' * 64}",
+        f"ok kept/1.0/kept.tar.gz: {GOOD_SHA}",
+        "UNPINNED i/1.0/i.tar.gz: no upstream file (url is null): (unconfirmed) test",
+    ]
+    assert result.stderr == "pin_artifacts: 3 artifact(s) unpinned or not matching; nothing written\n"
+    assert written == entries
+
+
+def test_pin_artifacts_never_changes_a_pinned_digest_without_force(tmp_path, upstream):
+    root, base = upstream
+    release(root)
+    entries = [pin_entry("new", None), pin_entry("wrong", "0" * 64)]
+    result, written = run_pin(tmp_path, entries, "--write", base=base)
+    assert result.returncode == 1
+    assert f"MISMATCH wrong/1.0/wrong.tar.gz: {base}/example.org/rel/v1/good.tar.gz has SHA-256 {GOOD_SHA}, " \
+           f"the list pins {'0' * 64}" in result.stdout.splitlines()  # fmt: skip
+    assert written == entries, "an error writes nothing, not even the unpinned entry"
+    result, written = run_pin(tmp_path, entries, "--write", "--force", "--only", "wrong", base=base)
+    assert result.returncode == 0
+    assert result.stdout == f"REPLACED wrong/1.0/wrong.tar.gz: pinned {'0' * 64}, now {GOOD_SHA}\n"
+    assert [e["sha256"] for e in written] == [None, GOOD_SHA]
+
+
+def test_pin_artifacts_refuses_a_download_the_upstream_checksum_file_disagrees_with(tmp_path, upstream):
+    root, base = upstream
+    release(root, checksums=f"{'2' * 64} *good.tar.gz\n")
+    result, written = run_pin(tmp_path, [pin_entry("new", None, checksums=True)], "--write", base=base)
+    assert result.returncode == 1
+    assert result.stdout == (f"MISMATCH new/1.0/new.tar.gz: {base}/example.org/rel/v1/good.tar.gz has SHA-256 "
+                             f"{GOOD_SHA}, {base}/example.org/rel/v1/sha256sums.txt lists {'2' * 64}\n")  # fmt: skip
+    assert written[0]["sha256"] is None
+    (root / "example.org" / "rel" / "v1" / "sha256sums.txt").write_text(f"{GOOD_SHA}  another.tar.gz\n")
+    result, _ = run_pin(tmp_path, None, "--check", base=base)
+    assert result.stdout == f"MISMATCH new/1.0/new.tar.gz: {base}/example.org/rel/v1/sha256sums.txt lists no SHA-256 " \
+                            "for good.tar.gz\n"  # fmt: skip
+
+
+def test_pin_artifacts_says_in_one_line_which_download_failed(tmp_path, upstream):
+    root, base = upstream
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    result, _ = run_pin(tmp_path, [pin_entry("new", None)], "--check", base=f"http://127.0.0.1:{port}")
+    assert (result.returncode, result.stdout) == (2, "")
+    refused = "<urlopen error [Errno 111] Connection refused>"
+    assert result.stderr == (f"pin_artifacts: http://127.0.0.1:{port}/example.org/rel/v1/good.tar.gz: could not be "
+                             f"downloaded ({refused}); nothing written\n")  # fmt: skip
+    release(root)
+    result, written = run_pin(tmp_path, [pin_entry("new", None, checksums=True)], "--write", base=base)
+    assert result.returncode == 2
+    assert result.stderr == (f"pin_artifacts: {base}/example.org/rel/v1/sha256sums.txt: could not be downloaded "
+                             "(HTTP Error 404: File not found); nothing written\n")  # fmt: skip
+    assert written[0]["sha256"] is None
+    result, _ = run_pin(tmp_path, None, "--check", "--only", "nothing", base=base)
+    assert (result.returncode, result.stderr) == (2, "pin_artifacts: --only nothing: no artifact has this name\n")
+
+
+def test_the_mirrors_readme_is_rendered_from_the_list():
+    readme = (ROOT / "fmcluster" / "mirror" / "README.md").read_text(encoding="utf-8")
+    assert mirror.rendered_readme(readme + "| stale | row |\n") == readme, "python -m fmcluster.mirror renders it"

@@ -239,8 +239,6 @@ PCS_NAME = "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]
          "nccl_parameter_prefix: must be an SSM path like /fmcluster/llm; got 'fmcluster'"),
         ({"prometheus": "none", "grafana": "self-hosted"}, "grafana: 'self-hosted' needs prometheus: managed as its "
          "data source; set grafana: none or prometheus: managed"),
-        ({"prometheus": "managed", "observability_mirror": "bucket/mirror"},
-         "observability_mirror: must be an S3 prefix like s3://bucket/fmcluster-mirror; got 'bucket/mirror'"),
         ({"ami_id": "ami-0123456789abcdef0", "node_images": {"x86_64": "ami-0fedcba9876543210"}},
          "node_images: give ami_id or node_images, not both"),
     ],
@@ -251,7 +249,7 @@ PCS_NAME = "AWS PCS takes 3-25 characters matching (?!pcs_)^[A-Za-z][A-Za-z0-9-]
         "placement-group-of-no-group", "placement-group-for-a-capacity-block", "placement-group-named-by-the-group",
         "scale-down-on-old-slurm", "min-count-on-a-capacity-block",
         "login-ml-prefix", "not-a-file-system", "mount-name", "nccl-prefix",
-        "grafana-without-prometheus", "mirror", "ami-id-and-node-images",
+        "grafana-without-prometheus", "ami-id-and-node-images",
     ],
 )  # fmt: skip
 def test_props_pcs_would_reject_raise_with_exact_messages(scope, props, message):
@@ -481,18 +479,17 @@ def test_compute_nodes_run_observability_and_the_login_node_is_the_head_node(blo
     assert gpu["observability"].startswith("observability --cluster llm-pretrain --region ")
     assert gpu["observability"].endswith(endpoint)
     assert login["observability"].endswith(endpoint + " --head-node --grafana")  # grafana defaults to self-hosted
-    # egress: nat, so observability.sh takes the public release sites (the install step's --mirror is the artifact one)
+    # observability.sh takes the node's artifact mirror (the install step's --mirror, kept in node.env), as every step
     assert "--mirror" not in gpu["observability"] + login["observability"]
 
 
-def test_isolated_nodes_take_observability_downloads_from_the_data_bucket_mirror(b300):
-    storage_output = json.dumps(
-        {"Fn::GetStackOutput": {"StackName": "b300-isolated-storage", "Region": "us-west-2",
-                                "OutputName": "PublishOutputRefBucketsDataBucket44451DC7409EC6A1"}}
-    )  # fmt: skip
+def test_isolated_nodes_take_observability_downloads_from_the_artifact_mirror_as_every_step(b300):
+    """egress: none changes nothing for observability.sh: it has no mirror argument of its own; the install step's
+    --mirror (the storage stack's artifact mirror, kept in node.env as FMCLUSTER_ARTIFACT_MIRROR) serves every step."""
     steps = lifecycle(b300)
     for group in steps.values():
-        assert f"--mirror s3://{storage_output}/fmcluster-mirror" in group["observability"]
+        assert "--mirror" not in group["observability"]
+        assert re.search(r" --mirror \S+", group["install"]), group["install"]
         assert "--grafana" not in group["observability"]  # observability.grafana: none
     heads = [name for name, group in steps.items() if "--head-node" in group["observability"]]
     assert heads == ["head"]  # no login node here: a head node group of its own

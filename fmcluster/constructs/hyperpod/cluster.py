@@ -153,8 +153,6 @@ class HyperPodSlurmCluster(Construct):
         grafana: "self-hosted" runs Grafana on the controller (needs `prometheus="managed"`, its data source);
             "managed" (an Amazon Managed Grafana workspace of `ClusterObservability`) and "none" run none on the
             nodes. Omitted: "none".
-        observability_mirror: the artifact mirror observability.sh installs from, passed as its --mirror; the role
-            must be able to read it. Omitted: the node's `artifact_mirror` (the same files; never the internet).
         artifact_mirror: the project's artifact mirror (`fmcluster.mirror`: `ArtifactMirror.uri`, the storage stack's
             `mirror.uri`), which nodes install enroot and pyxis from, in every egress mode (never from the internet);
             the role must be able to read it. Omitted: nodes install neither (an image without them fails that step).
@@ -201,7 +199,6 @@ class HyperPodSlurmCluster(Construct):
         slurm_config_strategy: str = DEFAULT_SLURM_CONFIG_STRATEGY,
         prometheus: PrometheusMode = "none",
         grafana: GrafanaMode = "none",
-        observability_mirror: str | None = None,
         artifact_mirror: str | None = None,
         users_parameter: str | None = None,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
@@ -219,7 +216,6 @@ class HyperPodSlurmCluster(Construct):
             slurm_config_strategy=slurm_config_strategy,
             prometheus=prometheus,
             grafana=grafana,
-            observability_mirror=observability_mirror,
             region=stack.region,
             account=stack.account,
         )
@@ -316,7 +312,6 @@ class HyperPodSlurmCluster(Construct):
                         prometheus=prometheus,
                         grafana=grafana,
                         endpoint_parameter_name=self.endpoint_parameter_name if prometheus == "managed" else "",
-                        mirror=observability_mirror or "",
                         artifact_mirror=artifact_mirror or "",
                         users_parameter=users_parameter or "",
                         fabric=" ".join(
@@ -470,7 +465,6 @@ def _validated(
     account: str,
     prometheus: str = "none",
     grafana: str = "none",
-    observability_mirror: str | None = None,
 ) -> tuple[ComputeGroup, ...]:
     """The compute groups as models; or `InvalidProps` naming every problem."""
     problems: list[Problem] = []
@@ -499,7 +493,6 @@ def _validated(
     problems += node_settings_problems(
         prometheus=prometheus,
         grafana=grafana,
-        observability_mirror=observability_mirror,
         nccl_parameter_prefix=nccl_parameter_prefix,
     )
     if not compute_groups:

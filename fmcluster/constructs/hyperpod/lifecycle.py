@@ -64,7 +64,6 @@ def lifecycle_settings(
     prometheus: str = "none",
     grafana: str = "none",
     endpoint_parameter_name: str = "",
-    mirror: str = "",
     artifact_mirror: str = "",
     users_parameter: str = "",
     fabric: str = "",
@@ -72,9 +71,9 @@ def lifecycle_settings(
 ) -> str:
     """The `fmcluster.env` the lifecycle scripts read: KEY=value lines (values may be deploy-time tokens).
 
-    `prometheus`, `grafana`, `endpoint_parameter_name` and `mirror` are what on_create.sh's observability step needs
-    (it runs only when `prometheus` is "managed"; an empty mirror means the node's artifact mirror); `artifact_mirror`
-    is the artifact mirror (`fmcluster.mirror`) enroot-pyxis.sh installs from (mirror.sh); an empty
+    `prometheus`, `grafana` and `endpoint_parameter_name` are what on_create.sh's observability step needs (it runs
+    only when `prometheus` is "managed"); `artifact_mirror` is the artifact mirror (`fmcluster.mirror`) every step
+    installs from (mirror.sh: enroot-pyxis.sh, observability.sh); an empty
     `users_parameter` means no users step; `fabric` is every compute group's fabric check (`GROUP=EFA,GPUS,FLOOR`
     words, `fmcluster.fabric.FabricExpectation.setting`), empty for none; `training_plans` the plans the controller
     drains before their end (`fmcluster.drains.plan_words`, space-separated), empty for none.
@@ -89,7 +88,6 @@ def lifecycle_settings(
         "FMCLUSTER_PROMETHEUS": prometheus,
         "FMCLUSTER_GRAFANA": grafana,
         "FMCLUSTER_ENDPOINT_PARAMETER": endpoint_parameter_name,
-        "FMCLUSTER_MIRROR": mirror,
         "FMCLUSTER_ARTIFACT_MIRROR": artifact_mirror,
         "FMCLUSTER_USERS_PARAMETER": users_parameter,
         "FMCLUSTER_FABRIC": fabric,

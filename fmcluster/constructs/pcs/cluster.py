@@ -181,8 +181,6 @@ class PcsSlurmCluster(Construct):
             exporter. "none": no collectors. Omitted: "none".
         grafana: "self-hosted" runs Grafana on the head node (needs `prometheus="managed"`); "managed" and "none"
             run none on the nodes. Omitted: "none".
-        observability_mirror: the artifact mirror observability.sh installs from, passed as its --mirror; the role
-            must be able to read it. Omitted: the node's `artifact_mirror` (the same files; never the internet).
         artifact_mirror: the project's artifact mirror (`fmcluster.mirror`: `ArtifactMirror.uri`, the storage stack's
             `mirror.uri`), which nodes install enroot and pyxis from, in every egress mode (never from the internet);
             the role must be able to read it. Omitted: nodes install neither (an image without them fails that step).
@@ -247,7 +245,6 @@ class PcsSlurmCluster(Construct):
         nccl_parameter_prefix: str | None = None,
         prometheus: PrometheusMode = "none",
         grafana: GrafanaMode = "none",
-        observability_mirror: str | None = None,
         artifact_mirror: str | None = None,
         users_parameter: str | None = None,
         ami_id: str | None = None,
@@ -272,7 +269,6 @@ class PcsSlurmCluster(Construct):
             nccl_parameter_prefix=nccl_parameter_prefix,
             prometheus=prometheus,
             grafana=grafana,
-            observability_mirror=observability_mirror,
             ami_id=ami_id,
             image_refresh=image_refresh,
             slurm_version=slurm_version,
@@ -365,9 +361,7 @@ class PcsSlurmCluster(Construct):
         self.login_template: ec2.LaunchTemplate | None = None
 
         node_observability = (
-            NodeObservability(
-                cluster_name=cluster_name, endpoint_parameter=self.endpoint_parameter_name, mirror=observability_mirror
-            )
+            NodeObservability(cluster_name=cluster_name, endpoint_parameter=self.endpoint_parameter_name)
             if prometheus == "managed"
             else None
         )

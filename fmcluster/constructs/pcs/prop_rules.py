@@ -44,7 +44,6 @@ def validated(
     nccl_parameter_prefix: str | None,
     prometheus: PrometheusMode,
     grafana: GrafanaMode,
-    observability_mirror: str | None,
     ami_id: str | None,
     image_refresh: str | None,
     slurm_version: str,
@@ -73,7 +72,6 @@ def validated(
     problems += node_settings_problems(
         prometheus=prometheus,
         grafana=grafana,
-        observability_mirror=observability_mirror,
         nccl_parameter_prefix=nccl_parameter_prefix,
     )
     problems += file_system_problems(file_system)

@@ -32,8 +32,9 @@
 #   image-watch  image-watch.sh install, on the controller only: a timer that imports the image when it is published
 #            (usually after boot: the cluster does not wait for the image build) or changed, for jobs to find
 #   observability  only when FMCLUSTER_PROMETHEUS is `managed`: observability.sh --cluster --region
-#            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER [--mirror FMCLUSTER_MIRROR], with --head-node on the
-#            controller (the Slurm exporter), and --grafana there too when FMCLUSTER_GRAFANA is `self-hosted`
+#            --endpoint-parameter FMCLUSTER_ENDPOINT_PARAMETER, with --head-node on the controller (the Slurm
+#            exporter), and --grafana there too when FMCLUSTER_GRAFANA is `self-hosted`; it installs from
+#            FMCLUSTER_ARTIFACT_MIRROR, as every other step does
 #   fabric   only for a group FMCLUSTER_FABRIC names (`GROUP=EFA,GPUS,FLOOR` words; fmcluster.fabric): fabric-check.sh
 #            --efa EFA --gpus GPUS [--nvlink-floor FLOOR]: EFA devices, GPUs and a one-node all_reduce; a node that
 #            fails stays drained with the reason "fmcluster fabric: ...", which `release` leaves as it is
@@ -53,8 +54,8 @@
 # Settings: fmcluster.env beside this script (the HyperPodSlurmCluster construct deploys it with the scripts), lines
 # of FMCLUSTER_CLUSTER, FMCLUSTER_REGION, FMCLUSTER_NCCL_PREFIX, FMCLUSTER_IMAGE_PARAMETER,
 # FMCLUSTER_CONTROLLER_GROUP, FMCLUSTER_FSX_MOUNT (empty: no shared file system), FMCLUSTER_PROMETHEUS (`managed` or
-# `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`) and FMCLUSTER_MIRROR
-# (observability.sh's --mirror; empty: FMCLUSTER_ARTIFACT_MIRROR, the same artifact mirror) and FMCLUSTER_USERS_PARAMETER (the
+# `none`; missing: none), FMCLUSTER_GRAFANA, FMCLUSTER_ENDPOINT_PARAMETER (needed with `managed`),
+# FMCLUSTER_ARTIFACT_MIRROR (the artifact mirror every step installs from) and FMCLUSTER_USERS_PARAMETER (the
 # SSM parameter of the cluster's users; empty: no users step), FMCLUSTER_FABRIC (empty: no fabric step) and
 # FMCLUSTER_TRAINING_PLANS (empty: no plan-drain step). The node's instance group is
 # the one whose instance has one of this node's IP addresses in HyperPod's resource configuration:
@@ -87,7 +88,6 @@ FMCLUSTER_FSX_MOUNT=""
 FMCLUSTER_PROMETHEUS=none
 FMCLUSTER_GRAFANA=""
 FMCLUSTER_ENDPOINT_PARAMETER=""
-FMCLUSTER_MIRROR=""
 FMCLUSTER_ARTIFACT_MIRROR=""
 FMCLUSTER_USERS_PARAMETER=""
 FMCLUSTER_FABRIC=""
@@ -123,7 +123,7 @@ read_settings() {
     case "$key" in
       FMCLUSTER_CLUSTER | FMCLUSTER_REGION | FMCLUSTER_NCCL_PREFIX | FMCLUSTER_IMAGE_PARAMETER | \
         FMCLUSTER_CONTROLLER_GROUP | FMCLUSTER_FSX_MOUNT | FMCLUSTER_PROMETHEUS | FMCLUSTER_GRAFANA | \
-        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_MIRROR | FMCLUSTER_ARTIFACT_MIRROR | \
+        FMCLUSTER_ENDPOINT_PARAMETER | FMCLUSTER_ARTIFACT_MIRROR | \
         FMCLUSTER_USERS_PARAMETER | FMCLUSTER_FABRIC | FMCLUSTER_TRAINING_PLANS)
         printf -v "$key" '%s' "$value"
         ;;
@@ -201,9 +201,6 @@ observability_arguments() {
     if [[ "$FMCLUSTER_GRAFANA" == self-hosted ]]; then
       arguments+=(--grafana)
     fi
-  fi
-  if [[ -n "$FMCLUSTER_MIRROR" ]]; then
-    arguments+=(--mirror "$FMCLUSTER_MIRROR")
   fi
   printf '%s\n' "${arguments[@]}"
 }
