@@ -25,16 +25,19 @@ from fmcluster.live.runner import Check
 from fmcluster.live.security_rules import admits
 from fmcluster.problems import Problem, warning
 
-ROUTE_TARGETS = (
-    "NatGatewayId",
-    "GatewayId",
-    "TransitGatewayId",
-    "NetworkInterfaceId",
-    "InstanceId",
-    "VpcPeeringConnectionId",
-    "CoreNetworkArn",
-)
-"""Targets of a route that leaves the VPC (botocore ec2 `Route`); GatewayId `local` is the VPC itself."""
+ROUTE_TARGETS = ("NatGatewayId", "TransitGatewayId", "NetworkInterfaceId", "InstanceId", "CoreNetworkArn")
+"""Targets of a default route that can carry the nodes' traffic out (botocore ec2 `Route`): a NAT gateway, a transit
+gateway, an appliance (instance or its interface, e.g. a firewall or NAT instance) or a Cloud WAN core network. Whether
+the network beyond a transit gateway or core network reaches the internet is not visible from this VPC."""
+NOT_A_WAY_OUT = {
+    "igw-": "an internet gateway carries only traffic of instances with a public IP address, and the nodes have none "
+    "(fmcluster's launch templates set AssociatePublicIpAddress false, HyperPod gives its instances none); route "
+    "0.0.0.0/0 to a NAT gateway instead (VPC user guide, \"Enable internet access for a VPC using an internet "
+    "gateway\")",
+    "pcx-": "a VPC peering connection carries no traffic on to the internet or a NAT gateway of the peer VPC (VPC "
+    "peering guide, \"VPC peering limitations\": no edge to edge routing)",
+}
+"""Default-route targets that look like a way out but are not one for the nodes, keyed by id prefix, with why."""
 HTTPS = (443, 443)
 """What the nodes' AWS SDKs call an AWS service's interface endpoint on: HTTPS. The endpoint's network interfaces take
 the security groups given to it, which must admit its clients (AWS knowledge center, "How do I configure security
@@ -117,24 +120,28 @@ def _route_table(aws: Aws, subnet_id: str, vpc_id: str) -> dict[str, Any] | None
 
 def _route_out(subnet_id: str, table: dict[str, Any] | None) -> list[Problem]:
     path = "network.egress"
-    defaults = [
-        route
-        for route in (table or {}).get("Routes", [])
-        if route.get("DestinationCidrBlock") == "0.0.0.0/0"
-        and any(route.get(target) and route.get(target) != "local" for target in ROUTE_TARGETS)
-    ]
     where = f"route table {table['RouteTableId']}" if table else "no route table"
-    if not defaults:
+    defaults = [route for route in (table or {}).get("Routes", []) if route.get("DestinationCidrBlock") == "0.0.0.0/0"]
+    ways_out = [route for route in defaults if any(route.get(target) for target in ROUTE_TARGETS)]
+    if not ways_out:
+        target = next((_target(route) for route in defaults if _target(route)[:4] in NOT_A_WAY_OUT), "")
+        reason = f": its route to 0.0.0.0/0 goes to {target}, and {NOT_A_WAY_OUT[target[:4]]}" if target else ""
         return [
             Problem(
                 path,
-                f"subnet {subnet_id} has no route to 0.0.0.0/0 ({where}); with egress: nat nodes need one (a NAT "
-                "gateway, transit gateway or firewall), or set egress: none with the VPC endpoints the nodes call",
+                f"subnet {subnet_id} has no route to 0.0.0.0/0 that the nodes can use ({where}){reason}; with "
+                "egress: nat nodes need one (a NAT gateway, transit gateway or firewall), or set egress: none with the "
+                "VPC endpoints the nodes call",
             )
         ]
-    if all(route.get("State") == "blackhole" for route in defaults):
+    if all(route.get("State") == "blackhole" for route in ways_out):
         return [Problem(path, f"subnet {subnet_id}'s route to 0.0.0.0/0 ({where}) is a blackhole: its target is gone")]
     return []
+
+
+def _target(route: dict[str, Any]) -> str:
+    """The id a route sends its traffic to (an internet or virtual private gateway's, a peering connection's)."""
+    return str(route.get("GatewayId") or route.get("VpcPeeringConnectionId") or "")
 
 
 def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) -> list[Problem]:

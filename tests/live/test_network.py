@@ -100,10 +100,48 @@ def test_the_main_route_table_without_a_way_out(stubs):
         ("DescribeRouteTables", table(), {"Filters": MAIN_TABLE}),
     ]
     assert messages(stubs, responses) == [
-        f"cluster.yaml: network.egress: subnet {SUBNET} has no route to 0.0.0.0/0 (route table {TABLE}); with "
-        "egress: nat nodes need one (a NAT gateway, transit gateway or firewall), or set egress: none with the VPC "
-        "endpoints the nodes call"
+        f"cluster.yaml: network.egress: subnet {SUBNET} has no route to 0.0.0.0/0 that the nodes can use (route "
+        f"table {TABLE}); with egress: nat nodes need one (a NAT gateway, transit gateway or firewall), or set "
+        "egress: none with the VPC endpoints the nodes call"
     ]
+
+
+def test_an_internet_gateway_or_peering_route_is_no_way_out(stubs):
+    """The nodes have no public address (AssociatePublicIpAddress false; HyperPod gives none), so an internet gateway
+    does not carry their traffic; a peering connection carries none on to the peer's gateways (VPC peering guide,
+    "VPC peering limitations": no edge to edge routing)."""
+    igw = {"DestinationCidrBlock": "0.0.0.0/0", "GatewayId": "igw-0123456789abcdef0", "State": "active"}
+    pcx = {"DestinationCidrBlock": "0.0.0.0/0", "VpcPeeringConnectionId": "pcx-0123456789abcdef0", "State": "active"}
+    found = [
+        messages(stubs, [subnet(), ("DescribeRouteTables", table(route), {"Filters": BY_SUBNET})])
+        for route in (igw, pcx)
+    ]
+    start = f"cluster.yaml: network.egress: subnet {SUBNET} has no route to 0.0.0.0/0 that the nodes can use (route "
+    end = (
+        "; with egress: nat nodes need one (a NAT gateway, transit gateway or firewall), or set egress: none with the "
+        "VPC endpoints the nodes call"
+    )
+    assert found == [
+        [
+            start + f"table {TABLE}): its route to 0.0.0.0/0 goes to igw-0123456789abcdef0, and an internet gateway "
+            "carries only traffic of instances with a public IP address, and the nodes have none (fmcluster's launch "
+            "templates set AssociatePublicIpAddress false, HyperPod gives its instances none); route 0.0.0.0/0 to a "
+            'NAT gateway instead (VPC user guide, "Enable internet access for a VPC using an internet gateway")' + end
+        ],
+        [
+            start + f"table {TABLE}): its route to 0.0.0.0/0 goes to pcx-0123456789abcdef0, and a VPC peering "
+            "connection carries no traffic on to the internet or a NAT gateway of the peer VPC (VPC peering guide, "
+            '"VPC peering limitations": no edge to edge routing)' + end
+        ],
+    ]
+
+
+def test_a_transit_gateway_or_firewall_route_is_a_way_out(stubs):
+    for route in (
+        {"DestinationCidrBlock": "0.0.0.0/0", "TransitGatewayId": "tgw-0123456789abcdef0", "State": "active"},
+        {"DestinationCidrBlock": "0.0.0.0/0", "NetworkInterfaceId": "eni-0123456789abcdef0", "State": "active"},
+    ):
+        assert messages(stubs, [subnet(), ("DescribeRouteTables", table(route), {"Filters": BY_SUBNET})]) == []
 
 
 def test_a_blackhole_route_out(stubs):
