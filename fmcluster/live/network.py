@@ -32,10 +32,10 @@ the network beyond a transit gateway or core network reaches the internet is not
 NOT_A_WAY_OUT = {
     "igw-": "an internet gateway carries only traffic of instances with a public IP address, and the nodes have none "
     "(fmcluster's launch templates set AssociatePublicIpAddress false, HyperPod gives its instances none); route "
-    "0.0.0.0/0 to a NAT gateway instead (VPC user guide, \"Enable internet access for a VPC using an internet "
-    "gateway\")",
+    '0.0.0.0/0 to a NAT gateway instead (VPC user guide, "Enable internet access for a VPC using an internet '
+    'gateway")',
     "pcx-": "a VPC peering connection carries no traffic on to the internet or a NAT gateway of the peer VPC (VPC "
-    "peering guide, \"VPC peering limitations\": no edge to edge routing)",
+    'peering guide, "VPC peering limitations": no edge to edge routing)',
 }
 """Default-route targets that look like a way out but are not one for the nodes, keyed by id prefix, with why."""
 HTTPS = (443, 443)
