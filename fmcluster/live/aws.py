@@ -45,6 +45,7 @@ PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("ec2", "DescribeInstances"): "ec2:DescribeInstances",
     ("ec2", "DescribePlacementGroups"): "ec2:DescribePlacementGroups",
     ("ec2", "DescribeVpcs"): "ec2:DescribeVpcs",
+    ("ec2", "DescribeVpcAttribute"): "ec2:DescribeVpcAttribute",
     ("ec2", "DescribeAddresses"): "ec2:DescribeAddresses",
     ("ec2", "DescribeNatGateways"): "ec2:DescribeNatGateways",
     ("ec2", "DescribeSubnets"): "ec2:DescribeSubnets",

@@ -53,6 +53,7 @@ def network_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
     if config.network.vpc_id is None:
         return []
     return [
+        Check(f"vpc {config.network.vpc_id}", "network.vpc_id", partial(check_vpc, config, aws)),
         Check(f"subnet {config.network.subnet_id}", "network.subnet_id", partial(check_subnet, config, aws)),
         Check(
             f"endpoint security groups in {config.network.vpc_id}",
@@ -60,6 +61,52 @@ def network_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
             partial(check_endpoint_groups, config, aws),
         ),
     ]
+
+
+DNS_ATTRIBUTES = {"enableDnsSupport": "EnableDnsSupport", "enableDnsHostnames": "EnableDnsHostnames"}
+"""DescribeVpcAttribute's Attribute -> its answer's member (botocore ec2 VpcAttributeName, DescribeVpcAttributeResult).
+Both must be on: AWS PCS's VPC and subnet requirements ask for DNS hostnames and DNS resolution, or the nodes cannot
+register (AWS PCS user guide, as the reviewer cites it; its wording unconfirmed here), and an interface endpoint's
+private DNS, which the nodes need with `egress: none`, works only with both on (PrivateLink guide, "DNS hostnames":
+enableDnsHostnames and enableDnsSupport)."""
+
+
+def check_vpc(config: ClusterConfig, aws: Aws) -> list[Problem]:
+    """The VPC exists, resolves DNS and gives its instances DNS hostnames, and does not force dedicated tenancy."""
+    path, vpc_id = "network.vpc_id", config.network.vpc_id
+    vpcs = aws.call("ec2", "DescribeVpcs", Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]).get("Vpcs", [])
+    if not vpcs:
+        return [Problem(path, f"{vpc_id} does not exist in {config.region}")]
+    problems = []
+    off = [
+        attribute
+        for attribute, member in DNS_ATTRIBUTES.items()
+        if not aws.call("ec2", "DescribeVpcAttribute", VpcId=vpc_id, Attribute=attribute).get(member, {}).get("Value")
+    ]
+    if off:
+        problems.append(
+            Problem(
+                path,
+                f"{vpc_id} has {' and '.join(off)} off: the nodes need DNS resolution and DNS hostnames (PCS nodes "
+                "cannot register without them, and interface endpoints' private DNS needs both); turn them on "
+                "(aws ec2 modify-vpc-attribute)",
+            )
+        )
+    tenancy = vpcs[0].get("InstanceTenancy")
+    if tenancy == "dedicated":
+        level = Problem if config.orchestrator.type == "pcs" else warning
+        problems.append(
+            level(
+                path,
+                f"{vpc_id} has instance tenancy dedicated: every instance launched in it is a Dedicated Instance; "
+                + (
+                    "AWS PCS does not support dedicated tenancy (AWS PCS user guide, VPC and subnet requirements)"
+                    if config.orchestrator.type == "pcs"
+                    else "whether HyperPod's instances run so is unconfirmed"
+                ),
+            )
+        )
+    return problems
 
 
 def nodes_in_subnet(config: ClusterConfig) -> int:

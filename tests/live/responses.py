@@ -964,6 +964,7 @@ SAMPLES.update(
                 }
             ]
         },
+        ("ec2", "DescribeVpcAttribute"): {"VpcId": "vpc-0123456789abcdef0", "EnableDnsSupport": {"Value": True}},
         ("pricing", "GetProducts"): {"FormatVersion": "aws_v1", "PriceList": ['{"product": {}, "terms": {}}']},
         ("ec2", "DescribePlacementGroups"): {  # tests/live/test_placement.py
             "PlacementGroups": [

@@ -6,7 +6,7 @@ DescribeVpcEndpoints) by the `stubs` fixture before it is queued.
 
 from __future__ import annotations
 
-from fmcluster.live.network import check_endpoint_groups, check_subnet, network_checks
+from fmcluster.live.network import check_endpoint_groups, check_subnet, check_vpc, network_checks
 from fmcluster.live.preflight import checks
 from tests.live.conftest import QUICKSTART, config_of
 
@@ -247,4 +247,51 @@ def test_without_interface_endpoints_there_is_nothing_to_admit(stubs):
     stub = stubs().ok("ec2", "DescribeVpcEndpoints", {"VpcEndpoints": []}, VPC_FILTER)
     assert check_endpoint_groups(config_of(QUICKSTART, network=OWN_VPC), stub.aws()) == []
     labels = [check.label for check in network_checks(config_of(QUICKSTART, network=OWN_VPC), None)]
-    assert labels == [f"subnet {SUBNET}", f"endpoint security groups in {VPC}"]
+    assert labels == [f"vpc {VPC}", f"subnet {SUBNET}", f"endpoint security groups in {VPC}"]
+
+
+VPC_ID_FILTER = {"Filters": [{"Name": "vpc-id", "Values": [VPC]}]}
+
+
+def vpc_messages(stubs, tenancy="default", support=True, hostnames=True, orchestrator=None, found=True):
+    """DescribeVpcs (InstanceTenancy default|dedicated|host) and DescribeVpcAttribute (EnableDnsSupport,
+    EnableDnsHostnames: AttributeBooleanValue), botocore ec2."""
+    vpc = {"VpcId": VPC, "State": "available", "CidrBlock": "10.0.0.0/16", "InstanceTenancy": tenancy}
+    stub = stubs().ok("ec2", "DescribeVpcs", {"Vpcs": [vpc] if found else []}, VPC_ID_FILTER)
+    if found:
+        for attribute, member, value in (
+            ("enableDnsSupport", "EnableDnsSupport", support),
+            ("enableDnsHostnames", "EnableDnsHostnames", hostnames),
+        ):
+            stub.ok("ec2", "DescribeVpcAttribute", {"VpcId": VPC, member: {"Value": value}},
+                    {"VpcId": VPC, "Attribute": attribute})  # fmt: skip
+    extra = {"orchestrator": orchestrator} if orchestrator else {}
+    config = config_of(QUICKSTART, network=OWN_VPC, **extra)
+    return [problem.render("cluster.yaml") for problem in check_vpc(config, stub.aws())]
+
+
+def test_a_vpc_with_dns_on_and_default_tenancy_passes(stubs):
+    assert vpc_messages(stubs) == []
+
+
+def test_a_missing_vpc(stubs):
+    assert vpc_messages(stubs, found=False) == [f"cluster.yaml: network.vpc_id: {VPC} does not exist in us-east-1"]
+
+
+def test_dns_off_and_dedicated_tenancy(stubs):
+    dns = (
+        f"cluster.yaml: network.vpc_id: {VPC} has {{off}} off: the nodes need DNS resolution and DNS hostnames (PCS "
+        "nodes cannot register without them, and interface endpoints' private DNS needs both); turn them on (aws ec2 "
+        "modify-vpc-attribute)"
+    )
+    dedicated = f"cluster.yaml: network.vpc_id: {{level}}{VPC} has instance tenancy dedicated: every instance launched "
+    assert vpc_messages(stubs, tenancy="dedicated", hostnames=False) == [
+        dns.format(off="enableDnsHostnames"),
+        dedicated.format(level="warning: ") + "in it is a Dedicated Instance; whether HyperPod's instances run so is "
+        "unconfirmed",
+    ]
+    assert vpc_messages(stubs, tenancy="dedicated", support=False, hostnames=False, orchestrator={"type": "pcs"}) == [
+        dns.format(off="enableDnsSupport and enableDnsHostnames"),
+        dedicated.format(level="") + "in it is a Dedicated Instance; AWS PCS does not support dedicated tenancy (AWS "
+        "PCS user guide, VPC and subnet requirements)",
+    ]
