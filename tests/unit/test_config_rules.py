@@ -1571,6 +1571,12 @@ VALID = [
     pytest.param({"network.vpc_id": VPC, "network.subnet_id": SUBNET}, id="own-vpc"),
     pytest.param({**OWN_VPC, **existing_fs()}, id="existing-file-system"),
     pytest.param({**OWN_VPC, **existing_fs(), "storage.lustre.efa": True}, id="existing-efa-file-system"),
+    pytest.param(
+        # an existing EFA-enabled file system is mounted over TCP by groups that are no EFA clients (per group
+        # lustre_efa), and validate --live needs efa to say what the file system is: the client rule is not for it
+        {**OWN_VPC, **existing_fs(), "storage.lustre.efa": True, "compute[0].efa": False},
+        id="existing-efa-file-system-without-efa-clients",
+    ),
     pytest.param({"network.vpc_id": "vpc-01234567", "network.subnet_id": "subnet-01234567"}, id="own-vpc-short-ids"),
     pytest.param({"network.vpc_cidr": "172.16.0.0/16"}, id="cidr-172-16"),
     pytest.param({"network.vpc_cidr": "192.168.0.0/16"}, id="cidr-192-168"),
