@@ -52,6 +52,7 @@ PREFLIGHT_ACTIONS: dict[tuple[str, str], str] = {
     ("ec2", "DescribeRouteTables"): "ec2:DescribeRouteTables",
     ("ec2", "DescribeVpcEndpoints"): "ec2:DescribeVpcEndpoints",
     ("ec2", "DescribeSecurityGroups"): "ec2:DescribeSecurityGroups",
+    ("ec2", "DescribeNetworkInterfaces"): "ec2:DescribeNetworkInterfaces",
     ("fsx", "DescribeFileSystems"): "fsx:DescribeFileSystems",
     ("sagemaker", "DescribeTrainingPlan"): "sagemaker:DescribeTrainingPlan",
     ("service-quotas", "ListServiceQuotas"): "servicequotas:ListServiceQuotas",

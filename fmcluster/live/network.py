@@ -14,7 +14,6 @@ interfaces take no IP address, so a node takes one address of its subnet (FACTS.
 
 from __future__ import annotations
 
-import ipaddress
 from functools import partial
 from typing import Any
 
@@ -22,7 +21,7 @@ from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.endpoints import GATEWAY_ENDPOINTS, endpoint_services
 from fmcluster.live.aws import Aws
 from fmcluster.live.runner import Check
-from fmcluster.live.security_rules import admits
+from fmcluster.live.security_rules import ipv4_block, ipv6_only, judge
 from fmcluster.problems import Problem, warning
 
 ROUTE_TARGETS = ("NatGatewayId", "TransitGatewayId", "NetworkInterfaceId", "InstanceId", "CoreNetworkArn")
@@ -125,6 +124,8 @@ def check_subnet(config: ClusterConfig, aws: Aws) -> list[Problem]:
     problems = []
     if subnet.get("VpcId") != vpc_id:
         return [Problem(path, f"subnet {subnet_id} is in {subnet.get('VpcId')}, not in network.vpc_id {vpc_id}")]
+    if ipv4_block(subnet) is None:
+        problems.append(Problem(path, ipv6_only(subnet_id)))
     zone = subnet.get("AvailabilityZoneId")
     if zone != config.availability_zone_id:
         problems.append(
@@ -258,19 +259,34 @@ def check_endpoint_groups(config: ClusterConfig, aws: Aws) -> list[Problem]:
     subnets = aws.call("ec2", "DescribeSubnets", SubnetIds=[subnet_id]).get("Subnets", [])
     if not subnets:
         return []  # the subnet check says it does not exist
-    block = ipaddress.IPv4Network(subnets[0]["CidrBlock"])  # a subnet's CidrBlock is its IPv4 range (botocore ec2)
+    block = ipv4_block(subnets[0])
+    if block is None:
+        return []  # the subnet check says it is IPv6-only
     group_ids = sorted({group["GroupId"] for _, endpoint in endpoints for group in endpoint.get("Groups", [])})
     described = aws.call("ec2", "DescribeSecurityGroups", GroupIds=group_ids)["SecurityGroups"] if group_ids else []
     groups = {group["GroupId"]: group for group in described}
     problems = []
     for service, endpoint in endpoints:
         ids = [group["GroupId"] for group in endpoint.get("Groups", [])]
-        if any(admits(groups.get(group_id, {}).get("IpPermissions", []), HTTPS, block) for group_id in ids):
+        rules = [rule for group_id in ids for rule in groups.get(group_id, {}).get("IpPermissions", [])]
+        verdict = judge(rules, HTTPS, block, not_theirs=ids)  # the nodes do not carry the endpoint's own groups
+        if verdict.admitted:
+            continue
+        where = f"the {service} endpoint {endpoint.get('VpcEndpointId')}"
+        if verdict.unchecked:
+            problems.append(
+                warning(
+                    path,
+                    f"{where} admits HTTPS (TCP 443) from the nodes' subnet {block} only through "
+                    f"{', '.join(verdict.unchecked)}, unchecked: a security group admits the nodes only if they carry "
+                    "it (their own group is made by the deploy), and a prefix list's entries are not read",
+                )
+            )
             continue
         problems.append(
             Problem(
                 path,
-                f"the {service} endpoint {endpoint.get('VpcEndpointId')} admits no HTTPS (TCP 443) from the nodes' "
+                f"{where} admits no HTTPS (TCP 443) from the nodes' "
                 f"subnet {block} (security groups {', '.join(ids) or 'none'}): with its private DNS on, the nodes' "
                 "calls to that service go to it and time out; add an inbound rule for that block (the nodes' own "
                 "group is made by the deploy, so no rule can name it before)",

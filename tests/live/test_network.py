@@ -18,10 +18,9 @@ BY_SUBNET = [{"Name": "association.subnet-id", "Values": [SUBNET]}]
 MAIN_TABLE = [{"Name": "vpc-id", "Values": [VPC]}, {"Name": "association.main", "Values": ["true"]}]
 
 
-def subnet(zone="use1-az6", free=250, vpc=VPC):
-    return {
-        "Subnets": [{"SubnetId": SUBNET, "VpcId": vpc, "AvailabilityZoneId": zone, "AvailableIpAddressCount": free}]
-    }
+def subnet(zone="use1-az6", free=250, vpc=VPC, block="10.0.4.0/22"):
+    found = {"SubnetId": SUBNET, "VpcId": vpc, "AvailabilityZoneId": zone, "AvailableIpAddressCount": free}
+    return {"Subnets": [{**found, "CidrBlock": block} if block else {**found, "Ipv6Native": True}]}
 
 
 def table(*routes):
@@ -78,6 +77,19 @@ def test_a_subnet_in_another_zone_with_too_few_addresses(stubs):
         "each (EFA interfaces are efa-only and take none), plus the file system's (FSx does not document how many, "
         "unconfirmed)",
     ]
+
+
+def test_an_ipv6_only_subnet_is_a_finding_not_a_crash(stubs):
+    """An IPv6-only subnet has no CidrBlock (botocore ec2 Subnet: CidrBlock, Ipv6Native)."""
+    assert messages(stubs, [subnet(block=None), ("DescribeRouteTables", table(NAT_ROUTE), {"Filters": BY_SUBNET})]) == [
+        f"cluster.yaml: network.subnet_id: subnet {SUBNET} is IPv6-only (no IPv4 CidrBlock): the checks of the "
+        "security groups that must admit the nodes judge IPv4 rules and cannot judge it, and whether HyperPod and PCS "
+        "nodes run in an IPv6-only subnet is unconfirmed; give a subnet with an IPv4 block"
+    ]
+    stub = stubs().ok("ec2", "DescribeVpcEndpoints", {"VpcEndpoints": [guarded("ssm", "sg-0aaaaaaaaaaaaaaa1")]},
+                      VPC_FILTER)  # fmt: skip
+    stub.ok("ec2", "DescribeSubnets", subnet(block=None), {"SubnetIds": [SUBNET]})
+    assert check_endpoint_groups(config_of(QUICKSTART, network=OWN_VPC), stub.aws()) == []
 
 
 def test_a_subnet_of_another_vpc(stubs):
@@ -294,4 +306,37 @@ def test_dns_off_and_dedicated_tenancy(stubs):
         dns.format(off="enableDnsSupport and enableDnsHostnames"),
         dedicated.format(level="") + "in it is a Dedicated Instance; AWS PCS does not support dedicated tenancy (AWS "
         "PCS user guide, VPC and subnet requirements)",
+    ]
+
+
+def test_rules_by_group_or_prefix_list_are_unchecked_not_closed(stubs):
+    """A rule naming another security group (it may be the nodes' own, once deployed) or a prefix list (its entries
+    are not read) is reported unchecked; one naming the endpoint's own group admits nothing (the nodes do not carry
+    it). botocore ec2 IpPermission: UserIdGroupPairs[].GroupId, PrefixListIds[].PrefixListId."""
+    own, nodes = "sg-0aaaaaaaaaaaaaaa1", "sg-0eeeeeeeeeeeeeee5"
+    rule = {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443}
+    groups = [
+        {"GroupId": own, "IpPermissions": [{**rule, "UserIdGroupPairs": [{"GroupId": own}]}]},
+        {"GroupId": "sg-0bbbbbbbbbbbbbbb2", "IpPermissions": [{**rule, "UserIdGroupPairs": [{"GroupId": nodes}]}]},
+        {
+            "GroupId": "sg-0ccccccccccccccc3",
+            "IpPermissions": [{**rule, "PrefixListIds": [{"PrefixListId": "pl-0123"}]}],
+        },
+    ]
+    endpoints = [guarded("ssm", own), guarded("logs", "sg-0bbbbbbbbbbbbbbb2"), guarded("sts", "sg-0ccccccccccccccc3")]
+    ids = [own, "sg-0bbbbbbbbbbbbbbb2", "sg-0ccccccccccccccc3"]
+    unchecked = (
+        "admits HTTPS (TCP 443) from the nodes' subnet 10.0.4.0/22 only through {source}, unchecked: a security group "
+        "admits the nodes only if they carry it (their own group is made by the deploy), and a prefix list's entries "
+        "are not read"
+    )
+    assert endpoint_messages(stubs, endpoints, groups, ids) == [
+        "cluster.yaml: network.vpc_id: warning: the com.amazonaws.us-east-1.logs endpoint vpce-0logs0000abcdef "
+        + unchecked.format(source=nodes),
+        "cluster.yaml: network.vpc_id: the com.amazonaws.us-east-1.ssm endpoint vpce-0ssm00000abcdef admits no HTTPS "
+        f"(TCP 443) from the nodes' subnet 10.0.4.0/22 (security groups {own}): with its private DNS on, the nodes' "
+        "calls to that service go to it and time out; add an inbound rule for that block (the nodes' own group is "
+        "made by the deploy, so no rule can name it before)",
+        "cluster.yaml: network.vpc_id: warning: the com.amazonaws.us-east-1.sts endpoint vpce-0sts00000abcdef "
+        + unchecked.format(source="pl-0123"),
     ]
