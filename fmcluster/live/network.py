@@ -198,10 +198,11 @@ def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) ->
     problems = []
     missing = []
     for service in endpoint_services(config.region, pcs=orchestrators.of(config.orchestrator.type).PCS_ENDPOINT):
-        endpoint = found.get(service)
+        gateway = service.rsplit(".", 1)[-1] in GATEWAY_ENDPOINTS
+        endpoint = found.get((service, "Gateway" if gateway else "Interface"))
         if endpoint is None:
             missing.append(service)
-        elif service.rsplit(".", 1)[-1] in GATEWAY_ENDPOINTS:
+        elif gateway:
             if table is None or table["RouteTableId"] not in endpoint.get("RouteTableIds", []):
                 problems.append(
                     Problem(
@@ -230,10 +231,11 @@ def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) ->
     return problems
 
 
-def _usable_endpoints(config: ClusterConfig, aws: Aws) -> dict[str, dict[str, Any]]:
-    """The VPC's endpoints that carry (or will carry) traffic, by service name."""
+def _usable_endpoints(config: ClusterConfig, aws: Aws) -> dict[tuple[str, str], dict[str, Any]]:
+    """The VPC's endpoints that carry (or will carry) traffic, by service name and type (`Interface`, `Gateway`: S3
+    has both kinds, under one service name)."""
     return {
-        endpoint["ServiceName"]: endpoint
+        (endpoint["ServiceName"], endpoint.get("VpcEndpointType", "")): endpoint
         for endpoint in aws.pages(
             "ec2",
             "DescribeVpcEndpoints",
@@ -251,8 +253,8 @@ def check_endpoint_groups(config: ClusterConfig, aws: Aws) -> list[Problem]:
     services = endpoint_services(config.region, pcs=orchestrators.of(config.orchestrator.type).PCS_ENDPOINT)
     endpoints = [
         (service, endpoint)
-        for service, endpoint in sorted(_usable_endpoints(config, aws).items())
-        if service in services and endpoint.get("VpcEndpointType") == "Interface" and endpoint.get("PrivateDnsEnabled")
+        for (service, kind), endpoint in sorted(_usable_endpoints(config, aws).items())
+        if service in services and kind == "Interface" and endpoint.get("PrivateDnsEnabled")
     ]
     if not endpoints:
         return []

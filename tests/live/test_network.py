@@ -179,6 +179,22 @@ def test_no_egress_with_every_endpoint_passes(stubs):
     assert messages(stubs, responses, egress="none") == []
 
 
+def test_an_s3_interface_endpoint_beside_the_gateway_does_not_hide_it(stubs):
+    """S3 has a gateway and an interface endpoint under one ServiceName (botocore ec2 VpcEndpoint VpcEndpointType):
+    the interface one, listed last, must not stand in for the gateway the route table needs."""
+    endpoints = [
+        endpoint("s3", "Gateway", dns=False, tables=[TABLE]),
+        endpoint("s3", "Interface", dns=False),
+        *map(endpoint, ALL_INTERFACES),
+    ]
+    responses = [
+        subnet(),
+        ("DescribeRouteTables", table(), {"Filters": BY_SUBNET}),
+        ("DescribeVpcEndpoints", {"VpcEndpoints": endpoints}, VPC_FILTER),
+    ]
+    assert messages(stubs, responses, egress="none") == []
+
+
 def test_no_egress_with_endpoints_missing_or_unusable(stubs):
     endpoints = [
         endpoint("s3", "Gateway", dns=False, tables=["rtb-0fedcba9876543210"]),
