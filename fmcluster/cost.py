@@ -21,9 +21,9 @@ from importlib import resources
 import yaml
 
 from fmcluster import deploy_time
-from fmcluster.config import ClusterConfig, orchestrators
+from fmcluster.config import ClusterConfig
 from fmcluster.config.orchestrators import pcs
-from fmcluster.endpoints import INTERFACE_ENDPOINT_SERVICES
+from fmcluster.endpoints import cluster_endpoint_keys
 
 HOURS_PER_MONTH = 730
 """The AWS Pricing Calculator's hours in a month (8,760 / 12)."""
@@ -219,7 +219,7 @@ def _network(config: ClusterConfig) -> list[Line]:
         return []  # a VPC of your own: its NAT gateways and endpoints are its owner's bill
     if config.network.egress == "nat":
         return [Line("NAT gateway", "vpc:nat-gateway", 1, note="plus data processing per GB, not estimated")]
-    count = len(INTERFACE_ENDPOINT_SERVICES) + (1 if orchestrators.of(config.orchestrator.type).PCS_ENDPOINT else 0)
+    count = len(cluster_endpoint_keys(config))
     zones = 2 if config.secondary_availability_zone_id else 1
     return [
         Line(

@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from fmcluster.config import ClusterConfig, orchestrators
-from fmcluster.endpoints import GATEWAY_ENDPOINTS, endpoint_services
+from fmcluster.endpoints import GATEWAY_ENDPOINTS, cluster_endpoint_keys, endpoint_services
 from fmcluster.live.aws import Aws
 from fmcluster.live.runner import Check
 from fmcluster.live.security_rules import ipv4_block, ipv6_only, judge
@@ -93,16 +93,12 @@ def check_vpc(config: ClusterConfig, aws: Aws) -> list[Problem]:
         )
     tenancy = vpcs[0].get("InstanceTenancy")
     if tenancy == "dedicated":
-        level = Problem if config.orchestrator.type == "pcs" else warning
+        level, consequence = orchestrators.of(config.orchestrator.type).DEDICATED_TENANCY
         problems.append(
-            level(
+            (Problem if level == "error" else warning)(
                 path,
                 f"{vpc_id} has instance tenancy dedicated: every instance launched in it is a Dedicated Instance; "
-                + (
-                    "AWS PCS does not support dedicated tenancy (AWS PCS user guide, VPC and subnet requirements)"
-                    if config.orchestrator.type == "pcs"
-                    else "whether HyperPod's instances run so is unconfirmed"
-                ),
+                + consequence,
             )
         )
     return problems
@@ -197,7 +193,7 @@ def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) ->
     found = _usable_endpoints(config, aws)
     problems = []
     missing = []
-    for service in endpoint_services(config.region, pcs=orchestrators.of(config.orchestrator.type).PCS_ENDPOINT):
+    for service in endpoint_services(config.region, cluster_endpoint_keys(config)):
         gateway = service.rsplit(".", 1)[-1] in GATEWAY_ENDPOINTS
         endpoint = found.get((service, "Gateway" if gateway else "Interface"))
         if endpoint is None:
@@ -250,7 +246,7 @@ def check_endpoint_groups(config: ClusterConfig, aws: Aws) -> list[Problem]:
     """Every interface endpoint of a service the nodes call, with private DNS on, admits the nodes' subnet on 443:
     whatever `network.egress` says, such an endpoint takes the VPC's calls to its service's public name."""
     path, subnet_id = "network.vpc_id", config.network.subnet_id
-    services = endpoint_services(config.region, pcs=orchestrators.of(config.orchestrator.type).PCS_ENDPOINT)
+    services = endpoint_services(config.region, cluster_endpoint_keys(config))
     endpoints = [
         (service, endpoint)
         for (service, kind), endpoint in sorted(_usable_endpoints(config, aws).items())

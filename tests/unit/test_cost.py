@@ -146,6 +146,16 @@ def test_no_egress_prices_the_interface_endpoints_per_zone():
     assert lines["interface endpoints (10 x 2 AZ)"].hourly == pytest.approx(0.2)
 
 
+def test_the_endpoints_priced_are_the_ones_created():
+    """PCS without Managed Prometheus: every cluster's 8 and PCS's (fmcluster.endpoints.endpoint_keys)."""
+    lines = lines_of(
+        network={"egress": "none"},
+        orchestrator={"type": "pcs"},
+        observability={"prometheus": "none", "grafana": "none"},
+    )
+    assert lines["interface endpoints (9 x 1 AZ)"].hourly == pytest.approx(0.09)
+
+
 def test_a_vpc_of_ones_own_adds_no_nat_gateway_or_endpoints():
     lines = lines_of(network={"vpc_id": "vpc-0123456789abcdef0", "subnet_id": "subnet-0123456789abcdef0"})
     assert not any(part.startswith(("NAT", "interface endpoints")) for part in lines)

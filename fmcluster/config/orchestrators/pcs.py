@@ -28,13 +28,18 @@ DIAGNOSE_CHECKS = "fmcluster.live.pcs:pcs_checks"
 """`diagnose`'s checks of the deployed cluster, named and imported by diagnose (which loads boto3)."""
 INSTANCE_QUOTA_CHECKS = "fmcluster.live.quotas:on_demand_checks"
 """`validate --live`'s checks of the quotas its instances draw on."""
-PCS_ENDPOINT = True
-"""Nodes call the AWS PCS API (slurmd registers through it): the network has its interface endpoint."""
+ENDPOINTS = ("Pcs",)
+"""Its own interface endpoints with `egress: none` (fmcluster.endpoints): PCS nodes register through the PCS API."""
 NETWORK_PLACEMENT_GROUPS = True
 """Compute groups' cluster placement groups are resources of the network stack, named by the launch templates."""
 RUNS_DEEP_HEALTH_CHECKS = False
 """Deep health checks are HyperPod's on-start checks; `plan` shows none for PCS groups."""
 UNOFFERED_TYPE = ("error", "choose a type or zone that has it")
+DEDICATED_TENANCY = (
+    "error",
+    "AWS PCS does not support dedicated tenancy (AWS PCS user guide, VPC and subnet requirements)",
+)
+"""What `validate --live` says of a VPC of one's own with dedicated instance tenancy."""
 NO_HEALTH_CHECKS: str | None = (
     "AWS PCS instance health checks are not in this fmcluster's botocore pcs model (unconfirmed), so there is no "
     "check to run; the nccl-tests job (docs/operations.md) checks the fabric"
