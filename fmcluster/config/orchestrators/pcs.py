@@ -240,6 +240,23 @@ def instance_types(
     yield from head_instance_types(orchestrator, observability)
 
 
+CAPACITY_BLOCK_FAMILIES = ("p6-b300", "p6-b200", "p5en", "p5e", "p5", "p4d")
+"""The instance families AWS PCS takes Capacity Blocks of (AWS PCS user guide, "Using Amazon EC2 Capacity Blocks for
+ML with AWS PCS", Limitations: "P6-B300, P6-B200, P5en, P5e, P5, and P4d instance families"). EC2 sells blocks of
+more (trn1, trn2, p6e-gb200 UltraServers: EC2 user guide, Capacity Blocks, supported instance types)."""
+
+
+def capacity_block_type_problem(capacity: str, instance_type: str) -> str | None:
+    """A capacity block of a type AWS PCS does not take."""
+    if capacity != "capacity-block" or instance_type.split(".", 1)[0] in CAPACITY_BLOCK_FAMILIES:
+        return None
+    return (
+        f"AWS PCS takes Capacity Blocks of the P6-B300, P6-B200, P5en, P5e, P5 and P4d families only (AWS PCS user "
+        f"guide, Capacity Blocks, Limitations); {instance_type} is not one: use hyperpod-slurm with a training plan, "
+        "or an odcr"
+    )
+
+
 def file_problems(
     orchestrator: Orchestrator,
     observability: Observability | None,
@@ -250,6 +267,9 @@ def file_problems(
 
     `groups` are the valid compute groups; `complete` False when some group is invalid, so that nothing counting
     every group is judged."""
+    for index, group in groups:
+        if problem := capacity_block_type_problem(group.capacity, group.instance_type):
+            yield Problem(f"compute[{index}].capacity", problem)
     if complete:
         total = nodes(orchestrator, observability, sum(group.count for _, group in groups))
         if problem := node_limit_problem(total):
