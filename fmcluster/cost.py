@@ -22,6 +22,7 @@ import yaml
 
 from fmcluster import deploy_time
 from fmcluster.config import ClusterConfig
+from fmcluster.config.orchestrators import hyperpod as hyperpod_rules
 from fmcluster.config.orchestrators import pcs
 from fmcluster.endpoints import cluster_endpoint_keys
 
@@ -158,6 +159,15 @@ def _instances(config: ClusterConfig) -> list[Line]:
     if hyperpod:
         lines.append(Line(f"controller (ml.{orchestrator.controller_instance_type})",
                           _instance_key(config, orchestrator.controller_instance_type), 1))  # fmt: skip
+        lines.append(
+            Line(
+                f"controller volume ({hyperpod_rules.CONTROLLER_VOLUME_GIB:,} GiB EBS)",
+                None,
+                hyperpod_rules.CONTROLLER_VOLUME_GIB,
+                note="not estimated: HyperPod bills its instances' EBS volumes as SageMaker ML storage (unconfirmed), "
+                "which the price table does not hold",
+            )
+        )
         if orchestrator.login_instance_type:
             lines.append(Line(f"login (ml.{orchestrator.login_instance_type})",
                               _instance_key(config, orchestrator.login_instance_type), 1))  # fmt: skip
@@ -182,9 +192,11 @@ def _instances(config: ClusterConfig) -> list[Line]:
                 note=PCS_ACCOUNTING_NOTE,
             )
         )
-    volumes = sum(group.count * group.root_volume_gib for group in config.compute)
-    # a node's root volume goes with it (the launch templates set DeleteOnTermination, constructs/efa.py)
-    fewest = sum(group.min_count * group.root_volume_gib for group in config.compute)
+    # the head (or login) node's volume, and each compute node's (a node's goes with it: the launch templates set
+    # DeleteOnTermination, constructs/efa.py)
+    head_volume = pcs.LOGIN_ROOT_VOLUME_GIB if head is not None else 0
+    volumes = head_volume + sum(group.count * group.root_volume_gib for group in config.compute)
+    fewest = head_volume + sum(group.min_count * group.root_volume_gib for group in config.compute)
     lines.append(
         Line(
             f"root volumes (gp3, {volumes:,} GiB)",

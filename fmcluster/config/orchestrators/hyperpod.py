@@ -33,6 +33,8 @@ NETWORK_PLACEMENT_GROUPS = False
 RUNS_DEEP_HEALTH_CHECKS = True
 """HyperPod runs on-start deep health checks; `plan` shows each group's and what they add to a new node."""
 UNOFFERED_TYPE = ("warning", "HyperPod may not be able to place it either")
+CONTROLLER_VOLUME_GIB = 500
+"""Default size of the controller's extra EBS volume (HyperPod mounts it at /opt/sagemaker): Slurm state, logs."""
 DEDICATED_TENANCY = ("warning", "whether HyperPod's instances run so is unconfirmed")
 """What `validate --live` says of a VPC of one's own with dedicated instance tenancy."""
 NO_HEALTH_CHECKS: str | None = None

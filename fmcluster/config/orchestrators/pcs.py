@@ -240,6 +240,8 @@ def instance_types(
     yield from head_instance_types(orchestrator, observability)
 
 
+LOGIN_ROOT_VOLUME_GIB = 200
+"""The login (or head) node's encrypted gp3 root volume (constructs/pcs/cluster.py)."""
 CAPACITY_BLOCK_FAMILIES = ("p6-b300", "p6-b200", "p5en", "p5e", "p5", "p4d")
 """The instance families AWS PCS takes Capacity Blocks of (AWS PCS user guide, "Using Amazon EC2 Capacity Blocks for
 ML with AWS PCS", Limitations: "P6-B300, P6-B200, P5en, P5e, P5, and P4d instance families"). EC2 sells blocks of
