@@ -64,8 +64,9 @@ def network_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
 
 DNS_ATTRIBUTES = {"enableDnsSupport": "EnableDnsSupport", "enableDnsHostnames": "EnableDnsHostnames"}
 """DescribeVpcAttribute's Attribute -> its answer's member (botocore ec2 VpcAttributeName, DescribeVpcAttributeResult).
-Both must be on: AWS PCS's VPC and subnet requirements ask for DNS hostnames and DNS resolution, or the nodes cannot
-register (AWS PCS user guide, as the reviewer cites it; its wording unconfirmed here), and an interface endpoint's
+Both must be on: "The VPC must have a DNS hostname and DNS resolution support. Otherwise, nodes can't register"
+(AWS PCS user guide, "AWS PCS VPC and subnet requirements and considerations"; the same page: "AWS PCS doesn't
+support a VPC with dedicated instance tenancy"), and an interface endpoint's
 private DNS, which the nodes need with `egress: none`, works only with both on (PrivateLink guide, "DNS hostnames":
 enableDnsHostnames and enableDnsSupport)."""
 
