@@ -207,10 +207,18 @@ def lookup(name: str) -> InstanceType:
 
 
 def instance_architecture(name: str) -> Literal["x86_64", "arm64"]:
-    """CPU architecture of any EC2 type: the catalog's, else Graviton's 'g' after the generation (m7g, c7gn)."""
+    """CPU architecture of any EC2 type: the catalog's, else Graviton's 'g' after the generation (m7g, c7gn, im4gn),
+    or the A1 family, the first Graviton instances, which name their processor by the family letter instead (EC2
+    instance types guide, "Amazon EC2 instance type naming conventions": processor option g = AWS Graviton; "General
+    purpose instances": A1, AWS Graviton). The package's EC2 data (service_data.json.gz) holds type names only, no
+    ProcessorInfo, so the name is all there is offline.
+
+    >>> instance_architecture("a1.xlarge"), instance_architecture("c7gn.16xlarge"), instance_architecture("m5.large")
+    ('arm64', 'arm64', 'x86_64')
+    """
     if name in CATALOG:
         return CATALOG[name].architecture
-    return "arm64" if re.match(r"^[a-z]+\d+g[a-z]*\.", name) else "x86_64"
+    return "arm64" if re.match(r"^([a-z]+\d+g[a-z]*|a1)\.", name) else "x86_64"
 
 
 def network_interfaces(instance: InstanceType, *, efa: bool = True) -> tuple[NetworkInterface, ...]:

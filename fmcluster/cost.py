@@ -21,9 +21,10 @@ from importlib import resources
 import yaml
 
 from fmcluster import deploy_time
-from fmcluster.config import ClusterConfig, orchestrators
+from fmcluster.config import ClusterConfig
+from fmcluster.config.orchestrators import hyperpod as hyperpod_rules
 from fmcluster.config.orchestrators import pcs
-from fmcluster.endpoints import INTERFACE_ENDPOINT_SERVICES
+from fmcluster.endpoints import cluster_endpoint_keys
 
 HOURS_PER_MONTH = 730
 """The AWS Pricing Calculator's hours in a month (8,760 / 12)."""
@@ -158,6 +159,15 @@ def _instances(config: ClusterConfig) -> list[Line]:
     if hyperpod:
         lines.append(Line(f"controller (ml.{orchestrator.controller_instance_type})",
                           _instance_key(config, orchestrator.controller_instance_type), 1))  # fmt: skip
+        lines.append(
+            Line(
+                f"controller volume ({hyperpod_rules.CONTROLLER_VOLUME_GIB:,} GiB EBS)",
+                None,
+                hyperpod_rules.CONTROLLER_VOLUME_GIB,
+                note="not estimated: HyperPod bills its instances' EBS volumes as SageMaker ML storage (unconfirmed), "
+                "which the price table does not hold",
+            )
+        )
         if orchestrator.login_instance_type:
             lines.append(Line(f"login (ml.{orchestrator.login_instance_type})",
                               _instance_key(config, orchestrator.login_instance_type), 1))  # fmt: skip
@@ -182,9 +192,11 @@ def _instances(config: ClusterConfig) -> list[Line]:
                 note=PCS_ACCOUNTING_NOTE,
             )
         )
-    volumes = sum(group.count * group.root_volume_gib for group in config.compute)
-    # a node's root volume goes with it (the launch templates set DeleteOnTermination, constructs/efa.py)
-    fewest = sum(group.min_count * group.root_volume_gib for group in config.compute)
+    # the head (or login) node's volume, and each compute node's (a node's goes with it: the launch templates set
+    # DeleteOnTermination, constructs/efa.py)
+    head_volume = pcs.LOGIN_ROOT_VOLUME_GIB if head is not None else 0
+    volumes = head_volume + sum(group.count * group.root_volume_gib for group in config.compute)
+    fewest = head_volume + sum(group.min_count * group.root_volume_gib for group in config.compute)
     lines.append(
         Line(
             f"root volumes (gp3, {volumes:,} GiB)",
@@ -219,7 +231,7 @@ def _network(config: ClusterConfig) -> list[Line]:
         return []  # a VPC of your own: its NAT gateways and endpoints are its owner's bill
     if config.network.egress == "nat":
         return [Line("NAT gateway", "vpc:nat-gateway", 1, note="plus data processing per GB, not estimated")]
-    count = len(INTERFACE_ENDPOINT_SERVICES) + (1 if orchestrators.of(config.orchestrator.type).PCS_ENDPOINT else 0)
+    count = len(cluster_endpoint_keys(config))
     zones = 2 if config.secondary_availability_zone_id else 1
     return [
         Line(

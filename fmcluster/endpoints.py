@@ -2,11 +2,13 @@
 
 `TrainingNetwork` creates them in fmcluster's own VPC; `validate --live` looks for them in a VPC of your own.
 
->>> endpoint_services("us-east-1", pcs=False)[:2]
-['com.amazonaws.us-east-1.s3', 'com.amazonaws.us-east-1.ecr.api']
+>>> endpoint_services("us-east-1", endpoint_keys(("Pcs",), managed_prometheus=False))[-2:]
+['com.amazonaws.us-east-1.sts', 'com.amazonaws.us-east-1.pcs']
 """
 
 from __future__ import annotations
+
+from fmcluster.config import ClusterConfig, orchestrators
 
 INTERFACE_ENDPOINTS: dict[str, str] = {
     "EcrApi": "ECR",
@@ -34,17 +36,36 @@ INTERFACE_ENDPOINT_SERVICES: dict[str, str] = {
     "Sts": "sts",
     "SageMakerApi": "sagemaker.api",
     "PrometheusWorkspaces": "aps-workspaces",
+    "Pcs": "pcs",
 }
-"""The same endpoints by the last part of their service name, `com.amazonaws.<region>.<name>` (CDK's
+"""The same endpoints (and PCS's, which CDK names no attribute for) by the last part of their service name,
+`com.amazonaws.<region>.<name>` (CDK's
 `InterfaceVpcEndpointAwsService.<attribute>.short_name`; tests/unit/test_network.py checks they agree)."""
-PCS_ENDPOINT_SERVICE = "pcs"
-"""`com.amazonaws.<region>.pcs`: without an internet path PCS nodes call RegisterComputeNodeGroupInstance through
-it, or they never join the cluster (AWS PCS user guide, "Access AWS PCS using an interface endpoint")."""
+COMMON_ENDPOINTS = ("EcrApi", "EcrDocker", "Ssm", "SsmMessages", "Ec2Messages", "Logs", "Monitoring", "Sts")
+"""What every cluster's nodes call. The orchestrator adds its own (`ENDPOINTS` in config/orchestrators: HyperPod's
+agents call the SageMaker API; PCS nodes call RegisterComputeNodeGroupInstance through `com.amazonaws.<region>.pcs`,
+or they never join the cluster: AWS PCS user guide, "Access AWS PCS using an interface endpoint"), and
+`observability.prometheus: managed` adds Prometheus remote write (aps-workspaces)."""
+PROMETHEUS_ENDPOINT = "PrometheusWorkspaces"
 GATEWAY_ENDPOINTS = ("s3",)
 """Gateway endpoints (route-table entries, not interfaces): S3, always there in fmcluster's own VPC."""
 
 
-def endpoint_services(region: str, *, pcs: bool) -> list[str]:
-    """Every endpoint service name the nodes of a cluster need in `region` without an internet path."""
-    names = [*GATEWAY_ENDPOINTS, *INTERFACE_ENDPOINT_SERVICES.values(), *([PCS_ENDPOINT_SERVICE] if pcs else [])]
+def endpoint_keys(orchestrator: tuple[str, ...], *, managed_prometheus: bool) -> list[str]:
+    """The interface endpoints (keys of `INTERFACE_ENDPOINT_SERVICES`) a cluster's nodes call: every cluster's, its
+    orchestrator's, and Prometheus remote write's with Managed Prometheus."""
+    return [*COMMON_ENDPOINTS, *orchestrator, *([PROMETHEUS_ENDPOINT] if managed_prometheus else [])]
+
+
+def endpoint_services(region: str, keys: list[str]) -> list[str]:
+    """Every endpoint service name the nodes need in `region` without an internet path: S3's gateway and `keys`."""
+    names = [*GATEWAY_ENDPOINTS, *(INTERFACE_ENDPOINT_SERVICES[key] for key in keys)]
     return [f"com.amazonaws.{region}.{name}" for name in names]
+
+
+def cluster_endpoint_keys(config: ClusterConfig) -> list[str]:
+    """`endpoint_keys` of a cluster file."""
+    return endpoint_keys(
+        orchestrators.of(config.orchestrator.type).ENDPOINTS,
+        managed_prometheus=config.observability.prometheus == "managed",
+    )

@@ -211,8 +211,8 @@ def existing_file_system_needs_its_vpc(config: Sections) -> Iterator[Problem]:
 
 
 def lustre_efa_has_clients(config: Sections) -> Iterator[Problem]:
-    if config.lustre is None or not config.lustre.efa or None in config.compute:
-        return
+    if config.lustre is None or not config.lustre.efa or config.lustre.existing or None in config.compute:
+        return  # an existing file system's efa says what it is (validate --live); non-EFA nodes mount it over TCP
     if not any(group.efa and group.instance.lustre_efa_client for _, group in config.groups()):
         clients = ", ".join(name for name, row in CATALOG.items() if row.lustre_efa_client)
         yield Problem(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 import aws_cdk as cdk
@@ -16,7 +17,7 @@ from fmcluster.config.models import Network
 from fmcluster.config.regions import AZ_ID_PATTERN
 from fmcluster.constructs.functions import acknowledge_cdk_function
 from fmcluster.constructs.props import prop_problems
-from fmcluster.endpoints import INTERFACE_ENDPOINTS, PCS_ENDPOINT_SERVICE
+from fmcluster.endpoints import INTERFACE_ENDPOINT_SERVICES, INTERFACE_ENDPOINTS, endpoint_keys
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token
 
@@ -47,8 +48,10 @@ class TrainingNetwork(Construct):
         secondary_availability_zone_id: a second AZ ID for services that need two zones; default none.
         flow_log_retention: how long VPC flow logs are kept; default one year.
         removal_policy: what `cdk destroy` does to the flow-log group; default RETAIN.
-        pcs_endpoint: with `egress="none"`, also an interface endpoint for AWS PCS, which PCS nodes need to
-            register with their cluster; default False (HyperPod clusters do not call PCS).
+        interface_endpoints: with `egress="none"`, the interface endpoints to create, as keys of
+            `fmcluster.endpoints.INTERFACE_ENDPOINT_SERVICES` (`endpoint_keys` makes the list for an orchestrator;
+            PCS nodes need "Pcs" to register with their cluster); default: what a HyperPod cluster with Managed
+            Prometheus calls.
     """
 
     def __init__(
@@ -62,7 +65,7 @@ class TrainingNetwork(Construct):
         secondary_availability_zone_id: str | None = None,
         flow_log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
-        pcs_endpoint: bool = False,
+        interface_endpoints: Sequence[str] | None = None,
     ) -> None:
         _validated(vpc_cidr, egress, availability_zone_id, secondary_availability_zone_id)
         super().__init__(scope, construct_id)
@@ -149,7 +152,8 @@ class TrainingNetwork(Construct):
         )
         self.endpoint_security_group: ec2.SecurityGroup | None = None
         if egress == "none":
-            self._interface_endpoints(vpc_cidr, pcs_endpoint)
+            keys = endpoint_keys(("SageMakerApi",), managed_prometheus=True)
+            self._interface_endpoints(vpc_cidr, keys if interface_endpoints is None else interface_endpoints)
 
         self.flow_log_group = logs.LogGroup(
             self, "FlowLogs", retention=flow_log_retention, removal_policy=removal_policy
@@ -210,7 +214,7 @@ class TrainingNetwork(Construct):
         self._name(self.nat_gateway, "nat")
         return subnet
 
-    def _interface_endpoints(self, vpc_cidr: str, pcs_endpoint: bool) -> None:
+    def _interface_endpoints(self, vpc_cidr: str, keys: Sequence[str]) -> None:
         self.endpoint_security_group = ec2.SecurityGroup(
             self,
             "EndpointSecurityGroup",
@@ -219,9 +223,12 @@ class TrainingNetwork(Construct):
             description="VPC interface endpoints: HTTPS from inside the VPC only",
         )
         self.endpoint_security_group.add_ingress_rule(ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443), "HTTPS from the VPC")
-        services = {key: getattr(ec2.InterfaceVpcEndpointAwsService, name) for key, name in INTERFACE_ENDPOINTS.items()}
-        if pcs_endpoint:
-            services["Pcs"] = ec2.InterfaceVpcEndpointAwsService(PCS_ENDPOINT_SERVICE)
+        services = {
+            key: getattr(ec2.InterfaceVpcEndpointAwsService, INTERFACE_ENDPOINTS[key])
+            if key in INTERFACE_ENDPOINTS
+            else ec2.InterfaceVpcEndpointAwsService(INTERFACE_ENDPOINT_SERVICES[key])
+            for key in keys
+        }
         # one interface per AZ: with a secondary subnet, clients there keep their endpoints when the compute AZ fails
         # (each service must be offered in both zones: DescribeVpcEndpointServices' AvailabilityZones, unconfirmed
         # here for every service and zone)

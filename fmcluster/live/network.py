@@ -14,27 +14,29 @@ interfaces take no IP address, so a node takes one address of its subnet (FACTS.
 
 from __future__ import annotations
 
-import ipaddress
 from functools import partial
 from typing import Any
 
 from fmcluster.config import ClusterConfig, orchestrators
-from fmcluster.endpoints import GATEWAY_ENDPOINTS, endpoint_services
+from fmcluster.endpoints import GATEWAY_ENDPOINTS, cluster_endpoint_keys, endpoint_services
 from fmcluster.live.aws import Aws
 from fmcluster.live.runner import Check
-from fmcluster.live.security_rules import admits
+from fmcluster.live.security_rules import ipv4_block, ipv6_only, judge
 from fmcluster.problems import Problem, warning
 
-ROUTE_TARGETS = (
-    "NatGatewayId",
-    "GatewayId",
-    "TransitGatewayId",
-    "NetworkInterfaceId",
-    "InstanceId",
-    "VpcPeeringConnectionId",
-    "CoreNetworkArn",
-)
-"""Targets of a route that leaves the VPC (botocore ec2 `Route`); GatewayId `local` is the VPC itself."""
+ROUTE_TARGETS = ("NatGatewayId", "TransitGatewayId", "NetworkInterfaceId", "InstanceId", "CoreNetworkArn")
+"""Targets of a default route that can carry the nodes' traffic out (botocore ec2 `Route`): a NAT gateway, a transit
+gateway, an appliance (instance or its interface, e.g. a firewall or NAT instance) or a Cloud WAN core network. Whether
+the network beyond a transit gateway or core network reaches the internet is not visible from this VPC."""
+NOT_A_WAY_OUT = {
+    "igw-": "an internet gateway carries only traffic of instances with a public IP address, and the nodes have none "
+    "(fmcluster's launch templates set AssociatePublicIpAddress false, HyperPod gives its instances none); route "
+    '0.0.0.0/0 to a NAT gateway instead (VPC user guide, "Enable internet access for a VPC using an internet '
+    'gateway")',
+    "pcx-": "a VPC peering connection carries no traffic on to the internet or a NAT gateway of the peer VPC (VPC "
+    'peering guide, "VPC peering limitations": no edge to edge routing)',
+}
+"""Default-route targets that look like a way out but are not one for the nodes, keyed by id prefix, with why."""
 HTTPS = (443, 443)
 """What the nodes' AWS SDKs call an AWS service's interface endpoint on: HTTPS. The endpoint's network interfaces take
 the security groups given to it, which must admit its clients (AWS knowledge center, "How do I configure security
@@ -50,6 +52,7 @@ def network_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
     if config.network.vpc_id is None:
         return []
     return [
+        Check(f"vpc {config.network.vpc_id}", "network.vpc_id", partial(check_vpc, config, aws)),
         Check(f"subnet {config.network.subnet_id}", "network.subnet_id", partial(check_subnet, config, aws)),
         Check(
             f"endpoint security groups in {config.network.vpc_id}",
@@ -57,6 +60,49 @@ def network_checks(config: ClusterConfig, aws: Aws) -> list[Check]:
             partial(check_endpoint_groups, config, aws),
         ),
     ]
+
+
+DNS_ATTRIBUTES = {"enableDnsSupport": "EnableDnsSupport", "enableDnsHostnames": "EnableDnsHostnames"}
+"""DescribeVpcAttribute's Attribute -> its answer's member (botocore ec2 VpcAttributeName, DescribeVpcAttributeResult).
+Both must be on: "The VPC must have a DNS hostname and DNS resolution support. Otherwise, nodes can't register"
+(AWS PCS user guide, "AWS PCS VPC and subnet requirements and considerations"; the same page: "AWS PCS doesn't
+support a VPC with dedicated instance tenancy"), and an interface endpoint's
+private DNS, which the nodes need with `egress: none`, works only with both on (PrivateLink guide, "DNS hostnames":
+enableDnsHostnames and enableDnsSupport)."""
+
+
+def check_vpc(config: ClusterConfig, aws: Aws) -> list[Problem]:
+    """The VPC exists, resolves DNS and gives its instances DNS hostnames, and does not force dedicated tenancy."""
+    path, vpc_id = "network.vpc_id", config.network.vpc_id
+    vpcs = aws.call("ec2", "DescribeVpcs", Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]).get("Vpcs", [])
+    if not vpcs:
+        return [Problem(path, f"{vpc_id} does not exist in {config.region}")]
+    problems = []
+    off = [
+        attribute
+        for attribute, member in DNS_ATTRIBUTES.items()
+        if not aws.call("ec2", "DescribeVpcAttribute", VpcId=vpc_id, Attribute=attribute).get(member, {}).get("Value")
+    ]
+    if off:
+        problems.append(
+            Problem(
+                path,
+                f"{vpc_id} has {' and '.join(off)} off: the nodes need DNS resolution and DNS hostnames (PCS nodes "
+                "cannot register without them, and interface endpoints' private DNS needs both); turn them on "
+                "(aws ec2 modify-vpc-attribute)",
+            )
+        )
+    tenancy = vpcs[0].get("InstanceTenancy")
+    if tenancy == "dedicated":
+        level, consequence = orchestrators.of(config.orchestrator.type).DEDICATED_TENANCY
+        problems.append(
+            (Problem if level == "error" else warning)(
+                path,
+                f"{vpc_id} has instance tenancy dedicated: every instance launched in it is a Dedicated Instance; "
+                + consequence,
+            )
+        )
+    return problems
 
 
 def nodes_in_subnet(config: ClusterConfig) -> int:
@@ -75,6 +121,8 @@ def check_subnet(config: ClusterConfig, aws: Aws) -> list[Problem]:
     problems = []
     if subnet.get("VpcId") != vpc_id:
         return [Problem(path, f"subnet {subnet_id} is in {subnet.get('VpcId')}, not in network.vpc_id {vpc_id}")]
+    if ipv4_block(subnet) is None:
+        problems.append(Problem(path, ipv6_only(subnet_id)))
     zone = subnet.get("AvailabilityZoneId")
     if zone != config.availability_zone_id:
         problems.append(
@@ -117,24 +165,28 @@ def _route_table(aws: Aws, subnet_id: str, vpc_id: str) -> dict[str, Any] | None
 
 def _route_out(subnet_id: str, table: dict[str, Any] | None) -> list[Problem]:
     path = "network.egress"
-    defaults = [
-        route
-        for route in (table or {}).get("Routes", [])
-        if route.get("DestinationCidrBlock") == "0.0.0.0/0"
-        and any(route.get(target) and route.get(target) != "local" for target in ROUTE_TARGETS)
-    ]
     where = f"route table {table['RouteTableId']}" if table else "no route table"
-    if not defaults:
+    defaults = [route for route in (table or {}).get("Routes", []) if route.get("DestinationCidrBlock") == "0.0.0.0/0"]
+    ways_out = [route for route in defaults if any(route.get(target) for target in ROUTE_TARGETS)]
+    if not ways_out:
+        target = next((_target(route) for route in defaults if _target(route)[:4] in NOT_A_WAY_OUT), "")
+        reason = f": its route to 0.0.0.0/0 goes to {target}, and {NOT_A_WAY_OUT[target[:4]]}" if target else ""
         return [
             Problem(
                 path,
-                f"subnet {subnet_id} has no route to 0.0.0.0/0 ({where}); with egress: nat nodes need one (a NAT "
-                "gateway, transit gateway or firewall), or set egress: none with the VPC endpoints the nodes call",
+                f"subnet {subnet_id} has no route to 0.0.0.0/0 that the nodes can use ({where}){reason}; with "
+                "egress: nat nodes need one (a NAT gateway, transit gateway or firewall), or set egress: none with the "
+                "VPC endpoints the nodes call",
             )
         ]
-    if all(route.get("State") == "blackhole" for route in defaults):
+    if all(route.get("State") == "blackhole" for route in ways_out):
         return [Problem(path, f"subnet {subnet_id}'s route to 0.0.0.0/0 ({where}) is a blackhole: its target is gone")]
     return []
+
+
+def _target(route: dict[str, Any]) -> str:
+    """The id a route sends its traffic to (an internet or virtual private gateway's, a peering connection's)."""
+    return str(route.get("GatewayId") or route.get("VpcPeeringConnectionId") or "")
 
 
 def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) -> list[Problem]:
@@ -142,11 +194,12 @@ def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) ->
     found = _usable_endpoints(config, aws)
     problems = []
     missing = []
-    for service in endpoint_services(config.region, pcs=orchestrators.of(config.orchestrator.type).PCS_ENDPOINT):
-        endpoint = found.get(service)
+    for service in endpoint_services(config.region, cluster_endpoint_keys(config)):
+        gateway = service.rsplit(".", 1)[-1] in GATEWAY_ENDPOINTS
+        endpoint = found.get((service, "Gateway" if gateway else "Interface"))
         if endpoint is None:
             missing.append(service)
-        elif service.rsplit(".", 1)[-1] in GATEWAY_ENDPOINTS:
+        elif gateway:
             if table is None or table["RouteTableId"] not in endpoint.get("RouteTableIds", []):
                 problems.append(
                     Problem(
@@ -175,10 +228,11 @@ def _endpoints(config: ClusterConfig, aws: Aws, table: dict[str, Any] | None) ->
     return problems
 
 
-def _usable_endpoints(config: ClusterConfig, aws: Aws) -> dict[str, dict[str, Any]]:
-    """The VPC's endpoints that carry (or will carry) traffic, by service name."""
+def _usable_endpoints(config: ClusterConfig, aws: Aws) -> dict[tuple[str, str], dict[str, Any]]:
+    """The VPC's endpoints that carry (or will carry) traffic, by service name and type (`Interface`, `Gateway`: S3
+    has both kinds, under one service name)."""
     return {
-        endpoint["ServiceName"]: endpoint
+        (endpoint["ServiceName"], endpoint.get("VpcEndpointType", "")): endpoint
         for endpoint in aws.pages(
             "ec2",
             "DescribeVpcEndpoints",
@@ -193,30 +247,45 @@ def check_endpoint_groups(config: ClusterConfig, aws: Aws) -> list[Problem]:
     """Every interface endpoint of a service the nodes call, with private DNS on, admits the nodes' subnet on 443:
     whatever `network.egress` says, such an endpoint takes the VPC's calls to its service's public name."""
     path, subnet_id = "network.vpc_id", config.network.subnet_id
-    services = endpoint_services(config.region, pcs=orchestrators.of(config.orchestrator.type).PCS_ENDPOINT)
+    services = endpoint_services(config.region, cluster_endpoint_keys(config))
     endpoints = [
         (service, endpoint)
-        for service, endpoint in sorted(_usable_endpoints(config, aws).items())
-        if service in services and endpoint.get("VpcEndpointType") == "Interface" and endpoint.get("PrivateDnsEnabled")
+        for (service, kind), endpoint in sorted(_usable_endpoints(config, aws).items())
+        if service in services and kind == "Interface" and endpoint.get("PrivateDnsEnabled")
     ]
     if not endpoints:
         return []
     subnets = aws.call("ec2", "DescribeSubnets", SubnetIds=[subnet_id]).get("Subnets", [])
     if not subnets:
         return []  # the subnet check says it does not exist
-    block = ipaddress.IPv4Network(subnets[0]["CidrBlock"])  # a subnet's CidrBlock is its IPv4 range (botocore ec2)
+    block = ipv4_block(subnets[0])
+    if block is None:
+        return []  # the subnet check says it is IPv6-only
     group_ids = sorted({group["GroupId"] for _, endpoint in endpoints for group in endpoint.get("Groups", [])})
     described = aws.call("ec2", "DescribeSecurityGroups", GroupIds=group_ids)["SecurityGroups"] if group_ids else []
     groups = {group["GroupId"]: group for group in described}
     problems = []
     for service, endpoint in endpoints:
         ids = [group["GroupId"] for group in endpoint.get("Groups", [])]
-        if any(admits(groups.get(group_id, {}).get("IpPermissions", []), HTTPS, block) for group_id in ids):
+        rules = [rule for group_id in ids for rule in groups.get(group_id, {}).get("IpPermissions", [])]
+        verdict = judge(rules, HTTPS, block, not_theirs=ids)  # the nodes do not carry the endpoint's own groups
+        if verdict.admitted:
+            continue
+        where = f"the {service} endpoint {endpoint.get('VpcEndpointId')}"
+        if verdict.unchecked:
+            problems.append(
+                warning(
+                    path,
+                    f"{where} admits HTTPS (TCP 443) from the nodes' subnet {block} only through "
+                    f"{', '.join(verdict.unchecked)}, unchecked: a security group admits the nodes only if they carry "
+                    "it (their own group is made by the deploy), and a prefix list's entries are not read",
+                )
+            )
             continue
         problems.append(
             Problem(
                 path,
-                f"the {service} endpoint {endpoint.get('VpcEndpointId')} admits no HTTPS (TCP 443) from the nodes' "
+                f"{where} admits no HTTPS (TCP 443) from the nodes' "
                 f"subnet {block} (security groups {', '.join(ids) or 'none'}): with its private DNS on, the nodes' "
                 "calls to that service go to it and time out; add an inbound rule for that block (the nodes' own "
                 "group is made by the deploy, so no rule can name it before)",

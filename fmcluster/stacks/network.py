@@ -13,6 +13,7 @@ from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.constructs.existing_network import ExistingNetwork
 from fmcluster.constructs.keys import customer_key, encrypt_log_groups
 from fmcluster.constructs.network import TrainingNetwork
+from fmcluster.endpoints import cluster_endpoint_keys
 from fmcluster.stacks.outputs import add_output
 
 
@@ -44,7 +45,7 @@ class NetworkStack(cdk.Stack):
                 vpc_cidr=config.network.vpc_cidr,
                 egress=config.network.egress,
                 removal_policy=removal_policy,
-                pcs_endpoint=rules.PCS_ENDPOINT,
+                interface_endpoints=cluster_endpoint_keys(config),
             )
         self.placement_groups: dict[str, ec2.PlacementGroup] = {}
         if rules.NETWORK_PLACEMENT_GROUPS:

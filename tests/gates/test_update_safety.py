@@ -238,3 +238,21 @@ def test_no_create_only_tags_carry_the_files_tags(synthesized, example):
             if "/properties/Tags" in (create_only(resource["Type"]) or ()):
                 keys = {tag["Key"] for tag in resource.get("Properties", {}).get("Tags", [])}
                 assert keys <= {CLUSTER_TAG}, (resource["Type"], keys & set(config.tags))
+
+
+def test_dropping_the_sagemaker_endpoint_from_a_running_pcs_vpc_is_a_plain_delete(synthesized):
+    """Earlier releases gave every `egress: none` VPC a SageMaker API endpoint; PCS nodes never call it, so this one
+    drops it. The pair is the isolated PCS example's network template with the endpoint put back as it was: the update
+    deletes only it (an interface endpoint holds no data and nothing else reads it) and refuses nothing."""
+    new = synthesized["p6-b300-isolated"].templates
+    old = copy.deepcopy(new)
+    resources = old["b300-isolated-network"]["Resources"]
+    sts = next(key for key in resources if key.startswith("NetworkStsEndpoint"))
+    endpoint = copy.deepcopy(resources[sts])
+    endpoint["Properties"]["ServiceName"] = "com.amazonaws.us-west-2.sagemaker.api"
+    resources["NetworkSageMakerApiEndpoint6ACB68AD"] = endpoint
+    changes = compare(old, new)
+    assert [(change.logical_id, change.action) for change in changes] == [
+        ("NetworkSageMakerApiEndpoint6ACB68AD", "delete")
+    ]
+    assert refusals(changes, old, new) == []

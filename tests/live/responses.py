@@ -967,6 +967,16 @@ SAMPLES.update(
                 }
             ]
         },
+        ("ec2", "DescribeNetworkInterfaces"): {
+            "NetworkInterfaces": [
+                {
+                    "NetworkInterfaceId": "eni-0123456789abcdef0",
+                    "VpcId": "vpc-0123456789abcdef0",
+                    "Groups": [{"GroupId": "sg-0123456789abcdef0", "GroupName": "fsx-lustre"}],
+                }
+            ]
+        },
+        ("ec2", "DescribeVpcAttribute"): {"VpcId": "vpc-0123456789abcdef0", "EnableDnsSupport": {"Value": True}},
         ("pricing", "GetProducts"): {"FormatVersion": "aws_v1", "PriceList": ['{"product": {}, "terms": {}}']},
         ("ec2", "DescribePlacementGroups"): {  # tests/live/test_placement.py
             "PlacementGroups": [

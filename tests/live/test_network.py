@@ -6,7 +6,7 @@ DescribeVpcEndpoints) by the `stubs` fixture before it is queued.
 
 from __future__ import annotations
 
-from fmcluster.live.network import check_endpoint_groups, check_subnet, network_checks
+from fmcluster.live.network import check_endpoint_groups, check_subnet, check_vpc, network_checks
 from fmcluster.live.preflight import checks
 from tests.live.conftest import QUICKSTART, config_of
 
@@ -18,10 +18,9 @@ BY_SUBNET = [{"Name": "association.subnet-id", "Values": [SUBNET]}]
 MAIN_TABLE = [{"Name": "vpc-id", "Values": [VPC]}, {"Name": "association.main", "Values": ["true"]}]
 
 
-def subnet(zone="use1-az6", free=250, vpc=VPC):
-    return {
-        "Subnets": [{"SubnetId": SUBNET, "VpcId": vpc, "AvailabilityZoneId": zone, "AvailableIpAddressCount": free}]
-    }
+def subnet(zone="use1-az6", free=250, vpc=VPC, block="10.0.4.0/22"):
+    found = {"SubnetId": SUBNET, "VpcId": vpc, "AvailabilityZoneId": zone, "AvailableIpAddressCount": free}
+    return {"Subnets": [{**found, "CidrBlock": block} if block else {**found, "Ipv6Native": True}]}
 
 
 def table(*routes):
@@ -80,6 +79,19 @@ def test_a_subnet_in_another_zone_with_too_few_addresses(stubs):
     ]
 
 
+def test_an_ipv6_only_subnet_is_a_finding_not_a_crash(stubs):
+    """An IPv6-only subnet has no CidrBlock (botocore ec2 Subnet: CidrBlock, Ipv6Native)."""
+    assert messages(stubs, [subnet(block=None), ("DescribeRouteTables", table(NAT_ROUTE), {"Filters": BY_SUBNET})]) == [
+        f"cluster.yaml: network.subnet_id: subnet {SUBNET} is IPv6-only (no IPv4 CidrBlock): the checks of the "
+        "security groups that must admit the nodes judge IPv4 rules and cannot judge it, and whether HyperPod and PCS "
+        "nodes run in an IPv6-only subnet is unconfirmed; give a subnet with an IPv4 block"
+    ]
+    stub = stubs().ok("ec2", "DescribeVpcEndpoints", {"VpcEndpoints": [guarded("ssm", "sg-0aaaaaaaaaaaaaaa1")]},
+                      VPC_FILTER)  # fmt: skip
+    stub.ok("ec2", "DescribeSubnets", subnet(block=None), {"SubnetIds": [SUBNET]})
+    assert check_endpoint_groups(config_of(QUICKSTART, network=OWN_VPC), stub.aws()) == []
+
+
 def test_a_subnet_of_another_vpc(stubs):
     other = "vpc-0fedcba9876543210"
     assert messages(stubs, [subnet(vpc=other)]) == [
@@ -100,10 +112,48 @@ def test_the_main_route_table_without_a_way_out(stubs):
         ("DescribeRouteTables", table(), {"Filters": MAIN_TABLE}),
     ]
     assert messages(stubs, responses) == [
-        f"cluster.yaml: network.egress: subnet {SUBNET} has no route to 0.0.0.0/0 (route table {TABLE}); with "
-        "egress: nat nodes need one (a NAT gateway, transit gateway or firewall), or set egress: none with the VPC "
-        "endpoints the nodes call"
+        f"cluster.yaml: network.egress: subnet {SUBNET} has no route to 0.0.0.0/0 that the nodes can use (route "
+        f"table {TABLE}); with egress: nat nodes need one (a NAT gateway, transit gateway or firewall), or set "
+        "egress: none with the VPC endpoints the nodes call"
     ]
+
+
+def test_an_internet_gateway_or_peering_route_is_no_way_out(stubs):
+    """The nodes have no public address (AssociatePublicIpAddress false; HyperPod gives none), so an internet gateway
+    does not carry their traffic; a peering connection carries none on to the peer's gateways (VPC peering guide,
+    "VPC peering limitations": no edge to edge routing)."""
+    igw = {"DestinationCidrBlock": "0.0.0.0/0", "GatewayId": "igw-0123456789abcdef0", "State": "active"}
+    pcx = {"DestinationCidrBlock": "0.0.0.0/0", "VpcPeeringConnectionId": "pcx-0123456789abcdef0", "State": "active"}
+    found = [
+        messages(stubs, [subnet(), ("DescribeRouteTables", table(route), {"Filters": BY_SUBNET})])
+        for route in (igw, pcx)
+    ]
+    start = f"cluster.yaml: network.egress: subnet {SUBNET} has no route to 0.0.0.0/0 that the nodes can use (route "
+    end = (
+        "; with egress: nat nodes need one (a NAT gateway, transit gateway or firewall), or set egress: none with the "
+        "VPC endpoints the nodes call"
+    )
+    assert found == [
+        [
+            start + f"table {TABLE}): its route to 0.0.0.0/0 goes to igw-0123456789abcdef0, and an internet gateway "
+            "carries only traffic of instances with a public IP address, and the nodes have none (fmcluster's launch "
+            "templates set AssociatePublicIpAddress false, HyperPod gives its instances none); route 0.0.0.0/0 to a "
+            'NAT gateway instead (VPC user guide, "Enable internet access for a VPC using an internet gateway")' + end
+        ],
+        [
+            start + f"table {TABLE}): its route to 0.0.0.0/0 goes to pcx-0123456789abcdef0, and a VPC peering "
+            "connection carries no traffic on to the internet or a NAT gateway of the peer VPC (VPC peering guide, "
+            '"VPC peering limitations": no edge to edge routing)' + end
+        ],
+    ]
+
+
+def test_a_transit_gateway_or_firewall_route_is_a_way_out(stubs):
+    for route in (
+        {"DestinationCidrBlock": "0.0.0.0/0", "TransitGatewayId": "tgw-0123456789abcdef0", "State": "active"},
+        {"DestinationCidrBlock": "0.0.0.0/0", "NetworkInterfaceId": "eni-0123456789abcdef0", "State": "active"},
+    ):
+        assert messages(stubs, [subnet(), ("DescribeRouteTables", table(route), {"Filters": BY_SUBNET})]) == []
 
 
 def test_a_blackhole_route_out(stubs):
@@ -121,6 +171,22 @@ VPC_FILTER = {"Filters": [{"Name": "vpc-id", "Values": [VPC]}]}
 
 def test_no_egress_with_every_endpoint_passes(stubs):
     endpoints = [endpoint("s3", "Gateway", dns=False, tables=[TABLE]), *map(endpoint, ALL_INTERFACES)]
+    responses = [
+        subnet(),
+        ("DescribeRouteTables", table(), {"Filters": BY_SUBNET}),
+        ("DescribeVpcEndpoints", {"VpcEndpoints": endpoints}, VPC_FILTER),
+    ]
+    assert messages(stubs, responses, egress="none") == []
+
+
+def test_an_s3_interface_endpoint_beside_the_gateway_does_not_hide_it(stubs):
+    """S3 has a gateway and an interface endpoint under one ServiceName (botocore ec2 VpcEndpoint VpcEndpointType):
+    the interface one, listed last, must not stand in for the gateway the route table needs."""
+    endpoints = [
+        endpoint("s3", "Gateway", dns=False, tables=[TABLE]),
+        endpoint("s3", "Interface", dns=False),
+        *map(endpoint, ALL_INTERFACES),
+    ]
     responses = [
         subnet(),
         ("DescribeRouteTables", table(), {"Filters": BY_SUBNET}),
@@ -209,4 +275,84 @@ def test_without_interface_endpoints_there_is_nothing_to_admit(stubs):
     stub = stubs().ok("ec2", "DescribeVpcEndpoints", {"VpcEndpoints": []}, VPC_FILTER)
     assert check_endpoint_groups(config_of(QUICKSTART, network=OWN_VPC), stub.aws()) == []
     labels = [check.label for check in network_checks(config_of(QUICKSTART, network=OWN_VPC), None)]
-    assert labels == [f"subnet {SUBNET}", f"endpoint security groups in {VPC}"]
+    assert labels == [f"vpc {VPC}", f"subnet {SUBNET}", f"endpoint security groups in {VPC}"]
+
+
+VPC_ID_FILTER = {"Filters": [{"Name": "vpc-id", "Values": [VPC]}]}
+
+
+def vpc_messages(stubs, tenancy="default", support=True, hostnames=True, orchestrator=None, found=True):
+    """DescribeVpcs (InstanceTenancy default|dedicated|host) and DescribeVpcAttribute (EnableDnsSupport,
+    EnableDnsHostnames: AttributeBooleanValue), botocore ec2."""
+    vpc = {"VpcId": VPC, "State": "available", "CidrBlock": "10.0.0.0/16", "InstanceTenancy": tenancy}
+    stub = stubs().ok("ec2", "DescribeVpcs", {"Vpcs": [vpc] if found else []}, VPC_ID_FILTER)
+    if found:
+        for attribute, member, value in (
+            ("enableDnsSupport", "EnableDnsSupport", support),
+            ("enableDnsHostnames", "EnableDnsHostnames", hostnames),
+        ):
+            stub.ok("ec2", "DescribeVpcAttribute", {"VpcId": VPC, member: {"Value": value}},
+                    {"VpcId": VPC, "Attribute": attribute})  # fmt: skip
+    extra = {"orchestrator": orchestrator} if orchestrator else {}
+    config = config_of(QUICKSTART, network=OWN_VPC, **extra)
+    return [problem.render("cluster.yaml") for problem in check_vpc(config, stub.aws())]
+
+
+def test_a_vpc_with_dns_on_and_default_tenancy_passes(stubs):
+    assert vpc_messages(stubs) == []
+
+
+def test_a_missing_vpc(stubs):
+    assert vpc_messages(stubs, found=False) == [f"cluster.yaml: network.vpc_id: {VPC} does not exist in us-east-1"]
+
+
+def test_dns_off_and_dedicated_tenancy(stubs):
+    dns = (
+        f"cluster.yaml: network.vpc_id: {VPC} has {{off}} off: the nodes need DNS resolution and DNS hostnames (PCS "
+        "nodes cannot register without them, and interface endpoints' private DNS needs both); turn them on (aws ec2 "
+        "modify-vpc-attribute)"
+    )
+    dedicated = f"cluster.yaml: network.vpc_id: {{level}}{VPC} has instance tenancy dedicated: every instance launched "
+    assert vpc_messages(stubs, tenancy="dedicated", hostnames=False) == [
+        dns.format(off="enableDnsHostnames"),
+        dedicated.format(level="warning: ") + "in it is a Dedicated Instance; whether HyperPod's instances run so is "
+        "unconfirmed",
+    ]
+    assert vpc_messages(stubs, tenancy="dedicated", support=False, hostnames=False, orchestrator={"type": "pcs"}) == [
+        dns.format(off="enableDnsSupport and enableDnsHostnames"),
+        dedicated.format(level="") + "in it is a Dedicated Instance; AWS PCS does not support dedicated tenancy (AWS "
+        "PCS user guide, VPC and subnet requirements)",
+    ]
+
+
+def test_rules_by_group_or_prefix_list_are_unchecked_not_closed(stubs):
+    """A rule naming another security group (it may be the nodes' own, once deployed) or a prefix list (its entries
+    are not read) is reported unchecked; one naming the endpoint's own group admits nothing (the nodes do not carry
+    it). botocore ec2 IpPermission: UserIdGroupPairs[].GroupId, PrefixListIds[].PrefixListId."""
+    own, nodes = "sg-0aaaaaaaaaaaaaaa1", "sg-0eeeeeeeeeeeeeee5"
+    rule = {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443}
+    groups = [
+        {"GroupId": own, "IpPermissions": [{**rule, "UserIdGroupPairs": [{"GroupId": own}]}]},
+        {"GroupId": "sg-0bbbbbbbbbbbbbbb2", "IpPermissions": [{**rule, "UserIdGroupPairs": [{"GroupId": nodes}]}]},
+        {
+            "GroupId": "sg-0ccccccccccccccc3",
+            "IpPermissions": [{**rule, "PrefixListIds": [{"PrefixListId": "pl-0123"}]}],
+        },
+    ]
+    endpoints = [guarded("ssm", own), guarded("logs", "sg-0bbbbbbbbbbbbbbb2"), guarded("sts", "sg-0ccccccccccccccc3")]
+    ids = [own, "sg-0bbbbbbbbbbbbbbb2", "sg-0ccccccccccccccc3"]
+    unchecked = (
+        "admits HTTPS (TCP 443) from the nodes' subnet 10.0.4.0/22 only through {source}, unchecked: a security group "
+        "admits the nodes only if they carry it (their own group is made by the deploy), and a prefix list's entries "
+        "are not read"
+    )
+    assert endpoint_messages(stubs, endpoints, groups, ids) == [
+        "cluster.yaml: network.vpc_id: warning: the com.amazonaws.us-east-1.logs endpoint vpce-0logs0000abcdef "
+        + unchecked.format(source=nodes),
+        "cluster.yaml: network.vpc_id: the com.amazonaws.us-east-1.ssm endpoint vpce-0ssm00000abcdef admits no HTTPS "
+        f"(TCP 443) from the nodes' subnet 10.0.4.0/22 (security groups {own}): with its private DNS on, the nodes' "
+        "calls to that service go to it and time out; add an inbound rule for that block (the nodes' own group is "
+        "made by the deploy, so no rule can name it before)",
+        "cluster.yaml: network.vpc_id: warning: the com.amazonaws.us-east-1.sts endpoint vpce-0sts00000abcdef "
+        + unchecked.format(source="pl-0123"),
+    ]

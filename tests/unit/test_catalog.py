@@ -84,7 +84,13 @@ def test_every_row_names_its_source_and_fits_its_cards():
         assert len(row.efa_cards) <= row.network_cards
 
 
-@pytest.mark.parametrize(("name", "architecture"), [("c6i.4xlarge", "x86_64"), ("m7g.2xlarge", "arm64")])
+@pytest.mark.parametrize(
+    ("name", "architecture"),
+    # A1 is Graviton without the 'g' (EC2 instance types guide, general purpose instances: A1, AWS Graviton);
+    # a1.metal is arm64 too; an 'a' after the generation is AMD (m6a), x86_64
+    [("c6i.4xlarge", "x86_64"), ("m7g.2xlarge", "arm64"), ("a1.4xlarge", "arm64"), ("a1.metal", "arm64"),
+     ("im4gn.large", "arm64"), ("m6a.large", "x86_64")],
+)  # fmt: skip
 def test_a_type_outside_the_catalog_is_general_purpose(name, architecture):
     """No accelerators, no EFA, one network interface; bandwidth and NVMe unknown (0), never guessed."""
     row = lookup(name)

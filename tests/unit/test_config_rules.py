@@ -587,6 +587,17 @@ INVALID = [
         "capacity-enum",
     ),
     _p(
+        # AWS PCS user guide, "Using Amazon EC2 Capacity Blocks for ML with AWS PCS", Limitations: P6-B300, P6-B200,
+        # P5en, P5e, P5 and P4d families only (EC2 sells trn1 blocks too)
+        {**CAPACITY_BLOCK, "compute[0].instance_type": "trn1.32xlarge", "orchestrator.ami_id": "ami-0123456789abcdef0"},
+        [
+            "compute[0].capacity: AWS PCS takes Capacity Blocks of the P6-B300, P6-B200, P5en, P5e, P5 and P4d "
+            "families only (AWS PCS user guide, Capacity Blocks, Limitations); trn1.32xlarge is not one: use "
+            "hyperpod-slurm with a training plan, or an odcr"
+        ],
+        "pcs-capacity-block-of-an-unsupported-family",
+    ),
+    _p(
         {**CAPACITY_BLOCK, "compute[0].reservation_id": DELETE},
         ["compute[0].reservation_id: required when capacity is 'capacity-block'"],
         "capacity-block-needs-reservation",
@@ -1572,8 +1583,15 @@ VALID = [
     pytest.param({"orchestrator.controller_instance_type": "m5.8xlarge"}, id="controller-type-with-hyperpod"),
     pytest.param({"network.vpc_cidr": "10.0.0.0/20"}, id="cidr-20"),
     pytest.param({"network.vpc_id": VPC, "network.subnet_id": SUBNET}, id="own-vpc"),
+    pytest.param({**CAPACITY_BLOCK, "compute[0].instance_type": "p6-b200.48xlarge"}, id="pcs-capacity-block-p6-b200"),
     pytest.param({**OWN_VPC, **existing_fs()}, id="existing-file-system"),
     pytest.param({**OWN_VPC, **existing_fs(), "storage.lustre.efa": True}, id="existing-efa-file-system"),
+    pytest.param(
+        # an existing EFA-enabled file system is mounted over TCP by groups that are no EFA clients (per group
+        # lustre_efa), and validate --live needs efa to say what the file system is: the client rule is not for it
+        {**OWN_VPC, **existing_fs(), "storage.lustre.efa": True, "compute[0].efa": False},
+        id="existing-efa-file-system-without-efa-clients",
+    ),
     pytest.param({"network.vpc_id": "vpc-01234567", "network.subnet_id": "subnet-01234567"}, id="own-vpc-short-ids"),
     pytest.param({"network.vpc_cidr": "172.16.0.0/16"}, id="cidr-172-16"),
     pytest.param({"network.vpc_cidr": "192.168.0.0/16"}, id="cidr-192-168"),

@@ -51,6 +51,8 @@ def test_hyperpod_on_demand_nodes_controller_file_system_and_nat():
     lines = lines_of()
     assert lines["compute gpu (2 x ml.p5.48xlarge, on-demand)"].hourly == 120.0
     assert lines["controller (ml.m5.4xlarge)"].hourly == 1.0
+    volume = lines["controller volume (500 GiB EBS)"]  # constructs/hyperpod/cluster.py's controller EbsVolumeConfig
+    assert (volume.key, volume.hourly) == (None, None) and volume.note.startswith("not estimated")
     assert lines["FSx for Lustre (1,200 GiB, 250 MB/s/TiB)"].hourly == pytest.approx(1200 * 0.73 / 730)
     assert lines["NAT gateway"].hourly == 0.05
     build = lines["training image build (~38 min on X_LARGE)"]
@@ -81,7 +83,8 @@ def test_pcs_prices_ec2_types_the_head_node_root_volumes_and_names_the_cluster_f
     lines = lines_of(orchestrator={"type": "pcs"})
     assert lines["compute gpu (2 x p5.48xlarge, on-demand)"].hourly == 100.0
     assert lines["head node (m5.xlarge)"].hourly == 0.2
-    assert lines["root volumes (gp3, 1,024 GiB)"].hourly == pytest.approx(1024 * 0.073 / 730)
+    # 2 x 512 GiB compute nodes and the head node's 200 GiB (constructs/pcs/cluster.py's login launch template)
+    assert lines["root volumes (gp3, 1,224 GiB)"].hourly == pytest.approx(1224 * 0.073 / 730)
     assert lines["AWS PCS cluster (small)"].hourly == 0.4
     accounting = lines["AWS PCS managed accounting (small)"]  # orchestrator.accounting defaults to true
     assert (accounting.key, accounting.hourly, accounting.note) == (
@@ -107,12 +110,12 @@ def test_a_group_that_scales_is_priced_at_most_at_count_and_at_least_at_min_coun
     assert (cpu.hourly, cpu.hourly_least, cpu.note) == (pytest.approx(5.6), pytest.approx(1.4), cost.SCALING_NOTE)
     gpu = lines["compute gpu (2 x p5.48xlarge, on-demand)"]
     assert (gpu.scales, gpu.hourly, gpu.hourly_least) == (False, 100.0, 100.0)
-    volumes = lines["root volumes (gp3, 5,120 GiB)"]  # 2 x 512 + 8 x 512; at least 2 x 512 + 2 x 512
-    assert volumes.hourly_least == pytest.approx(2048 * 0.073 / 730)
+    volumes = lines["root volumes (gp3, 5,320 GiB)"]  # 200 + 2 x 512 + 8 x 512; at least 200 + 2 x 512 + 2 x 512
+    assert volumes.hourly_least == pytest.approx(2248 * 0.073 / 730)
     summed = cost.total(list(lines.values()))
     fixed = 100 + 0.2 + 0.4 + 0.1 + 1.2 + 0.05  # gpu, head node, PCS cluster and accounting, FSx, NAT
-    assert summed.hourly == pytest.approx(fixed + 5.6 + 5120 * 0.073 / 730)
-    assert summed.least == pytest.approx(fixed + 1.4 + 2048 * 0.073 / 730)
+    assert summed.hourly == pytest.approx(fixed + 5.6 + 5320 * 0.073 / 730)
+    assert summed.least == pytest.approx(fixed + 1.4 + 2248 * 0.073 / 730)
 
 
 @pytest.mark.usefixtures("no_synth")
@@ -144,6 +147,16 @@ def test_no_egress_prices_the_interface_endpoints_per_zone():
     lines = lines_of(network={"egress": "none"}, secondary_availability_zone_id="use1-az4")
     assert "NAT gateway" not in lines
     assert lines["interface endpoints (10 x 2 AZ)"].hourly == pytest.approx(0.2)
+
+
+def test_the_endpoints_priced_are_the_ones_created():
+    """PCS without Managed Prometheus: every cluster's 8 and PCS's (fmcluster.endpoints.endpoint_keys)."""
+    lines = lines_of(
+        network={"egress": "none"},
+        orchestrator={"type": "pcs"},
+        observability={"prometheus": "none", "grafana": "none"},
+    )
+    assert lines["interface endpoints (9 x 1 AZ)"].hourly == pytest.approx(0.09)
 
 
 def test_a_vpc_of_ones_own_adds_no_nat_gateway_or_endpoints():

@@ -10,7 +10,7 @@ from aws_cdk.assertions import Match, Template
 
 from fmcluster.constructs import TrainingNetwork
 from fmcluster.constructs.network import INTERFACE_ENDPOINTS
-from fmcluster.endpoints import INTERFACE_ENDPOINT_SERVICES, endpoint_services
+from fmcluster.endpoints import INTERFACE_ENDPOINT_SERVICES, endpoint_keys, endpoint_services
 from tests.support import properties_of as resources
 
 pytestmark = pytest.mark.synth
@@ -48,7 +48,9 @@ def test_no_egress_means_no_internet_path_and_interface_endpoints(isolated):
     assert all("DestinationCidrBlock" not in r for r in resources(isolated, "AWS::EC2::Route"))
     endpoints = resources(isolated, "AWS::EC2::VPCEndpoint")
     interface = [e for e in endpoints if e.get("VpcEndpointType") == "Interface"]
-    assert len(interface) == len(INTERFACE_ENDPOINTS) + 1 == 11  # + AWS PCS: this example runs on PCS
+    # this example runs on PCS with Managed Prometheus: every cluster's 8, AWS PCS's and aps-workspaces (no SageMaker
+    # API: only HyperPod's agents call it)
+    assert len(interface) == len(endpoint_keys(("Pcs",), managed_prometheus=True)) == 10
     assert all(e["PrivateDnsEnabled"] is True for e in interface)
     assert len(endpoints) - len(interface) == 1  # the S3 gateway endpoint
 
@@ -66,7 +68,20 @@ def test_the_endpoints_validate_live_looks_for_are_the_ones_fmcluster_creates(is
         assert getattr(ec2.InterfaceVpcEndpointAwsService, attribute).short_name == INTERFACE_ENDPOINT_SERVICES[key]
     names = {str(e["ServiceName"]) for e in resources(isolated, "AWS::EC2::VPCEndpoint")}
     created = {name if name.startswith("com.") else "" for name in names}  # the S3 gateway's name is an Fn::Join
-    assert set(endpoint_services("us-west-2", pcs=True)) - {"com.amazonaws.us-west-2.s3"} == created - {""}
+    keys = endpoint_keys(("Pcs",), managed_prometheus=True)
+    assert set(endpoint_services("us-west-2", keys)) - {"com.amazonaws.us-west-2.s3"} == created - {""}
+
+
+def test_the_endpoints_follow_the_orchestrator_and_managed_prometheus():
+    """A PCS cluster without Managed Prometheus gets neither the SageMaker API's endpoint (only HyperPod's agents call
+    it) nor aps-workspaces' (nothing remote-writes)."""
+    stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(region="us-east-1"))
+    keys = endpoint_keys(("Pcs",), managed_prometheus=False)
+    TrainingNetwork(stack, "N", availability_zone_id="use1-az6", egress="none", interface_endpoints=keys)
+    names = {str(e["ServiceName"]) for e in resources(Template.from_stack(stack).to_json(), "AWS::EC2::VPCEndpoint")}
+    called = ("ecr.api", "ecr.dkr", "ssm", "ssmmessages", "ec2messages", "logs", "monitoring", "sts", "pcs")
+    services = {f"com.amazonaws.us-east-1.{name}" for name in called}
+    assert {name for name in names if name.startswith("com.")} == services
 
 
 def test_hyperpod_networks_have_no_pcs_endpoint():

@@ -20,7 +20,9 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
   `NODE_IMAGE_DRIFT_CHECKS`: its cluster stack class, its `diagnose` checks and `validate --live`'s checks of its
   instance quotas and of its nodes' default image, as `module:name` references that `resolve` imports only where
   aws_cdk or boto3 are loaded;
-- `PCS_ENDPOINT`, `NETWORK_PLACEMENT_GROUPS`: what the network stack adds for it;
+- `ENDPOINTS`, `NETWORK_PLACEMENT_GROUPS`: what the network stack adds for it (its interface endpoints with
+  `egress: none`, its placement groups);
+- `DEDICATED_TENANCY`: what `validate --live` says of a VPC with dedicated instance tenancy;
 - `RUNS_DEEP_HEALTH_CHECKS`, `UNOFFERED_TYPE`: what `plan` shows and what `validate --live` says of a type EC2 does
   not offer in the zone;
 - `NO_HEALTH_CHECKS`: why `fmcluster healthcheck` has nothing to start (None where the service has checks).

@@ -28,12 +28,17 @@ INSTANCE_QUOTA_CHECKS = "fmcluster.live.quotas:hyperpod_instance_checks"
 """`validate --live`'s checks of the quotas its instances draw on."""
 NODE_IMAGE_DRIFT_CHECKS = "fmcluster.live.image_drift:no_drift_checks"
 """None: HyperPod's nodes run SageMaker's image, which HyperPod itself updates (UpdateClusterSoftware)."""
-PCS_ENDPOINT = False
+ENDPOINTS = ("SageMakerApi",)
+"""Its own interface endpoints with `egress: none` (fmcluster.endpoints): HyperPod's agents call the SageMaker API."""
 NETWORK_PLACEMENT_GROUPS = False
 """HyperPod places its instance groups itself; the network stack makes no placement group."""
 RUNS_DEEP_HEALTH_CHECKS = True
 """HyperPod runs on-start deep health checks; `plan` shows each group's and what they add to a new node."""
 UNOFFERED_TYPE = ("warning", "HyperPod may not be able to place it either")
+CONTROLLER_VOLUME_GIB = 500
+"""Default size of the controller's extra EBS volume (HyperPod mounts it at /opt/sagemaker): Slurm state, logs."""
+DEDICATED_TENANCY = ("warning", "whether HyperPod's instances run so is unconfirmed")
+"""What `validate --live` says of a VPC of one's own with dedicated instance tenancy."""
 NO_HEALTH_CHECKS: str | None = None
 """HyperPod starts deep health checks on demand (StartClusterHealthCheck), so `fmcluster healthcheck` runs them."""
 """(level, advice) when EC2 lists no offering of a type in the zone: only a proxy (unconfirmed: no API lists HyperPod's

@@ -30,13 +30,18 @@ INSTANCE_QUOTA_CHECKS = "fmcluster.live.quotas:on_demand_checks"
 """`validate --live`'s checks of the quotas its instances draw on."""
 NODE_IMAGE_DRIFT_CHECKS = "fmcluster.live.image_drift:drift_checks"
 """`validate --live`'s check of the deployed nodes' default image against the one AWS publishes today."""
-PCS_ENDPOINT = True
-"""Nodes call the AWS PCS API (slurmd registers through it): the network has its interface endpoint."""
+ENDPOINTS = ("Pcs",)
+"""Its own interface endpoints with `egress: none` (fmcluster.endpoints): PCS nodes register through the PCS API."""
 NETWORK_PLACEMENT_GROUPS = True
 """Compute groups' cluster placement groups are resources of the network stack, named by the launch templates."""
 RUNS_DEEP_HEALTH_CHECKS = False
 """Deep health checks are HyperPod's on-start checks; `plan` shows none for PCS groups."""
 UNOFFERED_TYPE = ("error", "choose a type or zone that has it")
+DEDICATED_TENANCY = (
+    "error",
+    "AWS PCS does not support dedicated tenancy (AWS PCS user guide, VPC and subnet requirements)",
+)
+"""What `validate --live` says of a VPC of one's own with dedicated instance tenancy."""
 NO_HEALTH_CHECKS: str | None = (
     "AWS PCS has no on-demand health check (no operation of botocore's pcs model starts one); its instance health "
     "checks run by themselves once turned on with compute[].health_checks (Slurm 26.05)"
@@ -289,6 +294,25 @@ def instance_types(
     yield from head_instance_types(orchestrator, observability)
 
 
+LOGIN_ROOT_VOLUME_GIB = 200
+"""The login (or head) node's encrypted gp3 root volume (constructs/pcs/cluster.py)."""
+CAPACITY_BLOCK_FAMILIES = ("p6-b300", "p6-b200", "p5en", "p5e", "p5", "p4d")
+"""The instance families AWS PCS takes Capacity Blocks of (AWS PCS user guide, "Using Amazon EC2 Capacity Blocks for
+ML with AWS PCS", Limitations: "P6-B300, P6-B200, P5en, P5e, P5, and P4d instance families"). EC2 sells blocks of
+more (trn1, trn2, p6e-gb200 UltraServers: EC2 user guide, Capacity Blocks, supported instance types)."""
+
+
+def capacity_block_type_problem(capacity: str, instance_type: str) -> str | None:
+    """A capacity block of a type AWS PCS does not take."""
+    if capacity != "capacity-block" or instance_type.split(".", 1)[0] in CAPACITY_BLOCK_FAMILIES:
+        return None
+    return (
+        f"AWS PCS takes Capacity Blocks of the P6-B300, P6-B200, P5en, P5e, P5 and P4d families only (AWS PCS user "
+        f"guide, Capacity Blocks, Limitations); {instance_type} is not one: use hyperpod-slurm with a training plan, "
+        "or an odcr"
+    )
+
+
 def file_problems(
     orchestrator: Orchestrator,
     observability: Observability | None,
@@ -299,6 +323,9 @@ def file_problems(
 
     `groups` are the valid compute groups; `complete` False when some group is invalid, so that nothing counting
     every group is judged."""
+    for index, group in groups:
+        if problem := capacity_block_type_problem(group.capacity, group.instance_type):
+            yield Problem(f"compute[{index}].capacity", problem)
     if complete:
         total = nodes(orchestrator, observability, sum(group.count for _, group in groups))
         if problem := node_limit_problem(total):

@@ -52,8 +52,7 @@ from fmcluster.tokens import is_token, known
 LOGIN_NODES = 1
 MOUNT_PATH = LUSTRE_MOUNT_PATH
 """Where HyperPod mounts the FSx for Lustre file system on every node."""
-CONTROLLER_VOLUME_GIB = 500
-"""Default size of the controller's extra EBS volume (HyperPod mounts it at /opt/sagemaker): Slurm state, logs."""
+CONTROLLER_VOLUME_GIB = hyperpod.CONTROLLER_VOLUME_GIB
 EFA_INTERFACE_TYPE = "efa-only"
 """EFA devices without an ENA part take no IP address, so a node uses one address of the subnet, not one per card
 (EC2's current multi-card guidance; `efa` would give every EFA device an IP address too)."""

@@ -36,7 +36,7 @@ from fmcluster.tokens import is_token
 
 GPU_JOB_MAP = f"{INSTALL_DIR}/slurm/gpu-job-map.sh"
 """fmcluster's Slurm Prolog and Epilog (the node bundle installs it before slurmd starts)."""
-LOGIN_ROOT_VOLUME_GIB = 200
+LOGIN_ROOT_VOLUME_GIB = pcs_rules.LOGIN_ROOT_VOLUME_GIB
 ROOT_DEVICE = "/dev/sda1"
 """Root device of the PCS-Ready DLAMI (Ubuntu 24.04): awsome-distributed-training
 `architectures/aws-pcs/assets/pcs-ready-dlami-with-enroot-pyxis.yaml` (DLAMIConfigs.ubuntu2404.deviceName). A
