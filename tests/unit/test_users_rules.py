@@ -22,6 +22,8 @@ ECDSA = (
     "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBITg9Jf/GkGL6VbnXdfzxJyYPRAC4UtVGV8WR86"
     "NRrUfpH99CRcB2/Q4QZ5IHPvOLxD1L7aKmYqqvZYGxm+5AVY= x"
 )
+RESERVED = "is a user or group of the node images or of Slurm; choose another name"
+"""The cases: base-passwd's groups users, staff, video, operator, backup; the DLAMI's docker; cloud-init's lxd."""
 NAME_RULE = "must be a lowercase letter or '_', then lowercase letters, digits, '_' or '-'; got "
 LOW_UID = (
     "must be 2000 or more: lower uids belong to the images' system accounts, their login user (ubuntu, 1000) and the "
@@ -38,40 +40,9 @@ CASES = [
     (users({"name": "9lives", "uid": 2001}), [f"users[0].name: {NAME_RULE}'9lives'"], "name-digit-first"),
     (users({"name": "bob$", "uid": 2001}), [f"users[0].name: {NAME_RULE}'bob$'"], "name-machine-account"),
     (users({"name": "a" * 33, "uid": 2001}), ["users[0].name: at most 32 characters (useradd's limit); got 33"], "33"),
-    (
-        users({"name": "ubuntu", "uid": 2001}),
-        ["users[0].name: 'ubuntu' is a user or group of the node images or of Slurm; choose another name"],
-        "name-image-account",
-    ),
-    (
-        users({"name": "slurm", "uid": 2001}),
-        ["users[0].name: 'slurm' is a user or group of the node images or of Slurm; choose another name"],
-        "name-slurm",
-    ),
-    (
-        users({"name": "users", "uid": 2001}),
-        ["users[0].name: 'users' is a user or group of the node images or of Slurm; choose another name"],
-        "name-base-passwd-group-100",
-    ),
-    (
-        users({"name": "staff", "uid": 2001}),
-        ["users[0].name: 'staff' is a user or group of the node images or of Slurm; choose another name"],
-        "name-base-passwd-group-50",
-    ),
-    (
-        users({"name": "video", "uid": 2001}),
-        ["users[0].name: 'video' is a user or group of the node images or of Slurm; choose another name"],
-        "name-base-passwd-group-44",
-    ),
-    (
-        users({"name": "docker", "uid": 2001}),
-        ["users[0].name: 'docker' is a user or group of the node images or of Slurm; choose another name"],
-        "name-dlami-docker-group",
-    ),
-    (
-        users({"name": "lxd", "uid": 2001}),
-        ["users[0].name: 'lxd' is a user or group of the node images or of Slurm; choose another name"],
-        "name-cloud-init-default-user-group",
+    *(
+        (users({"name": name, "uid": 2001}), [f"users[0].name: {name!r} {RESERVED}"], f"name-{name}")
+        for name in ("ubuntu", "slurm", "users", "staff", "video", "operator", "backup", "docker", "lxd")
     ),
     (users({"name": "alice", "uid": 1000}), [f"users[0].uid: {LOW_UID}1000"], "uid-ubuntu"),
     (users({"name": "alice", "uid": 1001}), [f"users[0].uid: {LOW_UID}1001"], "uid-ssm-user"),
