@@ -201,15 +201,26 @@ def ssh_key_problem(key: str) -> str | None:
     return None
 
 
+NO_USERS = "# no users yet: fmcluster writes the cluster file's users here\n"
+"""The users' parameter without users (an SSM parameter cannot be empty; users.sh and slurm-accounting.sh skip lines
+starting with '#'). The parameter and the nodes' users steps exist from the first deploy, so adding the first users
+later changes only this value, never a node group's lifecycle actions (which would replace its nodes)."""
+
+
 def rendered(users: Iterable[tuple[str, int, bool, str | None]]) -> str:
-    """The users as the nodes receive them: `NAME UID ADMIN [TYPE BASE64]` lines (comments of keys dropped)."""
+    """The users as the nodes receive them: `NAME UID ADMIN [TYPE BASE64]` lines (comments of keys dropped), or
+    `NO_USERS` for none.
+
+    >>> rendered([]) == NO_USERS
+    True
+    """
     lines = []
     for name, uid, admin, key in users:
         line = f"{name} {uid} {int(admin)}"
         if key:
             line += " " + " ".join(key.split()[:2])
         lines.append(line + "\n")
-    return "".join(lines)
+    return "".join(lines) or NO_USERS
 
 
 def size_problem(text: str) -> str | None:

@@ -65,7 +65,7 @@ class PcsClusterStack(cdk.Stack):
             grafana=config.observability.grafana,
             observability_mirror=observability_mirror(config, storage),
             artifact_mirror=artifact_mirror(storage),
-            users_parameter=users_parameter_name(config.name) if config.users else None,
+            users_parameter=users_parameter_name(config.name),
             ami_id=orchestrator.ami_id,
             image_refresh=orchestrator.image_refresh,
             slurm_version=orchestrator.slurm_version,  # type: ignore[arg-type]  # resolved for pcs by the model
@@ -76,9 +76,8 @@ class PcsClusterStack(cdk.Stack):
         self.slurm.role.add_managed_policy(storage.node_data_policy)
         self.nccl = nccl_tuning(self, config)
         self.users = users_parameter(self, config)
-        if self.users is not None:  # the users step (required) reads it at boot: it exists before any node does
-            for group in self.slurm.node_groups.values():
-                group.node.add_dependency(self.users)
+        for group in self.slurm.node_groups.values():  # the users step (required) reads it at boot
+            group.node.add_dependency(self.users)
         self.node_role = self.slurm.role
         """The role every node of the cluster runs with."""
         self.node_bundle = self.slurm.node_bundle
