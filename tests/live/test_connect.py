@@ -269,3 +269,16 @@ def test_cli_connect_bad_port_is_one_line_exit_2(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines() == [
         f"{path}: connect: --port-forward: LOCAL:REMOTE ports of 1-65535, e.g. 3000:3000; got '99999:1'"
     ]
+
+
+def test_first_job_policy_advice_names_every_document_connect_starts():
+    """docs/first-job.md tells readers which session documents to allow in ssm:StartSession; a plain session uses the
+    default SSM-SessionManagerRunShell (SSM user guide, "Specify the default session document in IAM policies"), so
+    leaving it out of the advice would make `fmcluster connect` fail with AccessDenied."""
+    from pathlib import Path
+
+    from fmcluster.live import connect as connect_module
+
+    advice = (Path(__file__).parents[2] / "docs" / "first-job.md").read_text()
+    documents = ("SSM-SessionManagerRunShell", connect_module.PORT_FORWARD, connect_module.INTERACTIVE_COMMAND)
+    assert [document for document in documents if f"document/{document}" not in advice] == []
