@@ -282,3 +282,24 @@ def test_first_job_policy_advice_names_every_document_connect_starts():
     advice = (Path(__file__).parents[2] / "docs" / "first-job.md").read_text()
     documents = ("SSM-SessionManagerRunShell", connect_module.PORT_FORWARD, connect_module.INTERACTIVE_COMMAND)
     assert [document for document in documents if f"document/{document}" not in advice] == []
+
+
+def test_a_plugin_that_cannot_say_its_version_fails_before_any_session_starts(stubs):
+    """The version probe runs before StartSession (the Stubber has none queued: a StartSession would fail the test
+    with an unstubbed call), so a broken plugin leaves no session open and prints one line, not a traceback."""
+    import subprocess
+
+    stub = stubs()
+    queue_hyperpod(stub)
+
+    def broken(path: str) -> tuple[int, ...]:
+        raise subprocess.CalledProcessError(126, [path, "--version"])
+
+    plugin = Plugin(status=0)
+    with pytest.raises(ConnectError) as raised:
+        connect(config_of(QUICKSTART), stub.aws(), say=lambda line: None, which=lambda name: PLUGIN, run=plugin,
+                version=broken, environ={})  # fmt: skip
+    assert str(raised.value) == (
+        f"could not run {PLUGIN} --version: Command '['{PLUGIN}', '--version']' returned non-zero exit status 126."
+    )
+    assert plugin.calls == []
