@@ -144,3 +144,11 @@ def test_without_slurm_the_script_says_how_to_submit_it():
                             env={"PATH": os.environ["PATH"]})  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.splitlines()[0].endswith("first-job: not inside a Slurm job; submit this script with sbatch")
+
+
+def test_the_job_may_requeue_itself_and_keeps_its_output_across_restarts():
+    """The script runs `scontrol requeue` after a checkpointed stop: sbatch(1) --requeue makes the job requeueable
+    where slurm.conf says JobRequeue=0, and --open-mode=append keeps the first run's output where JobFileAppend=0
+    (slurm.conf(5)) would truncate it at the restart."""
+    directives = [line.split()[1] for line in SBATCH.read_text().splitlines() if line.startswith("#SBATCH ")]
+    assert {"--requeue", "--open-mode=append"} <= set(directives)
