@@ -65,8 +65,9 @@ IN_PLACE_EFFECTS: Mapping[str, Mapping[str, tuple[str, bool]]] = {
     },
     "AWS::PCS::Cluster": {
         "/properties/SlurmConfiguration/Accounting": (
-            "its managed Slurm accounting changes in place (PCS user guide, 'Updating a cluster in AWS PCS'; botocore "
-            "pcs UpdateAccountingRequest); turning it on starts PCS's accounting charge",
+            "its managed Slurm accounting is turned on in place (botocore pcs UpdateAccountingRequest; CloudFormation "
+            "AWS::PCS::Cluster Accounting Mode: 'Update requires: No interruption'); it starts PCS's accounting "
+            "charge and can never be turned off again",
             False,
         ),
     },
@@ -380,8 +381,21 @@ def _replacement_failure(kind: str, before: Mapping, after: Mapping) -> str:
     return ""
 
 
+ACCOUNTING_OFF = (
+    "AWS PCS managed accounting cannot be turned off on a cluster that has it (PCS user guide, 'Slurm accounting in "
+    "AWS PCS': 'You can't disable accounting on a cluster that has it enabled. You must delete the cluster'); keep "
+    "accounting: true"
+)
+
+
+def _accounting_mode(properties: Mapping) -> object:
+    return value_at(properties, "/properties/SlurmConfiguration/Accounting/Mode") or "NONE"
+
+
 def _refused_value(kind: str, before: Mapping, after: Mapping) -> tuple[str, str]:
     """(cluster-file key, why) of the first setting the service cannot lower or unset, or ('', '')."""
+    if kind == "AWS::PCS::Cluster" and _accounting_mode(before) == "STANDARD" != _accounting_mode(after):
+        return "orchestrator.accounting", ACCOUNTING_OFF
     for pointer, (key, why) in GROW_ONLY.get(kind, {}).items():
         old, new = value_at(before, pointer), value_at(after, pointer)
         if isinstance(old, int) and isinstance(new, int) and new < old:

@@ -34,10 +34,107 @@ guide), with the next free uid from 1000 on (useradd's default; unconfirmed), so
 before the users were made, 1001 and up may be taken. fmcluster keeps 1000-1999 for the images and the agent."""
 MAX_UID = 60000
 """login.defs UID_MAX on Debian and Ubuntu: above it Debian reserves ranges (60001-64999 dynamic, 65534 nobody)."""
-RESERVED_NAMES = ("root", "ubuntu", "ec2-user", "ssm-user", "slurm", "munge", "nobody", "daemon", "admin", "sudo")
-"""Names the images use for their own accounts or groups (root; ubuntu and ec2-user, the default users of Ubuntu and
-Amazon Linux; ssm-user, the SSM agent's; slurm and munge, Slurm's; nobody, daemon; admin and sudo, Ubuntu's sudo
-groups in /etc/sudoers)."""
+BASE_PASSWD_NAMES = (
+    # Debian base-passwd's /etc/passwd (every Debian and Ubuntu image), read from the forky chroot the node tests
+    # use, /var/cache/fmcluster-test/slurm-forky/etc/passwd, which tests/unit/test_users_rules.py checks against
+    "root",
+    "daemon",
+    "bin",
+    "sys",
+    "sync",
+    "games",
+    "man",
+    "lp",
+    "mail",
+    "news",
+    "uucp",
+    "proxy",
+    "www-data",
+    "backup",
+    "list",
+    "irc",
+    "_apt",
+    "nobody",
+    "systemd-network",
+    # ... and its /etc/group (the same chroot's /etc/group)
+    "adm",
+    "tty",
+    "disk",
+    "kmem",
+    "dialout",
+    "fax",
+    "voice",
+    "cdrom",
+    "floppy",
+    "tape",
+    "sudo",
+    "audio",
+    "dip",
+    "operator",
+    "src",
+    "shadow",
+    "utmp",
+    "video",
+    "sasl",
+    "plugdev",
+    "staff",
+    "users",
+    "nogroup",
+    "lpadmin",
+    "systemd-journal",
+)
+"""Every user and group of Debian's base-passwd, which Ubuntu images share."""
+IMAGE_NAMES = (
+    # the images' login users and cloud-init's default-user groups (cloud-init config/cloud.cfg.tmpl: ubuntu
+    # in adm, cdrom, dip, lxd, sudo; ec2-user, Amazon Linux's), Ubuntu's old sudo group admin, SSM's ssm-user
+    "ubuntu",
+    "ec2-user",
+    "admin",
+    "lxd",
+    "ssm-user",
+    # Slurm's and MUNGE's service users (the chroot's Debian packages; the DLAMI-based images use the same names)
+    "slurm",
+    "munge",
+    # system users and groups the packages of an Ubuntu 24.04 server image create (unconfirmed name by name:
+    # a name here that an image lacks is only refused, never broken)
+    "systemd-timesync",
+    "systemd-resolve",
+    "systemd-oom",
+    "messagebus",
+    "syslog",
+    "_chrony",
+    "chrony",
+    "sshd",
+    "_ssh",
+    "polkitd",
+    "tss",
+    "uuidd",
+    "tcpdump",
+    "landscape",
+    "fwupd-refresh",
+    "usbmux",
+    "dnsmasq",
+    "pollinate",
+    "dhcpcd",
+    "netdev",
+    "crontab",
+    "rdma",
+    "kvm",
+    "render",
+    "sgx",
+    "input",
+    "clock",
+    "_runit-log",
+    # the DLAMI's tools: Docker's group, NVIDIA's persistence daemon, the CloudWatch agent (unconfirmed name
+    # by name)
+    "docker",
+    "nvidia-persistenced",
+    "cwagent",
+)
+"""Names of the node images' own accounts and groups beyond base-passwd."""
+RESERVED_NAMES = frozenset(BASE_PASSWD_NAMES + IMAGE_NAMES)
+"""A cluster user's name is also its group's name (the user private groups above), so it must be neither a user nor
+a group of the images: users.sh refuses a group that exists with another gid, which fails the node's users step."""
 SSH_KEY_TYPES = (
     "ssh-ed25519",
     "ssh-rsa",
@@ -62,7 +159,7 @@ def user_name_problem(name: str) -> str | None:
     if not USER_NAME_PATTERN.match(name):
         return f"must be a lowercase letter or '_', then lowercase letters, digits, '_' or '-'; got {name!r}"
     if name in RESERVED_NAMES:
-        return f"{name!r} is an account of the node images or of Slurm; choose another name"
+        return f"{name!r} is a user or group of the node images or of Slurm; choose another name"
     return None
 
 
@@ -104,15 +201,26 @@ def ssh_key_problem(key: str) -> str | None:
     return None
 
 
+NO_USERS = "# no users yet: fmcluster writes the cluster file's users here\n"
+"""The users' parameter without users (an SSM parameter cannot be empty; users.sh and slurm-accounting.sh skip lines
+starting with '#'). The parameter and the nodes' users steps exist from the first deploy, so adding the first users
+later changes only this value, never a node group's lifecycle actions (which would replace its nodes)."""
+
+
 def rendered(users: Iterable[tuple[str, int, bool, str | None]]) -> str:
-    """The users as the nodes receive them: `NAME UID ADMIN [TYPE BASE64]` lines (comments of keys dropped)."""
+    """The users as the nodes receive them: `NAME UID ADMIN [TYPE BASE64]` lines (comments of keys dropped), or
+    `NO_USERS` for none.
+
+    >>> rendered([]) == NO_USERS
+    True
+    """
     lines = []
     for name, uid, admin, key in users:
         line = f"{name} {uid} {int(admin)}"
         if key:
             line += " " + " ".join(key.split()[:2])
         lines.append(line + "\n")
-    return "".join(lines)
+    return "".join(lines) or NO_USERS
 
 
 def size_problem(text: str) -> str | None:

@@ -156,13 +156,17 @@ def start(
     environ: dict[str, str] | None = None,
 ) -> int:
     """StartSession, then the plugin on the response, as the AWS CLI runs it; the plugin's exit status."""
+    try:  # before StartSession: a plugin that cannot even say its version leaves no session open on the node
+        plugin_is_new = version(plugin) > LAST_PLUGIN_WITHOUT_ENV
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise ConnectError(f"could not run {plugin} --version: {error}") from None
     client = aws.client("ssm")
     parameters = request.api_parameters()
     response = aws.call("ssm", "StartSession", **parameters)
     session = json.dumps({key: response[key] for key in ("SessionId", "TokenValue", "StreamUrl")})
     env = dict(os.environ if environ is None else environ)
     argument = session
-    if version(plugin) > LAST_PLUGIN_WITHOUT_ENV:
+    if plugin_is_new:
         env[RESPONSE_VARIABLE] = session  # not on the command line, where `ps` shows it
         argument = RESPONSE_VARIABLE
     command = [plugin, argument, aws.region, "StartSession", env.get("AWS_PROFILE", ""), json.dumps(parameters),

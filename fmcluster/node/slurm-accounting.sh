@@ -101,7 +101,9 @@ apply() {
     return 1
   fi
   while read -r name _; do
-    [[ -n "$name" ]] && names+=("$name")
+    if [[ -n "$name" && "$name" != "#"* ]]; then # not an empty line or a comment (users.py NO_USERS)
+      names+=("$name")
+    fi
   done <"$file"
   if ! listed qos "$QOS" format=name; then
     if add qos "$QOS"; then

@@ -202,7 +202,7 @@ apply() {
   local -a names=() admins=()
   base="$(home_base "$base")"
   while read -r name uid admin kind blob; do
-    [[ -n "$name" ]] || continue
+    [[ -n "$name" && "$name" != "#"* ]] || continue # an empty line or a comment (users.py NO_USERS)
     home="$base/$name"
     if ! ensure_group "$name" "$uid" || ! ensure_account "$name" "$uid" "$home"; then
       failed=1

@@ -55,7 +55,7 @@ class HyperPodClusterStack(cdk.Stack):
             prometheus=config.observability.prometheus,
             grafana=config.observability.grafana,
             artifact_mirror=artifact_mirror(storage),
-            users_parameter=users_parameter_name(config.name) if config.users else None,
+            users_parameter=users_parameter_name(config.name),
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
         self.hyperpod.role.add_managed_policy(storage.node_data_policy)

@@ -69,7 +69,7 @@ class PcsClusterStack(cdk.Stack):
             prometheus=config.observability.prometheus,
             grafana=config.observability.grafana,
             artifact_mirror=artifact_mirror(storage),
-            users_parameter=users_parameter_name(config.name) if config.users else None,
+            users_parameter=users_parameter_name(config.name),
             ami_id=orchestrator.ami_id,
             node_images=node_image.image_ids if node_image is not None else None,
             image_refresh=orchestrator.image_refresh,
@@ -83,9 +83,8 @@ class PcsClusterStack(cdk.Stack):
         self.slurm.role.add_managed_policy(storage.node_data_policy)
         self.nccl = nccl_tuning(self, config)
         self.users = users_parameter(self, config)
-        if self.users is not None:  # the users step (required) reads it at boot: it exists before any node does
-            for group in self.slurm.node_groups.values():
-                group.node.add_dependency(self.users)
+        for group in self.slurm.node_groups.values():  # the users step (required) reads it at boot
+            group.node.add_dependency(self.users)
         self.node_role = self.slurm.role
         """The role every node of the cluster runs with."""
         self.node_bundle = self.slurm.node_bundle

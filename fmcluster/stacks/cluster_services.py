@@ -35,12 +35,11 @@ def artifact_mirror(storage: StorageStack) -> str:
     return storage.mirror.uri
 
 
-def users_parameter(scope: Construct, config: ClusterConfig) -> ssm.StringParameter | None:
+def users_parameter(scope: Construct, config: ClusterConfig) -> ssm.StringParameter:
     """The cluster file's `users` in SSM (`/fmcluster/<cluster>/users`, standard tier: the file's rule keeps them
-    within its 4 KB), which every node's users.sh reads; None without users. Editing `users` changes only this value:
-    no launch template, no node group."""
-    if not config.users:
-        return None
+    within its 4 KB), which every node's users.sh reads; `fmcluster.config.users.NO_USERS` without users. It exists,
+    and every node runs the users step, from the first deploy: editing `users` (the first ones too) changes only this
+    value: no launch template, no node group."""
     return ssm.StringParameter(
         scope,
         "Users",

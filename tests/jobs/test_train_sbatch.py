@@ -160,3 +160,11 @@ def test_without_a_shared_directory_the_job_says_which_to_set(tmp_path):
         f"first-job: no directory {tmp_path / 'none'} to mount into the container (a cluster with storage.lustre: "
         "none has no /fsx): set FMCLUSTER_SHARED_DIR to a directory every node of the job shares"
     )
+
+
+def test_the_job_may_requeue_itself_and_keeps_its_output_across_restarts():
+    """The script runs `scontrol requeue` after a checkpointed stop: sbatch(1) --requeue makes the job requeueable
+    where slurm.conf says JobRequeue=0, and --open-mode=append keeps the first run's output where JobFileAppend=0
+    (slurm.conf(5)) would truncate it at the restart."""
+    directives = [line.split()[1] for line in SBATCH.read_text().splitlines() if line.startswith("#SBATCH ")]
+    assert {"--requeue", "--open-mode=append"} <= set(directives)

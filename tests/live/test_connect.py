@@ -269,3 +269,37 @@ def test_cli_connect_bad_port_is_one_line_exit_2(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines() == [
         f"{path}: connect: --port-forward: LOCAL:REMOTE ports of 1-65535, e.g. 3000:3000; got '99999:1'"
     ]
+
+
+def test_first_job_policy_advice_names_every_document_connect_starts():
+    """docs/first-job.md tells readers which session documents to allow in ssm:StartSession; a plain session uses the
+    default SSM-SessionManagerRunShell (SSM user guide, "Specify the default session document in IAM policies"), so
+    leaving it out of the advice would make `fmcluster connect` fail with AccessDenied."""
+    from pathlib import Path
+
+    from fmcluster.live import connect as connect_module
+
+    advice = (Path(__file__).parents[2] / "docs" / "first-job.md").read_text()
+    documents = ("SSM-SessionManagerRunShell", connect_module.PORT_FORWARD, connect_module.INTERACTIVE_COMMAND)
+    assert [document for document in documents if f"document/{document}" not in advice] == []
+
+
+def test_a_plugin_that_cannot_say_its_version_fails_before_any_session_starts(stubs):
+    """The version probe runs before StartSession (the Stubber has none queued: a StartSession would fail the test
+    with an unstubbed call), so a broken plugin leaves no session open and prints one line, not a traceback."""
+    import subprocess
+
+    stub = stubs()
+    queue_hyperpod(stub)
+
+    def broken(path: str) -> tuple[int, ...]:
+        raise subprocess.CalledProcessError(126, [path, "--version"])
+
+    plugin = Plugin(status=0)
+    with pytest.raises(ConnectError) as raised:
+        connect(config_of(QUICKSTART), stub.aws(), say=lambda line: None, which=lambda name: PLUGIN, run=plugin,
+                version=broken, environ={})  # fmt: skip
+    assert str(raised.value) == (
+        f"could not run {PLUGIN} --version: Command '['{PLUGIN}', '--version']' returned non-zero exit status 126."
+    )
+    assert plugin.calls == []

@@ -22,6 +22,7 @@ import pytest
 
 from fmcluster.config import parse
 from fmcluster.config.models import rendered_users
+from fmcluster.config.users import NO_USERS
 from tests.node import ami
 from tests.node.test_scripts import NODE_DIR, TOOLS
 from tests.stub_node import StubNode, stub_env
@@ -173,3 +174,16 @@ def test_sync_reads_the_users_from_ssm(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert node.calls("aws")[0][:6] == ["aws", "ssm", "get-parameter", "--region", "us-east-1", "--name"]
     assert node.line("passwd", "alice")[2] == "2001"
+
+
+def test_the_parameter_without_users_makes_nobody_and_succeeds(tmp_path: Path) -> None:
+    """The users step runs on every node from the first deploy; before any user is listed the parameter holds only
+    `NO_USERS` (an SSM parameter cannot be empty), which must be nothing to do, not a user named '#'."""
+    node = make_node(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    node.set("users", NO_USERS)
+    node.add_stub("aws", 'cat "$STUB_STATE/users"')
+    before = (node.lines("passwd"), node.lines("group"))
+    result = node.run("sync", "/fmcluster/team/users")
+    assert result.returncode == 0, result.stderr
+    assert "INFO: users: none; admins: none" in result.stderr
+    assert (node.lines("passwd"), node.lines("group")) == before

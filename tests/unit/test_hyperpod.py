@@ -26,6 +26,7 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk.assertions import Match
 
 from fmcluster.config import ComputeGroup
+from fmcluster.config.users import NO_USERS
 from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.hyperpod import (
     LIFECYCLE_ENV,
@@ -399,7 +400,7 @@ def test_settings_file_tells_the_scripts_about_this_cluster(quickstart, library)
         "FMCLUSTER_ENDPOINT_PARAMETER=/fmcluster/quickstart/observability/prometheus-endpoint\n"
         # the artifact mirror's s3:// URI: a deploy-time value of the storage stack's mirror (a marker here)
         "FMCLUSTER_ARTIFACT_MIRROR=<<marker:0xbaba:0>>\n"
-        "FMCLUSTER_USERS_PARAMETER=\n"  # the quickstart lists no users
+        "FMCLUSTER_USERS_PARAMETER=/fmcluster/quickstart/users\n"  # no users yet, but the step from the first boot
         # its gpu group's fabric check: 32 EFA devices, 8 GPUs, NVLink floor 250 GB/s (fmcluster.fabric)
         "FMCLUSTER_FABRIC=gpu=32,8,250\n"
         "FMCLUSTER_TRAINING_PLANS=\n"  # on-demand capacity: no plan to drain before its end
@@ -849,7 +850,8 @@ def test_the_orchestrator_is_sent_with_the_managed_slurm_strategy(quickstart):
 
 def test_users_reach_every_node_through_one_standard_parameter_they_may_read(plan, quickstart):
     """The example's two users: one SSM parameter (standard tier, botocore ssm PutParameter: 4 KB), named in
-    fmcluster.env for on_create.sh's users step, under the prefix the role may read; the quickstart lists none."""
+    fmcluster.env for on_create.sh's users step, under the prefix the role may read. The quickstart lists none, yet has
+    the parameter (NO_USERS) and the step, so its first users later change only the parameter's value."""
     (parameter,) = [
         p
         for p in support.properties_of(plan.template, "AWS::SSM::Parameter")
@@ -863,7 +865,9 @@ def test_users_reach_every_node_through_one_standard_parameter_they_may_read(pla
     assert "FMCLUSTER_USERS_PARAMETER=/fmcluster/llm-plan/users" in deployed_files(plan)[LIFECYCLE_ENV].splitlines()
     (ssm,) = plan.allowed("ssm:GetParameter")
     assert ":parameter/fmcluster/llm-plan/*" in json.dumps(ssm["Resource"])
-    assert [p for p in support.properties_of(quickstart.template, "AWS::SSM::Parameter") if "users" in p["Name"]] == []
+    assert [
+        p["Value"] for p in support.properties_of(quickstart.template, "AWS::SSM::Parameter") if "users" in p["Name"]
+    ] == [NO_USERS]
 
 
 def test_the_controller_drains_a_training_plans_partition_before_the_plan_ends(plan):

@@ -406,7 +406,8 @@ def test_a_failing_required_step_terminates_the_node_and_the_rest_only_warn(bloc
     on_error = {action["Name"]: action["OnError"] for action in actions(block)["gpu"]}
     assert on_error == {
         "install": "TERMINATE", "updates": "CONTINUE", "scratch": "TERMINATE", "lustre": "TERMINATE",
-        "nccl": "TERMINATE", "enroot": "CONTINUE", "slurm-hooks": "CONTINUE", "observability": "CONTINUE",
+        "nccl": "TERMINATE", "enroot": "CONTINUE", "slurm-hooks": "CONTINUE", "users": "TERMINATE",
+        "observability": "CONTINUE",
     }  # fmt: skip
 
 

@@ -540,14 +540,26 @@ def test_hyperpod_groups_written_with_fn_if_are_planned_as_risky_not_a_traceback
 
 def test_pcs_accounting_changes_in_place_and_the_plan_says_it_is_billed():
     """cfn-lint's AWS::PCS::Cluster schema leaves SlurmConfiguration/Accounting out of createOnlyProperties, botocore
-    pcs UpdateClusterSlurmConfigurationRequest has `accounting`, and the PCS user guide ("Updating a cluster in AWS
-    PCS") lists enabling or disabling managed accounting: CloudFormation updates the cluster in place."""
+    pcs UpdateClusterSlurmConfigurationRequest has `accounting` (UpdateAccountingRequest.mode), and CloudFormation's
+    Accounting Mode says "Update requires: No interruption": turning it on updates the cluster in place."""
     assert "/properties/SlurmConfiguration/Accounting" not in schema_create_only("AWS::PCS::Cluster")
     base = {"Name": "llm", "Size": "SMALL", "SlurmConfiguration": {"ScaleDownIdleTimeInSeconds": 600}}
     on = {**base, "SlurmConfiguration": {**base["SlurmConfiguration"], "Accounting": {"Mode": "STANDARD"}}}
     (change,) = compare(stack(Cluster=("AWS::PCS::Cluster", base)), stack(Cluster=("AWS::PCS::Cluster", on)))
     assert change.action == "modify" and not change.risk
-    assert any("starts PCS's accounting charge" in effect for effect in change.effects)
+    assert any("starts PCS's accounting charge and can never be turned off again" in e for e in change.effects)
+
+
+def test_pcs_accounting_turned_off_is_refused():
+    """PCS user guide, 'Slurm accounting in AWS PCS': "You can't disable accounting on a cluster that has it enabled.
+    You must delete the cluster." CloudFormation would try the update in place and fail it."""
+    from fmcluster.update_plan import ACCOUNTING_OFF
+
+    base = {"Name": "llm", "Size": "SMALL", "SlurmConfiguration": {"ScaleDownIdleTimeInSeconds": 600}}
+    on = {**base, "SlurmConfiguration": {**base["SlurmConfiguration"], "Accounting": {"Mode": "STANDARD"}}}
+    (change,) = compare(stack(Cluster=("AWS::PCS::Cluster", on)), stack(Cluster=("AWS::PCS::Cluster", base)))
+    assert (change.key, change.failure) == ("orchestrator.accounting", ACCOUNTING_OFF)
+    assert ACCOUNTING_OFF.startswith("AWS PCS managed accounting cannot be turned off on a cluster that has it")
 
 
 def test_new_node_lifecycle_actions_drain_and_replace_the_group_and_are_refused_without_allow_replacement():

@@ -9,9 +9,12 @@ PutParameter (4 KB standard parameters), the SageMaker HyperPod guide "Using an 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fmcluster.config.models import rendered_users
+from fmcluster.config.users import RESERVED_NAMES
 from tests.unit.test_config_rules import PCS, lines_for, rendered, valid
 
 ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhNKVh6gtWI4uhWApsWulxJTq/vvu90WGGDXD+zeqUn alice@laptop"
@@ -19,6 +22,8 @@ ECDSA = (
     "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBITg9Jf/GkGL6VbnXdfzxJyYPRAC4UtVGV8WR86"
     "NRrUfpH99CRcB2/Q4QZ5IHPvOLxD1L7aKmYqqvZYGxm+5AVY= x"
 )
+RESERVED = "is a user or group of the node images or of Slurm; choose another name"
+"""The cases: base-passwd's groups users, staff, video, operator, backup; the DLAMI's docker; cloud-init's lxd."""
 NAME_RULE = "must be a lowercase letter or '_', then lowercase letters, digits, '_' or '-'; got "
 LOW_UID = (
     "must be 2000 or more: lower uids belong to the images' system accounts, their login user (ubuntu, 1000) and the "
@@ -35,15 +40,9 @@ CASES = [
     (users({"name": "9lives", "uid": 2001}), [f"users[0].name: {NAME_RULE}'9lives'"], "name-digit-first"),
     (users({"name": "bob$", "uid": 2001}), [f"users[0].name: {NAME_RULE}'bob$'"], "name-machine-account"),
     (users({"name": "a" * 33, "uid": 2001}), ["users[0].name: at most 32 characters (useradd's limit); got 33"], "33"),
-    (
-        users({"name": "ubuntu", "uid": 2001}),
-        ["users[0].name: 'ubuntu' is an account of the node images or of Slurm; choose another name"],
-        "name-image-account",
-    ),
-    (
-        users({"name": "slurm", "uid": 2001}),
-        ["users[0].name: 'slurm' is an account of the node images or of Slurm; choose another name"],
-        "name-slurm",
+    *(
+        (users({"name": name, "uid": 2001}), [f"users[0].name: {name!r} {RESERVED}"], f"name-{name}")
+        for name in ("ubuntu", "slurm", "users", "staff", "video", "operator", "backup", "docker", "lxd")
     ),
     (users({"name": "alice", "uid": 1000}), [f"users[0].uid: {LOW_UID}1000"], "uid-ubuntu"),
     (users({"name": "alice", "uid": 1001}), [f"users[0].uid: {LOW_UID}1001"], "uid-ssm-user"),
@@ -152,3 +151,16 @@ def test_twenty_three_ecdsa_users_fit_one_parameter() -> None:
     """The limit's other side: 23 users with ECDSA keys take 4,015 bytes."""
     config = valid(users(*({"name": f"user{i}", "uid": 3000 + i, "ssh_key": ECDSA} for i in range(23))))
     assert len(rendered_users(config.users).encode()) == 4015
+
+
+FORKY_ETC = Path("/var/cache/fmcluster-test/slurm-forky/etc")
+"""The Debian forky chroot the node tests run in: base-passwd's users and groups plus Slurm's and MUNGE's packages."""
+
+
+@pytest.mark.skipif(not FORKY_ETC.is_dir(), reason="the forky chroot (make node-test-chroot) is not on this machine")
+@pytest.mark.parametrize("table", ["passwd", "group"])
+def test_every_name_of_a_debian_image_is_reserved(table: str) -> None:
+    """A user name equal to any user or group of the image would fail users.sh's step (the group exists with
+    another gid), so the rule must know every one the real chroot has."""
+    names = {line.split(":")[0] for line in (FORKY_ETC / table).read_text().splitlines() if line}
+    assert names - RESERVED_NAMES == set()

@@ -210,8 +210,9 @@ class PcsSlurmCluster(Construct):
             drains the node at its first job).
         detailed_monitoring: one-minute EC2 metrics on every node (billed per instance). Omitted: False.
         accounting: PCS's managed Slurm accounting (`SlurmConfiguration.Accounting` mode STANDARD, records kept while
-            the cluster lives): sacct, sshare, sreport, associations. PCS bills it on top of the cluster, takes it at
-            creation only and never turns it off (PCS user guide, "Slurm accounting in AWS PCS"). With
+            the cluster lives): sacct, sshare, sreport, associations. PCS bills it on top of the cluster; it can be
+            turned on later in place (botocore pcs UpdateAccountingRequest; CloudFormation: no interruption) but never
+            turned off (PCS user guide, "Slurm accounting in AWS PCS"). With
             `users_parameter`, the head node (login node, or head node of its own) also gives each user an association
             in the account named after the cluster (slurm-accounting.sh: Fairshare=1, QoS normal, from a timer).
             Omitted: False (the cluster file's `orchestrator.accounting` defaults to true).
