@@ -195,6 +195,14 @@ def print_plan(config: ClusterConfig, console: Console) -> None:
     print_capacity_windows(config, console)
     if orchestrators.of(config.orchestrator.type).RUNS_DEEP_HEALTH_CHECKS:
         print_deep_health_checks(config, console)
+    for group in config.compute:
+        if group.health_checks is not None:
+            console.print(
+                f"PCS instance health checks of {group.name}: applied right after its node group is created, so PCS "
+                f"drains and replaces its {group.count} instance(s) once on the first deploy, and again on every "
+                "change (botocore pcs UpdateComputeNodeGroup)",
+                soft_wrap=True,
+            )
 
     lustre = config.storage.lustre
     if lustre is None:

@@ -262,11 +262,13 @@ def net_plugin_name(versions: Versions) -> str:
     return "Libfabric" if versions.ofi_nccl_v >= (1, 13, 0) else "AWS Libfabric"
 
 
-def _required(instance: catalog.InstanceType, versions: Versions) -> dict[str, str]:
+def _required(instance: catalog.InstanceType, versions: Versions, efa: bool = True) -> dict[str, str]:
     """[doc] "Sample Presets": what each plugin generation needs from the user, plus the socket interfaces; on EFA GPU
-    instances NCCL_NET, so that NCCL fails instead of falling back to sockets (`net_plugin_name`)."""
+    instances NCCL_NET, so that NCCL fails instead of falling back to sockets (`net_plugin_name`). Not when the group
+    runs without EFA (`efa: false` on an EFA type): with no EFA device aws-ofi-nccl fails to initialize, and
+    NCCL_NET naming it would make NCCL fail every communicator ("Failed to initialize any NET plugin")."""
     env = {"NCCL_SOCKET_IFNAME": SOCKET_IFNAME}
-    if not (instance.supports_efa and is_nvidia(instance)):
+    if not (efa and instance.supports_efa and is_nvidia(instance)):
         return env
     env["NCCL_NET"] = net_plugin_name(versions)
     plugin = versions.ofi_nccl_v
@@ -328,8 +330,11 @@ def nccl_environment(
     ofi_nccl_version: str,
     efa_installer_version: str,
     user_env: Mapping[str, str] = MappingProxyType({}),
+    efa: bool = True,
 ) -> dict[str, str]:
     """The NCCL/libfabric environment a training job on `instance_type` needs with these versions.
+
+    `efa=False`: the nodes have no EFA device (the group's `efa: false`), so nothing EFA-only (no NCCL_NET).
 
     What is still needed (`NCCL_SOCKET_IFNAME`; on EFA GPU instances `NCCL_NET`, so that a job whose NCCL cannot use
     the plugin fails instead of running over sockets; and the variables plugins before 1.7 relied on), nothing the
@@ -350,7 +355,7 @@ def nccl_environment(
     except ValueError as error:
         raise ValueError(f"{instance.name}: {error}".replace("\n", f"\n{instance.name}: ")) from None
     raise_if_any(instance.name, floor_problems(instance.name, versions) + user_env_problems(user_env))
-    env = _required(instance, versions)
+    env = _required(instance, versions, efa)
     env.update(user_env)
     return env
 

@@ -81,7 +81,12 @@ class BlockEndDrain(Construct):
         )
         role.add_to_policy(
             iam.PolicyStatement(
-                actions=["ec2:DescribeCapacityReservations", "ec2:DescribeInstances", "ssm:GetCommandInvocation"],
+                actions=[
+                    "ec2:DescribeCapacityReservations",
+                    "ec2:DescribeInstances",
+                    "ssm:DescribeInstanceInformation",
+                    "ssm:GetCommandInvocation",
+                ],
                 resources=["*"],
             )
         )
@@ -101,8 +106,9 @@ class BlockEndDrain(Construct):
         acknowledge_wildcards(
             role,
             resources=["*"],
-            reason="ec2:DescribeCapacityReservations, ec2:DescribeInstances and ssm:GetCommandInvocation support no "
-            "resource-level permissions (Service Authorization Reference); all three only read",
+            reason="ec2:DescribeCapacityReservations, ec2:DescribeInstances, ssm:DescribeInstanceInformation and "
+            "ssm:GetCommandInvocation support no resource-level permissions (Service Authorization Reference); all "
+            "four only read",
         )
         acknowledge_wildcards(
             role,

@@ -115,6 +115,8 @@ class NcclTuning(Construct):
         ofi_nccl_version: aws-ofi-nccl in the image; omitted: `DEFAULT_OFI_NCCL_VERSION`.
         efa_installer_version: the EFA installer of the image; omitted: `DEFAULT_EFA_INSTALLER_VERSION`.
         user_env: variables for every job (the cluster file's `nccl.env`), winning over fmcluster's; omitted: none.
+        without_efa: names of groups whose nodes have no EFA device (the cluster file's `efa: false`): no NCCL_NET
+            for them, which would make every communicator fail; omitted: none.
         log_retention: how long the functions' logs are kept; omitted: one year.
         removal_policy: what `cdk destroy` does to those log groups; omitted: RETAIN. (The parameters are always
             deleted with their custom resources: they are derived data, rebuilt on the next deploy.)
@@ -131,6 +133,7 @@ class NcclTuning(Construct):
         ofi_nccl_version: str = DEFAULT_OFI_NCCL_VERSION,
         efa_installer_version: str = DEFAULT_EFA_INSTALLER_VERSION,
         user_env: Mapping[str, str] = MappingProxyType({}),
+        without_efa: Sequence[str] = (),
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
     ) -> None:
@@ -158,6 +161,7 @@ class NcclTuning(Construct):
                     ofi_nccl_version=ofi_nccl_version,
                     efa_installer_version=efa_installer_version,
                     user_env=user_env,
+                    efa=name not in without_efa,
                 )
                 warnings[name] = obsolete_variables(user_env, versions, instance_type=instance_type)
         raise_if_any("NcclTuning", problems)

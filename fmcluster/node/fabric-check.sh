@@ -27,11 +27,12 @@
 #      newest /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf (where the DLAMIs keep nccl-tests:
 #      awsome-distributed-ai micro-benchmarks/nccl-tests/slurm/nccl-tests-ami.sbatch), else
 #      /opt/nccl-tests/build/all_reduce_perf; an image with none skips this check and says so (nothing is downloaded).
-#      A node already running a job skips it too (the GPUs are not free).
+#      A node with a job running, configuring or completing skips it too (the GPUs are not free).
 # The node's Slurm name: its short host name where Slurm knows it (HyperPod names nodes so), else the node whose
 # NodeHostName is that name or whose NodeAddr is one of this host's addresses (PCS's node names are unconfirmed).
 # A drain changes only the node's state in slurmctld, never slurm.conf. A node drained for another reason (an admin,
-# PCS's or HyperPod's own health checks) keeps that reason and is never resumed here.
+# PCS's or HyperPod's own health checks) keeps that reason and is never resumed here; a drain of this check's own
+# ("fmcluster fabric: ...", from an earlier boot) is checked again and resumed on a pass.
 # Output: one line, "fabric: passed (...)" or "fabric: FAILED: <reasons>". Exit status 0 passed, 1 failed (and drained
 # where Slurm knows the node), 2 bad usage. Log: /var/log/fmcluster/fabric-check.log
 set -euo pipefail
@@ -161,9 +162,10 @@ main() {
     log WARN "Slurm does not know this node (yet), or slurmctld is unreachable: a failed check cannot drain it"
   elif ((hold)); then
     reason="$(node_reason "$bin/scontrol" "$node")"
-    if [[ -z "$reason" ]]; then
+    # its own earlier failure (a node rebooted after failing, with the check on every boot) is checked again too
+    if [[ -z "$reason" || "$reason" == "$REASON_PREFIX"* ]]; then
       "$bin/scontrol" update NodeName="$node" State=DRAIN Reason="$HOLD_REASON"
-      log INFO "node $node drained while its fabric is checked"
+      log INFO "node $node drained while its fabric is checked${reason:+ (was: $reason)}"
     else
       log INFO "node $node is drained already (reason: '$reason'); it stays so"
     fi
@@ -197,8 +199,8 @@ main() {
       log INFO "no nccl-tests on this image (FMCLUSTER_NCCL_TESTS, /usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf," \
         "/opt/nccl-tests/build/all_reduce_perf): NVLink bandwidth not measured"
       passed+=("NVLink not measured: no nccl-tests on this image")
-    elif [[ -n "$node" && -n "$("$bin/squeue" --noheader --nodelist="$node" --states=RUNNING --format=%A 2>/dev/null || true)" ]]; then
-      log INFO "node $node runs a job already: NVLink bandwidth not measured"
+    elif [[ -n "$node" && -n "$("$bin/squeue" --noheader --nodelist="$node" --states=RUNNING,CONFIGURING,COMPLETING --format=%A 2>/dev/null || true)" ]]; then
+      log INFO "node $node runs a job already (running, configuring or completing): NVLink bandwidth not measured"
       passed+=("NVLink not measured: a job runs")
     else
       measured="$(all_reduce "$binary" "$gpus")"
@@ -234,7 +236,10 @@ main() {
     printf 'fabric: FAILED: %s\n' "${reason#"$REASON_PREFIX "}"
     return 1
   fi
-  if [[ -n "$node" ]] && ((hold)) && [[ "$(node_reason "$bin/scontrol" "$node")" == "$HOLD_REASON" ]]; then
+  # given back: the hold's drain, or this check's own earlier failure (what failed passed now); never another's drain
+  reason=""
+  [[ -z "$node" ]] || reason="$(node_reason "$bin/scontrol" "$node")"
+  if [[ "$reason" == "$REASON_PREFIX"* ]] || { ((hold)) && [[ "$reason" == "$HOLD_REASON" ]]; }; then
     "$bin/scontrol" update NodeName="$node" State=RESUME
     log INFO "node $node resumed: its fabric check passed"
   fi

@@ -24,6 +24,7 @@ def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
         ofi_nccl_version=config.image.aws_ofi_nccl,
         efa_installer_version=config.image.efa_installer,
         user_env=config.nccl.env,
+        without_efa=[group.name for group in config.compute if not group.efa],
         removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
     )
 

@@ -67,8 +67,8 @@ def test_run_command_reaches_only_the_clusters_instances_and_the_shell_document(
     actions = sorted(a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
     assert actions == sorted([
         "logs:CreateLogStream", "logs:PutLogEvents", "ec2:DescribeCapacityReservations", "ec2:DescribeInstances",
-        "ssm:GetCommandInvocation", "ssm:SendCommand", "ssm:SendCommand", "sns:Publish", "kms:GenerateDataKey",
-        "kms:Decrypt",
+        "ssm:DescribeInstanceInformation", "ssm:GetCommandInvocation", "ssm:SendCommand", "ssm:SendCommand",
+        "sns:Publish", "kms:GenerateDataKey", "kms:Decrypt",
     ])  # fmt: skip
 
 

@@ -505,3 +505,16 @@ def test_checkpoint_warnings(text: str, expected: str) -> None:
 )
 def test_format_parameters(count: float, expected: str) -> None:
     assert sizing.format_parameters(count) == expected
+
+
+def test_plan_says_pcs_instance_health_checks_replace_the_groups_instances_once_on_the_first_deploy(capsys):
+    """botocore pcs UpdateComputeNodeGroup `instanceHealthChecks`: "When you change these settings, PCS drains and
+    replaces the instances"; fmcluster applies them right after the node group is created."""
+    code, out, _ = run(capsys, "plan", str(ROOT / "examples" / "pcs-cpu-and-gpu.yaml"))
+    assert code == 0
+    assert (
+        "PCS instance health checks of gpu: applied right after its node group is created, so PCS drains and "
+        "replaces its 4 instance(s) once on the first deploy, and again on every change (botocore pcs "
+        "UpdateComputeNodeGroup)"
+    ) in out
+    assert "PCS instance health checks of cpu" not in out

@@ -528,3 +528,25 @@ def test_every_acknowledgment_is_finding_level_next_to_its_construct_with_a_reas
 def test_cfn_lint_reports_no_error_and_no_warning(lib, split):
     for built in (lib, split):
         assert built.synthesized.lint() == {stack.stack_name: [] for stack in built.stacks.values()}
+
+
+# --- a group running without EFA ------------------------------------------------------------------------------------
+
+
+def test_a_group_with_efa_false_gets_no_nccl_net_so_its_communicators_can_initialize():
+    """`efa: false` on an EFA type: the nodes have no EFA device, aws-ofi-nccl fails to initialize, and NCCL_NET
+    naming it would fail every communicator ("Failed to initialize any NET plugin": NVIDIA/nccl src/plugin/net.cc
+    `ncclNetInit`). Only the groups whose `efa` is true keep NCCL_NET (fail closed over sockets)."""
+    import yaml
+
+    from fmcluster.config import parse
+    from fmcluster.stacks.cluster_services import nccl_tuning
+
+    data = yaml.safe_load((Path(__file__).parents[2] / "examples" / "pcs-cpu-and-gpu.yaml").read_text())
+    gpu = next(group for group in data["compute"] if group["name"] == "gpu")
+    data["compute"].append({**gpu, "name": "noefa", "efa": False, "placement_group": False})
+    config = parse(data)
+    tuning = nccl_tuning(cdk.Stack(cdk.App(), "NoEfa", env=ENV), config)
+    assert tuning.environments["gpu"]["NCCL_NET"] == "Libfabric"
+    assert "NCCL_NET" not in tuning.environments["noefa"]
+    assert tuning.environments["noefa"]["NCCL_SOCKET_IFNAME"] == "^docker,lo,veth"

@@ -436,3 +436,12 @@ def test_nccl_net_names_the_plugin_each_version_registers(ofi, name):
     assert env("p4d.24xlarge", nccl_version="2.18.5", ofi=ofi, efa="1.29.0")["NCCL_NET"] == name
     assert "NCCL_NET" not in env("g5.4xlarge", ofi=ofi)  # no EFA: NCCL's sockets are the network
     assert "NCCL_NET" not in env("trn1.32xlarge", ofi=ofi)  # no NVIDIA GPU: not NCCL's plugin
+
+
+def test_without_efa_nothing_efa_only_is_set_even_on_an_efa_type():
+    """efa=False (the group's `efa: false`): no NCCL_NET, which would make NCCL fail with no EFA device."""
+    without = nccl_environment(
+        "p5.48xlarge", nccl_version="2.27.7", ofi_nccl_version="1.16.3", efa_installer_version="1.43.2", efa=False
+    )
+    assert without == {"NCCL_SOCKET_IFNAME": "^docker,lo,veth"}
+    assert env("p5.48xlarge")["NCCL_NET"] == "Libfabric"

@@ -741,3 +741,20 @@ def test_instance_health_checks_are_applied_by_a_custom_resource_until_cloudform
     assert statement["Action"] == ["pcs:GetComputeNodeGroup", "pcs:UpdateComputeNodeGroup"]
     assert {"Fn::GetAtt": [groups["gpu"], "Arn"]} in statement["Resource"]
     assert not any(isinstance(arn, str) and "*" in arn for arn in statement["Resource"])
+    # the rest of UpdateComputeNodeGroup's row (AWS PCS user guide, "Minimum permissions for AWS PCS")
+    granted = {action: statement["Resource"] for statement in role_statements(template, statements_of=resources,
+               handler_statement=statement) for action in statement["Action"]}  # fmt: skip
+    minimum = ["ec2:DescribeVpcs", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeLaunchTemplates",
+               "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
+               "ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateTags", "iam:PassRole",
+               "iam:GetInstanceProfile"]  # fmt: skip
+    assert set(minimum) <= set(granted), sorted(set(minimum) - set(granted))
+    assert granted["iam:PassRole"] != "*" and granted["iam:GetInstanceProfile"] != "*"
+
+
+def role_statements(template, *, statements_of, handler_statement):
+    """Every statement of the policy that holds `handler_statement` (the health-checks function's role policy)."""
+    (policy,) = [r for r in statements_of.values() if r["Type"] == "AWS::IAM::Policy"
+                 and handler_statement in r["Properties"]["PolicyDocument"]["Statement"]]  # fmt: skip
+    return [{**s, "Action": [s["Action"]] if isinstance(s["Action"], str) else s["Action"]}
+            for s in policy["Properties"]["PolicyDocument"]["Statement"]]  # fmt: skip

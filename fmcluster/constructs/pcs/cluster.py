@@ -492,6 +492,45 @@ class PcsSlurmCluster(Construct):
             )
         return self._images[architecture]
 
+    def _grant_update_node_groups(self, handler: lambda_.Function) -> None:
+        """What a caller of UpdateComputeNodeGroup needs besides pcs:UpdateComputeNodeGroup (AWS PCS user guide,
+        "Minimum permissions for AWS PCS", UpdateComputeNodeGroup's row): EC2 reads, launches and tags, and passing
+        the nodes' role through their instance profile. The page names no resources or conditions for them."""
+        ec2_actions = [
+            "ec2:DescribeVpcs",
+            "ec2:DescribeSubnets",
+            "ec2:DescribeSecurityGroups",
+            "ec2:DescribeLaunchTemplates",
+            "ec2:DescribeLaunchTemplateVersions",
+            "ec2:DescribeInstanceTypes",
+            "ec2:DescribeInstanceTypeOfferings",
+            "ec2:RunInstances",
+            "ec2:CreateFleet",
+            "ec2:CreateTags",
+        ]
+        handler.add_to_role_policy(iam.PolicyStatement(actions=ec2_actions, resources=["*"]))
+        handler.add_to_role_policy(iam.PolicyStatement(actions=["iam:PassRole"], resources=[self.role.role_arn]))
+        handler.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["iam:GetInstanceProfile"], resources=[self.instance_profile.instance_profile_arn]
+            )
+        )
+        acknowledge_wildcards(
+            handler,
+            resources=["*"],
+            reason="The PCS user guide's minimum permissions for UpdateComputeNodeGroup: ec2 Describe*, RunInstances, "
+            "CreateFleet and CreateTags with no resource named (the instances PCS launches are known only then); the "
+            "Describe actions support no resource-level permissions",
+        )
+        acknowledge_findings(
+            handler.role,
+            checkov=["CKV_AWS_111"],
+            resource_type="AWS::IAM::Policy",
+            reason="ec2:RunInstances, CreateFleet and CreateTags without constraints: the PCS user guide's minimum "
+            "permissions for UpdateComputeNodeGroup name no resource or condition for them (the instances PCS "
+            "launches for the update are known only then)",
+        )
+
     def _grant_parameter_read(self) -> None:
         """ssm:GetParameter on this cluster's parameters: each group's NCCL environment, the image URI, the endpoint."""
         stack = cdk.Stack.of(self)
@@ -634,6 +673,7 @@ class PcsSlurmCluster(Construct):
                 calls="reads and updates this cluster's PCS node groups (pcs:GetComputeNodeGroup, "
                 "pcs:UpdateComputeNodeGroup)",
             )
+            self._grant_update_node_groups(self._health_checks_handler)
         self._health_checks_handler.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["pcs:GetComputeNodeGroup", "pcs:UpdateComputeNodeGroup"],

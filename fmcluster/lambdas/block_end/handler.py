@@ -10,11 +10,14 @@ Invoked two ways (constructs/block_end.py makes both rules):
   "end-date"): the block it names is due at once, whatever its grace. Its end is still read from
   DescribeCapacityReservations: the format of the event's "end-date" is not documented (unconfirmed).
 
-For a due block, one running instance of the cluster (EC2 DescribeInstances by the cluster's tag; one outside the
-block when there is one, such as the head node, since it outlives the block) runs fmcluster/node/block-end-drain.sh
+For a due block, one running instance of the cluster that SSM lists as Online (EC2 DescribeInstances by the cluster's
+tag, SSM DescribeInstanceInformation; one outside the block when there is one, such as the head node, since it
+outlives the block) runs fmcluster/node/block-end-drain.sh
 through SSM Run Command (AWS-RunShellScript, as root): it drains the block's partitions and sends SIGUSR1 to the job
 steps on the nodes it drained, and prints "drained N node(s): ...; signalled M job(s): ...". When it drained any node,
-or failed, the operators get one message for the block on the alarm topic (SNS Publish); a later run that drains
+or failed, the operators get one message for the block on the alarm topic (SNS Publish); a block that fails (EC2 does
+not know it, SendCommand refuses) does not stop the others. All commands are sent first, then polled together within
+the function's time; a later run that drains
 nothing new (the block's nodes are already drained) sends nothing.
 
 Environment: CLUSTER_NAME, TOPIC_ARN, BLOCKS (JSON: reservation id -> {"partitions": [...], "minutes": N}),
@@ -29,6 +32,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,17 +45,37 @@ DEFAULT_SCRIPT = "/opt/fmcluster/node/block-end-drain.sh"
 DONE = ("Success", "Cancelled", "TimedOut", "Failed")
 """botocore ssm CommandInvocationStatus values after which the invocation changes no more (Cancelling, Pending,
 InProgress and Delayed still may)."""
-COMMAND_TIMEOUT_SECONDS = 120
-"""SendCommand TimeoutSeconds (botocore ssm: 30 to 2592000): the script runs a few Slurm commands."""
+DELIVERY_TIMEOUT_SECONDS = 120
+"""SendCommand TimeoutSeconds (botocore ssm: "If this time is reached and the command hasn't already started running,
+it won't run"): how long delivery may take, not how long the script may run."""
+EXECUTION_TIMEOUT_SECONDS = 120
+"""AWS-RunShellScript's executionTimeout parameter: how long the script may run (it runs a few Slurm commands)."""
 WAIT_SECONDS = 150
+"""The longest the function polls for the results of all of a run's commands together (sent first, then polled)."""
+SPARE_SECONDS = 30
+"""Left of the function's own time (constructs/block_end.py: 5 minutes) after the poll, to publish and return."""
+NOT_FOUND_CODES = ("InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed")
+"""EC2 API reference, "Error codes for the Amazon EC2 API" (as fmcluster/live/capacity.py; the asset holds only this
+file)."""
 RESULT = re.compile(
     r"^drained (?P<drained>\d+) node\(s\): (?P<nodes>\S+); signalled (?P<count>\d+) job\(s\): (?P<jobs>\S+)$"
 )
 
 
+@dataclass(frozen=True)
+class Sent:
+    """A drain command sent for a due block, to poll for."""
+
+    rid: str
+    stamp: str
+    partitions: list[str]
+    instance: str
+    command_id: str
+
+
 def on_event(
     event: dict,
-    _context: object = None,
+    context: object = None,
     *,
     ec2: Any = None,
     ssm: Any = None,
@@ -59,16 +83,16 @@ def on_event(
     now: datetime | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[str]:
-    """Drain every due block; returns what was done per block, one line each (also logged)."""
+    """Drain every due block; returns what was done per block, one line each (also logged). A block whose reading,
+    instance or command fails is reported (and its operators told) without stopping the others."""
     ec2 = ec2 or boto3.client("ec2")
     ssm = ssm or boto3.client("ssm")
     sns = sns or boto3.client("sns")
     now = now or datetime.now(UTC)
     blocks: dict[str, dict] = json.loads(os.environ["BLOCKS"])
     warned = _warned_block(event, blocks)
-    asked = [warned] if warned else sorted(blocks)
-    reservations = ec2.describe_capacity_reservations(CapacityReservationIds=asked)["CapacityReservations"]
-    done = []
+    reservations, done = _reservations(ec2, [warned] if warned else sorted(blocks))
+    sent: list[Sent] = []
     for reservation in reservations:
         rid = reservation["CapacityReservationId"]
         end = reservation.get("EndDate")
@@ -76,9 +100,16 @@ def on_event(
             continue
         if rid != warned and end - now > timedelta(minutes=blocks[rid]["minutes"]):
             continue
-        line = _drain(ec2, ssm, sns, rid, end, blocks[rid]["partitions"], sleep)
-        print(json.dumps({"block": rid, "end": end.isoformat(), "result": line}))
-        done.append(line)
+        stamp = end.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        result = _send(ec2, ssm, sns, rid, stamp, blocks[rid]["partitions"])
+        if isinstance(result, Sent):
+            sent.append(result)
+        else:
+            done.append(_log(rid, stamp, result))
+    remaining = getattr(context, "get_remaining_time_in_millis", lambda: 300_000)() / 1000
+    results = _wait(ssm, sent, sleep, min(WAIT_SECONDS, remaining - SPARE_SECONDS))
+    for command in sent:
+        done.append(_log(command.rid, command.stamp, _report(sns, command, *results[command.command_id])))
     return done
 
 
@@ -90,45 +121,87 @@ def _warned_block(event: dict, blocks: dict) -> str | None:
     return rid if rid in blocks else None
 
 
-def _drain(ec2, ssm, sns, rid: str, end: datetime, partitions: list[str], sleep) -> str:
-    stamp = end.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    instance = _runner(ec2, rid)
-    if instance is None:
-        return f"capacity block {rid}: no running instance of the cluster to drain it from; nothing to drain"
-    command = " ".join([os.environ.get("DRAIN_SCRIPT", DEFAULT_SCRIPT), rid, stamp, *partitions])
-    sent = ssm.send_command(
-        InstanceIds=[instance],
-        DocumentName="AWS-RunShellScript",
-        Parameters={"commands": [command]},
-        TimeoutSeconds=COMMAND_TIMEOUT_SECONDS,
-        Comment=f"fmcluster: drain capacity block {rid} before it ends"[:100],
+def _log(rid: str, stamp: str, line: str) -> str:
+    print(json.dumps({"block": rid, "end": stamp, "result": line}))
+    return line
+
+
+def _reservations(ec2, asked: list[str]) -> tuple[list[dict], list[str]]:
+    """The blocks EC2 knows, and one line per block id it does not (EC2 refuses the whole call for one unknown id)."""
+    try:
+        return ec2.describe_capacity_reservations(CapacityReservationIds=asked)["CapacityReservations"], []
+    except ClientError as error:
+        if len(asked) == 1 or _code(error) not in NOT_FOUND_CODES:
+            if _code(error) in NOT_FOUND_CODES:
+                return [], [f"capacity block {asked[0]}: EC2 does not know it ({_code(error)}); skipped"]
+            raise
+    found, lines = [], []
+    for rid in asked:
+        more, missing = _reservations(ec2, [rid])
+        found += more
+        lines += missing
+    return found, lines
+
+
+def _code(error: ClientError) -> str:
+    return error.response.get("Error", {}).get("Code", "")
+
+
+def _subject(rid: str, stamp: str) -> str:
+    return f"fmcluster {os.environ['CLUSTER_NAME']}: capacity block {rid} ends {stamp}"[:100]
+
+
+def _failed(sns, rid: str, stamp: str, where: str, status: str, detail: str) -> str:
+    """Tell the operators, once for this block in this run, that its drain did not happen."""
+    message = (
+        f"Capacity block {rid} of cluster {os.environ['CLUSTER_NAME']} ends {stamp}, and draining its nodes on "
+        f"{where} did not succeed ({status}): {detail.strip()[-500:] or 'no output'}. Its jobs were not asked to "
+        "checkpoint; EC2 begins terminating the block's instances 30 minutes before the end."
     )
-    status, output, error = _wait(ssm, sent["Command"]["CommandId"], instance, sleep)
-    cluster = os.environ["CLUSTER_NAME"]
-    subject = f"fmcluster {cluster}: capacity block {rid} ends {stamp}"[:100]
+    sns.publish(TopicArn=os.environ["TOPIC_ARN"], Subject=_subject(rid, stamp), Message=message)
+    return f"capacity block {rid}: drain failed on {where}: {status}"
+
+
+def _send(ec2, ssm, sns, rid: str, stamp: str, partitions: list[str]) -> Sent | str:
+    instance = _runner(ec2, ssm, rid)
+    if instance is None:
+        return (
+            f"capacity block {rid}: no running instance of the cluster online in SSM to drain it from; nothing to drain"
+        )
+    command = " ".join([os.environ.get("DRAIN_SCRIPT", DEFAULT_SCRIPT), rid, stamp, *partitions])
+    try:
+        sent = ssm.send_command(
+            InstanceIds=[instance],
+            DocumentName="AWS-RunShellScript",
+            Parameters={"commands": [command], "executionTimeout": [str(EXECUTION_TIMEOUT_SECONDS)]},
+            TimeoutSeconds=DELIVERY_TIMEOUT_SECONDS,
+            Comment=f"fmcluster: drain capacity block {rid} before it ends"[:100],
+        )
+    except ClientError as error:
+        return _failed(sns, rid, stamp, instance, _code(error), str(error))
+    return Sent(rid, stamp, partitions, instance, sent["Command"]["CommandId"])
+
+
+def _report(sns, command: Sent, status: str, output: str, error: str) -> str:
+    rid, stamp, instance = command.rid, command.stamp, command.instance
     found = RESULT.match(output.strip().splitlines()[-1]) if status == "Success" and output.strip() else None
     if found is None:
-        message = (
-            f"Capacity block {rid} of cluster {cluster} ends {stamp}, and draining its nodes on {instance} did not "
-            f"succeed ({status}): {(error or output).strip()[-500:] or 'no output'}. Its jobs were not asked to "
-            "checkpoint; EC2 begins terminating the block's instances 30 minutes before the end."
-        )
-        sns.publish(TopicArn=os.environ["TOPIC_ARN"], Subject=subject, Message=message)
-        return f"capacity block {rid}: drain failed on {instance}: {status}"
+        return _failed(sns, rid, stamp, instance, status, error or output)
     if found["drained"] == "0":
         return f"capacity block {rid}: its nodes were drained already"
     message = (
-        f"Capacity block {rid} of cluster {cluster} ends {stamp}; EC2 begins terminating its instances 30 minutes "
-        f"before that. Drained {found['drained']} Slurm node(s) in partition(s) {', '.join(partitions)} "
-        f"({found['nodes']}): no new job starts there. Asked {found['count']} running job(s) ({found['jobs']}) to "
-        "checkpoint (SIGUSR1 to their job steps)."
+        f"Capacity block {rid} of cluster {os.environ['CLUSTER_NAME']} ends {stamp}; EC2 begins terminating its "
+        f"instances 30 minutes before that. Drained {found['drained']} Slurm node(s) in partition(s) "
+        f"{', '.join(command.partitions)} ({found['nodes']}): no new job starts there. Asked {found['count']} running "
+        f"job(s) ({found['jobs']}) to checkpoint (SIGUSR1 to their job steps)."
     )
-    sns.publish(TopicArn=os.environ["TOPIC_ARN"], Subject=subject, Message=message)
+    sns.publish(TopicArn=os.environ["TOPIC_ARN"], Subject=_subject(rid, stamp), Message=message)
     return f"capacity block {rid}: {output.strip().splitlines()[-1]}"
 
 
-def _runner(ec2, rid: str) -> str | None:
-    """A running instance of the cluster to run the drain on, outside the block when there is one."""
+def _runner(ec2, ssm, rid: str) -> str | None:
+    """A running instance of the cluster that SSM lists as Online, to run the drain on; outside the block when there is
+    one (botocore ssm DescribeInstanceInformation: filter keys InstanceIds, at most 100 values, and PingStatus)."""
     pages = ec2.get_paginator("describe_instances").paginate(
         Filters=[
             {
@@ -139,25 +212,46 @@ def _runner(ec2, rid: str) -> str | None:
         ]
     )
     instances = [i for page in pages for row in page.get("Reservations", []) for i in row.get("Instances", [])]
-    outside = [i for i in instances if i.get("CapacityReservationId") != rid]
-    chosen = sorted(outside or instances, key=lambda i: i["InstanceId"])
+    ids = sorted(i["InstanceId"] for i in instances)
+    online: set[str] = set()
+    for first in range(0, len(ids), 100):
+        found = ssm.get_paginator("describe_instance_information").paginate(
+            Filters=[
+                {"Key": "InstanceIds", "Values": ids[first : first + 100]},
+                {"Key": "PingStatus", "Values": ["Online"]},
+            ]
+        )
+        online |= {row["InstanceId"] for page in found for row in page.get("InstanceInformationList", [])}
+    usable = [i for i in instances if i["InstanceId"] in online]
+    outside = [i for i in usable if i.get("CapacityReservationId") != rid]
+    chosen = sorted(outside or usable, key=lambda i: i["InstanceId"])
     return chosen[0]["InstanceId"] if chosen else None
 
 
-def _wait(ssm, command_id: str, instance: str, sleep) -> tuple[str, str, str]:
-    """(status, stdout, stderr) of the command on `instance` once it is done, or its status at the deadline."""
-    waited, status = 0.0, "Pending"
-    while waited <= WAIT_SECONDS:
+def _wait(ssm, sent: list[Sent], sleep, budget: float) -> dict[str, tuple[str, str, str]]:
+    """(status, stdout, stderr) per command id once done, or its status when `budget` seconds of polling are up."""
+    results = {command.command_id: ("Pending", "", "") for command in sent}
+    pending = list(sent)
+    waited = 0.0
+    while pending and waited < budget:
         sleep(2.0)
         waited += 2.0
-        try:
-            found = ssm.get_command_invocation(CommandId=command_id, InstanceId=instance)
-        except ClientError as error:
-            # a declared error of GetCommandInvocation (botocore ssm); right after SendCommand (unconfirmed)
-            if error.response.get("Error", {}).get("Code") == "InvocationDoesNotExist":
-                continue
-            raise
-        status = found.get("Status", "")
-        if status in DONE:
-            return status, found.get("StandardOutputContent", ""), found.get("StandardErrorContent", "")
-    return status, "", f"still {status} after {WAIT_SECONDS} s"
+        for command in list(pending):
+            try:
+                found = ssm.get_command_invocation(CommandId=command.command_id, InstanceId=command.instance)
+            except ClientError as error:
+                # a declared error of GetCommandInvocation (botocore ssm); right after SendCommand (unconfirmed)
+                if _code(error) == "InvocationDoesNotExist":
+                    continue
+                raise
+            status = found.get("Status", "")
+            results[command.command_id] = (status, "", "")
+            if status in DONE:
+                results[command.command_id] = (
+                    status, found.get("StandardOutputContent", ""), found.get("StandardErrorContent", "")
+                )  # fmt: skip
+                pending.remove(command)
+    for command in pending:
+        status = results[command.command_id][0]
+        results[command.command_id] = (status, "", f"still {status} after {waited:.0f} s")
+    return results
