@@ -122,7 +122,7 @@ def check_subnet(config: ClusterConfig, aws: Aws) -> list[Problem]:
     if subnet.get("VpcId") != vpc_id:
         return [Problem(path, f"subnet {subnet_id} is in {subnet.get('VpcId')}, not in network.vpc_id {vpc_id}")]
     if ipv4_block(subnet) is None:
-        problems.append(Problem(path, ipv6_only(subnet_id)))
+        problems.append(Problem(path, ipv6_only(str(subnet_id))))
     zone = subnet.get("AvailabilityZoneId")
     if zone != config.availability_zone_id:
         problems.append(

@@ -108,7 +108,7 @@ def readme_table() -> str:
     its digest comes from."""
     rows = [README_TABLE_HEAD, "|---|---|---|---|---|"]
     for a in artifacts():
-        digest = f"`{a.sha256[:12]}...`" if a.pinned else "none: refused by nodes"
+        digest = f"`{a.sha256[:12]}...`" if a.pinned and a.sha256 else "none: refused by nodes"
         rows.append(f"| {a.key.rsplit('/', 1)[1]} | {a.version} | {a.arch} | {digest} | {a.sha256_source} |")
     return "\n".join(rows) + "\n"
 

@@ -523,7 +523,7 @@ class PcsSlurmCluster(Construct):
             "Describe actions support no resource-level permissions",
         )
         acknowledge_findings(
-            handler.role,
+            cast(iam.IRole, handler.role),
             checkov=["CKV_AWS_111"],
             resource_type="AWS::IAM::Policy",
             reason="ec2:RunInstances, CreateFleet and CreateTags without constraints: the PCS user guide's minimum "
