@@ -60,7 +60,8 @@ _MODELS = botocore.session.get_session()
 
 
 class AgentSsm:
-    """SendCommand and GetCommandInvocation, the command run on the real Slurm as SSM's agent would run it."""
+    """DescribeInstanceInformation, SendCommand and GetCommandInvocation, the command run on the real Slurm as SSM's
+    agent would run it."""
 
     def __init__(self, slurm, root: Path):
         self.slurm, self.root, self.commands, self.results = slurm, root, [], {}
@@ -87,6 +88,18 @@ class AgentSsm:
             "StandardErrorContent": ran.stderr,
         }
         return {"Command": {"CommandId": command_id, "DocumentName": "AWS-RunShellScript", "Status": "Pending"}}
+
+    def get_paginator(self, operation: str):
+        """DescribeInstanceInformation's pages: every instance asked about has its agent registered and Online."""
+        assert operation == "describe_instance_information"
+        return self
+
+    def paginate(self, **params):
+        _check_input("ssm", "DescribeInstanceInformation", params)
+        (ids,) = [f["Values"] for f in params["Filters"] if f["Key"] == "InstanceIds"]
+        page = {"InstanceInformationList": [{"InstanceId": i, "PingStatus": "Online"} for i in ids]}
+        assert shape_problems(output_shape("ssm", "DescribeInstanceInformation"), page) == []
+        return [page]
 
     def get_command_invocation(self, **params):
         _check_input("ssm", "GetCommandInvocation", params)
