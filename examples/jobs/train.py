@@ -21,7 +21,8 @@ loads the newest readable checkpoint and continues from its step.
 Stopping: SIGUSR1 (Slurm's `--signal=USR1@SECONDS` before the time limit) or SIGTERM (scancel, preemption, torchrun
 passing on its own SIGTERM) on any rank makes every rank stop after the same step (the ranks agree through an
 all-reduce every step), rank 0 checkpoints, and the job exits with status 3 (EXIT_INTERRUPTED); submitting it again
-resumes. A finished run exits 0.
+resumes. A finished run exits 0; one asked for a GPU (--device cuda, FMCLUSTER_DEVICE=cuda) that PyTorch does not
+see exits 1 with one line saying so, before it trains.
 
 Log: one JSON object per line on rank 0's stdout: {"event": "step", "step", "loss", "lr", "tokens_per_second"},
 and "start", "resume", "checkpoint", "stop", "done" events.
@@ -71,6 +72,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--heads", type=int, default=4, help="attention heads")
     parser.add_argument("--lr", type=float, default=3e-4, help="peak learning rate (AdamW)")
     parser.add_argument("--warmup", type=int, default=100, help="steps of linear warm-up before cosine decay")
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default=os.environ.get("FMCLUSTER_DEVICE", "auto"),
+                        help="cuda: fail unless PyTorch sees a GPU (train.sbatch sets FMCLUSTER_DEVICE=cuda on GPU "
+                        "nodes); auto: a GPU when there is one, else the CPU")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1234, help="seeds the model and the batches")
     parser.add_argument("--log-every", type=int, default=10, help="steps between log lines")
     args = parser.parse_args(argv)
@@ -275,7 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopRequest()
     stop.install()
     rank, world, local_rank = distributed_env(os.environ)
-    cuda = torch.cuda.is_available()
+    cuda = torch.cuda.is_available() and args.device != "cpu"
+    if args.device == "cuda" and not cuda:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+        print(f"train.py: rank {rank}: --device cuda (FMCLUSTER_DEVICE) but PyTorch sees no GPU "
+              f"(CUDA_VISIBLE_DEVICES={visible}): not training on the CPU instead; does the job step request its "
+              "GPUs (srun --gpus-per-node)?", file=sys.stderr, flush=True)  # fmt: skip
+        return 1
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)

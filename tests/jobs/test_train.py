@@ -271,3 +271,16 @@ def test_killed_warned_terminated_and_resumed_the_run_continues_its_losses_step_
     assert_same_losses(final, reference, first=again + 1)
     names = sorted(path.name for path in checkpoints.iterdir())
     assert names[0] == "latest" and len(names) == 4 and names[-1] == train.checkpoint_name(STEPS), names
+
+
+def test_a_job_that_asked_for_gpus_fails_with_one_line_when_pytorch_sees_none(monkeypatch, capsys):
+    """train.sbatch sets FMCLUSTER_DEVICE=cuda on GPU nodes: no GPU then is a broken step, not a CPU run."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("FMCLUSTER_DEVICE", "cuda")
+    assert train.main(["--checkpoint-dir", "/nonexistent/never-written", *TINY]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing trained, nothing logged
+    [line] = captured.err.splitlines()
+    assert line.startswith("train.py: rank 0: --device cuda (FMCLUSTER_DEVICE) but PyTorch sees no GPU")
+    monkeypatch.delenv("FMCLUSTER_DEVICE")
+    assert train.parse_args([]).device == "auto"
