@@ -111,20 +111,34 @@ def distributed_env(environ: Mapping[str, str]) -> tuple[int, int, int]:
 
 def load_tokens(data_dir: str, seed: int) -> tuple[torch.Tensor, str]:
     """The token stream (uint8) and where it came from: the files under `data_dir`, or a generated corpus."""
-    root = Path(data_dir)
     chunks: list[bytes] = []
     size = 0
-    if root.is_dir():
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
-            chunk = path.read_bytes()[: MAX_DATA_BYTES - size]
-            chunks.append(chunk)
-            size += len(chunk)
-            if size >= MAX_DATA_BYTES:
-                break
+    for path in data_files(Path(data_dir)):
+        with open(path, "rb") as file:
+            chunk = file.read(MAX_DATA_BYTES - size)  # at most what is still wanted, however large the file
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= MAX_DATA_BYTES:
+            break  # data_files is a generator: the rest of the tree is never listed
     data = b"".join(chunks)
     if len(data) > 2 * 1024:
         return torch.frombuffer(bytearray(data), dtype=torch.uint8), f"{size:,} bytes of {data_dir}"
     return generated_corpus(seed), "generated corpus (no data under --data)"
+
+
+def data_files(directory: Path) -> Iterator[Path]:
+    """The regular files not named .* under `directory` in sorted order (depth first, each directory's entries sorted;
+    symbolic links to directories not followed), listed one directory at a time as they are consumed: a reader that
+    stops early lists no further."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            yield from data_files(Path(entry.path))
+        elif entry.is_file() and not entry.name.startswith("."):
+            yield Path(entry.path)
 
 
 def generated_corpus(seed: int, length: int = 1 << 20) -> torch.Tensor:

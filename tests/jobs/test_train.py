@@ -284,3 +284,23 @@ def test_a_job_that_asked_for_gpus_fails_with_one_line_when_pytorch_sees_none(mo
     assert line.startswith("train.py: rank 0: --device cuda (FMCLUSTER_DEVICE) but PyTorch sees no GPU")
     monkeypatch.delenv("FMCLUSTER_DEVICE")
     assert train.parse_args([]).device == "auto"
+
+
+def test_data_is_read_only_up_to_the_cap_and_the_tree_is_listed_only_until_it_is_reached(tmp_path, monkeypatch):
+    """A file far larger than memory (sparse: 64 GiB of holes) gives only the capped bytes, and the directories after
+    the one that filled the cap are never listed (a dataset tree on Lustre can hold millions of files)."""
+    monkeypatch.setattr(train, "MAX_DATA_BYTES", 8192)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / ".hidden").write_bytes(b"x" * 4096)
+    (tmp_path / "a" / "shard-0").write_bytes(b"y" * 4096)
+    with open(tmp_path / "a" / "shard-1", "wb") as file:
+        file.truncate(64 << 30)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "shard-2").write_bytes(b"z" * 4096)
+    listed = []
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: listed.append(Path(path).name) or scandir(path))
+    tokens, source = train.load_tokens(str(tmp_path), seed=1)
+    assert source.startswith("8,192 bytes of ") and len(tokens) == 8192
+    assert bytes(tokens[:4096].tolist()) == b"y" * 4096 and not any(tokens[4096:].tolist())  # the holes read as 0
+    assert listed == [tmp_path.name, "a"]  # b was never listed
