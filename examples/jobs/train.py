@@ -12,11 +12,11 @@ bytes: easy to learn, so the loss visibly falls). Batches are drawn from a gener
 a resumed run sees exactly the batches the interrupted one would have.
 
 Checkpoints: rank 0 writes `step-<N>.pt` (model, optimizer, step) into --checkpoint-dir (default
-/fsx/checkpoints/<job name>) every --checkpoint-every steps and when the job is asked to stop. Each is written to a
-temporary file in the same directory, flushed to disk and renamed into place, and then `latest` is replaced the same
-way: a crash at any moment leaves the previous checkpoint whole and `latest` naming a complete file (a temporary file
-a killed writer left behind is removed by the next save). The newest --keep checkpoints are kept. On start every rank
-loads the newest readable checkpoint and continues from its step.
+/fsx/checkpoints/<user>/<job name>: each user's own) every --checkpoint-every steps and when the job is asked to stop.
+Each is written to a temporary file in the same directory, flushed to disk and renamed into place, and then `latest` is
+replaced the same way: a crash at any moment leaves the previous checkpoint whole and `latest` naming a complete file
+(a temporary file a killed writer left behind is removed by the next save). The newest --keep checkpoints are kept. On
+start every rank loads the newest readable checkpoint and continues from its step.
 
 Stopping: SIGUSR1 (Slurm's `--signal=USR1@SECONDS` before the time limit) or SIGTERM (scancel, preemption, torchrun
 passing on its own SIGTERM) on any rank makes every rank stop after the same step (the ranks agree through an
@@ -31,6 +31,7 @@ and "start", "resume", "checkpoint", "stop", "done" events.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import math
 import os
@@ -57,11 +58,27 @@ MAX_DATA_BYTES = 256 * 1024 * 1024
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
 
+def job_user(environ: Mapping[str, str]) -> str:
+    """Who runs the job: Slurm's SLURM_JOB_USER, else the login name (getpass: LOGNAME, USER, ..., the password
+    database), else the uid: each user's checkpoints go under a directory of their own.
+
+    >>> job_user({"SLURM_JOB_USER": "alice"})
+    'alice'
+    """
+    if environ.get("SLURM_JOB_USER"):
+        return environ["SLURM_JOB_USER"]
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name variable and a uid the container's password database lacks
+        return f"uid-{os.getuid()}"
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     job = os.environ.get("SLURM_JOB_NAME", "first-job")
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--data", default="/fsx/datasets", help="files to train on; none: a generated corpus")
-    parser.add_argument("--checkpoint-dir", default=f"/fsx/checkpoints/{job}", help="where checkpoints go")
+    parser.add_argument("--checkpoint-dir", default=f"/fsx/checkpoints/{job_user(os.environ)}/{job}",
+                        help="where checkpoints go (default: /fsx/checkpoints/<user>/<job name>)")  # fmt: skip
     parser.add_argument("--steps", type=int, default=2000, help="optimizer steps in all")
     parser.add_argument("--checkpoint-every", type=int, default=200, help="steps between checkpoints")
     parser.add_argument("--keep", type=int, default=3, help="checkpoints kept (the newest)")

@@ -304,3 +304,15 @@ def test_data_is_read_only_up_to_the_cap_and_the_tree_is_listed_only_until_it_is
     assert source.startswith("8,192 bytes of ") and len(tokens) == 8192
     assert bytes(tokens[:4096].tolist()) == b"y" * 4096 and not any(tokens[4096:].tolist())  # the holes read as 0
     assert listed == [tmp_path.name, "a"]  # b was never listed
+
+
+def test_the_default_checkpoint_directory_is_the_users_own(monkeypatch):
+    """Users share /fsx: one user's first-job must not resume from, or prune, another's checkpoints."""
+    monkeypatch.setenv("SLURM_JOB_NAME", "first-job")
+    monkeypatch.setenv("SLURM_JOB_USER", "alice")
+    assert train.parse_args([]).checkpoint_dir == "/fsx/checkpoints/alice/first-job"
+    monkeypatch.setenv("SLURM_JOB_USER", "bob")
+    assert train.parse_args([]).checkpoint_dir == "/fsx/checkpoints/bob/first-job"
+    monkeypatch.delenv("SLURM_JOB_USER")
+    monkeypatch.setenv("LOGNAME", "carol")  # getpass.getuser() reads LOGNAME first
+    assert train.parse_args([]).checkpoint_dir == "/fsx/checkpoints/carol/first-job"
