@@ -88,8 +88,10 @@ def test_sbatch_parses_the_directives(tmp_path):
 def test_the_job_trains_is_signalled_through_slurm_and_resumes_when_submitted_again(tmp_path):
     env = job_environment(tmp_path)
     checkpoints = tmp_path / "fsx" / "checkpoints" / "first-job"
+    # The test node's GPUs are GRES over /dev/null stand-ins (tests/node/real_slurm.py): the script requests them for
+    # the step and sets FMCLUSTER_DEVICE=cuda, and --device cpu (after it) lets train.py run on the CPU anyway.
     args = ("--image", IMAGE, "--", "--checkpoint-dir", str(checkpoints), "--data", str(tmp_path / "no-data"),
-            *TRAIN_ARGS)  # fmt: skip
+            "--device", "cpu", *TRAIN_ARGS)  # fmt: skip
     script = SBATCH.read_text()
     with real_slurm(tmp_path) as slurm:
         # Warned: the time-limit signal as Slurm sends it to the step's tasks (scancel --signal=USR1).
