@@ -12,16 +12,17 @@ bytes: easy to learn, so the loss visibly falls). Batches are drawn from a gener
 a resumed run sees exactly the batches the interrupted one would have.
 
 Checkpoints: rank 0 writes `step-<N>.pt` (model, optimizer, step) into --checkpoint-dir (default
-/fsx/checkpoints/<job name>) every --checkpoint-every steps and when the job is asked to stop. Each is written to a
-temporary file in the same directory, flushed to disk and renamed into place, and then `latest` is replaced the same
-way: a crash at any moment leaves the previous checkpoint whole and `latest` naming a complete file (a temporary file
-a killed writer left behind is removed by the next save). The newest --keep checkpoints are kept. On start every rank
-loads the newest readable checkpoint and continues from its step.
+/fsx/checkpoints/<user>/<job name>: each user's own) every --checkpoint-every steps and when the job is asked to stop.
+Each is written to a temporary file in the same directory, flushed to disk and renamed into place, and then `latest` is
+replaced the same way: a crash at any moment leaves the previous checkpoint whole and `latest` naming a complete file
+(a temporary file a killed writer left behind is removed by the next save). The newest --keep checkpoints are kept. On
+start every rank loads the newest readable checkpoint and continues from its step.
 
 Stopping: SIGUSR1 (Slurm's `--signal=USR1@SECONDS` before the time limit) or SIGTERM (scancel, preemption, torchrun
 passing on its own SIGTERM) on any rank makes every rank stop after the same step (the ranks agree through an
 all-reduce every step), rank 0 checkpoints, and the job exits with status 3 (EXIT_INTERRUPTED); submitting it again
-resumes. A finished run exits 0.
+resumes. A finished run exits 0; one asked for a GPU (--device cuda, FMCLUSTER_DEVICE=cuda) that PyTorch does not
+see exits 1 with one line saying so, before it trains.
 
 Log: one JSON object per line on rank 0's stdout: {"event": "step", "step", "loss", "lr", "tokens_per_second"},
 and "start", "resume", "checkpoint", "stop", "done" events.
@@ -30,6 +31,7 @@ and "start", "resume", "checkpoint", "stop", "done" events.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import math
 import os
@@ -56,11 +58,27 @@ MAX_DATA_BYTES = 256 * 1024 * 1024
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
 
+def job_user(environ: Mapping[str, str]) -> str:
+    """Who runs the job: Slurm's SLURM_JOB_USER, else the login name (getpass: LOGNAME, USER, ..., the password
+    database), else the uid: each user's checkpoints go under a directory of their own.
+
+    >>> job_user({"SLURM_JOB_USER": "alice"})
+    'alice'
+    """
+    if environ.get("SLURM_JOB_USER"):
+        return environ["SLURM_JOB_USER"]
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name variable and a uid the container's password database lacks
+        return f"uid-{os.getuid()}"
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     job = os.environ.get("SLURM_JOB_NAME", "first-job")
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--data", default="/fsx/datasets", help="files to train on; none: a generated corpus")
-    parser.add_argument("--checkpoint-dir", default=f"/fsx/checkpoints/{job}", help="where checkpoints go")
+    parser.add_argument("--checkpoint-dir", default=f"/fsx/checkpoints/{job_user(os.environ)}/{job}",
+                        help="where checkpoints go (default: /fsx/checkpoints/<user>/<job name>)")  # fmt: skip
     parser.add_argument("--steps", type=int, default=2000, help="optimizer steps in all")
     parser.add_argument("--checkpoint-every", type=int, default=200, help="steps between checkpoints")
     parser.add_argument("--keep", type=int, default=3, help="checkpoints kept (the newest)")
@@ -71,6 +89,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--heads", type=int, default=4, help="attention heads")
     parser.add_argument("--lr", type=float, default=3e-4, help="peak learning rate (AdamW)")
     parser.add_argument("--warmup", type=int, default=100, help="steps of linear warm-up before cosine decay")
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default=os.environ.get("FMCLUSTER_DEVICE", "auto"),
+                        help="cuda: fail unless PyTorch sees a GPU (train.sbatch sets FMCLUSTER_DEVICE=cuda on GPU "
+                        "nodes); auto: a GPU when there is one, else the CPU")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1234, help="seeds the model and the batches")
     parser.add_argument("--log-every", type=int, default=10, help="steps between log lines")
     args = parser.parse_args(argv)
@@ -107,20 +128,34 @@ def distributed_env(environ: Mapping[str, str]) -> tuple[int, int, int]:
 
 def load_tokens(data_dir: str, seed: int) -> tuple[torch.Tensor, str]:
     """The token stream (uint8) and where it came from: the files under `data_dir`, or a generated corpus."""
-    root = Path(data_dir)
     chunks: list[bytes] = []
     size = 0
-    if root.is_dir():
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
-            chunk = path.read_bytes()[: MAX_DATA_BYTES - size]
-            chunks.append(chunk)
-            size += len(chunk)
-            if size >= MAX_DATA_BYTES:
-                break
+    for path in data_files(Path(data_dir)):
+        with open(path, "rb") as file:
+            chunk = file.read(MAX_DATA_BYTES - size)  # at most what is still wanted, however large the file
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= MAX_DATA_BYTES:
+            break  # data_files is a generator: the rest of the tree is never listed
     data = b"".join(chunks)
     if len(data) > 2 * 1024:
         return torch.frombuffer(bytearray(data), dtype=torch.uint8), f"{size:,} bytes of {data_dir}"
     return generated_corpus(seed), "generated corpus (no data under --data)"
+
+
+def data_files(directory: Path) -> Iterator[Path]:
+    """The regular files not named .* under `directory` in sorted order (depth first, each directory's entries sorted;
+    symbolic links to directories not followed), listed one directory at a time as they are consumed: a reader that
+    stops early lists no further."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            yield from data_files(Path(entry.path))
+        elif entry.is_file() and not entry.name.startswith("."):
+            yield Path(entry.path)
 
 
 def generated_corpus(seed: int, length: int = 1 << 20) -> torch.Tensor:
@@ -275,7 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopRequest()
     stop.install()
     rank, world, local_rank = distributed_env(os.environ)
-    cuda = torch.cuda.is_available()
+    cuda = torch.cuda.is_available() and args.device != "cpu"
+    if args.device == "cuda" and not cuda:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+        print(f"train.py: rank {rank}: --device cuda (FMCLUSTER_DEVICE) but PyTorch sees no GPU "
+              f"(CUDA_VISIBLE_DEVICES={visible}): not training on the CPU instead; does the job step request its "
+              "GPUs (srun --gpus-per-node)?", file=sys.stderr, flush=True)  # fmt: skip
+        return 1
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)

@@ -272,3 +272,48 @@ def test_killed_warned_terminated_and_resumed_the_run_continues_its_losses_step_
     assert_same_losses(final, reference, first=again + 1)
     names = sorted(path.name for path in checkpoints.iterdir())
     assert names[0] == "latest" and len(names) == 4 and names[-1] == train.checkpoint_name(STEPS), names
+
+
+def test_a_job_that_asked_for_gpus_fails_with_one_line_when_pytorch_sees_none(monkeypatch, capsys):
+    """train.sbatch sets FMCLUSTER_DEVICE=cuda on GPU nodes: no GPU then is a broken step, not a CPU run."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("FMCLUSTER_DEVICE", "cuda")
+    assert train.main(["--checkpoint-dir", "/nonexistent/never-written", *TINY]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing trained, nothing logged
+    [line] = captured.err.splitlines()
+    assert line.startswith("train.py: rank 0: --device cuda (FMCLUSTER_DEVICE) but PyTorch sees no GPU")
+    monkeypatch.delenv("FMCLUSTER_DEVICE")
+    assert train.parse_args([]).device == "auto"
+
+
+def test_data_is_read_only_up_to_the_cap_and_the_tree_is_listed_only_until_it_is_reached(tmp_path, monkeypatch):
+    """A file far larger than memory (sparse: 64 GiB of holes) gives only the capped bytes, and the directories after
+    the one that filled the cap are never listed (a dataset tree on Lustre can hold millions of files)."""
+    monkeypatch.setattr(train, "MAX_DATA_BYTES", 8192)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / ".hidden").write_bytes(b"x" * 4096)
+    (tmp_path / "a" / "shard-0").write_bytes(b"y" * 4096)
+    with open(tmp_path / "a" / "shard-1", "wb") as file:
+        file.truncate(64 << 30)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "shard-2").write_bytes(b"z" * 4096)
+    listed = []
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: listed.append(Path(path).name) or scandir(path))
+    tokens, source = train.load_tokens(str(tmp_path), seed=1)
+    assert source.startswith("8,192 bytes of ") and len(tokens) == 8192
+    assert bytes(tokens[:4096].tolist()) == b"y" * 4096 and not any(tokens[4096:].tolist())  # the holes read as 0
+    assert listed == [tmp_path.name, "a"]  # b was never listed
+
+
+def test_the_default_checkpoint_directory_is_the_users_own(monkeypatch):
+    """Users share /fsx: one user's first-job must not resume from, or prune, another's checkpoints."""
+    monkeypatch.setenv("SLURM_JOB_NAME", "first-job")
+    monkeypatch.setenv("SLURM_JOB_USER", "alice")
+    assert train.parse_args([]).checkpoint_dir == "/fsx/checkpoints/alice/first-job"
+    monkeypatch.setenv("SLURM_JOB_USER", "bob")
+    assert train.parse_args([]).checkpoint_dir == "/fsx/checkpoints/bob/first-job"
+    monkeypatch.delenv("SLURM_JOB_USER")
+    monkeypatch.setenv("LOGNAME", "carol")  # getpass.getuser() reads LOGNAME first
+    assert train.parse_args([]).checkpoint_dir == "/fsx/checkpoints/carol/first-job"

@@ -92,8 +92,10 @@ def test_sbatch_parses_the_directives(tmp_path):
 def test_the_job_trains_is_signalled_through_slurm_and_resumes_when_submitted_again(tmp_path):
     env = job_environment(tmp_path)
     checkpoints = tmp_path / "fsx" / "checkpoints" / "first-job"
+    # The test node's GPUs are GRES over /dev/null stand-ins (tests/node/real_slurm.py): the script requests them for
+    # the step and sets FMCLUSTER_DEVICE=cuda, and --device cpu (after it) lets train.py run on the CPU anyway.
     args = ("--image", IMAGE, "--", "--checkpoint-dir", str(checkpoints), "--data", str(tmp_path / "no-data"),
-            *TRAIN_ARGS)  # fmt: skip
+            "--device", "cpu", *TRAIN_ARGS)  # fmt: skip
     script = SBATCH.read_text()
     with real_slurm(tmp_path) as slurm:
         # Warned: the time-limit signal as Slurm sends it to the step's tasks (scancel --signal=USR1).
@@ -168,3 +170,40 @@ def test_the_job_may_requeue_itself_and_keeps_its_output_across_restarts():
     (slurm.conf(5)) would truncate it at the restart."""
     directives = [line.split()[1] for line in SBATCH.read_text().splitlines() if line.startswith("#SBATCH ")]
     assert {"--requeue", "--open-mode=append"} <= set(directives)
+
+
+def run_with_recording_srun(tmp_path: Path, *, gpus: int, options: tuple[str, ...] = ()) -> tuple[list[str], str]:
+    """The script run outside Slurm's daemons with SLURM_JOB_ID set and an srun that only records what it was given."""
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / "srun").write_text(
+        '#!/bin/sh\nprintf "%s\\n" "$@" >"$SRUN_LOG"\necho "$FMCLUSTER_DEVICE" >"$DEVICE_LOG"\n'
+    )
+    (shims / "srun").chmod(0o755)
+    if gpus:  # nvidia-smi -L's line format: "GPU <index>: <name> (UUID: GPU-...)"
+        lines = "".join(f'echo "GPU {index}: NVIDIA H100 80GB HBM3 (UUID: GPU-{index})"\n' for index in range(gpus))
+        (shims / "nvidia-smi").write_text(f"#!/bin/sh\n{lines}")
+        (shims / "nvidia-smi").chmod(0o755)
+    env = {"PATH": f"{shims}:/usr/bin:/bin", "SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1",
+           "FMCLUSTER_JOB_DIR": str(JOBS), "FMCLUSTER_MASTER_ADDR": "127.0.0.1", "SRUN_LOG": str(tmp_path / "srun"),
+           "DEVICE_LOG": str(tmp_path / "device"), "FMCLUSTER_NCCL_ENV_FILE": str(tmp_path / "none")}  # fmt: skip
+    result = subprocess.run(["bash", str(SBATCH), "--image", IMAGE, *options], env=env, capture_output=True, text=True,
+                            timeout=60, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return (tmp_path / "srun").read_text().splitlines(), (tmp_path / "device").read_text().strip()
+
+
+def test_on_gpu_nodes_the_step_requests_its_gpus_and_train_py_must_see_them(tmp_path):
+    """srun(1), --gres: a step is allocated the job's GRES "except those implicitly requested when a job is
+    exclusive" (Slurm 26.05), and the job is --exclusive without a GPU request: the step must ask for them."""
+    args, device = run_with_recording_srun(tmp_path, gpus=8)
+    assert "--ntasks-per-node=8" in args and "--gpus-per-node=8" in args
+    assert device == "cuda"
+
+
+def test_on_a_node_without_gpus_the_step_requests_none_and_train_py_may_use_the_cpu(tmp_path):
+    directives = [line.split()[1] for line in SBATCH.read_text().splitlines() if line.startswith("#SBATCH ")]
+    assert "--exclusive" in directives  # the reason the GPU case above needs its explicit request
+    args, device = run_with_recording_srun(tmp_path, gpus=0, options=("--gpus-per-node", "2"))
+    assert "--ntasks-per-node=2" in args and not [arg for arg in args if arg.startswith(("--gpus", "--gres"))]
+    assert device == ""
