@@ -186,7 +186,8 @@ def run_with_recording_srun(tmp_path: Path, *, gpus: int, options: tuple[str, ..
         (shims / "nvidia-smi").chmod(0o755)
     env = {"PATH": f"{shims}:/usr/bin:/bin", "SLURM_JOB_ID": "42", "SLURM_JOB_NUM_NODES": "1",
            "FMCLUSTER_JOB_DIR": str(JOBS), "FMCLUSTER_MASTER_ADDR": "127.0.0.1", "SRUN_LOG": str(tmp_path / "srun"),
-           "DEVICE_LOG": str(tmp_path / "device"), "FMCLUSTER_NCCL_ENV_FILE": str(tmp_path / "none")}  # fmt: skip
+           "DEVICE_LOG": str(tmp_path / "device"), "FMCLUSTER_NCCL_ENV_FILE": str(tmp_path / "none"),
+           "FMCLUSTER_SHARED_DIR": str(tmp_path)}  # fmt: skip
     result = subprocess.run(["bash", str(SBATCH), "--image", IMAGE, *options], env=env, capture_output=True, text=True,
                             timeout=60, check=False)  # fmt: skip
     assert result.returncode == 0, result.stderr
