@@ -248,18 +248,23 @@ def real_slurm(tmp_path: Path, version: str = "22.05", **extra: str) -> Iterator
         yield from _run(tmp_path, version, root, extra)
 
 
+def munge_files(directory: Path) -> tuple[Path, Path, Path]:
+    """(munge directory, a fresh key, the socket path) under `directory`/munge, with the modes munged insists on."""
+    munge_dir = directory / "munge"
+    munge_dir.chmod(0o700)
+    key = munge_dir / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    return munge_dir, key, munge_dir / "munge.socket"
+
+
 def _run(tmp_path: Path, version: str, root: Path | None, extra: dict[str, str]) -> Iterator[RealSlurm]:
     directory = tmp_path / "slurm"
     for sub in ("state", "spool", "dev", "munge"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
     directory.chmod(0o755)
     node = socket.gethostname().split(".")[0]
-    munge_dir = directory / "munge"
-    munge_dir.chmod(0o700)
-    key = munge_dir / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o400)
-    munge_socket = munge_dir / "munge.socket"
+    munge_dir, key, munge_socket = munge_files(directory)
     for index in range(GPUS):  # Slurm wants character devices; these behave as /dev/null
         os.mknod(directory / "dev" / f"gpu{index}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     (directory / "gres.conf").write_text(f"Name=gpu File={directory / 'dev'}/gpu[0-{GPUS - 1}]\n")

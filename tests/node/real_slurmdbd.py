@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.real_slurm import CHROOT_CACHE, SEARCH_PATH, RealSlurm, _free_port, _mounted, _slurm_conf
+from tests.node.real_slurm import CHROOT_CACHE, SEARCH_PATH, RealSlurm, _free_port, _mounted, _slurm_conf, munge_files
 
 CHROOTS = {"24.11": CHROOT_CACHE / "slurmdbd-trixie", "26.05": CHROOT_CACHE / "slurmdbd-forky"}
 """Slurm version -> the chroot of its slurmdbd (FACTS.md, "Machine": trixie 24.11.5, forky 26.05.5)."""
@@ -80,12 +80,7 @@ def _run(tmp_path: Path, version: str) -> Iterator[RealSlurm]:
         (directory / sub).mkdir(parents=True, exist_ok=True)
     directory.chmod(0o755)
     node = socket.gethostname().split(".")[0]
-    munge_dir = directory / "munge"
-    munge_dir.chmod(0o700)
-    key = munge_dir / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o400)
-    munge_socket = munge_dir / "munge.socket"
+    munge_dir, key, munge_socket = munge_files(directory)
     mysql_port, dbd_port = _free_port(), _free_port()
     (directory / "plugstack.conf").write_text("")
     (directory / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
