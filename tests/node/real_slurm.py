@@ -248,6 +248,18 @@ def real_slurm(tmp_path: Path, version: str = "22.05", **extra: str) -> Iterator
         yield from _run(tmp_path, version, root, extra)
 
 
+def stop(processes: list[subprocess.Popen]) -> None:
+    """Stop the daemons a test started, newest first, by PID: TERM, then KILL after 15 s."""
+    for process in reversed(processes):
+        process.terminate()
+    for process in reversed(processes):
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
 def munge_files(directory: Path) -> tuple[Path, Path, Path]:
     """(munge directory, a fresh key, the socket path) under `directory`/munge, with the modes munged insists on."""
     munge_dir = directory / "munge"
@@ -296,11 +308,4 @@ def _run(tmp_path: Path, version: str, root: Path | None, extra: dict[str, str])
         _wait(node_ready, f"node {node} IDLE", directory)
         yield slurm
     finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in reversed(processes):
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+        stop(processes)

@@ -34,7 +34,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.real_slurm import CHROOT_CACHE, SEARCH_PATH, RealSlurm, _free_port, _mounted, _slurm_conf, munge_files
+from tests.node.real_slurm import (
+    CHROOT_CACHE,
+    SEARCH_PATH,
+    RealSlurm,
+    _free_port,
+    _mounted,
+    _slurm_conf,
+    munge_files,
+    stop,
+)
 
 CHROOTS = {"24.11": CHROOT_CACHE / "slurmdbd-trixie", "26.05": CHROOT_CACHE / "slurmdbd-forky"}
 """Slurm version -> the chroot of its slurmdbd (FACTS.md, "Machine": trixie 24.11.5, forky 26.05.5)."""
@@ -170,14 +179,7 @@ def _run(tmp_path: Path, version: str) -> Iterator[RealSlurm]:
         _wait(registered, f"cluster {CLUSTER} registered by slurmctld", logs)
         yield slurm
     finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in reversed(processes):
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+        stop(processes)
 
 
 def _listening(port: int) -> bool:
