@@ -136,7 +136,7 @@ def resource_config() -> dict:
     return {"InstanceGroups": [group("controller", "10.1.0.5"), group("gpu", "10.1.0.6", "10.1.0.7")]}
 
 
-def settings(**extra: str) -> str:
+def cluster_env(**extra: str) -> str:
     """fmcluster.env as the construct writes it for this test cluster, with `extra` settings."""
     return lifecycle_settings(
         cluster_name=CLUSTER,
@@ -160,7 +160,7 @@ def node(tmp_path: Path) -> Node:
     for name, (data, _) in lifecycle_files().items():
         (lifecycle / name).parent.mkdir(parents=True, exist_ok=True)
         (lifecycle / name).write_bytes(data)
-    (lifecycle / LIFECYCLE_ENV).write_text(settings())
+    (lifecycle / LIFECYCLE_ENV).write_text(cluster_env())
     config = root / "opt/ml/config/resource_config.json"
     config.parent.mkdir(parents=True)
     config.write_text(json.dumps(resource_config()))
@@ -644,7 +644,7 @@ def observe(node: Node, *, prometheus: str = "managed", grafana: str = "self-hos
             recorder: bool = True) -> None:  # fmt: skip
     """Rewrite fmcluster.env as the construct does for these observability settings; stand in for observability.sh."""
     (node.lifecycle / LIFECYCLE_ENV).write_text(
-        settings(
+        cluster_env(
             prometheus=prometheus,
             grafana=grafana,
             endpoint_parameter_name=PARAMETER if prometheus == "managed" else "",
@@ -845,7 +845,7 @@ def test_the_users_are_made_on_every_node_and_their_associations_on_the_controll
     if is_controller:
         controller(node)
     node.mount("/fsx")
-    (node.lifecycle / LIFECYCLE_ENV).write_text(settings(users_parameter=USERS_PARAMETER))
+    (node.lifecycle / LIFECYCLE_ENV).write_text(cluster_env(users_parameter=USERS_PARAMETER))
     for script in ("users.sh", "slurm-accounting.sh"):
         (node.lifecycle / "node" / script).write_text(STEP_RECORDER)
     result = node.run()
