@@ -11,6 +11,7 @@ from constructs import Construct
 
 from fmcluster.catalog import instance_architecture
 from fmcluster.config import ClusterConfig
+from fmcluster.config.orchestrators import pcs as pcs_rules
 from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.pcs import PcsSlurmCluster
@@ -77,6 +78,9 @@ class PcsClusterStack(cdk.Stack):
             size=orchestrator.size,
             detailed_monitoring=config.compliance == "control-tower",
             accounting=orchestrator.accounting,
+            enforce_associations=pcs_rules.enforces_associations(
+                orchestrator, config.observability, bool(config.users)
+            ),
         )
         if node_image is not None:
             _tag_node_images(self.slurm, node_image)

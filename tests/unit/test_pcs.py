@@ -23,6 +23,7 @@ from constructs import Construct
 
 from fmcluster import node_files, node_scripts
 from fmcluster.config import load, parse
+from fmcluster.config.orchestrators import pcs as pcs_rules
 from fmcluster.constructs import LustreMount, LustreStorage, ProjectBuckets, TrainingNetwork
 from fmcluster.constructs.pcs import PcsSlurmCluster, cluster_size
 from fmcluster.stacks.cluster_pcs import released_logical_id
@@ -579,6 +580,46 @@ def test_cluster_without_job_hook_sets_no_custom_settings():
     )
     (cluster,) = props(assertions.Template.from_stack(stack).to_json(), "AWS::PCS::Cluster")
     assert "SlurmCustomSettings" not in cluster["SlurmConfiguration"]
+
+
+@pytest.mark.parametrize("accounting", [True, False])
+def test_enforcing_associations_adds_accounting_storage_enforce_with_accounting_only(scope, accounting):
+    """The value is AWS's own PCS recipe's (aws-hpc-recipes recipes/pcs/terraform_awscc/assets/modules/compute/
+    main.tf: AccountingStorageEnforce "associations,limits,qos"); without accounting there is nothing to enforce."""
+    stack, required = scope
+    PcsSlurmCluster(stack, "Slurm", **required, accounting=accounting, enforce_associations=True)
+    (cluster,) = props(assertions.Template.from_stack(stack).to_json(), "AWS::PCS::Cluster")
+    settings = {s["ParameterName"]: s["ParameterValue"] for s in cluster["SlurmConfiguration"]["SlurmCustomSettings"]}
+    assert set(settings) <= PCS_CLUSTER_SETTINGS
+    enforced = {"AccountingStorageEnforce": "associations,limits,qos"} if accounting else {}
+    hook = "/opt/fmcluster/node/slurm/gpu-job-map.sh"
+    assert settings == {"Prolog": hook, "Epilog": hook, **enforced}
+
+
+ENFORCING = {
+    "name": "team",
+    "region": "us-east-1",
+    "availability_zone_id": "use1-az6",
+    "orchestrator": {"type": "pcs", "login_instance_type": "m7i.xlarge"},
+    "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
+    "users": [{"name": "alice", "uid": 2001}],
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "enforced"),
+    [
+        ({}, True),
+        ({"users": []}, False),  # no users: the login user (ubuntu) has no association and would be refused
+        ({"orchestrator": {"type": "pcs", "login_instance_type": "m7i.xlarge", "accounting": False}}, False),
+        ({"orchestrator": {"type": "pcs"}}, True),  # the head node managed Prometheus adds makes them
+        # no login or head node: no node makes the associations
+        ({"orchestrator": {"type": "pcs"}, "observability": {"prometheus": "none", "grafana": "none"}}, False),
+    ],
+)
+def test_the_cluster_enforces_associations_only_where_every_user_gets_one(change, enforced):
+    config = parse({**ENFORCING, **change}, source="team.yaml")
+    assert pcs_rules.enforces_associations(config.orchestrator, config.observability, bool(config.users)) is enforced
 
 
 @pytest.mark.parametrize("group", ["gpu", "p5-block", "login"])

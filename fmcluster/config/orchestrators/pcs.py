@@ -93,6 +93,23 @@ FAIR_SHARE_WEIGHT = (
 """Why the users' equal shares may not order jobs on PCS (`advice.accounting_notes`; docs/operations.md)."""
 
 
+ACCOUNTING_ENFORCE = "associations,limits,qos"
+"""The cluster's `AccountingStorageEnforce` when the file has `users` and accounting is on (`enforces_associations`).
+PCS takes the key at cluster level but only "a subset of the options" (PCS API reference, SlurmCustomSetting; the
+AWS SDK for Kotlin's parameterName lists Prolog, Epilog, SelectTypeParameters, AccountingStorageEnforce); this value
+is the one AWS's own PCS recipe sets (aws-hpc-recipes recipes/pcs/terraform_awscc/assets/modules/compute/main.tf;
+its CloudFormation recipes offer `associations,limits,safe`). slurm.conf(5) of Slurm 24.11.5 and 26.05.5: with
+`associations` no job runs without an association, `limits` enforces association and QoS limits, `qos` requires a
+valid QoS (every association fmcluster makes has DefaultQOS=normal); both imply `associations`."""
+
+
+def enforces_associations(orchestrator: Orchestrator, observability: Observability | None, has_users: bool) -> bool:
+    """Whether the cluster refuses jobs outside an association (`ACCOUNTING_ENFORCE`): only with `users` (a cluster
+    without them has no one to be fair between, and its login user, e.g. `ubuntu`, has no association) and a node
+    that makes their associations (`associations_problem` is None)."""
+    return has_users and associations_problem(orchestrator, observability) is None
+
+
 def associations_problem(orchestrator: Orchestrator, observability: Observability | None) -> str | None:
     """Why no node gives the cluster users their Slurm associations, or None: they are made on the head node (the
     login node, or the head node of its own), from the PCS managed accounting database."""

@@ -107,6 +107,20 @@ def pcs_ready_dlami(
     return image.get_att_string("ImageId")
 
 
+def cluster_settings(
+    job_hook: str | None, enforce_associations: bool
+) -> list[pcs.CfnCluster.SlurmCustomSettingProperty] | None:
+    """The cluster-level Slurm custom settings: Prolog and Epilog (the job hook), AccountingStorageEnforce. Only keys
+    PCS lists for clusters (TaskProlog is not among them: see tests/unit/test_pcs.py); None when there are none."""
+    settings = [("Prolog", job_hook), ("Epilog", job_hook)] if job_hook else []
+    if enforce_associations:
+        settings.append(("AccountingStorageEnforce", pcs_rules.ACCOUNTING_ENFORCE))
+    return [
+        pcs.CfnCluster.SlurmCustomSettingProperty(parameter_name=name, parameter_value=value)
+        for name, value in settings
+    ] or None
+
+
 class PcsSlurmCluster(Construct):
     """An AWS PCS cluster (managed Slurm controller) with its compute node groups, login node and node software.
 
@@ -216,6 +230,10 @@ class PcsSlurmCluster(Construct):
             `users_parameter`, the head node (login node, or head node of its own) also gives each user an association
             in the account named after the cluster (slurm-accounting.sh: Fairshare=1, QoS normal, from a timer).
             Omitted: False (the cluster file's `orchestrator.accounting` defaults to true).
+        enforce_associations: with `accounting`, the cluster setting `AccountingStorageEnforce=associations,limits,qos`
+            (`pcs_rules.ACCOUNTING_ENFORCE`): jobs of a user without an association are refused at submission, and
+            association and QoS limits hold. Only where every user who runs jobs gets an association (the cluster
+            file sets it with `users`). Omitted: False.
 
     Raises:
         ValueError: naming every prop that AWS PCS or the cluster file's rules would reject (unresolved tokens are
@@ -258,6 +276,7 @@ class PcsSlurmCluster(Construct):
         job_hook: str | None = GPU_JOB_MAP,
         detailed_monitoring: bool = False,
         accounting: bool = False,
+        enforce_associations: bool = False,
     ) -> None:
         placement_groups = placement_groups or {}
         groups, orchestrator, observability, nodes = validated(
@@ -307,13 +326,7 @@ class PcsSlurmCluster(Construct):
                 accounting=pcs.CfnCluster.AccountingProperty(mode="STANDARD", default_purge_time_in_days=-1)
                 if accounting
                 else None,
-                # TaskProlog is not among the cluster settings PCS takes (see tests/unit/test_pcs.py).
-                slurm_custom_settings=[
-                    pcs.CfnCluster.SlurmCustomSettingProperty(parameter_name=name, parameter_value=job_hook)
-                    for name in ("Prolog", "Epilog")
-                ]
-                if job_hook
-                else None,
+                slurm_custom_settings=cluster_settings(job_hook, accounting and enforce_associations),
             ),
         )
         self.role = iam.Role(
