@@ -111,6 +111,7 @@ def accounting_notes(config: ClusterConfig) -> list[Problem]:
         note(
             "users",
             f"each user gets an association in Slurm account {config.name!r} with an equal share (Fairshare=1) and "
-            f"QoS normal; {orchestrator.FAIR_SHARE_WEIGHT} (docs/operations.md, 'Fair-share and QoS')",
+            f"QoS normal; {orchestrator.FAIR_SHARE_WEIGHT}; {orchestrator.ENFORCEMENT} (docs/operations.md, "
+            "'Fair-share and QoS')",
         )
     ]

@@ -70,6 +70,15 @@ IN_PLACE_EFFECTS: Mapping[str, Mapping[str, tuple[str, bool]]] = {
             "charge and can never be turned off again",
             False,
         ),
+        "/properties/SlurmConfiguration/SlurmCustomSettings": (
+            "its cluster-level Slurm settings (Prolog, Epilog, AccountingStorageEnforce) change in place (cfn-lint: "
+            "SlurmConfiguration is not create-only; botocore pcs UpdateClusterSlurmConfigurationRequest has "
+            "slurmCustomSettings): the cluster shows Updating meanwhile, and PCS takes the update only while every "
+            "queue and node group is ACTIVE (PCS user guide, 'Update an AWS PCS cluster'); what it does to running "
+            "jobs is unconfirmed. With AccountingStorageEnforce, a job of a user without an association is refused "
+            "at submission from then on: the file's users get theirs from the head node's timer within 10 minutes",
+            False,
+        ),
     },
 }
 """What an in-place change of these settings does beyond the property itself: (effect, replaces running nodes). The

@@ -114,9 +114,19 @@ def test_users_get_a_note_on_what_their_equal_shares_do_on_each_orchestrator():
     hyperpod = parse({**BASE, "orchestrator": {"type": "hyperpod-slurm"}, "users": USERS,
                       "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}]})  # fmt: skip
     pcs = config(users=USERS, orchestrator={"type": "pcs", "login_instance_type": "m5.xlarge"})
-    for file, because in (
-        (hyperpod, "HyperPod's slurm.conf is HyperPod's: its cluster agent rewrites it"),
-        (pcs, "whether PCS takes it among its cluster-level custom settings is unconfirmed"),
+    for file, because, enforcement in (
+        (
+            hyperpod,
+            "HyperPod's slurm.conf is HyperPod's: its cluster agent rewrites it",
+            "nor does it set AccountingStorageEnforce, for the same reason",
+        ),
+        (
+            pcs,
+            "whether PCS takes it among its cluster-level custom settings is unconfirmed",
+            "it does set AccountingStorageEnforce=associations,limits,qos, which PCS takes at cluster level: a job of "
+            "anyone without an association (the image's login user, e.g. ubuntu, or ssm-user) is refused at "
+            "submission",
+        ),
     ):
         (found,) = warnings(file)
         assert (found.path, found.level) == ("users", "note")
@@ -125,6 +135,7 @@ def test_users_get_a_note_on_what_their_equal_shares_do_on_each_orchestrator():
             "the shares order jobs only once slurm.conf sets PriorityWeightFairshare above its default 0"
         )
         assert because in found.message and found.message.endswith("(docs/operations.md, 'Fair-share and QoS')")
+        assert enforcement in found.message
 
 
 def test_pcs_users_without_a_node_that_makes_their_associations_are_warned():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 
+import botocore.session
 import pytest
 
 from fmcluster.update_plan import compare, create_only, refusal, render
@@ -548,6 +549,26 @@ def test_pcs_accounting_changes_in_place_and_the_plan_says_it_is_billed():
     (change,) = compare(stack(Cluster=("AWS::PCS::Cluster", base)), stack(Cluster=("AWS::PCS::Cluster", on)))
     assert change.action == "modify" and not change.risk
     assert any("starts PCS's accounting charge and can never be turned off again" in e for e in change.effects)
+
+
+def test_pcs_cluster_slurm_settings_change_in_place_and_the_plan_says_what_enforcing_does():
+    """cfn-lint's AWS::PCS::Cluster schema: only Name, Networking and Size are create-only, so a new cluster-level
+    setting (AccountingStorageEnforce, which fmcluster adds with the first `users`) updates the cluster in place;
+    botocore pcs UpdateClusterSlurmConfigurationRequest has slurmCustomSettings (the API CloudFormation calls)."""
+    assert set(schema_create_only("AWS::PCS::Cluster")) == {"/properties/Name", "/properties/Networking",
+                                                            "/properties/Size"}  # fmt: skip
+    update = botocore.session.get_session().get_service_model("pcs").shape_for("UpdateClusterSlurmConfigurationRequest")
+    assert "slurmCustomSettings" in update.members
+    hook = [{"ParameterName": name, "ParameterValue": "/opt/fmcluster/node/slurm/gpu-job-map.sh"}
+            for name in ("Prolog", "Epilog")]  # fmt: skip
+    enforce = [{"ParameterName": "AccountingStorageEnforce", "ParameterValue": "associations,limits,qos"}]
+    base = {"Name": "llm", "Size": "SMALL", "SlurmConfiguration": {"SlurmCustomSettings": hook}}
+    enforced = {**base, "SlurmConfiguration": {"SlurmCustomSettings": hook + enforce}}
+    (change,) = compare(stack(Cluster=("AWS::PCS::Cluster", base)), stack(Cluster=("AWS::PCS::Cluster", enforced)))
+    assert (change.action, change.risk, change.failure) == ("modify", "", "")
+    (effect,) = change.effects
+    assert "change in place" in effect
+    assert "a job of a user without an association is refused at submission from then on" in effect
 
 
 def test_pcs_accounting_turned_off_is_refused():

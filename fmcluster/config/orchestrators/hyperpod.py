@@ -63,6 +63,11 @@ FAIR_SHARE_WEIGHT = (
     "partitions, and AccountingDatabase), so fmcluster sets no priority weight"
 )
 """Why the users' equal shares may not order jobs on HyperPod (`advice.accounting_notes`; docs/operations.md)."""
+ENFORCEMENT = (
+    "nor does it set AccountingStorageEnforce, for the same reason: QoS limits set with sacctmgr are recorded, and "
+    "whether HyperPod's own slurm.conf enforces them, or refuses jobs outside an association, is unconfirmed"
+)
+"""What fmcluster does about jobs outside an association on HyperPod (`advice.accounting_notes`)."""
 
 
 def associations_problem(orchestrator: Orchestrator, observability: Observability | None) -> str | None:

@@ -84,15 +84,6 @@ def default_size(nodes: int) -> str:
     return "large"
 
 
-FAIR_SHARE_WEIGHT = (
-    "the shares order jobs only once slurm.conf sets PriorityWeightFairshare above its default 0 (slurm.conf(5), Slurm "
-    "24.11 and 26.05), and whether PCS takes it among its cluster-level custom settings is unconfirmed (PCS user "
-    "guide, 'Custom Slurm settings for AWS PCS clusters'; AWS's own templates set only AccountingStorageEnforce, "
-    "SrunPortRange and OverTimeLimit there), so fmcluster sets no priority weight rather than risk a refused cluster"
-)
-"""Why the users' equal shares may not order jobs on PCS (`advice.accounting_notes`; docs/operations.md)."""
-
-
 ACCOUNTING_ENFORCE = "associations,limits,qos"
 """The cluster's `AccountingStorageEnforce` when the file has `users` and accounting is on (`enforces_associations`).
 PCS takes the key at cluster level but only "a subset of the options" (PCS API reference, SlurmCustomSetting; the
@@ -101,6 +92,22 @@ is the one AWS's own PCS recipe sets (aws-hpc-recipes recipes/pcs/terraform_awsc
 its CloudFormation recipes offer `associations,limits,safe`). slurm.conf(5) of Slurm 24.11.5 and 26.05.5: with
 `associations` no job runs without an association, `limits` enforces association and QoS limits, `qos` requires a
 valid QoS (every association fmcluster makes has DefaultQOS=normal); both imply `associations`."""
+
+
+FAIR_SHARE_WEIGHT = (
+    "the shares order jobs only once slurm.conf sets PriorityWeightFairshare above its default 0 (slurm.conf(5), Slurm "
+    "24.11 and 26.05), and whether PCS takes it among its cluster-level custom settings is unconfirmed (PCS user "
+    "guide, 'Custom Slurm settings for AWS PCS clusters'; AWS's own templates set only AccountingStorageEnforce, "
+    "SrunPortRange and OverTimeLimit there), so fmcluster sets no priority weight rather than risk a refused cluster"
+)
+"""Why the users' equal shares may not order jobs on PCS (`advice.accounting_notes`; docs/operations.md)."""
+ENFORCEMENT = (
+    f"it does set AccountingStorageEnforce={ACCOUNTING_ENFORCE}, which PCS takes at cluster level: a job of "
+    "anyone without an association (the image's login user, e.g. ubuntu, or ssm-user) is refused at submission, "
+    "as is a user's first job until the head node's timer has made their association (3 minutes after that node "
+    "boots; within 10 minutes of a deploy that adds the user)"
+)
+"""What happens on PCS to jobs outside an association (`advice.accounting_notes`; `enforces_associations`)."""
 
 
 def enforces_associations(orchestrator: Orchestrator, observability: Observability | None, has_users: bool) -> bool:
