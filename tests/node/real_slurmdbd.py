@@ -73,17 +73,18 @@ def _wait(predicate, what: str, logs) -> None:
 
 
 @contextlib.contextmanager
-def real_slurmdbd(tmp_path: Path, version: str = "24.11") -> Iterator[RealSlurm]:
+def real_slurmdbd(tmp_path: Path, version: str = "24.11", **extra: str) -> Iterator[RealSlurm]:
     """MariaDB, munged, slurmdbd and slurmctld (Slurm `version`, one of VERSIONS) for one test; a `RealSlurm` whose
-    `command` runs sacctmgr, sshare, ... against them."""
+    `command` runs sacctmgr, sshare, ... against them. `extra`: more slurm.conf settings for slurmctld (e.g.
+    AccountingStorageEnforce=...)."""
     reason = skip_reason(version)
     if reason:
         pytest.skip(reason)
     with _mounted(CHROOTS[version], tmp_path), _mounted(MARIADB_CHROOT, tmp_path):
-        yield from _run(tmp_path, version)
+        yield from _run(tmp_path, version, extra)
 
 
-def _run(tmp_path: Path, version: str) -> Iterator[RealSlurm]:
+def _run(tmp_path: Path, version: str, extra: dict[str, str]) -> Iterator[RealSlurm]:
     directory = tmp_path / "dbd"
     for sub in ("state", "spool", "munge", "mysql"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
@@ -129,6 +130,7 @@ def _run(tmp_path: Path, version: str) -> Iterator[RealSlurm]:
                 "AccountingStoragePass": str(munge_socket),  # slurm.conf(5): with munge, the socket for slurmdbd
                 "PriorityType": "priority/multifactor",
                 "PriorityWeightFairshare": "10000",
+                **extra,
             },
         )
     )

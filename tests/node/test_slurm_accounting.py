@@ -4,13 +4,16 @@ The real test runs the script inside the slurmdbd chroots of tests/node/real_slu
 PCS's oldest and newest, with Debian's slurmdbd; what stays emulated there is said in that module), so the commands
 it sends are judged by slurmdbd itself: `sacctmgr show association` and `sshare` must list what it made, and a second
 run must leave slurmdbd's transaction log (`sacctmgr show transactions`, every add or modify slurmdbd accepted) as it
-was. The other tests run the script on a pretend node (tests/stub_node.py) for what no slurmdbd is needed to see: an
+was. A second real test runs slurmctld with the AccountingStorageEnforce fmcluster sets on PCS: a user's job is
+refused until the script has made their association, accepted after, and sprio shows its fair-share factor. The
+other tests run the script on a pretend node (tests/stub_node.py) for what no slurmdbd is needed to see: an
 image without sacctmgr, a slurmdbd that never answers, the timer `install` writes, and a login shell's Slurm
 environment.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -19,6 +22,8 @@ import pytest
 
 from fmcluster.config import parse
 from fmcluster.config.models import rendered_users
+from fmcluster.config.orchestrators import pcs as pcs_rules
+from tests.node.real_slurm import RealSlurm
 from tests.node.real_slurmdbd import CLUSTER, VERSIONS, real_slurmdbd
 from tests.node.test_scripts import NODE_DIR, TOOLS
 from tests.stub_node import StubNode, stub_env
@@ -121,6 +126,53 @@ def test_associations_are_made_once_kept_for_removed_users_and_left_as_set_by_ha
                             "format=User,Fairshare")  # fmt: skip
         assert parsable(shown) == [["alice", "5"]]
         assert time.monotonic() - started < 30  # four runs against slurmdbd, each a handful of sacctmgr calls
+
+
+def submit(dbd: RealSlurm, user: str) -> subprocess.CompletedProcess:
+    """`sbatch --uid USER` as root (sbatch(1): root may submit as another user): slurmctld judges the job as USER's."""
+    return dbd.command("sbatch", "--parsable", f"--uid={user}", "--wrap=true", check=False)
+
+
+@pytest.mark.real_tools
+@pytest.mark.parametrize("version", VERSIONS)
+def test_with_fmclusters_enforcement_only_users_with_an_association_can_submit(tmp_path: Path, version: str) -> None:
+    """AccountingStorageEnforce as fmcluster sets it on PCS (fmcluster.config.orchestrators.pcs.ACCOUNTING_ENFORCE),
+    judged by a real slurmctld and slurmdbd: before slurm-accounting.sh has run a user's job is refused, after it
+    accepted, with the fair-share factor PriorityWeightFairshare gives it (the weight fmcluster cannot set: it is
+    here to show what the docs' advice to set it yourself does).
+
+    Emulated: the users are the chroot's own `daemon` and `bin` (slurmctld resolves a job's uid in its own
+    /etc/passwd, which has no user of the cluster file's uid range, so the users file names them directly rather
+    than through the cluster file's renderer); no slurmd runs, so an accepted job stays pending, which is all
+    submission (and sprio, which shows pending jobs) needs."""
+    node_root = tmp_path / "node"
+    node_root.mkdir()
+    with real_slurmdbd(tmp_path, version, AccountingStorageEnforce=pcs_rules.ACCOUNTING_ENFORCE) as dbd:
+        shown = dbd.command("scontrol", "show", "config").stdout
+        assert re.search(r"^AccountingStorageEnforce\s*=\s*associations,limits,qos$", shown, re.M), shown
+        refused = submit(dbd, "daemon")
+        assert refused.returncode == 1
+        assert "Invalid account or account/partition combination specified" in refused.stderr, refused.stderr
+        users = tmp_path / "users"
+        users.write_text("daemon 1 false\n")  # NAME UID ADMIN, as users.py renders them; only NAME is read
+        made = dbd.command("bash", str(SCRIPT), "apply", str(users), ACCOUNT, check=False,
+                           env={"FMCLUSTER_ROOT": str(node_root)})  # fmt: skip
+        assert made.returncode == 0, made.stderr + dbd.logs()
+        # slurmctld computes a new association's fair-share factor at its next PriorityCalcPeriod (5 minutes by
+        # default; measured here: FairShare 0.000000 in sshare 8 s after the add); a reconfigure computes it now
+        dbd.command("scontrol", "reconfigure")
+        accepted = submit(dbd, "daemon")
+        assert accepted.returncode == 0, accepted.stderr
+        job = accepted.stdout.strip()
+        shown = dbd.command("scontrol", "show", "job", job, "--oneliner").stdout
+        assert f"Account={ACCOUNT} " in shown and " QOS=normal " in shown, shown
+        still_refused = submit(dbd, "bin")  # in no association
+        assert "Invalid account or account/partition combination specified" in still_refused.stderr
+        root = submit(dbd, "root")  # slurmdbd's own root association: administrators keep running jobs
+        assert root.returncode == 0, root.stderr
+        factors = dbd.command("sprio", "--noheader", "-j", job, "-o", "%u %F", check=False)
+        assert factors.stdout.split()[0] == "daemon", factors.stdout + factors.stderr
+        assert int(factors.stdout.split()[1]) > 0  # PriorityWeightFairshare times the job's fair-share factor
 
 
 class AccountingNode(StubNode):
