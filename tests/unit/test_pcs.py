@@ -751,6 +751,13 @@ def test_cluster_users_are_created_by_a_required_action_on_every_node_after_thei
     assert accounting["OnError"] == "CONTINUE"
     names = [action["Name"] for action in actions(template)["login"]]
     assert names.index("accounting") == names.index("users") + 1
+    # with users (and accounting, and the login node to make their associations) the cluster enforces them
+    (cluster,) = props(template, "AWS::PCS::Cluster")
+    settings = {s["ParameterName"]: s["ParameterValue"] for s in cluster["SlurmConfiguration"]["SlurmCustomSettings"]}
+    assert settings["AccountingStorageEnforce"] == "associations,limits,qos"
+    assert set(settings) <= PCS_CLUSTER_SETTINGS
+    assert (result.nag, result.guard_findings) == ([], [])
+    assert result.lint()["llm-pretrain-cluster"] == []
 
 
 def test_instance_health_checks_are_applied_by_a_custom_resource_until_cloudformation_has_them(synthesized):
