@@ -107,7 +107,7 @@ def pcs_ready_dlami(
     return image.get_att_string("ImageId")
 
 
-def cluster_settings(
+def _cluster_settings(
     job_hook: str | None, enforce_associations: bool
 ) -> list[pcs.CfnCluster.SlurmCustomSettingProperty] | None:
     """The cluster-level Slurm custom settings: Prolog and Epilog (the job hook), AccountingStorageEnforce. Only keys
@@ -326,7 +326,7 @@ class PcsSlurmCluster(Construct):
                 accounting=pcs.CfnCluster.AccountingProperty(mode="STANDARD", default_purge_time_in_days=-1)
                 if accounting
                 else None,
-                slurm_custom_settings=cluster_settings(job_hook, accounting and enforce_associations),
+                slurm_custom_settings=_cluster_settings(job_hook, accounting and enforce_associations),
             ),
         )
         self.role = iam.Role(
