@@ -256,3 +256,23 @@ def test_dropping_the_sagemaker_endpoint_from_a_running_pcs_vpc_is_a_plain_delet
         ("NetworkSageMakerApiEndpoint6ACB68AD", "delete")
     ]
     assert refusals(changes, old, new) == []
+
+
+def test_the_first_users_of_a_pcs_cluster_change_its_slurm_settings_and_their_parameter_in_place(synthesized, tmp_path):
+    """docs/operations.md, "Adding or removing a user later": the users parameter exists from the first deploy, so the
+    first users change it and, on PCS with accounting, the cluster's AccountingStorageEnforce (SlurmConfiguration is
+    not create-only in cfn-lint's AWS::PCS::Cluster schema): nothing is replaced, no node group's lifecycle changes."""
+
+    def with_users(data: dict) -> None:
+        data["users"] = [{"name": "alice", "uid": 2001}]
+
+    after = synthesized_from(grown("p5-capacity-block", with_users), tmp_path)
+    changes = compare(synthesized["p5-capacity-block"].templates, after)
+    assert sorted((c.resource_type, c.action, c.properties) for c in changes) == [
+        ("AWS::PCS::Cluster", "modify", ("SlurmConfiguration",)),
+        ("AWS::SSM::Parameter", "modify", ("Value",)),
+    ]
+    (cluster,) = [c for c in changes if c.resource_type == "AWS::PCS::Cluster"]
+    assert (cluster.risk, cluster.failure) == ("", "")
+    assert any("AccountingStorageEnforce" in effect for effect in cluster.effects)
+    assert refusals(changes, synthesized["p5-capacity-block"].templates, after) == []
