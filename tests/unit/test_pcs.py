@@ -756,6 +756,16 @@ def test_cluster_users_are_created_by_a_required_action_on_every_node_after_thei
     settings = {s["ParameterName"]: s["ParameterValue"] for s in cluster["SlurmConfiguration"]["SlurmCustomSettings"]}
     assert settings["AccountingStorageEnforce"] == "associations,limits,qos"
     assert set(settings) <= PCS_CLUSTER_SETTINGS
+    # the shapes the API takes them in (botocore pcs SlurmCustomSetting: parameterName, parameterValue), at creation
+    # and in the update CloudFormation makes when the first users arrive
+    custom = [{"parameterName": name, "parameterValue": value} for name, value in settings.items()]
+    model = botocore.session.get_session().get_service_model("pcs")
+    validate_parameters({"clusterName": "llm-pretrain", "scheduler": {"type": "SLURM", "version": "26.05"},
+                         "size": "SMALL", "networking": {"subnetIds": ["subnet-0123456789abcdef0"]},
+                         "slurmConfiguration": {"slurmCustomSettings": custom}},
+                        model.operation_model("CreateCluster").input_shape)  # fmt: skip
+    validate_parameters({"clusterIdentifier": "pcs_abc1234567", "slurmConfiguration": {"slurmCustomSettings": custom}},
+                        model.operation_model("UpdateCluster").input_shape)  # fmt: skip
     assert (result.nag, result.guard_findings) == ([], [])
     assert result.lint()["llm-pretrain-cluster"] == []
 
