@@ -15,7 +15,7 @@
 #   0755, root's     given its mode: that is what mkdir makes under umask 022, and what a data repository link's
 #                    directory gets when FSx makes it (unconfirmed), so nobody chose it
 #   any other mode   kept, with one INFO line: an administrator chose it
-#   not a directory  one ERROR line; the others are still made (exit 1)
+#   not a directory  one ERROR line (as when mkdir fails); the others are still made (exit 1)
 # Without a file system mounted at MOUNT_POINT (storage.lustre: none, or the mount failed) nothing is made, with a
 # WARNING: a local directory there would make jobs (examples/jobs/train.sbatch) take this node's disk for a shared one.
 #
@@ -39,11 +39,15 @@ same_mode() {
 
 # ensure_directory MOUNT NAME MODE
 ensure_directory() {
-  local mount="$1" name="$2" mode="$3" dir current owner
+  local mount="$1" name="$2" mode="$3" dir current owner error
   dir="$ROOT$mount/$name"
-  if mkdir -m "$mode" "$dir" 2>/dev/null; then
+  if error="$(mkdir -m "$mode" "$dir" 2>&1)"; then
     log INFO "made $mount/$name (mode $mode)"
     return 0
+  fi
+  if [[ ! -e "$dir" && ! -L "$dir" ]]; then
+    log ERROR "could not make $mount/$name: ${error#mkdir: }"
+    return 1
   fi
   if [[ ! -d "$dir" || -L "$dir" ]]; then
     log ERROR "$mount/$name exists and is not a directory; users cannot write there until it is one (mode $mode)"

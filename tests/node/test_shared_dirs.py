@@ -107,6 +107,17 @@ def test_a_file_in_the_way_fails_in_one_line_and_the_others_are_made(tmp_path: P
     assert node.mode(CHECKPOINTS_PATH) == node.mode(DATASETS_PATH) == 0o1777
 
 
+def test_a_directory_that_cannot_be_made_says_why(tmp_path: Path) -> None:
+    node = make_node(tmp_path)
+    node.path(LUSTRE_MOUNT_PATH).rmdir()  # mounted, says mountpoint, yet not there: mkdir's own reason is the line
+    result = node.run(LUSTRE_MOUNT_PATH)
+    assert result.returncode == 1
+    assert (
+        f"ERROR: could not make {CHECKPOINTS_PATH}: cannot create directory '{node.path(CHECKPOINTS_PATH)}': No such "
+        "file or directory"
+    ) in result.stderr
+
+
 def test_without_a_shared_file_system_nothing_is_made_with_a_warning(tmp_path: Path) -> None:
     """storage.lustre: none: no local /fsx, which train.sbatch would take for a shared directory."""
     node = make_node(tmp_path, fsx=False)
