@@ -14,8 +14,8 @@
 #            (/var/lib/fmcluster/users.sha256, which also keeps the home base the first sync chose: a file system
 #            unmounted for a moment never moves homes; while it is, the sync fails and the next one tries again); an
 #            unchanged parameter changes nothing and logs nothing
-#   install  a systemd timer (fmcluster-users.timer: every 10 minutes, each node up to 2 minutes apart) that runs
-#            `sync`, then a sync at once (its status is the step's): a user added to the cluster file and deployed
+#   install  a sync at once (its status is the step's), then a systemd timer (fmcluster-users.timer: every 10
+#            minutes, each node up to 2 minutes apart) that runs `sync`: a user added to the cluster file and deployed
 #            later reaches the running nodes, which neither orchestrator sets up again (HyperPod runs lifecycle
 #            scripts when a node is created; fmcluster's PCS lifecycle actions run at first boot)
 #
@@ -39,7 +39,8 @@
 # their key and sudo; their home and files stay, as does their Slurm association (slurm-accounting.sh never removes one).
 # The users made are kept in /var/lib/fmcluster/users.
 #
-# Idempotent. Exit status 1 when any user failed (one line each, all users tried).
+# Idempotent; one run at a time (flock on /run/lock/fmcluster-users.lock). Exit status 1 when any user failed (one line
+# each, all users tried).
 # Log: /var/log/fmcluster/users.log
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -48,6 +49,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 STATE_FILE="$ROOT/var/lib/fmcluster/users"
 SYNCED_FILE="$ROOT/var/lib/fmcluster/users.sha256"
 UNIT=fmcluster-users
+LOCK_FILE="$ROOT/run/lock/fmcluster-users.lock"
+LOCK_WAIT="${FMCLUSTER_USERS_LOCK_WAIT:-300}" # seconds; the tests shorten it
 KEYS_DIR=/etc/fmcluster/authorized_keys
 SUDOERS="$ROOT/etc/sudoers.d/90-fmcluster-users"
 SSHD_DROP_IN="$ROOT/etc/ssh/sshd_config.d/60-fmcluster-users.conf"
@@ -276,15 +279,28 @@ sync() {
   return "$status"
 }
 
-# install PARAMETER BASE: the timer that syncs every 10 minutes, then a sync now.
+# install PARAMETER BASE: a sync now, then the timer that syncs every 10 minutes (after the sync: a timer started
+# past its OnBootSec runs at once, and finds nothing changed).
 install() {
-  local parameter="$1" base="$2" arguments
+  local parameter="$1" base="$2" arguments status=0
+  sync "$parameter" "$base" || status=$?
   arguments="$(printf ' %q' "$parameter" ${base:+--home-base "$base"})"
   install_timed_service "$UNIT" "fmcluster: the cluster file's users on this node (SSM $parameter)" \
     "/usr/bin/env bash /opt/fmcluster/node/users.sh sync$arguments" network-online.target \
     "fmcluster: the cluster file's users, every 10 minutes" OnBootSec=10min OnUnitActiveSec=10min \
     RandomizedDelaySec=2min
-  sync "$parameter" "$base"
+  return "$status"
+}
+
+# locked COMMAND...: COMMAND while holding the users lock, so the timer's sync, the boot step and an administrator's
+# run never change the accounts at the same time (waits up to LOCK_WAIT seconds).
+locked() {
+  mkdir -p "$(dirname "$LOCK_FILE")"
+  exec 9>"$LOCK_FILE"
+  if ! flock -w "$LOCK_WAIT" 9; then
+    die "another users.sh still runs after ${LOCK_WAIT}s (lock $LOCK_FILE)"
+  fi
+  "$@"
 }
 
 main() {
@@ -303,9 +319,9 @@ main() {
   done
   require_root
   case "$verb" in
-    apply) apply "$source" "$base" ;;
-    sync) sync "$source" "$base" ;;
-    install) install "$source" "$base" ;;
+    apply) locked apply "$source" "$base" ;;
+    sync) locked sync "$source" "$base" ;;
+    install) locked install "$source" "$base" ;;
     *) usage ;;
   esac
 }

@@ -13,6 +13,7 @@ is checked against sudoers(5)'s user specification form instead.
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shlex
 import shutil
@@ -29,7 +30,7 @@ from tests.node.test_scripts import NODE_DIR, TOOLS
 from tests.stub_node import StubNode, stub_env
 
 SHADOW_TOOLS = ("useradd", "groupadd", "usermod")
-USER_TOOLS = (*TOOLS, "awk", "cut", "chown", "tr")
+USER_TOOLS = (*TOOLS, "awk", "cut", "chown", "tr", "flock")
 ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhNKVh6gtWI4uhWApsWulxJTq/vvu90WGGDXD+zeqUn alice@laptop"
 FILE = {
     "name": "team",
@@ -283,4 +284,21 @@ def test_a_failed_sync_is_tried_again_even_when_nothing_changed(tmp_path: Path) 
     node.path("/etc/passwd").write_text("".join(f"{line}\n" for line in lines if not line.startswith("svc:")))
     result = node.run(*timer_command)
     assert result.returncode == 0, result.stderr
+    assert node.line("passwd", "carol")[2] == "2003"
+
+
+def test_a_sync_waits_for_another_run_and_gives_up_in_one_line(tmp_path: Path) -> None:
+    """The timer's sync, the boot step and an administrator's run take one lock (util-linux flock(1), real here): while
+    another holds it, a sync changes nothing and says so once its wait is over."""
+    node, timer_command = timer_node(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    node.set("users", rendered_users(parse(WITH_CAROL, source="team.yaml").users))
+    lock = node.path("/run/lock/fmcluster-users.lock")
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        node.env["FMCLUSTER_USERS_LOCK_WAIT"] = "1"
+        result = node.run(*timer_command)
+    assert result.returncode == 1
+    assert f"ERROR: another users.sh still runs after 1s (lock {lock})" in result.stderr
+    assert not [fields for fields in node.lines("passwd") if fields[0] == "carol"]
+    assert node.run(*timer_command).returncode == 0  # released: the next sync applies it
     assert node.line("passwd", "carol")[2] == "2003"
