@@ -32,6 +32,17 @@ LUSTRE_MOUNT_PATH = "/fsx"
 """Where every node mounts the FSx for Lustre file system (HyperPod's storage config, PCS nodes' mount-lustre.sh)."""
 HOMES_PATH = f"{LUSTRE_MOUNT_PATH}/home"
 """Where the cluster file's users have their homes, `<HOMES_PATH>/<name>` (users.sh; /home on a node without /fsx)."""
+SHARED_DIRECTORIES: tuple[tuple[str, int], ...] = (("checkpoints", 0o1777), ("datasets", 0o1777), ("jobs", 0o1777))
+"""The directories under `LUSTRE_MOUNT_PATH` every user writes in, with their modes (shared-dirs.sh makes them): the
+first job's (examples/jobs: checkpoints under /fsx/checkpoints/<user>/, data from /fsx/datasets, the job copied to
+/fsx/jobs). 1777 as /tmp: everyone may add an entry, and the sticky bit keeps one user from removing or renaming
+another's (chmod(2), S_ISVTX)."""
+CHECKPOINTS_PATH = f"{LUSTRE_MOUNT_PATH}/checkpoints"
+"""Where train.py writes checkpoints, `<CHECKPOINTS_PATH>/<user>/<job name>/` (examples/jobs/train.py's default)."""
+DATASETS_PATH = f"{LUSTRE_MOUNT_PATH}/datasets"
+"""Where train.py reads its data (examples/jobs/train.py's default; the quickstart links /datasets to S3)."""
+JOBS_PATH = f"{LUSTRE_MOUNT_PATH}/jobs"
+"""Where docs/first-job.md copies the first job to."""
 
 # --- node groups -----------------------------------------------------------------------------------------------
 CONTROLLER_GROUP = "controller"
@@ -68,7 +79,8 @@ def prometheus_endpoint_parameter_name(cluster_name: str) -> str:
 
 
 def users_parameter_name(cluster_name: str) -> str:
-    """The SSM String parameter holding the cluster file's users as the nodes read them (`users.sh sync`)."""
+    """The SSM String parameter holding the cluster file's users as the nodes read them (`users.sh sync`: at boot,
+    then every 10 minutes)."""
     return f"{parameter_prefix(cluster_name)}/users"
 
 

@@ -26,6 +26,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Literal
 
+from fmcluster.names import LUSTRE_MOUNT_PATH, SHARED_DIRECTORIES
+
 NODE_ROOT = "/opt/fmcluster"
 """Where every node file lands, on both orchestrators (`NodeFile.path` is relative to it)."""
 MANIFEST = "manifest"
@@ -78,6 +80,7 @@ NODE_FILES: tuple[NodeFile, ...] = (
     NodeFile("node/block-end-drain.sh"),
     NodeFile("node/plan-end-drain.sh"),
     NodeFile("node/fabric-check.sh"),
+    NodeFile("node/shared-dirs.sh"),
     NodeFile("node/users.sh"),
     NodeFile("node/slurm-accounting.sh"),
     NodeFile("nccl-tests.sbatch", source="node/nccl-tests.sbatch"),  # at the top, where users find it
@@ -113,6 +116,7 @@ class Step:
     bake: Literal["boot", "also", "image"] = "boot"
 
 
+_SHARED = ", ".join(f"{LUSTRE_MOUNT_PATH}/{name}" for name, _ in SHARED_DIRECTORIES)
 INSTALL = "install"
 """The runner's built-in first step: the node files, from the bundle or the lifecycle directory, into /opt/fmcluster."""
 STEPS: tuple[Step, ...] = (
@@ -120,6 +124,7 @@ STEPS: tuple[Step, ...] = (
     Step("updates", "package-updates.sh", False, "upgrades may restart slurmd or change the driver", bake="image"),
     Step("scratch", "nvme-raid.sh", True),
     Step("lustre", "mount-lustre.sh", True),
+    Step("shared-dirs", "shared-dirs.sh", False, f"users cannot write in {_SHARED} until an administrator makes them"),
     Step("nccl", "nccl-env.sh", True),
     # warn-only while the mirror holds no pinned enroot/pyxis digests (fmcluster/mirror/artifacts.json, issue 22): on an
     # image without them a required step would fail every node, and on PCS TERMINATE would relaunch it in a loop

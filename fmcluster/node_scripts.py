@@ -36,7 +36,7 @@ from fmcluster.config.value_rules import (
     lustre_mount_name_problem,
 )
 from fmcluster.fabric import FabricExpectation
-from fmcluster.names import LUSTRE_MOUNT_PATH
+from fmcluster.names import LUSTRE_MOUNT_PATH, SHARED_DIRECTORIES
 from fmcluster.node_files import INSTALL, NODE_ROOT, STEPS, Step, image_tree, node_tree, step
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token, known
@@ -72,9 +72,13 @@ NODE_RULES: Mapping[str, str] = {
     "LUSTRE_MOUNT_NAME_PATTERN": LUSTRE_MOUNT_NAME_PATTERN.pattern,
     "LUSTRE_MOUNT_NAME_RULE": LUSTRE_MOUNT_NAME_RULE,
     "MOUNT_POINT_PATTERN": MOUNT_POINT_PATTERN.pattern,
+    "SHARED_MOUNT": LUSTRE_MOUNT_PATH,
+    "SHARED_DIRECTORIES": " ".join(f"{name}={mode:04o}" for name, mode in SHARED_DIRECTORIES),
 }
-"""The rules a node script applies too (mount-lustre.sh), rendered from the Python ones into lib.sh's block between
-`RULES_BEGIN` and `RULES_END` (`rendered_lib`): one source, so the node and `fmcluster validate` cannot differ."""
+"""The rules a node script applies too (mount-lustre.sh), and the shared file system's names (`fmcluster.names`: its
+mount path, which users.sh looks for, and the directories shared-dirs.sh makes there, `NAME=MODE` words), rendered
+from the Python ones into lib.sh's block between `RULES_BEGIN` and `RULES_END` (`rendered_lib`): one source, so the
+node and `fmcluster validate` cannot differ."""
 RULES_BEGIN = "# --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---"
 RULES_END = "# --- end of rendered rules ---"
 STEPS_BEGIN = "# --- steps rendered from fmcluster's one list (node_files.STEPS); do not edit here ---"
@@ -276,10 +280,11 @@ def pcs_steps(
     if lustre_dns_name is not None and lustre_mount_name is not None:
         lustre = [lustre_dns_name, lustre_mount_name, lustre_mount_point]
         steps.append((step("lustre"), [*lustre, "--efa"] if lustre_efa else lustre))
+        steps.append((step("shared-dirs"), [lustre_mount_point]))
     steps.append((step("nccl"), [nccl_parameter_name] if nccl_parameter_name is not None else []))
     steps += [(step("enroot"), []), (step("slurm-hooks"), [])]
     if users_parameter is not None:
-        steps.append((step("users"), ["sync", users_parameter]))
+        steps.append((step("users"), ["install", users_parameter]))
         if accounting_account is not None:
             steps.append((step("accounting"), ["install", users_parameter, accounting_account]))
     if image_parameter is not None:
@@ -342,7 +347,8 @@ def node_lifecycle_actions(
         mirror: the project's artifact mirror, s3://<data bucket>/fmcluster-mirror (the storage stack's `mirror.uri`):
             enroot and pyxis are installed from it only (FMCLUSTER_ARTIFACT_MIRROR; the node role needs read on it).
             Omitted: an image without them fails the enroot step, naming what is missing.
-        users_parameter: the SSM parameter of the cluster users (users.sh sync): a required step. Omitted: none.
+        users_parameter: the SSM parameter of the cluster users (users.sh install: now, then from a timer every 10
+            minutes): a required step. Omitted: none.
         accounting_account: with users_parameter, on the node that reaches slurmdbd (the login or head node): the
             Slurm account the users' associations go in (slurm-accounting.sh install: a timer, since this stage runs
             before Slurm). Omitted: no associations made here.

@@ -32,6 +32,8 @@ FMC_CHANGED=0
 export LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'
 export LUSTRE_MOUNT_NAME_RULE="1-8 letters, digits, '_' or '-'"
 export MOUNT_POINT_PATTERN='^(/[A-Za-z0-9._-]+)+$'
+export SHARED_MOUNT='/fsx'
+export SHARED_DIRECTORIES='checkpoints=1777 datasets=1777 jobs=1777'
 # --- end of rendered rules ---
 
 # region: the AWS region this node runs in (AWS_REGION, AWS_DEFAULT_REGION, else the instance metadata).

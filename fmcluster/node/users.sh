@@ -6,8 +6,20 @@
 #
 # Usage: users.sh apply USERS_FILE [--home-base DIR]
 #        users.sh sync SSM_PARAMETER_NAME [--home-base DIR]
+#        users.sh install SSM_PARAMETER_NAME [--home-base DIR]
 #
-# USERS_FILE (or the SSM parameter's value; `sync` reads it with `aws ssm get-parameter`, retried) holds one user per
+#   apply    the users of USERS_FILE, as below
+#   sync     reads the SSM parameter (`aws ssm get-parameter`, retried: through the VPC's SSM endpoint and the node's
+#            role, no internet) and applies it only when its SHA-256 differs from the last sync that succeeded
+#            (/var/lib/fmcluster/users.sha256, which also keeps the home base the first sync chose: a file system
+#            unmounted for a moment never moves homes; while it is, the sync fails and the next one tries again); an
+#            unchanged parameter changes nothing and logs nothing
+#   install  a sync at once (its status is the step's), then a systemd timer (fmcluster-users.timer: every 10
+#            minutes, each node up to 2 minutes apart) that runs `sync`: a user added to the cluster file and deployed
+#            later reaches the running nodes, which neither orchestrator sets up again (HyperPod runs lifecycle
+#            scripts when a node is created; fmcluster's PCS lifecycle actions run at first boot)
+#
+# USERS_FILE (or the SSM parameter's value) holds one user per
 # line, `NAME UID ADMIN [KEY_TYPE KEY_BASE64]`, ADMIN 1 or 0, as fmcluster renders the cluster file's `users`
 # (fmcluster/config/users.py, which also holds the rules every value already passed). For each user:
 #   group    NAME with gid = UID (user private groups: unique because uids are)
@@ -27,21 +39,26 @@
 # their key and sudo; their home and files stay, as does their Slurm association (slurm-accounting.sh never removes one).
 # The users made are kept in /var/lib/fmcluster/users.
 #
-# Idempotent. Exit status 1 when any user failed (one line each, all users tried).
+# Idempotent; one run at a time (flock on /run/lock/fmcluster-users.lock). Exit status 1 when any user failed (one line
+# each, all users tried).
 # Log: /var/log/fmcluster/users.log
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 STATE_FILE="$ROOT/var/lib/fmcluster/users"
+SYNCED_FILE="$ROOT/var/lib/fmcluster/users.sha256"
+UNIT=fmcluster-users
+LOCK_FILE="$ROOT/run/lock/fmcluster-users.lock"
+LOCK_WAIT="${FMCLUSTER_USERS_LOCK_WAIT:-300}" # seconds; the tests shorten it
 KEYS_DIR=/etc/fmcluster/authorized_keys
 SUDOERS="$ROOT/etc/sudoers.d/90-fmcluster-users"
 SSHD_DROP_IN="$ROOT/etc/ssh/sshd_config.d/60-fmcluster-users.conf"
-SHARED_MOUNT=/fsx
 LOCKED_EXPIRY=1 # shadow(5) field 8, days since 1970: expired on 1970-01-02, so PAM refuses every login
 
 usage() {
-  printf 'usage: %s apply USERS_FILE | sync SSM_PARAMETER_NAME [--home-base DIR]\n' "$0" >&2
+  printf 'usage: %s apply USERS_FILE | sync SSM_PARAMETER_NAME | install SSM_PARAMETER_NAME [--home-base DIR]\n' \
+    "$0" >&2
   exit 2
 }
 
@@ -224,8 +241,70 @@ apply() {
   return "$failed"
 }
 
+# sync PARAMETER BASE: apply the parameter's users when they changed since the last sync that succeeded. The home
+# base is chosen once, at the first sync (BASE, else home_base), and kept: a file system unmounted for a moment must
+# not move everyone's home to /home. While it is not mounted, nothing is applied (the next sync tries again).
+sync() {
+  local parameter="$1" base="$2" tmp status=0 sum previous="" previous_base=""
+  if [[ -f "$SYNCED_FILE" ]]; then
+    read -r previous previous_base <"$SYNCED_FILE" || true
+  fi
+  base="${base:-$previous_base}"
+  if [[ -z "$base" ]]; then
+    base="$(home_base "")"
+  elif [[ "$base" == "$SHARED_MOUNT"/* ]] && ! mountpoint -q "$ROOT$SHARED_MOUNT" 2>/dev/null; then
+    die "the homes are under $base, but nothing is mounted at $SHARED_MOUNT now: users not synced (the next sync" \
+      "tries again)"
+  fi
+  tmp="$(mktemp)"
+  if ! retry aws ssm get-parameter --region "$(region)" --name "$parameter" --query Parameter.Value \
+    --output text >"$tmp"; then
+    rm -f "$tmp"
+    die "could not read the users from SSM parameter $parameter"
+  fi
+  sum="$(sha256sum <"$tmp" | cut -d' ' -f1)"
+  if [[ "$sum" == "$previous" && "$base" == "$previous_base" ]]; then
+    rm -f "$tmp"
+    return 0
+  fi
+  previous="${previous:0:12}"
+  log INFO "users of $parameter changed (sha256 ${sum:0:12}, was ${previous:-none}): applying"
+  apply "$tmp" "$base" || status=$?
+  rm -f "$tmp"
+  if ((status == 0)); then
+    write_file "$SYNCED_FILE" 0644 <<<"$sum $base"
+  else
+    write_file "$SYNCED_FILE" 0644 <<<"- $base" # tried again at the next sync, changed or not
+  fi
+  return "$status"
+}
+
+# install PARAMETER BASE: a sync now, then the timer that syncs every 10 minutes (after the sync: a timer started
+# past its OnBootSec runs at once, and finds nothing changed).
+install() {
+  local parameter="$1" base="$2" arguments status=0
+  sync "$parameter" "$base" || status=$?
+  arguments="$(printf ' %q' "$parameter" ${base:+--home-base "$base"})"
+  install_timed_service "$UNIT" "fmcluster: the cluster file's users on this node (SSM $parameter)" \
+    "/usr/bin/env bash /opt/fmcluster/node/users.sh sync$arguments" network-online.target \
+    "fmcluster: the cluster file's users, every 10 minutes" OnBootSec=10min OnUnitActiveSec=10min \
+    RandomizedDelaySec=2min
+  return "$status"
+}
+
+# locked COMMAND...: COMMAND while holding the users lock, so the timer's sync, the boot step and an administrator's
+# run never change the accounts at the same time (waits up to LOCK_WAIT seconds).
+locked() {
+  mkdir -p "$(dirname "$LOCK_FILE")"
+  exec 9>"$LOCK_FILE"
+  if ! flock -w "$LOCK_WAIT" 9; then
+    die "another users.sh still runs after ${LOCK_WAIT}s (lock $LOCK_FILE)"
+  fi
+  "$@"
+}
+
 main() {
-  local verb="${1:-}" source="${2:-}" base="" tmp status=0
+  local verb="${1:-}" source="${2:-}" base=""
   (($# >= 2)) || usage
   shift 2
   while (($#)); do
@@ -240,18 +319,9 @@ main() {
   done
   require_root
   case "$verb" in
-    apply) apply "$source" "$base" ;;
-    sync)
-      tmp="$(mktemp)"
-      if ! retry aws ssm get-parameter --region "$(region)" --name "$source" --query Parameter.Value \
-        --output text >"$tmp"; then
-        rm -f "$tmp"
-        die "could not read the users from SSM parameter $source"
-      fi
-      apply "$tmp" "$base" || status=$?
-      rm -f "$tmp"
-      return "$status"
-      ;;
+    apply) locked apply "$source" "$base" ;;
+    sync) locked sync "$source" "$base" ;;
+    install) locked install "$source" "$base" ;;
     *) usage ;;
   esac
 }

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.node.real_slurm import real_slurm
+from tests.node.real_slurm import SLURMS, real_slurm
 
 pytestmark = pytest.mark.real_tools  # a real Slurm runs the job
 
@@ -68,7 +69,6 @@ def job_environment(tmp_path: Path) -> dict[str, str]:
         "CONTAINER_LOG": str(tmp_path / "container-options.log"),
         "FMCLUSTER_JOB_DIR": str(JOBS),
         "FMCLUSTER_GPUS_PER_NODE": "2",
-        "FMCLUSTER_MASTER_ADDR": "127.0.0.1",  # the node's name resolves to this machine's own address: keep loopback
         "FMCLUSTER_NCCL_ENV_FILE": str(nccl),
         "FMCLUSTER_SHARED_DIR": str(tmp_path / "fsx"),
         "GLOO_SOCKET_IFNAME": "lo",
@@ -143,6 +143,32 @@ def test_the_job_trains_is_signalled_through_slurm_and_resumes_when_submitted_ag
     options = Path(env["CONTAINER_LOG"]).read_text().splitlines()
     assert options[:3] == [f"--container-image={IMAGE}", f"--container-mounts={env['FMCLUSTER_SHARED_DIR']}:"
                            f"{env['FMCLUSTER_SHARED_DIR']}", f"--container-workdir={JOBS}"]  # fmt: skip
+
+
+PCS_NODE = "compute-1-1"
+"""A node named as AWS PCS names them, after its node group (PCS user guide, "Explore the cluster environment in AWS
+PCS": `sinfo` lists `compute-1-[1-4]` while the login node's host is `ip-10-3-6-103`)."""
+RECORDING_SRUN = '#!/bin/sh\nprintf "%s\\n" "$MASTER_ADDR" >"$MASTER_LOG"\n'
+
+
+@pytest.mark.parametrize("version", SLURMS)
+def test_the_ranks_meet_at_the_first_nodes_slurm_address_not_its_name(tmp_path, version):
+    """A real Slurm whose node has a name no resolver knows and NodeAddr=127.0.0.1 (tests/node/real_slurm.py), as a
+    PCS node has its node-group name and, presumably, its instance's address (unconfirmed): MASTER_ADDR comes from real
+    `scontrol show node` output of each Slurm version, so it is an address the other nodes reach."""
+    with pytest.raises(socket.gaierror):
+        socket.getaddrinfo(PCS_NODE, None)
+    env = job_environment(tmp_path)
+    (tmp_path / "shims" / "srun").write_text(RECORDING_SRUN)  # records where the ranks would meet, runs nothing
+    env["MASTER_LOG"] = str(tmp_path / "master")
+    with real_slurm(tmp_path, version, node_name=PCS_NODE) as slurm:
+        job = slurm.run_batch(SBATCH.read_text(), "--nodes=1", env=env, args=("--image", IMAGE))
+        shown = slurm.command("scontrol", "show", "node", PCS_NODE, "--oneliner").stdout
+    assert f"NodeName={PCS_NODE} " in shown and " NodeAddr=127.0.0.1 " in shown
+    assert job.state == "COMPLETED", job.output
+    assert (tmp_path / "master").read_text() == "127.0.0.1\n"
+    assert re.search(r"first-job: train.py on 1 node\(s\) x 2 task\(s\), image \S+, rendezvous 127.0.0.1:\d+,",
+                     job.output), job.output  # fmt: skip
 
 
 def test_without_slurm_the_script_says_how_to_submit_it():

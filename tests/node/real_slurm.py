@@ -168,10 +168,11 @@ class RealSlurm:
         )
 
 
-def _slurm_conf(directory: Path, node: str, munge_socket: Path, extra: dict[str, str]) -> str:
+def _slurm_conf(directory: Path, node: str, munge_socket: Path, extra: dict[str, str], host: str | None = None) -> str:
+    """slurm.conf for one node named `node` on this host (`host`, the controller's name: `node` when omitted)."""
     settings = {
         "ClusterName": "fmtest",
-        "SlurmctldHost": f"{node}(127.0.0.1)",
+        "SlurmctldHost": f"{host or node}(127.0.0.1)",
         "SlurmUser": "root",
         "SlurmdUser": "root",
         "AuthType": "auth/munge",
@@ -237,15 +238,18 @@ def _mounted(root: Path | None, tmp_path: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def real_slurm(tmp_path: Path, version: str = "22.05", **extra: str) -> Iterator[RealSlurm]:
+def real_slurm(
+    tmp_path: Path, version: str = "22.05", *, node_name: str | None = None, **extra: str
+) -> Iterator[RealSlurm]:
     """Start munged, slurmctld and slurmd (Slurm `version`, one of SLURMS) for one test; stop them by PID at the end,
-    and unmount what was mounted, whatever happened."""
+    and unmount what was mounted, whatever happened. The node is named after this host, or `node_name` (slurmd -N),
+    as AWS PCS names its nodes after their node group; its NodeAddr is 127.0.0.1 either way."""
     reason = skip_reason(version)
     if reason:
         pytest.skip(reason)
     root = chroot_dir(version)
     with _mounted(root, tmp_path):
-        yield from _run(tmp_path, version, root, extra)
+        yield from _run(tmp_path, version, root, extra, node_name)
 
 
 def stop(processes: list[subprocess.Popen]) -> None:
@@ -270,12 +274,15 @@ def munge_files(directory: Path) -> tuple[Path, Path, Path]:
     return munge_dir, key, munge_dir / "munge.socket"
 
 
-def _run(tmp_path: Path, version: str, root: Path | None, extra: dict[str, str]) -> Iterator[RealSlurm]:
+def _run(
+    tmp_path: Path, version: str, root: Path | None, extra: dict[str, str], node_name: str | None
+) -> Iterator[RealSlurm]:
     directory = tmp_path / "slurm"
     for sub in ("state", "spool", "dev", "munge"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
     directory.chmod(0o755)
-    node = socket.gethostname().split(".")[0]
+    host = socket.gethostname().split(".")[0]
+    node = node_name or host
     munge_dir, key, munge_socket = munge_files(directory)
     for index in range(GPUS):  # Slurm wants character devices; these behave as /dev/null
         os.mknod(directory / "dev" / f"gpu{index}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
@@ -284,7 +291,7 @@ def _run(tmp_path: Path, version: str, root: Path | None, extra: dict[str, str])
     if root is not None:  # Slurm 24.11+ slurmd loads a cgroup plugin at start; no cgroup tree is mounted here
         (directory / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
     conf = directory / "slurm.conf"
-    conf.write_text(_slurm_conf(directory, node, munge_socket, extra))
+    conf.write_text(_slurm_conf(directory, node, munge_socket, extra, host))
     env = {"PATH": SEARCH_PATH, "SLURM_CONF": str(conf), "LANG": "C"}
     slurm = RealSlurm(directory, node, env, version, root)
     processes: list[subprocess.Popen] = []
@@ -298,7 +305,8 @@ def _run(tmp_path: Path, version: str, root: Path | None, extra: dict[str, str])
         _wait(munge_socket.exists, "munged's socket", directory)
         for daemon in ("slurmctld", "slurmd"):
             log = (directory / f"{daemon}.out").open("w")
-            processes.append(subprocess.Popen(slurm.argv(daemon, "-D", "-f", str(conf)), env=env, stdout=log,
+            named = ["-N", node] if daemon == "slurmd" and node_name else []
+            processes.append(subprocess.Popen(slurm.argv(daemon, "-D", "-f", str(conf), *named), env=env, stdout=log,
                                               stderr=subprocess.STDOUT))  # fmt: skip
 
         def node_ready() -> bool:

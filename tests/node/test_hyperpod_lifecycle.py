@@ -546,6 +546,15 @@ def test_a_cluster_without_a_file_system_skips_the_image(node):
     settings.write_text(settings.read_text().replace("FMCLUSTER_FSX_MOUNT=/fsx", "FMCLUSTER_FSX_MOUNT="))
     assert node.run().returncode == 0
     assert "step image: skipped, since the cluster has no shared file system" in node.script_log("lifecycle")
+    assert "step shared-dirs: skipped, since the cluster has no shared file system" in node.script_log("lifecycle")
+
+
+def test_the_shared_directories_are_made_on_the_file_system_hyperpod_mounted(node):
+    node.mount("/fsx")
+    node.path("/fsx").mkdir()
+    assert node.run().returncode == 0, node.script_log("lifecycle")
+    for name in ("checkpoints", "datasets", "jobs"):  # names.SHARED_DIRECTORIES (test_shared_dirs.py)
+        assert stat.S_IMODE(node.path(f"/fsx/{name}").stat().st_mode) == 0o1777, name
 
 
 # -- what stops the lifecycle before any step ------------------------------------------------------------------
@@ -838,8 +847,8 @@ against a real slurmdbd in tests/node/test_slurm_accounting.py): records which r
 
 
 @pytest.mark.parametrize(("is_controller", "expected"), [
-    (True, [f"users.sh sync {USERS_PARAMETER}", f"slurm-accounting.sh install {USERS_PARAMETER} {CLUSTER} --now"]),
-    (False, [f"users.sh sync {USERS_PARAMETER}"]),
+    (True, [f"users.sh install {USERS_PARAMETER}", f"slurm-accounting.sh install {USERS_PARAMETER} {CLUSTER} --now"]),
+    (False, [f"users.sh install {USERS_PARAMETER}"]),
 ])  # fmt: skip
 def test_the_users_are_made_on_every_node_and_their_associations_on_the_controller(node, is_controller, expected):
     if is_controller:

@@ -663,7 +663,8 @@ def test_the_lifecycle_actions_install_the_bundle_then_run_scratch_lustre_and_nc
     node.set("ssm-value", '{"NCCL_DEBUG": "WARN"}')
     ran = agent(node, tmp_path, lustre_dns_name=DNS, lustre_mount_name="abcdef12", nccl_parameter_name="/x/nccl",
                 slurm_version="25.11")  # fmt: skip
-    assert ran == [(name, 0) for name in ("install", "updates", "scratch", "lustre", "nccl", "enroot", "slurm-hooks")]
+    steps = ("install", "updates", "scratch", "lustre", "shared-dirs", "nccl", "enroot", "slurm-hooks")
+    assert ran == [(name, 0) for name in steps]
     (download,) = [call for call in node.calls("aws") if call[1:3] == ["s3", "cp"]]
     assert download[3:7] == ["--only-show-errors", "--region", "us-west-2", BUNDLE_URI]
     installed = node.path(node_scripts.NODE_ROOT)

@@ -13,7 +13,9 @@ is checked against sudoers(5)'s user specification form instead.
 
 from __future__ import annotations
 
+import fcntl
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,7 +30,7 @@ from tests.node.test_scripts import NODE_DIR, TOOLS
 from tests.stub_node import StubNode, stub_env
 
 SHADOW_TOOLS = ("useradd", "groupadd", "usermod")
-USER_TOOLS = (*TOOLS, "awk", "cut", "chown", "tr")
+USER_TOOLS = (*TOOLS, "awk", "cut", "chown", "tr", "flock")
 ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILhNKVh6gtWI4uhWApsWulxJTq/vvu90WGGDXD+zeqUn alice@laptop"
 FILE = {
     "name": "team",
@@ -187,3 +189,116 @@ def test_the_parameter_without_users_makes_nobody_and_succeeds(tmp_path: Path) -
     assert result.returncode == 0, result.stderr
     assert "INFO: users: none; admins: none" in result.stderr
     assert (node.lines("passwd"), node.lines("group")) == before
+
+
+PARAMETER = "/fmcluster/team/users"
+WITH_CAROL = {**FILE, "users": [FILE["users"][0], {"name": "carol", "uid": 2003}]}
+
+
+def timer_node(tmp_path: Path, profile: str) -> tuple[UsersNode, list[str]]:
+    """A node after `users.sh install` (its boot step), and the command its timer's service runs.
+
+    SSM stays emulated, as in the sync tests above: the `aws` stub prints STUB_STATE/users, the parameter's value
+    (`aws ssm get-parameter ... --query Parameter.Value --output text` prints the value alone); systemctl is a stub
+    (no systemd here) that records its calls."""
+    node = make_node(tmp_path, profile)
+    node.add_stub("systemctl")
+    node.add_stub("aws", 'cat "$STUB_STATE/users"')
+    node.set("users", rendered_users(parse(FILE, source="team.yaml").users))
+    result = node.run("install", PARAMETER)
+    assert result.returncode == 0, result.stderr
+    service = node.path("/etc/systemd/system/fmcluster-users.service").read_text().splitlines()
+    (exec_start,) = [line.removeprefix("ExecStart=") for line in service if line.startswith("ExecStart=")]
+    command = shlex.split(exec_start)
+    assert command[:3] == ["/usr/bin/env", "bash", "/opt/fmcluster/node/users.sh"]  # node_files: /opt/fmcluster/node
+    return node, command[3:]
+
+
+def verify_units(directory: Path, *units: str) -> None:
+    """The real `systemd-analyze verify` on the units written: it prints each setting it cannot parse (and ignores
+    it: a misspelled OnUnitActiveSec would leave a timer that never fires) while still exiting 0."""
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    result = subprocess.run([analyze, "verify", *(str(directory / unit) for unit in units)], capture_output=True,
+                            text=True, check=False, timeout=60)  # fmt: skip
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("profile", ami.PROFILES)
+def test_the_timer_applies_the_users_only_when_the_parameter_changed(tmp_path: Path, profile: str) -> None:
+    node, timer_command = timer_node(tmp_path, profile)
+    assert timer_command == ["sync", PARAMETER]
+    timer = node.path("/etc/systemd/system/fmcluster-users.timer").read_text().splitlines()
+    assert {"OnUnitActiveSec=10min", "RandomizedDelaySec=2min", "WantedBy=timers.target"} <= set(timer)
+    assert ["systemctl", "enable", "--now", "fmcluster-users.timer"] in node.calls("systemctl")
+    assert node.line("passwd", "bob")[2] == "2002"  # the install's own sync
+    verify_units(node.path("/etc/systemd/system"), "fmcluster-users.timer", "fmcluster-users.service")
+
+    accounts = {name: node.path(f"/etc/{name}").read_text() for name in ("passwd", "group", "shadow", "gshadow")}
+    result = node.run(*timer_command)  # the timer fires; the parameter is as it was
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert {name: node.path(f"/etc/{name}").read_text() for name in accounts} == accounts
+
+    node.set("users", rendered_users(parse(WITH_CAROL, source="team.yaml").users))  # deployed: carol in, bob out
+    result = node.run(*timer_command)
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"INFO: users of {PARAMETER} changed \(sha256 [0-9a-f]{{12}}, was [0-9a-f]{{12}}\): applying",
+                     result.stderr)  # fmt: skip
+    assert node.line("passwd", "carol") == ["carol", "x", "2003", "2003", "", "/fsx/home/carol", "/bin/bash"]
+    assert node.path("/fsx/home/carol").stat().st_uid == 2003
+    assert "user bob locked: no longer in the cluster file (home kept)" in result.stderr
+    assert node.line("passwd", "bob")[6] == "/usr/sbin/nologin"
+    assert node.path("/fsx/home/bob").is_dir()
+    assert node.run(*timer_command).stderr == ""  # changed once, applied once
+
+
+def test_while_the_file_system_is_not_mounted_the_timer_moves_no_home(tmp_path: Path) -> None:
+    node, timer_command = timer_node(tmp_path, "hyperpod-dlami-ubuntu2204")
+    node.set("mounted", "")  # /fsx gone for a moment (a client eviction, an admin's umount)
+    node.set("users", rendered_users(parse(WITH_CAROL, source="team.yaml").users))
+    result = node.run(*timer_command)
+    assert result.returncode == 1
+    assert (
+        "ERROR: the homes are under /fsx/home, but nothing is mounted at /fsx now: users not synced (the next sync "
+        "tries again)"
+    ) in result.stderr
+    assert not [fields for fields in node.lines("passwd") if fields[0] == "carol"]
+    assert node.line("passwd", "alice")[5] == "/fsx/home/alice"
+    node.set("mounted", f"{node.path('/fsx')}\n")  # back: the next sync applies what it missed
+    result = node.run(*timer_command)
+    assert result.returncode == 0, result.stderr
+    assert node.line("passwd", "carol")[5] == "/fsx/home/carol"
+
+
+def test_a_failed_sync_is_tried_again_even_when_nothing_changed(tmp_path: Path) -> None:
+    """A user the image blocks (a custom image's uid 2003: stated by the test) fails; after the image is fixed, the
+    next timer run applies the same parameter again instead of calling it unchanged."""
+    node, timer_command = timer_node(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    with node.path("/etc/passwd").open("a") as passwd:
+        passwd.write("svc:x:2003:2003::/home/svc:/bin/bash\n")
+    node.set("users", rendered_users(parse(WITH_CAROL, source="team.yaml").users))
+    assert node.run(*timer_command).returncode == 1
+    lines = node.path("/etc/passwd").read_text().splitlines()
+    node.path("/etc/passwd").write_text("".join(f"{line}\n" for line in lines if not line.startswith("svc:")))
+    result = node.run(*timer_command)
+    assert result.returncode == 0, result.stderr
+    assert node.line("passwd", "carol")[2] == "2003"
+
+
+def test_a_sync_waits_for_another_run_and_gives_up_in_one_line(tmp_path: Path) -> None:
+    """The timer's sync, the boot step and an administrator's run take one lock (util-linux flock(1), real here): while
+    another holds it, a sync changes nothing and says so once its wait is over."""
+    node, timer_command = timer_node(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    node.set("users", rendered_users(parse(WITH_CAROL, source="team.yaml").users))
+    lock = node.path("/run/lock/fmcluster-users.lock")
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        node.env["FMCLUSTER_USERS_LOCK_WAIT"] = "1"
+        result = node.run(*timer_command)
+    assert result.returncode == 1
+    assert f"ERROR: another users.sh still runs after 1s (lock {lock})" in result.stderr
+    assert not [fields for fields in node.lines("passwd") if fields[0] == "carol"]
+    assert node.run(*timer_command).returncode == 0  # released: the next sync applies it
+    assert node.line("passwd", "carol")[2] == "2003"

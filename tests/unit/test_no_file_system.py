@@ -57,7 +57,7 @@ def test_no_node_mounts_or_imports_into_fsx(no_fs):
             for stage in group["Properties"]["NodeLifecycleActions"]["Stages"].values()
             for action in stage
         ]
-        assert "install" in steps and not {"lustre", "image-watch"} & set(steps)
+        assert "install" in steps and not {"lustre", "shared-dirs", "image-watch"} & set(steps)
 
 
 def test_no_fsx_dashboard_or_alarm_is_made(no_fs):

@@ -407,8 +407,8 @@ def test_a_failing_required_step_terminates_the_node_and_the_rest_only_warn(bloc
     on_error = {action["Name"]: action["OnError"] for action in actions(block)["gpu"]}
     assert on_error == {
         "install": "TERMINATE", "updates": "CONTINUE", "scratch": "TERMINATE", "lustre": "TERMINATE",
-        "nccl": "TERMINATE", "enroot": "CONTINUE", "slurm-hooks": "CONTINUE", "users": "TERMINATE",
-        "observability": "CONTINUE",
+        "shared-dirs": "CONTINUE", "nccl": "TERMINATE", "enroot": "CONTINUE", "slurm-hooks": "CONTINUE",
+        "users": "TERMINATE", "observability": "CONTINUE",
     }  # fmt: skip
 
 
@@ -736,7 +736,7 @@ def test_cluster_users_are_created_by_a_required_action_on_every_node_after_thei
         and resource["Properties"]["Name"] == "/fmcluster/llm-pretrain/users"
     ]
     for name, steps in lifecycle(template).items():
-        assert steps["users"] == "users sync /fmcluster/llm-pretrain/users", name
+        assert steps["users"] == "users install /fmcluster/llm-pretrain/users", name
         (users,) = [action for action in actions(template)[name] if action["Name"] == "users"]
         assert users["OnError"] == "TERMINATE"
     groups = [r for r in template["Resources"].values() if r["Type"] == "AWS::PCS::ComputeNodeGroup"]

@@ -151,7 +151,7 @@ def nodes(orchestrator: Orchestrator, observability: Observability | None, compu
 
 
 def users_problem(users: object) -> str | None:
-    """None: PCS nodes create the cluster users as a required node lifecycle action (users.sh sync)."""
+    """None: PCS nodes create the cluster users as a required node lifecycle action (users.sh install)."""
     return None
 
 

@@ -356,7 +356,7 @@ class PcsSlurmCluster(Construct):
         self.mirror = artifact_mirror
         """The artifact mirror nodes install enroot and pyxis from (FMCLUSTER_ARTIFACT_MIRROR), or None."""
         self.users_parameter = users_parameter
-        """The SSM parameter of the cluster users every node creates (users.sh sync), or None."""
+        """The SSM parameter of the cluster users every node creates (users.sh install), or None."""
         self.accounting = accounting
         """Managed accounting on: the head node gives each cluster user an association (slurm-accounting.sh)."""
         self._images: dict[str, str] = dict(node_images or {})

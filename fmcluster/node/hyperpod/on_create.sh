@@ -18,13 +18,16 @@
 #   updates  package-updates.sh: needrestart never restarts slurmd, unattended-upgrades off (the apt installs of the
 #            enroot step below then cannot restart slurmd either)
 #   scratch  nvme-raid.sh: /scratch on the instance-store NVMe disks (nothing to do on types without them)
+#   shared-dirs  only with FMCLUSTER_FSX_MOUNT: shared-dirs.sh <it>: the directories every user writes in there
+#            (checkpoints, datasets, jobs: 1777), made by whichever node gets there first
 #   nccl     nccl-env.sh <FMCLUSTER_NCCL_PREFIX>/<instance group>/nccl-env: the NCCL/libfabric environment of jobs
 #            (nccl-env.sh's defaults alone when the group has no such parameter)
 #   enroot   enroot-pyxis.sh: enroot and pyxis (installed when the image lacks them), caches on local disk
 #   slurm-hooks  slurm-hooks.sh: the NCCL environment in every job and the GPU-to-job files for dcgm-exporter,
 #            through HyperPod's prolog.d/epilog.d
-#   users    only with FMCLUSTER_USERS_PARAMETER: users.sh sync <it>: the cluster file's users (same uid and gid on
-#            every node, homes on the file system, keys, sudo for admins; users.sh's header)
+#   users    only with FMCLUSTER_USERS_PARAMETER: users.sh install <it>: the cluster file's users, now and from a
+#            timer every 10 minutes (same uid and gid on every node, homes on the file system, keys, sudo for admins;
+#            users.sh's header)
 #   accounting  on the controller (where HyperPod runs slurmdbd), with FMCLUSTER_USERS_PARAMETER: slurm-accounting.sh
 #            install <it> <cluster> --now: each user's Slurm association in the account named after the cluster, now
 #            and from a timer every 10 minutes
@@ -46,7 +49,7 @@
 # Every step is idempotent, so running the script again is safe. HyperPod fails the whole cluster when this script
 # exits non-zero, so only a node that cannot run training fails it: the required steps (settings, group, install,
 # scratch, nccl, users, release) fail the node (users: slurmd cannot start a job of a user the node
-# lacks); hold, enroot (until the mirror pins enroot and pyxis: issue 22), slurm-hooks, accounting, image,
+# lacks); hold, shared-dirs, enroot (until the mirror pins enroot and pyxis: issue 22), slurm-hooks, accounting, image,
 # image-watch and observability only warn
 # (jobs still run: with the environment of the submitter, pulling the image from ECR, without metrics), each in one
 # WARNING line naming the step and the log.
@@ -266,12 +269,17 @@ main() {
   fi
   run_step updates
   run_step scratch
+  if [[ -n "$FMCLUSTER_FSX_MOUNT" ]]; then
+    run_step shared-dirs "$FMCLUSTER_FSX_MOUNT"
+  else
+    log INFO "step shared-dirs: skipped, since the cluster has no shared file system"
+  fi
   mapfile -t arguments < <(nccl_arguments "$group")
   run_step nccl ${arguments[@]+"${arguments[@]}"}
   run_step enroot
   run_step slurm-hooks
   if [[ -n "$FMCLUSTER_USERS_PARAMETER" ]]; then
-    run_step users sync "$FMCLUSTER_USERS_PARAMETER"
+    run_step users install "$FMCLUSTER_USERS_PARAMETER"
   fi
   if [[ -n "$FMCLUSTER_USERS_PARAMETER" && "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
     run_step accounting install "$FMCLUSTER_USERS_PARAMETER" "$FMCLUSTER_CLUSTER" --now
