@@ -35,6 +35,8 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("Buckets", "storage", "the project buckets and their KMS key (ProjectBuckets)"),
     ("NodeDataAccess", "storage", "the nodes' policy for datasets and checkpoints"),
     ("BucketNotifications", "storage", "the nccl-tests results trigger on the checkpoint bucket"),
+    ("LogsBucket", "storage.retain_on_delete", "the artifact mirror bucket's server access logs (MirrorStack)"),
+    ("Bucket", "storage.retain_on_delete", "the artifact mirror's bucket (MirrorStack)"),
     (
         "Mirror",
         "storage.retain_on_delete",
