@@ -178,6 +178,11 @@ CUSTOM_UPDATES: Mapping[str, str] = {
         "once, when it is set up (its nccl lifecycle step runs nccl-env.sh), so running nodes keep the old "
         "variables until they are replaced or nccl-env.sh runs again"
     ),
+    "Custom::ArtifactMirror": (
+        "updated in place: the mirror job runs again and copies what the list adds, under new keys (a new version is "
+        "a new key), keeping the physical id, the mirror's URI (fmcluster/lambdas/artifact_mirror/handler.py); nodes "
+        "install a new version only when their node scripts ask for it"
+    ),
     "Custom::TrainingImage": (
         "updated in place: CodeBuild builds the new image and its URI is published to SSM "
         "(fmcluster/lambdas/image_build/handler.py); running jobs keep the image they started with"

@@ -221,6 +221,34 @@ def test_a_mirror_moving_out_of_the_storage_stack_is_deleted_there_added_in_its_
     assert refusals(list(changes.values()), old, new) == []
 
 
+def test_a_new_artifact_list_updates_the_mirror_in_place():
+    """fmcluster/lambdas/artifact_mirror/handler.py answers an Update with the same physical id (the mirror's URI), so
+    CloudFormation keeps the resource; without this entry the plan would call it replaced (no schema for a custom
+    type) and refuse its readers as stale."""
+    from fmcluster.lambdas.artifact_mirror import handler
+
+    uri = "s3://b/fmcluster-mirror"
+    event = {
+        "RequestType": "Update",
+        "PhysicalResourceId": uri,
+        "ResourceProperties": {"ProjectName": "p", "MirrorUri": uri},
+    }
+
+    class Build:
+        def start_build(self, projectName):
+            return {"build": {"id": "b:1"}}
+
+        def batch_get_builds(self, ids):
+            return {"builds": [{"buildStatus": "SUCCEEDED"}]}
+
+    assert handler.on_event(event, None, codebuild=Build(), sleep=lambda _: None)["PhysicalResourceId"] == uri
+    old = stack(Mirror=("Custom::ArtifactMirror", {"MirrorUri": uri, "ListHash": "a"}))
+    new = stack(Mirror=("Custom::ArtifactMirror", {"MirrorUri": uri, "ListHash": "b"}))
+    (change,) = compare(old, new)
+    assert (change.action, change.properties) == ("modify", ("ListHash",))
+    assert change.effects[0].startswith("updated in place: the mirror job runs again")
+
+
 # Update rules as a table: (rule, old template, new template, expected (logical id, action) list, expected refusal key
 # paths without --allow-replacement, the same with it). Each rule's source is checked by the test after the table.
 
