@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from fmcluster.names import NODE_IMAGE_TAG
+from fmcluster.names import NETWORK_STACK, NODE_IMAGE_TAG
 
 STACK_ARTIFACT = "aws:cloudformation:stack"
 CLUSTER_TYPES = ("AWS::SageMaker::Cluster", "AWS::PCS::Cluster")
@@ -34,7 +34,8 @@ NODE_GROUP_TYPE = "AWS::PCS::ComputeNodeGroup"
 NODE_IMAGE_TYPE = "AWS::ImageBuilder::Image"
 """A stack holding this bakes the node image (orchestrator.node_image: baked); the cluster stack waits for it."""
 MIRROR_TYPE = "Custom::ArtifactMirror"
-"""The stack holding the artifact mirror (the storage stack): a node-image stack waits for it."""
+"""The stack holding the artifact mirror (the mirror stack): a node-image stack waits for it and the network stack,
+not for the storage stack."""
 NODE_IMAGES = ("boot", "baked")
 _SUB_NAME = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
 
@@ -156,8 +157,9 @@ class DeployEstimate:
 
     def first_job_with(self, node_image: str) -> float | None:
         """Minutes until nodes take jobs were every PCS node group on `node_image` ("boot" or "baked"): the
-        node-image stack taken out, or put in after the mirror's stack (its image build, `AWS::ImageBuilder::Image`,
-        per architecture in parallel), and every node group's boot that of the image."""
+        node-image stack taken out, or put in after the network and mirror stacks, as `fmcluster.stacks.build` places
+        it (its image build, `AWS::ImageBuilder::Image`, per architecture in parallel), and every node group's boot
+        that of the image."""
         weights = replace(self.weights, node_image=node_image)
         baking = {name for name, stack in self.stacks.items() if NODE_IMAGE_TYPE in stack.resource_types}
         keep = [name for name in self.stacks if node_image == "baked" or name not in baking]
@@ -173,7 +175,9 @@ class DeployEstimate:
                 name=f"{self._prefix}node-image",
                 minutes=weights.types.get(NODE_IMAGE_TYPE, weights.default) + weights.stack_overhead,
                 chain=[NODE_IMAGE_TYPE],
-                depends_on=[mirror.name] if mirror is not None else [],
+                depends_on=[
+                    name for name in (f"{self._prefix}{NETWORK_STACK}", mirror and mirror.name) if name in stacks
+                ],
             )
             stacks[bake.name] = bake
             stacks[cluster.name].depends_on.append(bake.name)
@@ -193,7 +197,7 @@ class DeployEstimate:
             f"time to first job by orchestrator.node_image (this file: {this}): boot ~{boot:.0f} min, each node "
             f"~{self.weights.node_boot['boot']:.0f} min from launch to its first job (enroot and pyxis installed at "
             f"first boot; AWS's PCS reference: 8-12 min); baked ~{baked:.0f} min, the image build ~{build:.0f} min "
-            f"(estimate) after the storage stack and before the cluster stack, then each node "
+            f"(estimate) beside the storage stack and before the cluster stack, then each node "
             f"~{self.weights.node_boot['baked']:.0f} min (AWS's PCS reference: ~3 min); every replacement, scale-up "
             "and capacity-block start pays a node's boot again"
         )

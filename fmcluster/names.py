@@ -12,6 +12,7 @@ from __future__ import annotations
 
 # --- stacks: `<cluster name>-<part>` ---------------------------------------------------------------------------
 NETWORK_STACK = "network"
+MIRROR_STACK = "mirror"
 STORAGE_STACK = "storage"
 DATA_LINKS_STACK = "data-links"
 IMAGE_STACK = "image"

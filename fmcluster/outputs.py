@@ -31,6 +31,9 @@ OUTPUTS: dict[str, tuple[Output, ...]] = {
         Output("VpcId", "VPC of the cluster"),
         Output("ComputeSubnetId", "subnet of every node and the file system, in availability_zone_id"),
     ),
+    "mirror": (
+        Output("MirrorUri", "artifact mirror every node installs from (enroot, pyxis, exporters): s3://BUCKET/PREFIX"),
+    ),
     "storage": (
         Output("DataBucket", "S3 bucket for datasets: S3 links without an s3_uri read and write its <path>/ prefix"),
         Output("CheckpointsBucket", "S3 bucket for checkpoints (versioned) and nccl-tests results (nccl-tests/)"),

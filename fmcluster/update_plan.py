@@ -117,6 +117,8 @@ NAME_PROPERTIES: Mapping[str, str] = {
     "AWS::ECR::Repository": "RepositoryName",
     "AWS::Events::Rule": "Name",
     "AWS::IAM::InstanceProfile": "InstanceProfileName",
+    "AWS::ImageBuilder::Component": "Name",
+    "AWS::ImageBuilder::ImageRecipe": "Name",
     "AWS::IAM::ManagedPolicy": "ManagedPolicyName",
     "AWS::IAM::Role": "RoleName",
     "AWS::KMS::Alias": "AliasName",
@@ -134,7 +136,9 @@ NAME_PROPERTIES: Mapping[str, str] = {
 """The property that names a resource of each type itself (not one that refers to another resource). "You can't
 perform an update that causes a custom-named resource to be replaced. If you must replace the resource, specify a new
 name" (CloudFormation template reference, "CloudFormation resource custom naming"): the update fails ("cannot update a
-stack when a custom-named resource requires replacing") and rolls back, whatever the plan's override says."""
+stack when a custom-named resource requires replacing") and rolls back, whatever the plan's override says. Image
+Builder components and recipes are named by Name and Version (their ARN ends in name/version; botocore imagebuilder
+CreateImageRecipe raises ResourceAlreadyExistsException)."""
 GROW_ONLY: Mapping[str, Mapping[str, tuple[str, str]]] = {
     "AWS::FSx::FileSystem": {
         "/properties/StorageCapacity": (
@@ -183,6 +187,11 @@ CUSTOM_UPDATES: Mapping[str, str] = {
         "once, when it is set up (its nccl lifecycle step runs nccl-env.sh), so running nodes keep the old "
         "variables until they are replaced or nccl-env.sh runs again"
     ),
+    "Custom::ArtifactMirror": (
+        "updated in place: the mirror job runs again and copies what the list adds, under new keys (a new version is "
+        "a new key), keeping the physical id, the mirror's URI (fmcluster/lambdas/artifact_mirror/handler.py); nodes "
+        "install a new version only when their node scripts ask for it"
+    ),
     "Custom::TrainingImage": (
         "updated in place: CodeBuild builds the new image and its URI is published to SSM "
         "(fmcluster/lambdas/image_build/handler.py); running jobs keep the image they started with"
@@ -213,6 +222,16 @@ CUSTOM_UPDATES: Mapping[str, str] = {
 }
 """What fmcluster's custom resources (and those CDK adds) do when their properties change. CloudFormation sends such a
 resource an Update request, never a replacement of its own; the handler decides (each handler's source is named)."""
+DELETE_EFFECTS: Mapping[str, str] = {
+    "Custom::ArtifactMirror": (
+        "its handler deletes nothing (fmcluster/lambdas/artifact_mirror/handler.py, Delete): the files it copied stay "
+        "under fmcluster-mirror/ of their bucket, and nodes that were given this mirror keep installing from them. A "
+        "mirror that moves to the <cluster>-mirror stack is filled there first: the node-image and cluster stacks "
+        "wait for that stack, and their nodes get its URI (their node lifecycle actions or lifecycle scripts "
+        "change). Delete the old prefix yourself once no node reads it"
+    ),
+}
+"""What deleting one of these custom resources does (CloudFormation sends a Delete request; the handler decides)."""
 NEW_NODES_ONLY = (
     "new nodes only: AWS PCS launches new instances from the new version, running nodes keep theirs until they are "
     "replaced (PCS user guide, 'Updating an AWS PCS compute node group': 'New instances launch with the updated "
@@ -483,7 +502,8 @@ def _stack_changes(stack: str, old: dict, new: dict, pseudo: Mapping[str, str]) 
         if logical_id not in new_resources:
             retained = resource.get("DeletionPolicy") == "Retain"
             note = "removed from the stack, kept in the account (DeletionPolicy Retain)" if retained else ""
-            changes[logical_id] = Change(stack, logical_id, resource["Type"], "delete", (), note)
+            effects = (DELETE_EFFECTS[resource["Type"]],) if resource["Type"] in DELETE_EFFECTS else ()
+            changes[logical_id] = Change(stack, logical_id, resource["Type"], "delete", (), note, effects=effects)
     _follow_replacements(stack, new_resources, changes)
     _name_launch_template_readers(new_resources, changes)
     return [changes[key] for key in sorted(changes, key=lambda key: (list(SYMBOLS).index(changes[key].action), key))]

@@ -19,6 +19,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CHECKOV = REPO / ".checkov" / "bin" / "checkov"
 GUARD_PLUGIN = "cdk-validator-cfnguard"
+NAG_PLUGIN = "AwsSolutions"
+"""The name cdk-nag's AwsSolutionsChecks reports under in CDK's validation report."""
 VALIDATION_REPORT = "validation-report.json"
 FAIL_SYNTH_ON_VALIDATION_ERRORS = "@aws-cdk/core:failSynthOnValidationErrors"
 
@@ -32,10 +34,18 @@ def guard_validator():
 
 def guard_findings(outdir: Path) -> list[str]:
     """`<rule> <construct path>` for every Control Tower finding CDK's acknowledgments left in the report."""
+    return plugin_findings(outdir, GUARD_PLUGIN)
+
+
+def plugin_findings(outdir: Path, name: str) -> list[str]:
+    """`<rule> <construct path>` for every finding of validation plugin `name` CDK's acknowledgments left in the
+    report (no report: none, as CDK writes it only when a plugin finds something)."""
+    if not (outdir / VALIDATION_REPORT).is_file():
+        return []
     report = json.loads((outdir / VALIDATION_REPORT).read_text())
     findings = []
     for plugin in report["pluginReports"]:
-        if plugin.get("summary", {}).get("pluginName", plugin.get("pluginName")) != GUARD_PLUGIN:
+        if plugin.get("summary", {}).get("pluginName", plugin.get("pluginName")) != name:
             continue
         for violation in plugin.get("violations", []):
             for resource in violation.get("violatingConstructs", violation.get("violatingResources", [])):

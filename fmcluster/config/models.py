@@ -485,9 +485,12 @@ class Orchestrator(_Model):
             return value
         if info.data.get("type") == "hyperpod-slurm":
             raise fail(
-                "baked is only for orchestrator.type: pcs for now: HyperPod takes a custom AMI built from a HyperPod "
-                "AMI (botocore sagemaker ClusterInstanceGroupSpecification.ImageId), but which base AMI to build from "
-                "and how to resolve it at deploy are unconfirmed; use boot"
+                "baked is only for orchestrator.type: pcs for now: fmcluster builds no HyperPod image yet. AWS "
+                "documents the Slurm base "
+                "(/aws/service/sagemaker-hyperpod/ami/x86_64/slurm-ubuntu-22.04/latest/ami-id, SageMaker "
+                "developer guide 'Build a custom AMI') and its roll-out (UpdateClusterSoftware with ImageId, "
+                "'Cluster management with custom AMIs'), not an arm64 base, the AMI's root device, nor what a "
+                "CloudFormation update of a group's ImageId does to its running nodes; use boot"
             )
         if info.data.get("ami_id") is not None:
             raise fail("baked builds from the PCS-Ready DLAMI: remove orchestrator.ami_id, or bake your own image")

@@ -29,7 +29,7 @@ ACCESS_LOG_EXPIRATION = cdk.Duration.days(365)
 S3_LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 """The CDK feature flag that grants S3 log delivery by bucket policy instead of the bucket's ACL."""
 NODE_DATA_ACTIONS = ("s3:GetObject",)
-"""Nodes only read the data bucket: datasets and the observability mirror (fmcluster/node/observability.sh)."""
+"""Nodes only read the data bucket: datasets (the artifact mirror has a bucket of its own: fmcluster.stacks.mirror)."""
 NODE_CHECKPOINT_ACTIONS = (
     "s3:GetObject",
     "s3:PutObject",
@@ -95,50 +95,20 @@ class ProjectBuckets(Construct):
         self.key: kms.IKey = key
         """Encrypts the data and checkpoint buckets (and, in the storage stack, the file system)."""
 
-        self.logs_bucket = s3.Bucket(
-            self,
-            "LogsBucket",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=True,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="expire-access-logs",
-                    expiration=ACCESS_LOG_EXPIRATION,
-                    noncurrent_version_expiration=REPLACED_VERSION_EXPIRATION,
-                    abort_incomplete_multipart_upload_after=INCOMPLETE_UPLOAD_EXPIRATION,
-                )
-            ],
-            removal_policy=removal_policy,
-            auto_delete_objects=destroy,
-        )
+        self.logs_bucket = access_logs_bucket(self, "LogsBucket", removal_policy)
         """Server access logs of the data and checkpoint buckets (S3-managed encryption, as logging needs); versioned,
         kept one year."""
-        acknowledge_findings(
-            self.logs_bucket,
-            checkov=["CKV_AWS_145"],
-            controls=["s3_bucket_default_encryption_kms_check"],
-            reason="S3 server access logging delivers only to buckets with S3-managed keys (SSE-S3), not SSE-KMS "
-            "(S3 user guide, 'Enabling Amazon S3 server access logging')",
-        )
-        acknowledge_findings(
-            self.logs_bucket,
-            checkov=["CKV_AWS_18"],
-            controls=["s3_bucket_logging_enabled_check"],
-            reason="The access-log bucket itself: logging it into itself would log every delivery, without end; "
-            "its policy lets only the S3 logging service write",
-        )
 
         abort_incomplete_uploads = s3.LifecycleRule(
             id="abort-incomplete-multipart-uploads",
             abort_incomplete_multipart_upload_after=INCOMPLETE_UPLOAD_EXPIRATION,
         )
-        self.data_bucket = self._private_bucket(
+        self.data_bucket = private_bucket(
+            self,
             "DataBucket",
             key,
             removal_policy,
+            logs_bucket=self.logs_bucket,
             log_prefix="data/",
             versioned=True,
             lifecycle_rules=[
@@ -151,10 +121,12 @@ class ProjectBuckets(Construct):
         """Datasets; FSx for Lustre repositories without an `s3_uri` link to prefixes of this bucket. Versioned: an
         overwritten or deleted object stays recoverable for 30 days."""
 
-        self.checkpoints_bucket = self._private_bucket(
+        self.checkpoints_bucket = private_bucket(
+            self,
             "CheckpointsBucket",
             key,
             removal_policy,
+            logs_bucket=self.logs_bucket,
             log_prefix="checkpoints/",
             versioned=True,
             lifecycle_rules=[
@@ -189,13 +161,7 @@ class ProjectBuckets(Construct):
             "the bucket's own template",
         )
         for bucket in (self.logs_bucket, self.data_bucket, self.checkpoints_bucket):
-            acknowledge_findings(
-                bucket,
-                controls=["s3_bucket_object_lock_enabled_check"],
-                reason="Object Lock keeps object versions from deletion; datasets, checkpoints and logs age out by "
-                "lifecycle rules and FSx for Lustre exports overwrite objects, and `ObjectLockEnabled` can only be "
-                "set when a bucket is created (a retained bucket would have to be replaced)",
-            )
+            acknowledge_no_object_lock(bucket)
 
     def node_access_statements(self) -> list[iam.PolicyStatement]:
         """What a cluster node may do with the project's data, decided here once for every cluster.
@@ -232,32 +198,88 @@ class ProjectBuckets(Construct):
                 "nccl-tests results anywhere in its checkpoints bucket; object keys are chosen per job",
             )
 
-    def _private_bucket(
-        self,
-        construct_id: str,
-        key: kms.IKey,
-        removal_policy: cdk.RemovalPolicy,
-        *,
-        log_prefix: str,
-        lifecycle_rules: list[s3.LifecycleRule],
-        versioned: bool = False,
-    ) -> s3.Bucket:
-        return s3.Bucket(
-            self,
-            construct_id,
-            encryption=s3.BucketEncryption.KMS,
-            encryption_key=key,
-            bucket_key_enabled=True,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            server_access_logs_bucket=self.logs_bucket,
-            server_access_logs_prefix=log_prefix,
-            versioned=versioned,
-            lifecycle_rules=lifecycle_rules,
-            removal_policy=removal_policy,
-            auto_delete_objects=removal_policy == cdk.RemovalPolicy.DESTROY,
-        )
+
+def access_logs_bucket(scope: Construct, construct_id: str, removal_policy: cdk.RemovalPolicy) -> s3.Bucket:
+    """A bucket for the server access logs of buckets in `scope`: S3-managed encryption (S3 server access logging
+    cannot deliver to a bucket with a KMS key), TLS only, private, versioned, logs kept one year. Set
+    `S3_LOGS_USE_BUCKET_POLICY` on `scope` first, so S3 log delivery is granted by bucket policy, never by ACL."""
+    bucket = s3.Bucket(
+        scope,
+        construct_id,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        enforce_ssl=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        versioned=True,
+        lifecycle_rules=[
+            s3.LifecycleRule(
+                id="expire-access-logs",
+                expiration=ACCESS_LOG_EXPIRATION,
+                noncurrent_version_expiration=REPLACED_VERSION_EXPIRATION,
+                abort_incomplete_multipart_upload_after=INCOMPLETE_UPLOAD_EXPIRATION,
+            )
+        ],
+        removal_policy=removal_policy,
+        auto_delete_objects=removal_policy == cdk.RemovalPolicy.DESTROY,
+    )
+    acknowledge_findings(
+        bucket,
+        checkov=["CKV_AWS_145"],
+        controls=["s3_bucket_default_encryption_kms_check"],
+        reason="S3 server access logging delivers only to buckets with S3-managed keys (SSE-S3), not SSE-KMS "
+        "(S3 user guide, 'Enabling Amazon S3 server access logging')",
+    )
+    acknowledge_findings(
+        bucket,
+        checkov=["CKV_AWS_18"],
+        controls=["s3_bucket_logging_enabled_check"],
+        reason="The access-log bucket itself: logging it into itself would log every delivery, without end; "
+        "its policy lets only the S3 logging service write",
+    )
+    return bucket
+
+
+def private_bucket(
+    scope: Construct,
+    construct_id: str,
+    key: kms.IKey,
+    removal_policy: cdk.RemovalPolicy,
+    *,
+    logs_bucket: s3.IBucket,
+    log_prefix: str,
+    lifecycle_rules: list[s3.LifecycleRule],
+    versioned: bool = False,
+) -> s3.Bucket:
+    """A bucket as fmcluster keeps its data: encrypted with `key` (with an S3 Bucket Key), TLS only, private, its
+    server access logs under `log_prefix` of `logs_bucket`; emptied and deleted with the stack when `removal_policy`
+    is DESTROY."""
+    return s3.Bucket(
+        scope,
+        construct_id,
+        encryption=s3.BucketEncryption.KMS,
+        encryption_key=key,
+        bucket_key_enabled=True,
+        enforce_ssl=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        server_access_logs_bucket=logs_bucket,
+        server_access_logs_prefix=log_prefix,
+        versioned=versioned,
+        lifecycle_rules=lifecycle_rules,
+        removal_policy=removal_policy,
+        auto_delete_objects=removal_policy == cdk.RemovalPolicy.DESTROY,
+    )
+
+
+def acknowledge_no_object_lock(bucket: s3.Bucket) -> None:
+    """The Control Tower rule that wants Object Lock, acknowledged: fmcluster's buckets age objects out."""
+    acknowledge_findings(
+        bucket,
+        controls=["s3_bucket_object_lock_enabled_check"],
+        reason="Object Lock keeps object versions from deletion; datasets, checkpoints, mirrored files and logs age "
+        "out by lifecycle rules and FSx for Lustre exports overwrite objects, and `ObjectLockEnabled` can only be "
+        "set when a bucket is created (a retained bucket would have to be replaced)",
+    )
 
 
 def quiet_auto_delete_provider(stack: cdk.Stack) -> None:

@@ -5,7 +5,9 @@ runs fmcluster/mirror/job.py over fmcluster/mirror/artifacts.json: each pinned a
 the SHA-256 kept in the package and copied to `s3://<bucket>/fmcluster-mirror/<name>/<version>/<file>`. A custom
 resource (Provider framework, fmcluster/lambdas/artifact_mirror) starts the build at deploy and waits for it, so a
 stack that reads `uri` (the cluster stacks give it to every node) deploys only once the mirror is filled; its only
-property that changes is the list's hash, so an unchanged list runs nothing on update.
+property that changes is the list's hash, so an unchanged list runs nothing on update. `read_policy` is what a node
+(or an image build) needs to install from it: a managed policy of the mirror's own stack, which other stacks' roles
+attach, so its grant and its acknowledgment name the bucket as this stack does.
 """
 
 from __future__ import annotations
@@ -34,12 +36,14 @@ class ArtifactMirror(Construct):
 
     Example::
 
-        mirror = ArtifactMirror(stack, "Mirror", bucket=buckets.data_bucket, key=buckets.key)
-        bootstrap_user_data(..., mirror=mirror.uri)  # nodes install from it only
+        mirror = ArtifactMirror(stack, "Mirror", bucket=bucket, key=key)
+        node_role.add_managed_policy(mirror.read_policy)
+        PcsSlurmCluster(..., artifact_mirror=mirror.uri)  # nodes install from it only
 
     Args:
-        bucket: the bucket the mirror lives in (nodes must be able to read it; the project's data bucket).
-        key: the bucket's KMS key (the job encrypts what it uploads with it). Omitted: the bucket is not KMS-encrypted.
+        bucket: the bucket the mirror lives in, under `fmcluster-mirror/` (the mirror stack's own bucket).
+        key: the bucket's KMS key (the job encrypts what it uploads with it, `read_policy` decrypts through S3).
+            Omitted: the bucket is not KMS-encrypted.
         log_retention: how long the job's logs are kept. Omitted: one year.
         removal_policy: what `cdk destroy` does to the job's log groups. Omitted: RETAIN.
     """
@@ -109,6 +113,34 @@ class ArtifactMirror(Construct):
                 child.apply_removal_policy(removal_policy)
         self.uri = self.resource.get_att_string("Uri")
         """s3://<bucket>/fmcluster-mirror, available once the job has filled it (a deploy-time token)."""
+        self.read_policy = self._read_policy(bucket, objects, key)
+        """Read the mirror (and decrypt it through S3): attach it to the roles of nodes and image builds."""
+
+    def _read_policy(self, bucket: s3.IBucket, objects: str, key: kms.IKey | None) -> iam.ManagedPolicy:
+        stack = cdk.Stack.of(self)
+        statements = [iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects])]
+        if key is not None:
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt"],
+                    resources=[key.key_arn],
+                    conditions={"StringEquals": {"kms:ViaService": f"s3.{stack.region}.{stack.url_suffix}"}},
+                )
+            )
+        policy = iam.ManagedPolicy(
+            self,
+            "ReadPolicy",
+            description="fmcluster: read the artifact mirror (what nodes and node-image builds install)",
+            statements=statements,
+        )
+        cdk.Validations.of(policy).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{nag_form(self, objects)}]",
+                reason="Nodes and image builds read only the mirror's own prefix (fmcluster-mirror/) of its bucket, "
+                "each file under a key its name and version choose (fmcluster/mirror/artifacts.json)",
+            )
+        )
+        return policy
 
     def _acknowledge(self, role: iam.IRole, objects: str) -> None:
         stack = cdk.Stack.of(self)
@@ -120,7 +152,7 @@ class ArtifactMirror(Construct):
         cdk.Validations.of(role).acknowledge(
             cdk.Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::{nag_form(self, objects)}]",
-                reason="The job reads and writes only the mirror's own prefix (fmcluster-mirror/) of the data bucket",
+                reason="The job reads and writes only the mirror's own prefix (fmcluster-mirror/) of its bucket",
             ),
             *(
                 cdk.Acknowledgment(

@@ -10,9 +10,9 @@ repositories, as a node at boot does.
 Pinned: an `AWS::ImageBuilder::Image` builds once, at create, and its `ImageId` stays until the image is replaced,
 which happens only when its recipe is: every Image Builder name here carries a digest of what the image is made of
 (the image bundle's and the runner's contents, the architecture, the Slurm version, the parent image's resolution
-label and `version`), so a change of one of these makes a new component and recipe (their Data, Components and
-ParentImage are create-only: cfn-lint's AWS::ImageBuilder::Component and ImageRecipe schemas) and so a new image;
-anything else (a node script that only runs at boot, a tag) changes nothing here.
+label, `version` and where the mirror lives), so a change of one of these makes a new component and recipe (their
+Data, Components and ParentImage are create-only: cfn-lint's AWS::ImageBuilder::Component and ImageRecipe schemas)
+and so a new image; anything else (a node script that only runs at boot, a tag) changes nothing here.
 """
 
 from __future__ import annotations
@@ -71,13 +71,17 @@ class BakedNodeImage(Construct):
         architecture: "x86_64" or "arm64" (the build instance types follow it).
         parent_image: the AMI id to build from (the PCS-Ready DLAMI of this architecture; a token is fine).
         slurm_version: the cluster's Slurm version: pyxis is built against that Slurm of the image.
-        mirror: the project's artifact mirror (s3://<data bucket>/fmcluster-mirror); `role` needs read on it.
+        mirror: the project's artifact mirror (s3://<mirror bucket>/fmcluster-mirror); `role` needs read on it.
         subnet, security_groups: where the build and test instances run: the nodes' own subnet and groups, so the
             build reaches the mirror and the package repositories the way a node does (S3 gateway endpoint; SSM
             endpoints or a NAT gateway for Image Builder's agent).
         parent_label: a label of the parent image's resolution (`orchestrator.image_refresh`): it is part of the
             digest, so a re-resolved parent gets a new recipe. Omitted: none.
         version: a label that forces a new build when changed (`orchestrator.node_image_version`). Omitted: none.
+        mirror_home: where `mirror` lives when it is a deploy-time value (the mirror's stack name): part of the
+            digest, because the component's document carries the mirror's URI and Image Builder names must change
+            with their document (a component or recipe replaced under its old name fails: CloudFormation custom
+            names; Image Builder ARNs are name/version). A literal `mirror` is part of the digest itself.
 
     Attributes:
         image: the `CfnImage`; image_id: its AMI id (deploy-time). role: the build instances' role.
@@ -98,6 +102,7 @@ class BakedNodeImage(Construct):
         security_groups: Sequence[ec2.ISecurityGroup],
         parent_label: str | None = None,
         version: str | None = None,
+        mirror_home: str | None = None,
     ) -> None:
         if architecture not in BUILD_INSTANCE_TYPES:
             raise ValueError(f"architecture must be one of {', '.join(BUILD_INSTANCE_TYPES)}; got {architecture!r}")
@@ -107,7 +112,15 @@ class BakedNodeImage(Construct):
         runner = s3_assets.Asset(self, "Runner", path=runner_path())
         self.digest = hashlib.sha256(
             "\n".join(
-                [bundle.asset_hash, runner.asset_hash, architecture, slurm_version, parent_label or "", version or ""]
+                [
+                    bundle.asset_hash,
+                    runner.asset_hash,
+                    architecture,
+                    slurm_version,
+                    parent_label or "",
+                    version or "",
+                    mirror if not cdk.Token.is_unresolved(mirror) else mirror_home or "",
+                ]
             ).encode()
         ).hexdigest()[:12]
         resource_name = f"{name}-node-{architecture.replace('_', '-')}-slurm{slurm_version.replace('.', '')}"

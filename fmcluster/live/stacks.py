@@ -20,7 +20,7 @@ from fmcluster.live.aws import Aws, error_code, error_message
 from fmcluster.live.findings import Collected, Finding, ok, problem, warning
 from fmcluster.live.runner import Check
 
-PARTS = ("network", "storage", "image", "cluster", "observability")
+PARTS = ("network", "mirror", "storage", "image", "cluster", "observability")
 HEALTHY = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE")
 STARTS = ("CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS", "DELETE_IN_PROGRESS", "IMPORT_IN_PROGRESS")
 CASCADE = re.compile(r"^Resource (creation|update|deletion) cancelled|^The following resource\(s\) failed", re.I)
@@ -35,7 +35,13 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("Buckets", "storage", "the project buckets and their KMS key (ProjectBuckets)"),
     ("NodeDataAccess", "storage", "the nodes' policy for datasets and checkpoints"),
     ("BucketNotifications", "storage", "the nccl-tests results trigger on the checkpoint bucket"),
-    ("Mirror", "storage", "the artifact mirror: a CodeBuild job outside the VPC, run at deploy (ArtifactMirror)"),
+    ("LogsBucket", "storage.retain_on_delete", "the artifact mirror bucket's server access logs (MirrorStack)"),
+    ("Bucket", "storage.retain_on_delete", "the artifact mirror's bucket (MirrorStack)"),
+    (
+        "Mirror",
+        "storage.retain_on_delete",
+        "the artifact mirror: a CodeBuild job outside the VPC, run at deploy (ArtifactMirror)",
+    ),
     ("Users", "users", "the cluster users in SSM, which every node's users.sh reads"),
     ("NcclTests", "storage", "the nccl-tests results function and its alarms"),
     ("BlockEnd", "compute[].drain_before_end_minutes", "the drain before a capacity block ends (BlockEndDrain)"),
@@ -101,7 +107,7 @@ def stack_parts(config: ClusterConfig) -> tuple[str, ...]:
     (deployed beside the cluster) too; with a baked node image, `node-image` (before the cluster)."""
     links = ("data-links",) if config.storage.repositories else ()
     baked = ("node-image",) if config.orchestrator.node_image == "baked" else ()
-    return (*PARTS[:2], *links, PARTS[2], *baked, *PARTS[3:])
+    return (*PARTS[:3], *links, PARTS[3], *baked, *PARTS[4:])
 
 
 def stack_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check]:

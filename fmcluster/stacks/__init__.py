@@ -13,6 +13,7 @@ from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
 from fmcluster.stacks.cluster_pcs import PcsClusterStack
 from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.links import DataLinksStack
+from fmcluster.stacks.mirror import MirrorStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.node_image import NodeImageStack
 from fmcluster.stacks.observability import ObservabilityStack
@@ -23,6 +24,7 @@ __all__ = [
     "DataLinksStack",
     "HyperPodClusterStack",
     "ImageStack",
+    "MirrorStack",
     "NetworkStack",
     "NodeImageStack",
     "ObservabilityStack",
@@ -44,6 +46,7 @@ class ClusterStacks:
     def __init__(
         self,
         network: NetworkStack,
+        mirror: MirrorStack,
         storage: StorageStack,
         image: ImageStack,
         cluster: PcsClusterStack | HyperPodClusterStack,
@@ -52,6 +55,8 @@ class ClusterStacks:
         node_image: NodeImageStack | None = None,
     ) -> None:
         self.network = network
+        self.mirror = mirror
+        """The artifact mirror, depending on no stack: the node-image build and the nodes wait for it only."""
         self.storage = storage
         self.image = image
         self.cluster = cluster
@@ -59,12 +64,13 @@ class ClusterStacks:
         self.links = links
         """The S3 links, beside the cluster (None without `storage.lustre.repositories`)."""
         self.node_image = node_image
-        """The baked node images, before the cluster (None unless `orchestrator.node_image: baked`)."""
+        """The baked node images, beside the storage stack and before the cluster (None unless
+        `orchestrator.node_image: baked`)."""
 
     def all(self) -> list[cdk.Stack]:
         links = [self.links] if self.links is not None else []
         baked = [self.node_image] if self.node_image is not None else []
-        return [self.network, self.storage, *links, self.image, *baked, self.cluster, self.observability]
+        return [self.network, self.mirror, self.storage, *links, self.image, *baked, self.cluster, self.observability]
 
 
 def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
@@ -73,7 +79,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
     >>> from fmcluster.config import load
     >>> stacks = build(cdk.App(), load("examples/quickstart.yaml"))
     >>> print(*[stack.stack_name.removeprefix("quickstart-") for stack in stacks.all()])
-    network storage data-links image cluster observability
+    network mirror storage data-links image cluster observability
     """
     environment = cdk.Environment(account=config.account, region=config.region)
     network = NetworkStack(
@@ -82,6 +88,13 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         config=config,
         env=environment,
         description=f"fmcluster {config.name}: VPC, subnets by AZ ID, endpoints, security groups",
+    )
+    mirror = MirrorStack(
+        app,
+        stack_name(config.name, names.MIRROR_STACK),
+        config=config,
+        env=environment,
+        description=f"fmcluster {config.name}: artifact mirror (the files every node installs, copied in at deploy)",
     )
     storage = StorageStack(
         app,
@@ -116,7 +129,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
             stack_name(config.name, names.NODE_IMAGE_STACK),
             config=config,
             network=network,
-            storage=storage,
+            mirror=mirror,
             env=environment,
             description=f"fmcluster {config.name}: baked node images (EC2 Image Builder), one per CPU architecture",
         )
@@ -129,6 +142,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         config=config,
         network=network,
         storage=storage,
+        mirror=mirror,
         env=environment,
         description=f"fmcluster {config.name}: {what}",
         **baked,
@@ -142,7 +156,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: Amazon Managed Prometheus, Grafana, alarms and node-health events",
     )
-    stacks = ClusterStacks(network, storage, image, cluster, observability, links, node_image)
+    stacks = ClusterStacks(network, mirror, storage, image, cluster, observability, links, node_image)
     for stack in stacks.all():  # only these stacks: other stacks of a library user's app keep their own tags
         stack_tags = cdk.Tags.of(stack)
         for key, value in config.tags.items():

@@ -12,6 +12,7 @@ from fmcluster.constructs.image import grant_image_pull
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.names import users_parameter_name
 from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, users_parameter
+from fmcluster.stacks.mirror import MirrorStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output
 from fmcluster.stacks.storage import StorageStack
@@ -27,7 +28,7 @@ class HyperPodClusterStack(cdk.Stack):
     and `login_instance_type` size the controller and the optional login node. The node log group follows
     `storage.retain_on_delete`. With `observability.prometheus: managed` every node runs observability.sh (the
     controller as head node, with Grafana when `observability.grafana` is `self-hosted`), taking its downloads from
-    the artifact mirror as every other step does (the data bucket's fmcluster-mirror/ prefix, in every egress mode).
+    the artifact mirror as every other step does (the mirror stack's bucket, in every egress mode).
     """
 
     def __init__(
@@ -38,6 +39,7 @@ class HyperPodClusterStack(cdk.Stack):
         config: ClusterConfig,
         network: NetworkStack,
         storage: StorageStack,
+        mirror: MirrorStack,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -54,11 +56,12 @@ class HyperPodClusterStack(cdk.Stack):
             image_repositories=(),  # by the image's tag below: no reference, so no wait for the image stack
             prometheus=config.observability.prometheus,
             grafana=config.observability.grafana,
-            artifact_mirror=artifact_mirror(storage),
+            artifact_mirror=artifact_mirror(mirror),
             users_parameter=users_parameter_name(config.name),
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
         self.hyperpod.role.add_managed_policy(storage.node_data_policy)
+        self.hyperpod.role.add_managed_policy(mirror.mirror.read_policy)
         grant_image_pull(self.hyperpod.role, config.name, sign_in=False)  # the construct grants the sign-in
         self.nccl = nccl_tuning(self, config)
         self.users = users_parameter(self, config)

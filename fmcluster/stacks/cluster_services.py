@@ -10,7 +10,7 @@ from fmcluster.config import ClusterConfig
 from fmcluster.config.models import rendered_users
 from fmcluster.constructs.nccl_tuning import NcclTuning
 from fmcluster.names import users_parameter_name
-from fmcluster.stacks.storage import StorageStack
+from fmcluster.stacks.mirror import MirrorStack
 
 
 def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
@@ -29,11 +29,12 @@ def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
     )
 
 
-def artifact_mirror(storage: StorageStack) -> str:
-    """The project's artifact mirror, s3://<data bucket>/fmcluster-mirror, in every egress mode: enroot, pyxis and the
-    exporters come from it only (`fmcluster.mirror`). A deploy-time value of the mirror's custom resource, so the
-    nodes' stack deploys only once the mirror job has filled it."""
-    return storage.mirror.uri
+def artifact_mirror(mirror: MirrorStack) -> str:
+    """The project's artifact mirror, s3://<mirror bucket>/fmcluster-mirror, in every egress mode: enroot, pyxis and
+    the exporters come from it only (`fmcluster.mirror`); the node role needs `mirror.mirror.read_policy`. A
+    deploy-time value of the mirror's custom resource, so the nodes' stack deploys only once the mirror job has
+    filled it."""
+    return mirror.mirror.uri
 
 
 def users_parameter(scope: Construct, config: ClusterConfig) -> ssm.StringParameter:

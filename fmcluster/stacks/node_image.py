@@ -8,14 +8,12 @@ from constructs import Construct
 from fmcluster.catalog import instance_architecture
 from fmcluster.config import ClusterConfig
 from fmcluster.config.orchestrators.pcs import head_group
-from fmcluster.constructs.acknowledgments import acknowledge_wildcards
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.node_image import BakedNodeImage
 from fmcluster.constructs.pcs.cluster import node_image_provider, pcs_ready_dlami
-from fmcluster.mirror import MIRROR_PREFIX
+from fmcluster.stacks.mirror import MirrorStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output
-from fmcluster.stacks.storage import StorageStack
 
 
 def architectures(config: ClusterConfig) -> list[str]:
@@ -31,9 +29,9 @@ class NodeImageStack(cdk.Stack):
 
     Each is built from the PCS-Ready DLAMI of its architecture, resolved here once and kept (`Custom::PcsNodeImage`,
     moved by `orchestrator.image_refresh`), in the network's compute subnet and EFA security group (the nodes' own
-    path to the S3 gateway endpoint, SSM and the package repositories), from the storage stack's artifact mirror. So
-    it deploys after the storage stack (which fills the mirror) and before the cluster stack, whose node groups run
-    `image_ids`; the output NodeImages lists them.
+    path to the S3 gateway endpoint, SSM and the package repositories), from the mirror stack's artifact mirror. So
+    it deploys after the network and mirror stacks, beside the storage stack (it needs nothing of it), and before the
+    cluster stack, whose node groups run `image_ids`; the output NodeImages lists them.
     """
 
     def __init__(
@@ -43,7 +41,7 @@ class NodeImageStack(cdk.Stack):
         *,
         config: ClusterConfig,
         network: NetworkStack,
-        storage: StorageStack,
+        mirror: MirrorStack,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -60,22 +58,17 @@ class NodeImageStack(cdk.Stack):
                 architecture=architecture,
                 parent_image=parent,
                 slurm_version=orchestrator.slurm_version,  # type: ignore[arg-type]  # set for pcs by the model
-                mirror=storage.mirror.uri,
+                mirror=mirror.mirror.uri,
+                mirror_home=mirror.stack_name,
                 subnet=network.network.compute_subnet,
                 security_groups=[network.network.efa_security_group],
                 parent_label=orchestrator.image_refresh,
                 version=orchestrator.node_image_version,
             )
-            mirror = storage.buckets.data_bucket
-            mirror.grant_read(image.role, f"{MIRROR_PREFIX}/*")
-            acknowledge_wildcards(
-                image.role,
-                resources=[mirror.arn_for_objects(f"{MIRROR_PREFIX}/*")],
-                reason="The build reads only the artifact mirror's prefix of the data bucket (what the nodes install)",
-            )
+            image.role.add_managed_policy(mirror.mirror.read_policy)
             self.images[architecture] = image
         self.image_ids = {architecture: image.image_id for architecture, image in self.images.items()}
         """The AMI id per CPU architecture (deploy-time tokens), for `PcsSlurmCluster(node_images=...)`."""
         pairs = [f"{architecture}={image_id}" for architecture, image_id in self.image_ids.items()]
         add_output(self, "node-image", "NodeImages", cdk.Fn.join(", ", pairs))
-        encrypt_log_groups(self, storage.buckets.key)
+        encrypt_log_groups(self, mirror.key)

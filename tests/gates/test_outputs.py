@@ -15,6 +15,7 @@ from tests.conftest import EXAMPLES
 EXAMPLE_IDS = [path.stem for path in EXAMPLES]
 ALWAYS = {
     "network": {"VpcId", "ComputeSubnetId"},
+    "mirror": {"MirrorUri"},
     "storage": {"DataBucket", "CheckpointsBucket", "FileSystemId", "FileSystemDnsName", "FileSystemMountName"},
     "data-links": {"DataLinks"},
     "image": {"ImageRepositoryUri", "ImageUri", "ImageParameter"},

@@ -99,7 +99,7 @@ def test_the_data_links_stack_is_diagnosed_when_the_file_has_s3_links(stubs):
     stub = stubs()
     labels = [check.label for check in stack_checks(config_of(QUICKSTART, storage=links), stub.aws(), Collected())]
     assert labels == [f"stack quickstart-{part}" for part in
-                      ("network", "storage", "data-links", "image", "cluster", "observability")]  # fmt: skip
+                      ("network", "mirror", "storage", "data-links", "image", "cluster", "observability")]  # fmt: skip
     labels = [check.label for check in stack_checks(config_of(QUICKSTART), stub.aws(), Collected())]
     assert "stack quickstart-data-links" not in labels
 
@@ -193,16 +193,22 @@ def queue_account(stub, scenario: str, leaky: bool = False) -> None:
     parameters and tags, an event's ResourceProperties, the image build's environment and its failed log."""
     stub.ok("sts", "GetCallerIdentity", identity(), {})
     statuses = {
-        "storage": {"network": "CREATE_COMPLETE", "storage": "ROLLBACK_COMPLETE", "image": "CREATE_COMPLETE"},
+        "storage": {
+            "network": "CREATE_COMPLETE",
+            "mirror": "CREATE_COMPLETE",
+            "storage": "ROLLBACK_COMPLETE",
+            "image": "CREATE_COMPLETE",
+        },
         "node": {
             "network": "CREATE_COMPLETE",
+            "mirror": "CREATE_COMPLETE",
             "storage": "CREATE_COMPLETE",
             "image": "CREATE_COMPLETE",
             "cluster": "CREATE_COMPLETE",
             "observability": "UPDATE_COMPLETE",
         },
     }[scenario]
-    for part in ("network", "storage", "image", "cluster", "observability"):
+    for part in ("network", "mirror", "storage", "image", "cluster", "observability"):
         name = f"quickstart-{part}"
         if part not in statuses:
             stub.no_stack("DescribeStacks", name)
@@ -338,6 +344,7 @@ def test_a_rolled_back_first_deploy_leads_with_the_storage_cause_and_exits_1(stu
         "warning  HyperPod cluster quickstart",
         "warning  nccl-tests",
         "ok       stack quickstart-network",
+        "ok       stack quickstart-mirror",
         "ok       stack quickstart-image",
         "ok       training image build",
         "checked",
@@ -369,7 +376,7 @@ def test_a_failed_hyperpod_node_in_a_running_cluster_exits_1(stubs):
 def test_nothing_deployed_cannot_be_diagnosed(stubs):
     stub = stubs()
     stub.ok("sts", "GetCallerIdentity", identity(), {})
-    for part in ("network", "storage", "image", "cluster", "observability"):
+    for part in ("network", "mirror", "storage", "image", "cluster", "observability"):
         stub.no_stack("DescribeStacks", f"quickstart-{part}")
     stub.error(
         "sagemaker",
@@ -417,6 +424,7 @@ def test_cli_diagnose_prints_the_report_collects_it_redacted_and_exits_1(stubs, 
         "image/build.json",
         "report.txt",
         "stacks/quickstart-image.json",
+        "stacks/quickstart-mirror.json",
         "stacks/quickstart-network.json",
         "stacks/quickstart-storage.json",
     ]
@@ -443,7 +451,7 @@ def test_cli_diagnose_without_credentials_exits_2(tmp_path, monkeypatch, capsys)
 def test_stacks_that_cannot_be_read_cannot_be_diagnosed(stubs):
     stub = stubs()
     stub.ok("sts", "GetCallerIdentity", identity(), {})
-    for part in ("network", "storage", "image", "cluster", "observability"):
+    for part in ("network", "mirror", "storage", "image", "cluster", "observability"):
         stub.denied("cloudformation", "DescribeStacks", {"StackName": f"quickstart-{part}"})
     stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster("InService", "", gpus=2), {"ClusterName": "quickstart"})
     stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(), {"ClusterName": "quickstart"})
@@ -457,7 +465,7 @@ def test_stacks_that_cannot_be_read_cannot_be_diagnosed(stubs):
         "unknown  stack quickstart-network: not checked: access denied to cloudformation:DescribeStacks (the "
         "read-only policy in fmcluster's README grants it)" in lines
     )
-    assert lines[-1].startswith("NOT CHECKED: 7 check(s) did not run in full, so nothing is known there: stack ")
+    assert lines[-1].startswith("NOT CHECKED: 8 check(s) did not run in full, so nothing is known there: stack ")
 
 
 def test_a_cluster_sagemaker_answers_validation_exception_for_is_not_found(stubs):

@@ -1999,9 +1999,12 @@ def test_a_required_key_left_empty_is_still_required() -> None:
         pytest.param(
             {"orchestrator.node_image": "baked"},
             [
-                "orchestrator.node_image: baked is only for orchestrator.type: pcs for now: HyperPod takes a custom "
-                "AMI built from a HyperPod AMI (botocore sagemaker ClusterInstanceGroupSpecification.ImageId), but "
-                "which base AMI to build from and how to resolve it at deploy are unconfirmed; use boot"
+                "orchestrator.node_image: baked is only for orchestrator.type: pcs for now: fmcluster builds no "
+                "HyperPod image yet. AWS documents the Slurm base "
+                "(/aws/service/sagemaker-hyperpod/ami/x86_64/slurm-ubuntu-22.04/latest/ami-id, SageMaker developer "
+                "guide 'Build a custom AMI') and its roll-out (UpdateClusterSoftware with ImageId, 'Cluster "
+                "management with custom AMIs'), not an arm64 base, the AMI's root device, nor what a CloudFormation "
+                "update of a group's ImageId does to its running nodes; use boot"
             ],
             id="node-image-baked-on-hyperpod",
         ),

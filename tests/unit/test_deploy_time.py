@@ -146,34 +146,36 @@ def pcs_cluster(*, baked: bool) -> dict:
     return {"Resources": {"Nodes": {"Type": "AWS::PCS::Cluster"}, "Gpu": group}}
 
 
-def test_time_to_first_job_by_node_image_moves_the_image_build_onto_the_path_and_swaps_the_node_boot(tmp_path):
+def test_time_to_first_job_by_node_image_puts_the_image_build_beside_storage_and_swaps_the_node_boot(tmp_path):
     """A boot file (no node-image stack): boot is what the graph gives (cluster 1 + node group 1 + boot 10 after
-    storage 20); baked puts the 40-minute build after the mirror's stack and boots each node in 3."""
-    mirror = {"Resources": {"Mirror": {"Type": "Custom::ArtifactMirror"}, **slow(1)["Resources"]}}
+    storage 20); baked puts the 40-minute build after the network (10) and mirror (1) stacks, beside storage, as
+    `fmcluster.stacks.build` does, and boots each node in 3: 10 + 40 + 1 + 1 + 3, not storage's 20 + 40 + ..."""
     stacks = {
         "c-network": ([], slow(1)),
-        "c-storage": (["c-network"], mirror),
-        "c-cluster": (["c-network", "c-storage"], pcs_cluster(baked=False)),
+        "c-mirror": ([], {"Resources": {"Mirror": {"Type": "Custom::ArtifactMirror"}}}),
+        "c-storage": (["c-network"], slow(1)),
+        "c-cluster": (["c-network", "c-storage", "c-mirror"], pcs_cluster(baked=False)),
     }
     estimate = estimate_assembly(write_assembly(tmp_path, stacks), NODE_IMAGE_WEIGHTS)
     assert estimate.first_job == 20 + 1 + 1 + 10
     assert estimate.first_job_with("boot") == estimate.first_job
-    assert estimate.first_job_with("baked") == 20 + 40 + 1 + 1 + 3
+    assert estimate.first_job_with("baked") == 10 + 40 + 1 + 1 + 3
     line = estimate.node_image_times()
     assert line.startswith("time to first job by orchestrator.node_image (this file: boot): boot ~32 min, each node ")
-    assert "baked ~65 min, the image build ~40 min (estimate) after the storage stack" in line
+    assert "baked ~55 min, the image build ~40 min (estimate) beside the storage stack" in line
 
 
 def test_a_baked_file_knows_its_boot_alternative(tmp_path):
     bake = {"Resources": {"Image": {"Type": "AWS::ImageBuilder::Image"}}}
     stacks = {
         "c-network": ([], slow(1)),
+        "c-mirror": ([], {"Resources": {"Mirror": {"Type": "Custom::ArtifactMirror"}}}),
         "c-storage": (["c-network"], slow(1)),
-        "c-node-image": (["c-storage"], bake),
-        "c-cluster": (["c-network", "c-storage", "c-node-image"], pcs_cluster(baked=True)),
+        "c-node-image": (["c-network", "c-mirror"], bake),
+        "c-cluster": (["c-network", "c-storage", "c-mirror", "c-node-image"], pcs_cluster(baked=True)),
     }
     estimate = estimate_assembly(write_assembly(tmp_path, stacks), NODE_IMAGE_WEIGHTS)
-    assert estimate.first_job == estimate.first_job_with("baked") == 20 + 40 + 1 + 1 + 3
+    assert estimate.first_job == estimate.first_job_with("baked") == 10 + 40 + 1 + 1 + 3
     assert estimate.first_job_with("boot") == 20 + 1 + 1 + 10
     assert "(this file: baked)" in estimate.node_image_times()
 
@@ -237,4 +239,19 @@ def test_the_quickstarts_critical_path_runs_through_storage_to_the_cluster(synth
         "network", "storage", "cluster", "observability",
     ]  # fmt: skip
     assert estimate.summary().startswith(f"deploy ~{estimate.total:.0f} min: network ")
-    assert estimate.summary().endswith("; data-links 10, image 42 in parallel")  # /datasets and /checkpoints
+    assert estimate.summary().endswith("; mirror 8, data-links 10, image 42 in parallel")  # /datasets, /checkpoints
+
+
+def test_a_baked_files_image_build_runs_beside_the_storage_stack(synthesized):
+    """DESIGN.md, Flow: storage (FSx, the long pole) and the image builds never wait for each other. The node-image
+    stack of examples/pcs-own-vpc.yaml waits for the network (its subnet and security group) and the mirror (what it
+    installs) only; the storage stack is in parallel, and the cluster waits for both."""
+    estimate = estimate_assembly(synthesized["pcs-own-vpc"].outdir)
+    stacks = {name.removeprefix("pcs-own-vpc-"): stack for name, stack in estimate.stacks.items()}
+    finish = {name.removeprefix("pcs-own-vpc-"): minutes for name, minutes in estimate.finish.items()}
+    assert sorted(d.removeprefix("pcs-own-vpc-") for d in stacks["node-image"].depends_on) == ["mirror", "network"]
+    starts = max(finish["network"], finish["mirror"])
+    assert finish["node-image"] == pytest.approx(starts + stacks["node-image"].minutes)
+    assert finish["node-image"] < finish["storage"] + stacks["node-image"].minutes  # it does not start after storage
+    assert "storage" not in [name.removeprefix("pcs-own-vpc-") for name in estimate.critical]
+    assert ", storage 21," in estimate.summary()  # listed in parallel

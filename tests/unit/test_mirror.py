@@ -366,3 +366,35 @@ def test_pin_artifacts_says_in_one_line_which_download_failed(tmp_path, upstream
 def test_the_mirrors_readme_is_rendered_from_the_list():
     readme = (ROOT / "fmcluster" / "mirror" / "README.md").read_text(encoding="utf-8")
     assert mirror.rendered_readme(readme + "| stale | row |\n") == readme, "python -m fmcluster.mirror renders it"
+
+
+@pytest.mark.parametrize(("example", "retained"), [("quickstart", True), ("p6-b300-isolated", False)])
+def test_the_mirror_stack_depends_on_nothing_and_keeps_its_bucket_and_key_with_retain_on_delete(
+    synthesized, example, retained
+):
+    """The mirror stack waits for no stack (so the node-image build and the nodes wait for the mirror job only, not
+    for FSx: DESIGN.md, Flow) and follows `storage.retain_on_delete` like every bucket of the cluster: retained
+    (quickstart, the default) or deleted and emptied (p6-b300-isolated sets it false). Nodes and builds read it
+    through `read_policy`, which grants only the mirror's prefix."""
+    result = synthesized[example]
+    assert result.config.storage.retain_on_delete is retained
+    stacks = result.built  # fmcluster.stacks.ClusterStacks
+    assert stacks.mirror.dependencies == []
+    assert stacks.mirror in stacks.cluster.dependencies
+    template = result.templates[stacks.mirror.stack_name]
+    stateful = {
+        name: resource
+        for name, resource in template["Resources"].items()
+        if resource["Type"] in ("AWS::S3::Bucket", "AWS::KMS::Key")
+    }
+    assert sorted(resource["Type"] for resource in stateful.values()) == ["AWS::KMS::Key"] + ["AWS::S3::Bucket"] * 2
+    policy = "Retain" if retained else "Delete"
+    assert {resource.get("DeletionPolicy") for resource in stateful.values()} == {policy}
+    auto_delete = [r for r in template["Resources"].values() if r["Type"] == "Custom::S3AutoDeleteObjects"]
+    assert len(auto_delete) == (0 if retained else 2)
+    (read,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::ManagedPolicy"]
+    (objects, decrypt) = read["Properties"]["PolicyDocument"]["Statement"]
+    assert (
+        objects["Action"] == "s3:GetObject" and objects["Resource"]["Fn::Join"][1][-1] == f"/{mirror.MIRROR_PREFIX}/*"
+    )
+    assert decrypt["Action"] == "kms:Decrypt" and "kms:ViaService" in decrypt["Condition"]["StringEquals"]

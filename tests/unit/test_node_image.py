@@ -250,3 +250,30 @@ def test_with_boot_there_is_no_node_image_stack():
     stacks = build(cdk.App(), parse(raw, source="boot.yaml"))
     assert stacks.node_image is None
     assert not [stack for stack in stacks.all() if stack.stack_name.endswith(names.NODE_IMAGE_STACK)]
+
+
+def test_a_mirror_that_moves_gives_the_image_new_names():
+    """The component's document carries the mirror's URI, a deploy-time value: where the mirror lives (its stack) is
+    part of the digest, so a moved mirror makes a new component and recipe under new names instead of replacing them
+    under the old ones, which CloudFormation fails (tests/unit/test_update_plan.py, Image Builder names)."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_ec2 as ec2
+
+    from fmcluster.constructs.node_image import BakedNodeImage
+
+    stack = cdk.Stack(cdk.App(), "s", env=cdk.Environment(account="111122223333", region="us-east-1"))
+    subnet = ec2.Subnet.from_subnet_attributes(stack, "Subnet", subnet_id="subnet-1", availability_zone="us-east-1a")
+    group = ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-1")
+    mirror = cdk.Token.as_string(cdk.Fn.get_att("Mirror", "Uri"))
+
+    def digest(construct_id: str, **where) -> str:
+        common = {"name": "llm", "architecture": "x86_64", "parent_image": "ami-0123456789abcdef0"}
+        image = BakedNodeImage(
+            stack, construct_id, **common, slurm_version="26.05", subnet=subnet, security_groups=[group], **where
+        )
+        return image.digest
+
+    in_storage = digest("A", mirror=mirror, mirror_home="llm-storage")
+    assert digest("B", mirror=mirror, mirror_home="llm-storage") == in_storage
+    assert digest("C", mirror=mirror, mirror_home="llm-mirror") != in_storage
+    assert digest("D", mirror="s3://b/fmcluster-mirror") != digest("E", mirror="s3://c/fmcluster-mirror")

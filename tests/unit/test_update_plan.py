@@ -173,6 +173,83 @@ def test_replacing_a_resource_that_keeps_its_custom_name_fails_even_when_allowed
     assert (change.action, change.fails) == ("replace", False)  # a new name: CloudFormation can replace it
 
 
+def test_an_image_builder_component_whose_document_changes_under_its_old_name_fails_even_when_allowed():
+    # cfn-lint's schema of AWS::ImageBuilder::Component: Data and Name are create-only, so a new document replaces the
+    # component; CloudFormation cannot replace a custom-named resource under its old name ("CloudFormation resource
+    # custom naming"), and Image Builder names a component by name and version (its ARN ends in name/version). The
+    # baked node image's names carry a digest of what the document holds (fmcluster.constructs.node_image).
+    assert {"/properties/Data", "/properties/Name"} <= set(schema_create_only("AWS::ImageBuilder::Component"))
+    component = {"Name": "llm-node-x86-64-slurm2605-0123456789ab", "Version": "1.0.0", "Platform": "Linux"}
+    old = stack(C=("AWS::ImageBuilder::Component", {**component, "Data": "s3://old-mirror"}))
+    new = stack(C=("AWS::ImageBuilder::Component", {**component, "Data": "s3://new-mirror"}))
+    (change,) = compare(old, new)
+    assert (change.action, change.fails) == ("replace", True)
+    renamed = stack(C=("AWS::ImageBuilder::Component", {**component, "Name": "llm-x-fedcba987654", "Data": "s3://n"}))
+    (change,) = compare(old, renamed)
+    assert (change.action, change.fails) == ("replace", False)
+
+
+def test_a_mirror_moving_out_of_the_storage_stack_is_deleted_there_added_in_its_own_stack_and_refused_nothing():
+    """A cluster deployed while the mirror lived in the storage stack (mirror job, its log group kept with
+    DeletionPolicy Retain) upgraded to the mirror stack: the storage stack deletes the job's resources, the new stack
+    adds them with a bucket of its own (no fixed names, so nothing collides), and the plan says what happens to the
+    files already copied: fmcluster/lambdas/artifact_mirror/handler.py deletes nothing on Delete."""
+    from fmcluster.update_plan import refusals
+
+    job = {"Type": "Custom::ArtifactMirror", "Properties": {"MirrorUri": "s3://data/fmcluster-mirror"}}
+    logs = {"Type": "AWS::Logs::LogGroup", "Properties": {}, "DeletionPolicy": "Retain"}
+    bucket = {"Type": "AWS::S3::Bucket", "Properties": {}, "DeletionPolicy": "Retain"}
+    old = {"c-storage": {"Resources": {"Mirror": job, "MirrorLogs": logs, "DataBucket": bucket}}}
+    new = {
+        "c-mirror": {"Resources": {"Mirror": job, "MirrorLogs": logs, "Bucket": bucket}},
+        "c-storage": {"Resources": {"DataBucket": bucket}},
+    }
+    changes = {(c.stack, c.logical_id): c for c in compare(old, new)}
+    assert {key: change.action for key, change in changes.items()} == {
+        ("c-mirror", "Mirror"): "add",
+        ("c-mirror", "MirrorLogs"): "add",
+        ("c-mirror", "Bucket"): "add",
+        ("c-storage", "Mirror"): "delete",
+        ("c-storage", "MirrorLogs"): "delete",
+    }
+    assert (
+        changes["c-storage", "MirrorLogs"].reason
+        == "removed from the stack, kept in the account (DeletionPolicy Retain)"
+    )
+    (effect,) = changes["c-storage", "Mirror"].effects
+    assert effect.startswith("its handler deletes nothing (fmcluster/lambdas/artifact_mirror/handler.py, Delete)")
+    assert "the node-image and cluster stacks wait for that stack" in effect
+    assert refusals(list(changes.values()), old, new) == []
+
+
+def test_a_new_artifact_list_updates_the_mirror_in_place():
+    """fmcluster/lambdas/artifact_mirror/handler.py answers an Update with the same physical id (the mirror's URI), so
+    CloudFormation keeps the resource; without this entry the plan would call it replaced (no schema for a custom
+    type) and refuse its readers as stale."""
+    from fmcluster.lambdas.artifact_mirror import handler
+
+    uri = "s3://b/fmcluster-mirror"
+    event = {
+        "RequestType": "Update",
+        "PhysicalResourceId": uri,
+        "ResourceProperties": {"ProjectName": "p", "MirrorUri": uri},
+    }
+
+    class Build:
+        def start_build(self, projectName):
+            return {"build": {"id": "b:1"}}
+
+        def batch_get_builds(self, ids):
+            return {"builds": [{"buildStatus": "SUCCEEDED"}]}
+
+    assert handler.on_event(event, None, codebuild=Build(), sleep=lambda _: None)["PhysicalResourceId"] == uri
+    old = stack(Mirror=("Custom::ArtifactMirror", {"MirrorUri": uri, "ListHash": "a"}))
+    new = stack(Mirror=("Custom::ArtifactMirror", {"MirrorUri": uri, "ListHash": "b"}))
+    (change,) = compare(old, new)
+    assert (change.action, change.properties) == ("modify", ("ListHash",))
+    assert change.effects[0].startswith("updated in place: the mirror job runs again")
+
+
 # Update rules as a table: (rule, old template, new template, expected (logical id, action) list, expected refusal key
 # paths without --allow-replacement, the same with it). Each rule's source is checked by the test after the table.
 
