@@ -175,17 +175,20 @@ EOF
 }
 
 # install_timed_service NAME DESCRIPTION COMMAND AFTER TIMER_DESCRIPTION SCHEDULE_LINE...: NAME.service, a oneshot
-# that runs COMMAND (ordered after AFTER), and NAME.timer that starts it by its [Timer] SCHEDULE_LINEs (OnBootSec=,
-# OnActiveSec=, OnUnitActiveSec=); systemd is reloaded when either file changed, then the timer enabled and started
-# (a timer started after its OnBootSec has passed runs the service at once: systemd catches up elapsed timers).
+# that runs COMMAND (ordered after AFTER; empty: no ordering), and NAME.timer that starts it by its [Timer]
+# SCHEDULE_LINEs (OnBootSec=, OnActiveSec=, OnUnitActiveSec=, AccuracySec=); systemd is reloaded when either file
+# changed, then the timer enabled and started (a timer started after its OnBootSec has passed runs the service at
+# once: systemd catches up elapsed timers).
 install_timed_service() {
-  local name="$1" description="$2" command="$3" after="$4" timer_description="$5" schedule changed
+  local name="$1" description="$2" command="$3" after="$4" timer_description="$5" schedule changed ordering=""
   shift 5
   schedule="$(printf '%s\n' "$@")"
+  if [[ -n "$after" ]]; then
+    ordering=$'\n'"After=$after"
+  fi
   write_file "$ROOT/etc/systemd/system/$name.service" 0644 <<EOF
 [Unit]
-Description=$description
-After=$after
+Description=$description$ordering
 
 [Service]
 Type=oneshot

@@ -64,28 +64,9 @@ check_plan() {
 install() {
   local arguments
   arguments="$(printf ' %q' "$@")"
-  write_file "$ROOT/etc/systemd/system/$UNIT.service" 0644 <<EOF
-[Unit]
-Description=fmcluster: drain the Slurm nodes of training plans that end soon
-After=network-online.target
-
-[Service]
-Type=oneshot
-ExecStart=/usr/bin/env bash /opt/fmcluster/node/plan-end-drain.sh check$arguments
-EOF
-  write_file "$ROOT/etc/systemd/system/$UNIT.timer" 0644 <<EOF
-[Unit]
-Description=fmcluster: check the training plans' end every 5 minutes
-
-[Timer]
-OnBootSec=2min
-OnUnitActiveSec=5min
-
-[Install]
-WantedBy=timers.target
-EOF
-  systemctl daemon-reload
-  systemctl enable --now "$UNIT.timer"
+  install_timed_service "$UNIT" "fmcluster: drain the Slurm nodes of training plans that end soon" \
+    "/usr/bin/env bash /opt/fmcluster/node/plan-end-drain.sh check$arguments" network-online.target \
+    "fmcluster: check the training plans' end every 5 minutes" OnBootSec=2min OnUnitActiveSec=5min
   log INFO "$UNIT.timer installed: checks $(($# - 1)) training plan(s) every 5 minutes"
 }
 
