@@ -26,17 +26,21 @@ import aws_cdk as cdk
 from aws_cdk import aws_pcs as pcs
 
 from fmcluster.config.value_rules import (
+    GROUP_NAME_PATTERN,
     HYPERPOD_CLUSTER_NAME_PATTERN,
     LUSTRE_MOUNT_NAME_PATTERN,
     LUSTRE_MOUNT_NAME_RULE,
     MOUNT_POINT_PATTERN,
+    RESERVATION_ID_PATTERN,
     S3_URI_PATTERN,
     SSM_PATH_PATTERN,
+    TRAINING_PLAN_ARN_FORM,
     lustre_dns_name_problem,
     lustre_mount_name_problem,
 )
 from fmcluster.fabric import FabricExpectation
 from fmcluster.names import LUSTRE_MOUNT_PATH
+from fmcluster.nccl import ENV_KEY_PATTERN
 from fmcluster.node_files import INSTALL, NODE_ROOT, STEPS, Step, image_tree, node_tree, step
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token, known
@@ -72,9 +76,18 @@ NODE_RULES: Mapping[str, str] = {
     "LUSTRE_MOUNT_NAME_PATTERN": LUSTRE_MOUNT_NAME_PATTERN.pattern,
     "LUSTRE_MOUNT_NAME_RULE": LUSTRE_MOUNT_NAME_RULE,
     "MOUNT_POINT_PATTERN": MOUNT_POINT_PATTERN.pattern,
+    "RESERVATION_ID_PATTERN": RESERVATION_ID_PATTERN.pattern,
+    "TRAINING_PLAN_ARN_FORM": TRAINING_PLAN_ARN_FORM,
+    "GROUP_NAME_PATTERN": GROUP_NAME_PATTERN.pattern,
+    "NCCL_ENV_KEY_PATTERN": ENV_KEY_PATTERN.pattern,
 }
-"""The rules a node script applies too (mount-lustre.sh), rendered from the Python ones into lib.sh's block between
-`RULES_BEGIN` and `RULES_END` (`rendered_lib`): one source, so the node and `fmcluster validate` cannot differ."""
+"""The rules node scripts apply too (mount-lustre.sh, block-end-drain.sh, plan-end-drain.sh, nccl-env.sh and Slurm's
+TaskProlog), rendered from the Python ones into the block between `RULES_BEGIN` and `RULES_END` of each of
+`RULES_FILES` (`rendered_rules`): one source, so the node and `fmcluster validate` cannot differ. Each is a POSIX
+extended regular expression as much as a Python one (bash's `=~` reads it)."""
+RULES_FILES = ("lib.sh", "slurm/task-prolog.sh")
+"""The node scripts (under fmcluster/node) that carry the rules block: lib.sh, which the scripts source, and the
+TaskProlog, which Slurm runs on its own."""
 RULES_BEGIN = "# --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---"
 RULES_END = "# --- end of rendered rules ---"
 STEPS_BEGIN = "# --- steps rendered from fmcluster's one list (node_files.STEPS); do not edit here ---"
@@ -98,9 +111,9 @@ def _rendered(text: str, begin: str, end: str, block: str) -> str:
     return f"{head}{begin}\n{block}{end}\n{tail}"
 
 
-def rendered_lib(text: str) -> str:
-    """lib.sh's `text` with its rules block rewritten from `NODE_RULES` (a test keeps the shipped file equal to it;
-    `write_rendered_scripts()` rewrites it)."""
+def rendered_rules(text: str) -> str:
+    """The `text` of one of `RULES_FILES` with its rules block rewritten from `NODE_RULES` (a test keeps the shipped
+    files equal to it; `write_rendered_scripts()` rewrites them)."""
     # exported: the scripts that source lib.sh read them (and shellcheck, which sees lib.sh alone, knows they are used)
     block = "".join(f"export {name}={_shell_word(value)}\n" for name, value in NODE_RULES.items())
     return _rendered(text, RULES_BEGIN, RULES_END, block)
@@ -125,9 +138,10 @@ def rendered_runner(text: str, steps: Sequence[Step] = STEPS) -> str:
 
 
 def write_rendered_scripts() -> None:
-    """Rewrite the rendered blocks of this checkout's lib.sh (`NODE_RULES`) and run-step.sh (`STEPS`)."""
+    """Rewrite the rendered blocks of this checkout's `RULES_FILES` (`NODE_RULES`) and run-step.sh (`STEPS`)."""
     node = Path(__file__).parent / "node"
-    for name, render in (("lib.sh", rendered_lib), ("run-step.sh", rendered_runner)):
+    renders = [(name, rendered_rules) for name in RULES_FILES] + [("run-step.sh", rendered_runner)]
+    for name, render in renders:
         path = node / name
         path.write_text(render(path.read_text(encoding="ascii")), encoding="ascii")
 

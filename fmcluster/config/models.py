@@ -122,7 +122,6 @@ DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 EC2_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 LUSTRE_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
-NCCL_ENV_KEY_PATTERN = re.compile(r"^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$")
 TAG_KEY_PATTERN = re.compile(r"^[\w.:/=+@ -]{1,128}$")
 TAG_VALUE_PATTERN = re.compile(r"^[\w.:/=+@ -]{0,256}$")
 
@@ -724,8 +723,8 @@ class Training(_Model):
 
 
 def _nccl_key(key: str) -> str:
-    if not NCCL_ENV_KEY_PATTERN.match(key):
-        raise fail(f"{key!r} is not an NCCL or libfabric variable; keys must match ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$")
+    if not nccl.ENV_KEY_PATTERN.match(key):
+        raise fail(f"{key!r} is not an NCCL or libfabric variable; keys must match {nccl.ENV_KEY_PATTERN.pattern}")
     return key
 
 

@@ -32,13 +32,17 @@ CLUSTER_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
 """fmcluster's own cluster names (the file's `name`): short and lowercase, because they go into S3 bucket names,
 SSM paths and HyperPod's `sagemaker-<name>-<account>-<region>` lifecycle bucket."""
 GROUP_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
-"""Compute group names: Slurm partition names and HyperPod instance group names (a trailing '-' is checked apart)."""
+"""Compute group names: Slurm partition names and HyperPod instance group names (a trailing '-' is checked apart).
+block-end-drain.sh applies it to the partitions it drains (`node_scripts.NODE_RULES`)."""
 HYPERPOD_CLUSTER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 """SageMaker cluster names (botocore `sagemaker` ClusterName: 1-63 characters, `[a-zA-Z0-9](-*[a-zA-Z0-9])*`)."""
 RESERVATION_ID_PATTERN = re.compile(r"^cr-[0-9a-f]{17}$")
-TRAINING_PLAN_ARN_PATTERN = re.compile(
-    r"^arn:aws[a-z-]*:sagemaker:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):training-plan/[A-Za-z0-9-]{1,63}$"
-)
+"""A capacity reservation id; block-end-drain.sh applies it too (rendered into lib.sh: `node_scripts.NODE_RULES`)."""
+TRAINING_PLAN_ARN_FORM = r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/[A-Za-z0-9-]{1,64}"
+"""A SageMaker training plan's ARN, unanchored and without groups so that bash's `=~` (POSIX ERE) reads it as Python
+does: block-end-drain.sh and plan-end-drain.sh apply it too (`node_scripts.NODE_RULES`). The plan's name is 1-64
+characters (botocore sagemaker TrainingPlanName: max 64; this pattern once allowed 63)."""
+TRAINING_PLAN_ARN_PATTERN = re.compile(f"^{TRAINING_PLAN_ARN_FORM}$")
 AMI_ID_PATTERN = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
 IMAGE_REFRESH_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 """`orchestrator.image_refresh`: a label that, when changed, re-resolves the default node image."""
@@ -236,11 +240,13 @@ def repeated_group_name(name: str, first: str) -> str:
 def training_plan_elsewhere(arn: str | None, region: str | None, account: str | None) -> Iterator[str]:
     """A training plan in another region or account than the cluster's (a plan serves only its own); a region or
     account of None is not known (yet) and not compared."""
-    match = TRAINING_PLAN_ARN_PATTERN.match(arn or "")
-    if match and region and match["region"] != region:
-        yield (f"the training plan is in {match['region']}, the cluster in {region}; a plan serves only its own region")
-    if match and account and match["account"] != account:
-        yield f"the training plan belongs to account {match['account']}, the cluster to {account}"
+    if arn is None or not TRAINING_PLAN_ARN_PATTERN.match(arn):
+        return
+    _, _, _, plan_region, plan_account, _ = arn.split(":", 5)  # arn:partition:sagemaker:region:account:training-plan/
+    if region and plan_region != region:
+        yield f"the training plan is in {plan_region}, the cluster in {region}; a plan serves only its own region"
+    if account and plan_account != account:
+        yield f"the training plan belongs to account {plan_account}, the cluster to {account}"
 
 
 def grafana_without_source(grafana: str, prometheus: str) -> str | None:

@@ -30,7 +30,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HERE/lib.sh"
 
 UNIT=fmcluster-plan-end-drain
-PLAN_WORD='^(arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/[a-zA-Z0-9-]{1,64})=([0-9]+)=([a-z][a-z0-9,-]*)$'
+PLAN_WORD="^($TRAINING_PLAN_ARN_FORM)=([0-9]+)=([a-z][a-z0-9,-]*)\$" # the ARN's form is the cluster file's (lib.sh)
 
 usage() {
   printf 'usage: %s install|check REGION TRAINING_PLAN_ARN=MINUTES=PARTITION[,PARTITION...]...\n' "$0" >&2

@@ -474,12 +474,15 @@ def test_mount_lustre_takes_a_mount_name_with_a_dash(node):
     assert "MOUNT_NAME must be" not in result.stderr
 
 
-def test_lib_sh_carries_the_rules_python_validates_with():
-    """lib.sh's rules block is rendered from `node_scripts.NODE_RULES` (the cluster file's own patterns): after a
-    rule changes, `python -c "import fmcluster.node_scripts as n; n.write_rendered_lib()"` rewrites it."""
-    text = (NODE_DIR / "lib.sh").read_text(encoding="ascii")
-    assert node_scripts.rendered_lib(text) == text
+@pytest.mark.parametrize("name", node_scripts.RULES_FILES)
+def test_the_scripts_carry_the_rules_python_validates_with(name):
+    """The rules block of lib.sh and the TaskProlog is rendered from `node_scripts.NODE_RULES` (the cluster file's own
+    patterns): after a rule changes, `python -c "import fmcluster.node_scripts as n; n.write_rendered_scripts()"`
+    rewrites it."""
+    text = (NODE_DIR / name).read_text(encoding="ascii")
+    assert node_scripts.rendered_rules(text) == text
     assert "LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'" in text
+    assert "NCCL_ENV_KEY_PATTERN='^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$'" in text
 
 
 @pytest.mark.parametrize(

@@ -788,6 +788,11 @@ INVALID = [
         "arn-wrong-resource",
     ),
     _p(
+        {**TRAINING_PLAN, "compute[0].training_plan_arn": ARN.replace("my-plan", "p" * 65)},
+        ["compute[0].training_plan_arn: " + ARN_FORMAT + repr(ARN.replace("my-plan", "p" * 65))],
+        "arn-name-65",
+    ),
+    _p(
         {**TRAINING_PLAN, "compute[0].training_plan_arn": ARN.replace("us-east-1", "us-west-2")},
         [
             "compute[0].training_plan_arn: the training plan is in us-west-2, the cluster in us-east-1; "
@@ -1693,6 +1698,8 @@ VALID = [
     pytest.param({"storage.lustre": "none"}, id="no-file-system-hyperpod"),
     pytest.param({**PCS, "storage.lustre": "none", "storage.retain_on_delete": False}, id="no-file-system-pcs"),
     pytest.param({"storage.lustre": None}, id="lustre-null-is-the-default"),
+    # botocore sagemaker TrainingPlanName: 1-64 characters (the rule once stopped at 63)
+    pytest.param({**TRAINING_PLAN, "compute[0].training_plan_arn": ARN.replace("my-plan", "p" * 64)}, id="arn-name-64"),
 ]
 
 
