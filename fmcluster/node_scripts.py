@@ -17,8 +17,9 @@ import io
 import os
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 
@@ -85,9 +86,12 @@ NODE_RULES: Mapping[str, str] = {
 TaskProlog), rendered from the Python ones into the block between `RULES_BEGIN` and `RULES_END` of each of
 `RULES_FILES` (`rendered_rules`): one source, so the node and `fmcluster validate` cannot differ. Each is a POSIX
 extended regular expression as much as a Python one (bash's `=~` reads it)."""
-RULES_FILES = ("lib.sh", "slurm/task-prolog.sh")
-"""The node scripts (under fmcluster/node) that carry the rules block: lib.sh, which the scripts source, and the
-TaskProlog, which Slurm runs on its own."""
+RULES_FILES: Mapping[str, Sequence[str]] = {
+    "lib.sh": tuple(NODE_RULES),
+    "slurm/task-prolog.sh": ("NCCL_ENV_KEY_PATTERN",),
+}
+"""The node scripts (under fmcluster/node) that carry a rules block, and the rules in it: lib.sh, which the scripts
+source, every one; the TaskProlog, which Slurm runs on its own, the one it applies."""
 RULES_BEGIN = "# --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---"
 RULES_END = "# --- end of rendered rules ---"
 STEPS_BEGIN = "# --- steps rendered from fmcluster's one list (node_files.STEPS); do not edit here ---"
@@ -111,11 +115,11 @@ def _rendered(text: str, begin: str, end: str, block: str) -> str:
     return f"{head}{begin}\n{block}{end}\n{tail}"
 
 
-def rendered_rules(text: str) -> str:
-    """The `text` of one of `RULES_FILES` with its rules block rewritten from `NODE_RULES` (a test keeps the shipped
-    files equal to it; `write_rendered_scripts()` rewrites them)."""
+def rendered_rules(text: str, names: Sequence[str] = tuple(NODE_RULES)) -> str:
+    """The `text` of one of `RULES_FILES` with its rules block rewritten from `NODE_RULES` (the rules `names`; a
+    test keeps the shipped files equal to it; `write_rendered_scripts()` rewrites them)."""
     # exported: the scripts that source lib.sh read them (and shellcheck, which sees lib.sh alone, knows they are used)
-    block = "".join(f"export {name}={_shell_word(value)}\n" for name, value in NODE_RULES.items())
+    block = "".join(f"export {name}={_shell_word(NODE_RULES[name])}\n" for name in names)
     return _rendered(text, RULES_BEGIN, RULES_END, block)
 
 
@@ -140,8 +144,11 @@ def rendered_runner(text: str, steps: Sequence[Step] = STEPS) -> str:
 def write_rendered_scripts() -> None:
     """Rewrite the rendered blocks of this checkout's `RULES_FILES` (`NODE_RULES`) and run-step.sh (`STEPS`)."""
     node = Path(__file__).parent / "node"
-    renders = [(name, rendered_rules) for name in RULES_FILES] + [("run-step.sh", rendered_runner)]
-    for name, render in renders:
+    renders: dict[str, Callable[[str], str]] = {
+        name: partial(rendered_rules, names=names) for name, names in RULES_FILES.items()
+    }
+    renders["run-step.sh"] = rendered_runner
+    for name, render in renders.items():
         path = node / name
         path.write_text(render(path.read_text(encoding="ascii")), encoding="ascii")
 

@@ -480,9 +480,12 @@ def test_the_scripts_carry_the_rules_python_validates_with(name):
     patterns): after a rule changes, `python -c "import fmcluster.node_scripts as n; n.write_rendered_scripts()"`
     rewrites it."""
     text = (NODE_DIR / name).read_text(encoding="ascii")
-    assert node_scripts.rendered_rules(text) == text
-    assert "LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'" in text
+    assert node_scripts.rendered_rules(text, node_scripts.RULES_FILES[name]) == text
     assert "NCCL_ENV_KEY_PATTERN='^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$'" in text
+
+
+def test_lib_sh_carries_the_mount_name_rule():
+    assert "LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'" in (NODE_DIR / "lib.sh").read_text(encoding="ascii")
 
 
 @pytest.mark.parametrize(

@@ -14,12 +14,6 @@
 set -uo pipefail
 
 # --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---
-export LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'
-export LUSTRE_MOUNT_NAME_RULE="1-8 letters, digits, '_' or '-'"
-export MOUNT_POINT_PATTERN='^(/[A-Za-z0-9._-]+)+$'
-export RESERVATION_ID_PATTERN='^cr-[0-9a-f]{17}$'
-export TRAINING_PLAN_ARN_FORM='arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/[A-Za-z0-9-]{1,64}'
-export GROUP_NAME_PATTERN='^[a-z][a-z0-9-]{0,19}$'
 export NCCL_ENV_KEY_PATTERN='^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$'
 # --- end of rendered rules ---
 
