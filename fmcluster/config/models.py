@@ -37,6 +37,7 @@ from fmcluster.config.value_rules import (
     FILE_SYSTEM_ID_PATTERN,
     GROUP_NAME_PATTERN,
     IMAGE_REFRESH_PATTERN,
+    ROOT_VOLUME_GIB,
     S3_URI_PATTERN,
     SECURITY_GROUP_ID_PATTERN,
     SUBNET_ID_PATTERN,
@@ -243,7 +244,7 @@ class ComputeGroup(_Model):
     reservation_id: str | None = Field(None, validate_default=True)
     training_plan_arn: str | None = Field(None, validate_default=True)
     placement_group: bool | str = Field(None, validate_default=True)  # resolved below
-    root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 512
+    root_volume_gib: Annotated[int, Field(ge=ROOT_VOLUME_GIB[0], le=ROOT_VOLUME_GIB[1])] = 512
     efa: bool = Field(None, validate_default=True)  # resolved below
     deep_health_checks: tuple[DeepHealthCheck, ...] = ()
     min_count: int = Field(None, validate_default=True)  # resolved below: `count`, a static group

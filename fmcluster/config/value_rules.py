@@ -44,6 +44,9 @@ does: block-end-drain.sh and plan-end-drain.sh apply it too (`node_scripts.NODE_
 characters (botocore sagemaker TrainingPlanName: max 64; this pattern once allowed 63)."""
 TRAINING_PLAN_ARN_PATTERN = re.compile(f"^{TRAINING_PLAN_ARN_FORM}$")
 AMI_ID_PATTERN = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
+ROOT_VOLUME_GIB = (100, 16384)
+"""The sizes a node's root volume may have, GiB (`compute[].root_volume_gib`, EfaLaunchTemplate's `root_volume_gib`):
+at most gp3's 16 TiB."""
 IMAGE_REFRESH_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 """`orchestrator.image_refresh`: a label that, when changed, re-resolves the default node image."""
 S3_URI_PATTERN = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>/[^\s]*)?$")
