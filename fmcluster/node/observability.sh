@@ -687,7 +687,7 @@ main() {
   if [[ -n "$ENDPOINT" ]]; then
     check_endpoint "$ENDPOINT"
   fi
-  if [[ ! "${FMCLUSTER_ARTIFACT_MIRROR:-}" =~ ^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$ ]]; then
+  if [[ ! "${FMCLUSTER_ARTIFACT_MIRROR:-}" =~ $MIRROR_URI_PATTERN ]]; then
     die "--mirror (or FMCLUSTER_ARTIFACT_MIRROR) must be an S3 URI like s3://my-bucket/fmcluster-mirror;" \
       "got '${FMCLUSTER_ARTIFACT_MIRROR:-}'"
   fi
