@@ -623,10 +623,8 @@ class Lustre(_Model):
     @field_validator("capacity_gib")
     @classmethod
     def _capacity(cls, value: int, info: ValidationInfo) -> int:
-        if not is_lustre_capacity(value):
-            below = [c for c in (1200, 2400, value // 2400 * 2400) if 0 < c < value]
-            nearest = f"{max(below)} or {next_lustre_capacity(value)}" if below else "1200"
-            raise fail(f"must be 1200, 2400 or a multiple of 2400 GiB; got {value} (nearest: {nearest})")
+        if problem := lustre_capacity_problem(value):
+            raise fail(problem)
         tier = info.data.get("throughput_per_tib")
         creates = info.data.get("file_system_id") is None  # an existing file system's size is its own
         if creates and info.data.get("efa") and tier in LUSTRE_EFA_CAPACITY_STEP_GIB:
@@ -652,6 +650,19 @@ class Lustre(_Model):
 def is_lustre_capacity(gib: int) -> bool:
     """FSx for Lustre PERSISTENT_2 SSD sizes: 1200, 2400, then multiples of 2400 GiB."""
     return gib in (1200, 2400) or (gib > 0 and gib % 2400 == 0)
+
+
+def lustre_capacity_problem(gib: int) -> str | None:
+    """A size FSx for Lustre does not make (`is_lustre_capacity`), with the nearest it does.
+
+    >>> lustre_capacity_problem(3600)
+    'must be 1200, 2400 or a multiple of 2400 GiB; got 3600 (nearest: 2400 or 4800)'
+    """
+    if is_lustre_capacity(gib):
+        return None
+    below = [c for c in (1200, 2400, gib // 2400 * 2400) if 0 < c < gib]
+    nearest = f"{max(below)} or {next_lustre_capacity(gib)}" if below else "1200"
+    return f"must be 1200, 2400 or a multiple of 2400 GiB; got {gib} (nearest: {nearest})"
 
 
 def next_lustre_capacity(gib: int) -> int:
