@@ -51,7 +51,12 @@ IMAGE_REFRESH_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 """`orchestrator.image_refresh`: a label that, when changed, re-resolves the default node image."""
 S3_URI_PATTERN = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>/[^\s]*)?$")
 LUSTRE_DNS_NAME_PATTERN = re.compile(r"^(fs|fc)i?-[0-9a-f]{8,}\..{4,253}$")
-"""FSx for Lustre DNS names (botocore `fsx` DNSName, the same as `sagemaker` ClusterDnsName)."""
+"""FSx for Lustre DNS names (botocore `fsx` DNSName, the same as `sagemaker` ClusterDnsName). mount-lustre.sh applies
+it too (`node_scripts.NODE_RULES`)."""
+HOST_NAME_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
+"""A host name's characters (letters, digits, '-' and '.'; RFC 1123): what a Lustre DNS name must also be, since
+DNSName's pattern takes any character after the id and mount-lustre.sh puts the name into the mount source. The node
+script applied this alone, the cluster file only DNSName's form; both now apply both."""
 LUSTRE_MOUNT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,8}$")
 """FSx for Lustre mount names (botocore `fsx` LustreFileSystemMountName: 1-8 of `[A-Za-z0-9_-]`; `sagemaker`
 ClusterMountName is the same). mount-lustre.sh applies it too, rendered into lib.sh (`node_scripts.NODE_RULES`)."""
@@ -260,7 +265,8 @@ def grafana_without_source(grafana: str, prometheus: str) -> str | None:
 
 
 def lustre_dns_name_problem(value: str | None) -> str | None:
-    if value is None or LUSTRE_DNS_NAME_PATTERN.match(value):
+    """A DNS name not of an FSx for Lustre file system's form, or not a host name."""
+    if value is None or (LUSTRE_DNS_NAME_PATTERN.match(value) and HOST_NAME_PATTERN.match(value)):
         return None
     return f"must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got {value!r}"
 

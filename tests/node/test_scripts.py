@@ -494,14 +494,17 @@ def test_lib_sh_carries_the_mount_name_rule():
         ((), 2, "usage: "),
         ((DNS,), 2, "usage: "),
         ((DNS, "abcdef12", "--weird"), 2, "usage: "),
-        (("fs-1;reboot", "abcdef12"), 1, "DNS_NAME must be a host name like fs-0123456789abcdef0.fsx"),
+        (("fs-1;reboot", "abcdef12"), 1, "DNS_NAME must be an FSx DNS name like fs-0123456789abcdef0.fsx"),
+        # the cluster file's rule (botocore fsx DNSName), rendered into lib.sh
+        (("nfs.example.com", "abcdef12"), 1, "DNS_NAME must be an FSx DNS name like fs-0123456789abcdef0.fsx"),
         ((DNS, "abc def"), 1, "MOUNT_NAME must be the file system's mount name, 1-8 letters, digits, '_' or '-'"),
         # botocore fsx LustreFileSystemMountName: 1-8 characters (the script once allowed 16, and refused '-')
         ((DNS, "abcdefghi"), 1, "(e.g. abcdef12); got 'abcdefghi'"),
         ((DNS, "abcdef12", "fsx"), 1, "MOUNT_POINT must be an absolute directory like /fsx; got 'fsx'"),
     ],
-    ids=["nothing", "no-mount-name", "unknown-option", "dns-name", "mount-name", "mount-name-9", "mount-point"],
-)
+    ids=["nothing", "no-mount-name", "unknown-option", "dns-name", "dns-name-not-fsx", "mount-name", "mount-name-9",
+         "mount-point"],
+)  # fmt: skip
 def test_mount_lustre_rejects_bad_arguments(node, args, status, message):
     result = node.run("mount-lustre.sh", *args)
     assert result.returncode == status

@@ -311,6 +311,14 @@ INVALID = [
         ],
         "fs-dns-name",
     ),
+    _p(  # botocore fsx DNSName takes any character after the id; a mount source needs a host name
+        {**OWN_VPC, **existing_fs(dns_name="fs-0123456789abcdef0.fsx us-east-1;reboot")},
+        [
+            "storage.lustre.dns_name: must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; "
+            "got 'fs-0123456789abcdef0.fsx us-east-1;reboot'"
+        ],
+        "fs-dns-name-not-a-host-name",
+    ),
     _p(
         {**OWN_VPC, **existing_fs(mount_name="abcdefghi")},
         ["storage.lustre.mount_name: must be an FSx mount name of 1-8 letters, digits, '_' or '-'; got 'abcdefghi'"],
