@@ -43,6 +43,8 @@ TRAINING_PLAN_ARN_FORM = r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:trainin
 does: block-end-drain.sh and plan-end-drain.sh apply it too (`node_scripts.NODE_RULES`). The plan's name is 1-64
 characters (botocore sagemaker TrainingPlanName: max 64; this pattern once allowed 63)."""
 TRAINING_PLAN_ARN_PATTERN = re.compile(f"^{TRAINING_PLAN_ARN_FORM}$")
+ARN_PARTS = re.compile(r"^arn:[^:]*:[^:]*:(?P<region>[^:]*):(?P<account>[^:]*):")
+"""The region and account of an ARN (`arn:partition:service:region:account:resource`)."""
 AMI_ID_PATTERN = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
 ROOT_VOLUME_GIB = (100, 16384)
 """The sizes a node's root volume may have, GiB (`compute[].root_volume_gib`, EfaLaunchTemplate's `root_volume_gib`):
@@ -248,9 +250,9 @@ def repeated_group_name(name: str, first: str) -> str:
 def training_plan_elsewhere(arn: str | None, region: str | None, account: str | None) -> Iterator[str]:
     """A training plan in another region or account than the cluster's (a plan serves only its own); a region or
     account of None is not known (yet) and not compared."""
-    if arn is None or not TRAINING_PLAN_ARN_PATTERN.match(arn):
+    if arn is None or not TRAINING_PLAN_ARN_PATTERN.match(arn) or not (parts := ARN_PARTS.match(arn)):
         return
-    _, _, _, plan_region, plan_account, _ = arn.split(":", 5)  # arn:partition:sagemaker:region:account:training-plan/
+    plan_region, plan_account = parts["region"], parts["account"]
     if region and plan_region != region:
         yield f"the training plan is in {plan_region}, the cluster in {region}; a plan serves only its own region"
     if account and plan_account != account:

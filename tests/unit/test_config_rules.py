@@ -967,6 +967,11 @@ INVALID = [
         ["orchestrator.type: must be 'hyperpod-slurm' or 'pcs'; got 'slurm'"],
         "orchestrator-enum",
     ),
+    _p(  # no orchestrator's rules are judged against an unknown type (its keys are neither refused nor checked)
+        {"orchestrator.type": "slurm", "orchestrator.image_refresh": "x", "orchestrator.slurm_version": "23.11"},
+        ["orchestrator.type: must be 'hyperpod-slurm' or 'pcs'; got 'slurm'"],
+        "orchestrator-enum-alone",
+    ),
     _p(
         {"orchestrator.controller_instance_type": "ml.m5.4xlarge"},
         [f"orchestrator.controller_instance_type: give the EC2 name 'm5.4xlarge'; {ML_PREFIX}"],
