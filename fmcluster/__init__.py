@@ -10,8 +10,9 @@ Where to look:
 - Pure logic with no CDK: `catalog` (instance types, EFA layout), `addressing` (subnet plan), `nccl` (the NCCL
   environment and baselines), `sizing` (Lustre and checkpoint sizing), `advice` (plan notes).
 - `live/` read-only calls to a live account, never at synth time: `fmcluster validate --live` (preflight: capacity,
-  instances, quotas, images, data, bootstrap) and `fmcluster diagnose` (stacks, hyperpod, pcs, image, validation,
-  the known-causes table `causes`), on a shared layer (`aws`: the IAM action of every call; `runner`).
+  instances, quotas, node_image, data, bootstrap) and `fmcluster diagnose` (stacks, hyperpod, pcs, image_build,
+  results_and_alarms, the known-causes table `causes`), on a shared layer (`aws`: the IAM action of every call;
+  `runner`).
 - `node_scripts` (node user data and bundle) packs `node/` (the scripts run on nodes); `lambdas/` the function code;
   `dashboards/` and `image/` package data; `cli` the `fmcluster` command.
 """

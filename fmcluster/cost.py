@@ -21,7 +21,7 @@ from importlib import resources
 import yaml
 
 from fmcluster import deploy_time
-from fmcluster.config import ClusterConfig
+from fmcluster.config import ClusterConfig, orchestrators
 from fmcluster.config.orchestrators import hyperpod as hyperpod_rules
 from fmcluster.config.orchestrators import pcs
 from fmcluster.endpoints import cluster_endpoint_keys
@@ -138,14 +138,18 @@ def _priced(line: Line, price: Price | None) -> Line:
 
 
 def _instance_key(config: ClusterConfig, instance_type: str) -> str:
-    return f"ec2:{instance_type}" if config.orchestrator.type == "pcs" else f"sagemaker:ml.{instance_type}"
+    """The price key of an instance of `instance_type` in `config`'s cluster: `ec2:p5.48xlarge` on PCS,
+    `sagemaker:ml.p5.48xlarge` on HyperPod (the orchestrator's `PRICE_SERVICE` and `billed_instance_type`)."""
+    rules = orchestrators.of(config.orchestrator.type)
+    return f"{rules.PRICE_SERVICE}:{rules.billed_instance_type(instance_type)}"
 
 
 def _instances(config: ClusterConfig) -> list[Line]:
-    hyperpod = config.orchestrator.type == "hyperpod-slurm"
+    """The compute groups' instances, then the orchestrator's own billed parts (its `COST_LINES`)."""
+    rules = orchestrators.of(config.orchestrator.type)
     lines = []
     for group in config.compute:
-        shown = f"ml.{group.instance_type}" if hyperpod else group.instance_type
+        shown = rules.billed_instance_type(group.instance_type)
         scales = group.scales  # PCS on-demand groups only (the model refuses the rest)
         nodes = f"{group.min_count}-{group.count}" if scales else str(group.count)
         part = f"compute {group.name} ({nodes} x {shown}, {group.capacity})"
@@ -155,23 +159,37 @@ def _instances(config: ClusterConfig) -> list[Line]:
         else:
             note = ODCR_NOTE if group.capacity == "odcr" else SCALING_NOTE if scales else ""
             lines.append(Line(part, key, group.count, note=note, least=group.min_count if scales else None))
+    return lines + orchestrators.resolve(rules.COST_LINES)(config)
+
+
+def hyperpod_lines(config: ClusterConfig) -> list[Line]:
+    """HyperPod's billed parts beside the compute groups: the controller, its volume, the login node."""
     orchestrator = config.orchestrator
-    if hyperpod:
-        lines.append(Line(f"controller (ml.{orchestrator.controller_instance_type})",
-                          _instance_key(config, orchestrator.controller_instance_type), 1))  # fmt: skip
-        lines.append(
-            Line(
-                f"controller volume ({hyperpod_rules.CONTROLLER_VOLUME_GIB:,} GiB EBS)",
-                None,
-                hyperpod_rules.CONTROLLER_VOLUME_GIB,
-                note="not estimated: HyperPod bills its instances' EBS volumes as SageMaker ML storage (unconfirmed), "
-                "which the price table does not hold",
-            )
-        )
-        if orchestrator.login_instance_type:
-            lines.append(Line(f"login (ml.{orchestrator.login_instance_type})",
-                              _instance_key(config, orchestrator.login_instance_type), 1))  # fmt: skip
-        return lines
+    lines = [
+        Line(
+            f"controller (ml.{orchestrator.controller_instance_type})",
+            _instance_key(config, orchestrator.controller_instance_type),
+            1,
+        ),
+        Line(
+            f"controller volume ({hyperpod_rules.CONTROLLER_VOLUME_GIB:,} GiB EBS)",
+            None,
+            hyperpod_rules.CONTROLLER_VOLUME_GIB,
+            note="not estimated: HyperPod bills its instances' EBS volumes as SageMaker ML storage (unconfirmed), "
+            "which the price table does not hold",
+        ),
+    ]
+    if orchestrator.login_instance_type:
+        lines.append(Line(f"login (ml.{orchestrator.login_instance_type})",
+                          _instance_key(config, orchestrator.login_instance_type), 1))  # fmt: skip
+    return lines
+
+
+def pcs_lines(config: ClusterConfig) -> list[Line]:
+    """AWS PCS's billed parts beside the compute groups: the head node, the cluster fee, managed accounting, the
+    nodes' root volumes."""
+    orchestrator = config.orchestrator
+    lines = []
     head = pcs.head_group(orchestrator, config.observability)
     if head is not None:
         lines.append(Line(f"{head[1]} node ({head[2]})", _instance_key(config, head[2]), 1))

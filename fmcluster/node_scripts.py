@@ -17,8 +17,9 @@ import io
 import os
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 
@@ -26,17 +27,23 @@ import aws_cdk as cdk
 from aws_cdk import aws_pcs as pcs
 
 from fmcluster.config.value_rules import (
+    GROUP_NAME_PATTERN,
+    HOST_NAME_PATTERN,
     HYPERPOD_CLUSTER_NAME_PATTERN,
+    LUSTRE_DNS_NAME_PATTERN,
     LUSTRE_MOUNT_NAME_PATTERN,
     LUSTRE_MOUNT_NAME_RULE,
     MOUNT_POINT_PATTERN,
+    RESERVATION_ID_PATTERN,
     S3_URI_PATTERN,
     SSM_PATH_PATTERN,
+    TRAINING_PLAN_ARN_FORM,
     lustre_dns_name_problem,
     lustre_mount_name_problem,
 )
 from fmcluster.fabric import FabricExpectation
 from fmcluster.names import LUSTRE_MOUNT_PATH, SHARED_DIRECTORIES
+from fmcluster.nccl import ENV_KEY_PATTERN
 from fmcluster.node_files import INSTALL, NODE_ROOT, STEPS, Step, image_tree, node_tree, step
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token, known
@@ -72,13 +79,27 @@ NODE_RULES: Mapping[str, str] = {
     "LUSTRE_MOUNT_NAME_PATTERN": LUSTRE_MOUNT_NAME_PATTERN.pattern,
     "LUSTRE_MOUNT_NAME_RULE": LUSTRE_MOUNT_NAME_RULE,
     "MOUNT_POINT_PATTERN": MOUNT_POINT_PATTERN.pattern,
+    "LUSTRE_DNS_NAME_PATTERN": LUSTRE_DNS_NAME_PATTERN.pattern,
+    "HOST_NAME_PATTERN": HOST_NAME_PATTERN.pattern,
+    "RESERVATION_ID_PATTERN": RESERVATION_ID_PATTERN.pattern,
+    "TRAINING_PLAN_ARN_FORM": TRAINING_PLAN_ARN_FORM,
+    "GROUP_NAME_PATTERN": GROUP_NAME_PATTERN.pattern,
+    "NCCL_ENV_KEY_PATTERN": ENV_KEY_PATTERN.pattern,
     "SHARED_MOUNT": LUSTRE_MOUNT_PATH,
     "SHARED_DIRECTORIES": " ".join(f"{name}={mode:04o}" for name, mode in SHARED_DIRECTORIES),
 }
-"""The rules a node script applies too (mount-lustre.sh), and the shared file system's names (`fmcluster.names`: its
-mount path, which users.sh looks for, and the directories shared-dirs.sh makes there, `NAME=MODE` words), rendered
-from the Python ones into lib.sh's block between `RULES_BEGIN` and `RULES_END` (`rendered_lib`): one source, so the
-node and `fmcluster validate` cannot differ."""
+"""The rules node scripts apply too (mount-lustre.sh, block-end-drain.sh, plan-end-drain.sh, nccl-env.sh and Slurm's
+TaskProlog), and the shared file system's names (`fmcluster.names`: its mount path, which users.sh looks for, and the
+directories shared-dirs.sh makes there, `NAME=MODE` words), rendered from the Python ones into the block between
+`RULES_BEGIN` and `RULES_END` of each of `RULES_FILES` (`rendered_rules`): one source, so the node and `fmcluster
+validate` cannot differ. Each pattern is a POSIX extended regular expression as much as a Python one (bash's `=~`
+reads it)."""
+RULES_FILES: Mapping[str, Sequence[str]] = {
+    "lib.sh": tuple(NODE_RULES),
+    "slurm/task-prolog.sh": ("NCCL_ENV_KEY_PATTERN",),
+}
+"""The node scripts (under fmcluster/node) that carry a rules block, and the rules in it: lib.sh, which the scripts
+source, every one; the TaskProlog, which Slurm runs on its own, the one it applies."""
 RULES_BEGIN = "# --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---"
 RULES_END = "# --- end of rendered rules ---"
 STEPS_BEGIN = "# --- steps rendered from fmcluster's one list (node_files.STEPS); do not edit here ---"
@@ -102,11 +123,11 @@ def _rendered(text: str, begin: str, end: str, block: str) -> str:
     return f"{head}{begin}\n{block}{end}\n{tail}"
 
 
-def rendered_lib(text: str) -> str:
-    """lib.sh's `text` with its rules block rewritten from `NODE_RULES` (a test keeps the shipped file equal to it;
-    `write_rendered_scripts()` rewrites it)."""
+def rendered_rules(text: str, names: Sequence[str] = tuple(NODE_RULES)) -> str:
+    """The `text` of one of `RULES_FILES` with its rules block rewritten from `NODE_RULES` (the rules `names`; a
+    test keeps the shipped files equal to it; `write_rendered_scripts()` rewrites them)."""
     # exported: the scripts that source lib.sh read them (and shellcheck, which sees lib.sh alone, knows they are used)
-    block = "".join(f"export {name}={_shell_word(value)}\n" for name, value in NODE_RULES.items())
+    block = "".join(f"export {name}={_shell_word(NODE_RULES[name])}\n" for name in names)
     return _rendered(text, RULES_BEGIN, RULES_END, block)
 
 
@@ -129,9 +150,13 @@ def rendered_runner(text: str, steps: Sequence[Step] = STEPS) -> str:
 
 
 def write_rendered_scripts() -> None:
-    """Rewrite the rendered blocks of this checkout's lib.sh (`NODE_RULES`) and run-step.sh (`STEPS`)."""
+    """Rewrite the rendered blocks of this checkout's `RULES_FILES` (`NODE_RULES`) and run-step.sh (`STEPS`)."""
     node = Path(__file__).parent / "node"
-    for name, render in (("lib.sh", rendered_lib), ("run-step.sh", rendered_runner)):
+    renders: dict[str, Callable[[str], str]] = {
+        name: partial(rendered_rules, names=names) for name, names in RULES_FILES.items()
+    }
+    renders["run-step.sh"] = rendered_runner
+    for name, render in renders.items():
         path = node / name
         path.write_text(render(path.read_text(encoding="ascii")), encoding="ascii")
 

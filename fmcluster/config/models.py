@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -36,6 +37,7 @@ from fmcluster.config.value_rules import (
     FILE_SYSTEM_ID_PATTERN,
     GROUP_NAME_PATTERN,
     IMAGE_REFRESH_PATTERN,
+    ROOT_VOLUME_GIB,
     S3_URI_PATTERN,
     SECURITY_GROUP_ID_PATTERN,
     SUBNET_ID_PATTERN,
@@ -118,15 +120,9 @@ RepositoryEvent = Literal["new", "changed", "deleted"]
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 """HyperPod's on-start deep health checks (botocore sagemaker DeepHealthCheckType)."""
 
-PCS_SLURM_VERSIONS = ("24.11", "25.05", "25.11", "26.05")
-"""Slurm versions AWS PCS creates clusters with (botocore pcs `SchedulerRequest.version`: "Valid Values: 24.11 | 25.05 |
-25.11 | 26.05", botocore 1.44.8; tests/unit/test_service_data.py reads them from the model)."""
-PCS_DEFAULT_SLURM_VERSION = PCS_SLURM_VERSIONS[-1]
-"""The newest PCS runs (26.05): also the only one with PCS's instance health checks (FACTS.md, Node images)."""
 EC2_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 LUSTRE_PATH_PATTERN = re.compile(r"^(/[A-Za-z0-9._-]+)+/?$")
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
-NCCL_ENV_KEY_PATTERN = re.compile(r"^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$")
 TAG_KEY_PATTERN = re.compile(r"^[\w.:/=+@ -]{1,128}$")
 TAG_VALUE_PATTERN = re.compile(r"^[\w.:/=+@ -]{0,256}$")
 
@@ -248,7 +244,7 @@ class ComputeGroup(_Model):
     reservation_id: str | None = Field(None, validate_default=True)
     training_plan_arn: str | None = Field(None, validate_default=True)
     placement_group: bool | str = Field(None, validate_default=True)  # resolved below
-    root_volume_gib: Annotated[int, Field(ge=100, le=16384)] = 512
+    root_volume_gib: Annotated[int, Field(ge=ROOT_VOLUME_GIB[0], le=ROOT_VOLUME_GIB[1])] = 512
     efa: bool = Field(None, validate_default=True)  # resolved below
     deep_health_checks: tuple[DeepHealthCheck, ...] = ()
     min_count: int = Field(None, validate_default=True)  # resolved below: `count`, a static group
@@ -426,6 +422,20 @@ def _label(value: str) -> str:
     return value
 
 
+def _orchestrator_rules(info: ValidationInfo) -> ModuleType | None:
+    """The seam module of the `orchestrator.type` validated before this key (`config.orchestrators`), None when the
+    type itself was refused (its error is shown; the rules of one orchestrator are not judged)."""
+    kind = info.data.get("type")
+    return orchestrators.of(kind) if kind is not None else None
+
+
+def _orchestrator_takes(rules: ModuleType | None, value: object, info: ValidationInfo) -> object:
+    """`value` of the key being validated, or the error of the orchestrator's `setting_problem`."""
+    if rules is not None and (problem := rules.setting_problem(info.field_name, value, info.data)):
+        raise fail(problem)
+    return value
+
+
 class Orchestrator(_Model):
     """`orchestrator`: who runs Slurm."""
 
@@ -443,58 +453,30 @@ class Orchestrator(_Model):
     @field_validator("slurm_version", mode="before")
     @classmethod
     def _slurm_version(cls, value: object, info: ValidationInfo) -> object:
-        pcs = info.data.get("type") == "pcs"
+        rules = _orchestrator_rules(info)
         if value is None:
-            return PCS_DEFAULT_SLURM_VERSION if pcs else None
+            return rules.DEFAULT_SLURM_VERSION if rules is not None else None
         if isinstance(value, float):
             value = f"{value:.2f}"  # YAML reads 25.11 as a number
-        if not pcs and info.data.get("type") is not None:
-            raise fail("only for orchestrator.type: pcs (HyperPod runs the Slurm version it ships)")
-        if value not in PCS_SLURM_VERSIONS:
-            raise fail(f"must be a Slurm version AWS PCS supports ({', '.join(PCS_SLURM_VERSIONS)}); got {value!r}")
-        return value
+        return _orchestrator_takes(rules, value, info)
+
+    @field_validator("ami_id", "image_refresh", "node_image", "size", "accounting")
+    @classmethod
+    def _orchestrator_setting(cls, value: object, info: ValidationInfo) -> object:
+        """The orchestrator's rules of its own keys, judged before each key's shared form below."""
+        return _orchestrator_takes(_orchestrator_rules(info), value, info) if value is not None else None
 
     @field_validator("ami_id")
     @classmethod
-    def _ami(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None:
-            return None
-        if info.data.get("type") == "hyperpod-slurm":
-            raise fail("only for orchestrator.type: pcs (HyperPod nodes run SageMaker's HyperPod image)")
-        if not AMI_ID_PATTERN.match(value):
+    def _ami(cls, value: str | None) -> str | None:
+        if value is not None and not AMI_ID_PATTERN.match(value):
             raise fail(f"must be an AMI id like ami-0123456789abcdef0; got {value!r}")
         return value
 
     @field_validator("image_refresh")
     @classmethod
-    def _image_refresh(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None:
-            return None
-        if info.data.get("type") != "pcs":
-            raise fail("only for orchestrator.type: pcs (HyperPod nodes run SageMaker's HyperPod image)")
-        if info.data.get("ami_id") is not None:
-            raise fail(
-                "only without orchestrator.ami_id: it re-resolves the default PCS-Ready DLAMI, not an image of yours"
-            )
-        return _label(value)
-
-    @field_validator("node_image")
-    @classmethod
-    def _node_image(cls, value: str, info: ValidationInfo) -> str:
-        if value != "baked":
-            return value
-        if info.data.get("type") == "hyperpod-slurm":
-            raise fail(
-                "baked is only for orchestrator.type: pcs for now: fmcluster builds no HyperPod image yet. AWS "
-                "documents the Slurm base "
-                "(/aws/service/sagemaker-hyperpod/ami/x86_64/slurm-ubuntu-22.04/latest/ami-id, SageMaker "
-                "developer guide 'Build a custom AMI') and its roll-out (UpdateClusterSoftware with ImageId, "
-                "'Cluster management with custom AMIs'), not an arm64 base, the AMI's root device, nor what a "
-                "CloudFormation update of a group's ImageId does to its running nodes; use boot"
-            )
-        if info.data.get("ami_id") is not None:
-            raise fail("baked builds from the PCS-Ready DLAMI: remove orchestrator.ami_id, or bake your own image")
-        return value
+    def _image_refresh(cls, value: str | None) -> str | None:
+        return None if value is None else _label(value)
 
     @field_validator("node_image_version")
     @classmethod
@@ -504,23 +486,6 @@ class Orchestrator(_Model):
         if info.data.get("node_image") != "baked":
             raise fail("only with orchestrator.node_image: baked: it labels the baked image's build")
         return _label(value)
-
-    @field_validator("size")
-    @classmethod
-    def _size(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and info.data.get("type") == "hyperpod-slurm":
-            raise fail("only for orchestrator.type: pcs (HyperPod clusters have no size)")
-        return value
-
-    @field_validator("accounting")
-    @classmethod
-    def _accounting(cls, value: bool, info: ValidationInfo) -> bool:
-        if not value and info.data.get("type") == "hyperpod-slurm":
-            raise fail(
-                "HyperPod always runs Slurm accounting (slurmdbd with MariaDB on the controller: SageMaker HyperPod "
-                "guide, 'Using an external accounting database'); remove accounting: false"
-            )
-        return value
 
     @field_validator("controller_instance_type", "login_instance_type")
     @classmethod
@@ -658,10 +623,8 @@ class Lustre(_Model):
     @field_validator("capacity_gib")
     @classmethod
     def _capacity(cls, value: int, info: ValidationInfo) -> int:
-        if not is_lustre_capacity(value):
-            below = [c for c in (1200, 2400, value // 2400 * 2400) if 0 < c < value]
-            nearest = f"{max(below)} or {next_lustre_capacity(value)}" if below else "1200"
-            raise fail(f"must be 1200, 2400 or a multiple of 2400 GiB; got {value} (nearest: {nearest})")
+        if problem := lustre_capacity_problem(value):
+            raise fail(problem)
         tier = info.data.get("throughput_per_tib")
         creates = info.data.get("file_system_id") is None  # an existing file system's size is its own
         if creates and info.data.get("efa") and tier in LUSTRE_EFA_CAPACITY_STEP_GIB:
@@ -687,6 +650,19 @@ class Lustre(_Model):
 def is_lustre_capacity(gib: int) -> bool:
     """FSx for Lustre PERSISTENT_2 SSD sizes: 1200, 2400, then multiples of 2400 GiB."""
     return gib in (1200, 2400) or (gib > 0 and gib % 2400 == 0)
+
+
+def lustre_capacity_problem(gib: int) -> str | None:
+    """A size FSx for Lustre does not make (`is_lustre_capacity`), with the nearest it does.
+
+    >>> lustre_capacity_problem(3600)
+    'must be 1200, 2400 or a multiple of 2400 GiB; got 3600 (nearest: 2400 or 4800)'
+    """
+    if is_lustre_capacity(gib):
+        return None
+    below = [c for c in (1200, 2400, gib // 2400 * 2400) if 0 < c < gib]
+    nearest = f"{max(below)} or {next_lustre_capacity(gib)}" if below else "1200"
+    return f"must be 1200, 2400 or a multiple of 2400 GiB; got {gib} (nearest: {nearest})"
 
 
 def next_lustre_capacity(gib: int) -> int:
@@ -759,8 +735,8 @@ class Training(_Model):
 
 
 def _nccl_key(key: str) -> str:
-    if not NCCL_ENV_KEY_PATTERN.match(key):
-        raise fail(f"{key!r} is not an NCCL or libfabric variable; keys must match ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$")
+    if not nccl.ENV_KEY_PATTERN.match(key):
+        raise fail(f"{key!r} is not an NCCL or libfabric variable; keys must match {nccl.ENV_KEY_PATTERN.pattern}")
     return key
 
 

@@ -32,19 +32,33 @@ CLUSTER_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,22}[a-z0-9]$")
 """fmcluster's own cluster names (the file's `name`): short and lowercase, because they go into S3 bucket names,
 SSM paths and HyperPod's `sagemaker-<name>-<account>-<region>` lifecycle bucket."""
 GROUP_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
-"""Compute group names: Slurm partition names and HyperPod instance group names (a trailing '-' is checked apart)."""
+"""Compute group names: Slurm partition names and HyperPod instance group names (a trailing '-' is checked apart).
+block-end-drain.sh applies it to the partitions it drains (`node_scripts.NODE_RULES`)."""
 HYPERPOD_CLUSTER_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 """SageMaker cluster names (botocore `sagemaker` ClusterName: 1-63 characters, `[a-zA-Z0-9](-*[a-zA-Z0-9])*`)."""
 RESERVATION_ID_PATTERN = re.compile(r"^cr-[0-9a-f]{17}$")
-TRAINING_PLAN_ARN_PATTERN = re.compile(
-    r"^arn:aws[a-z-]*:sagemaker:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):training-plan/[A-Za-z0-9-]{1,63}$"
-)
+"""A capacity reservation id; block-end-drain.sh applies it too (rendered into lib.sh: `node_scripts.NODE_RULES`)."""
+TRAINING_PLAN_ARN_FORM = r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/[A-Za-z0-9-]{1,64}"
+"""A SageMaker training plan's ARN, unanchored and without groups so that bash's `=~` (POSIX ERE) reads it as Python
+does: block-end-drain.sh and plan-end-drain.sh apply it too (`node_scripts.NODE_RULES`). The plan's name is 1-64
+characters (botocore sagemaker TrainingPlanName: max 64; this pattern once allowed 63)."""
+TRAINING_PLAN_ARN_PATTERN = re.compile(f"^{TRAINING_PLAN_ARN_FORM}$")
+ARN_PARTS = re.compile(r"^arn:[^:]*:[^:]*:(?P<region>[^:]*):(?P<account>[^:]*):")
+"""The region and account of an ARN (`arn:partition:service:region:account:resource`)."""
 AMI_ID_PATTERN = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
+ROOT_VOLUME_GIB = (100, 16384)
+"""The sizes a node's root volume may have, GiB (`compute[].root_volume_gib`, EfaLaunchTemplate's `root_volume_gib`):
+at most gp3's 16 TiB."""
 IMAGE_REFRESH_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 """`orchestrator.image_refresh`: a label that, when changed, re-resolves the default node image."""
 S3_URI_PATTERN = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>/[^\s]*)?$")
 LUSTRE_DNS_NAME_PATTERN = re.compile(r"^(fs|fc)i?-[0-9a-f]{8,}\..{4,253}$")
-"""FSx for Lustre DNS names (botocore `fsx` DNSName, the same as `sagemaker` ClusterDnsName)."""
+"""FSx for Lustre DNS names (botocore `fsx` DNSName, the same as `sagemaker` ClusterDnsName). mount-lustre.sh applies
+it too (`node_scripts.NODE_RULES`)."""
+HOST_NAME_PATTERN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
+"""A host name's characters (letters, digits, '-' and '.'; RFC 1123): what a Lustre DNS name must also be, since
+DNSName's pattern takes any character after the id and mount-lustre.sh puts the name into the mount source. The node
+script applied this alone, the cluster file only DNSName's form; both now apply both."""
 LUSTRE_MOUNT_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,8}$")
 """FSx for Lustre mount names (botocore `fsx` LustreFileSystemMountName: 1-8 of `[A-Za-z0-9_-]`; `sagemaker`
 ClusterMountName is the same). mount-lustre.sh applies it too, rendered into lib.sh (`node_scripts.NODE_RULES`)."""
@@ -236,11 +250,13 @@ def repeated_group_name(name: str, first: str) -> str:
 def training_plan_elsewhere(arn: str | None, region: str | None, account: str | None) -> Iterator[str]:
     """A training plan in another region or account than the cluster's (a plan serves only its own); a region or
     account of None is not known (yet) and not compared."""
-    match = TRAINING_PLAN_ARN_PATTERN.match(arn or "")
-    if match and region and match["region"] != region:
-        yield (f"the training plan is in {match['region']}, the cluster in {region}; a plan serves only its own region")
-    if match and account and match["account"] != account:
-        yield f"the training plan belongs to account {match['account']}, the cluster to {account}"
+    if arn is None or not TRAINING_PLAN_ARN_PATTERN.match(arn) or not (parts := ARN_PARTS.match(arn)):
+        return
+    plan_region, plan_account = parts["region"], parts["account"]
+    if region and plan_region != region:
+        yield f"the training plan is in {plan_region}, the cluster in {region}; a plan serves only its own region"
+    if account and plan_account != account:
+        yield f"the training plan belongs to account {plan_account}, the cluster to {account}"
 
 
 def grafana_without_source(grafana: str, prometheus: str) -> str | None:
@@ -251,7 +267,8 @@ def grafana_without_source(grafana: str, prometheus: str) -> str | None:
 
 
 def lustre_dns_name_problem(value: str | None) -> str | None:
-    if value is None or LUSTRE_DNS_NAME_PATTERN.match(value):
+    """A DNS name not of an FSx for Lustre file system's form, or not a host name."""
+    if value is None or (LUSTRE_DNS_NAME_PATTERN.match(value) and HOST_NAME_PATTERN.match(value)):
         return None
     return f"must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got {value!r}"
 

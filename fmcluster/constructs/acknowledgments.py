@@ -111,6 +111,27 @@ def _resources(scope: IConstruct, resource_type: str | None) -> list[cdk.CfnReso
     return [child] if isinstance(child, cdk.CfnResource) else []
 
 
+def codebuild_default_grants(scope: IConstruct, project_name: str) -> list[cdk.Acknowledgment]:
+    """The cdk-nag acknowledgments of the two wildcards aws-cdk-lib grants every CodeBuild project's role, for a
+    project (`project_name`, in `scope`'s stack) that logs to a log group of its own and writes no test reports: its
+    default log group's streams and its report groups."""
+    stack = cdk.Stack.of(scope)
+    default_logs = f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/codebuild/{project_name}"
+    report_groups = f"arn:{stack.partition}:codebuild:{stack.region}:{stack.account}:report-group/{project_name}-*"
+    return [
+        cdk.Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::{nag_form(scope, default_logs)}:*]",
+            reason="aws-cdk-lib grants every project its default log group /aws/codebuild/<project> and its streams "
+            "(named by build id); this project logs to its own log group instead",
+        ),
+        cdk.Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::{nag_form(scope, report_groups)}]",
+            reason="aws-cdk-lib lets every project create test report groups named after the project; the wildcard "
+            "is limited to that prefix and this project writes no reports",
+        ),
+    ]
+
+
 def nag_form(scope: IConstruct, value: str) -> str:
     """`value` (maybe a token) the way cdk-nag names it in a finding id: <LogicalId.Attr>, <AWS::Region>, ..."""
     return _flatten(cdk.Stack.of(scope).resolve(value))

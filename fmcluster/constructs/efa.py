@@ -13,14 +13,20 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from fmcluster import catalog
-from fmcluster.config.value_rules import no_efa, reservation_problem, unknown_instance_type
+from fmcluster.config.value_rules import (
+    AMI_ID_PATTERN,
+    ROOT_VOLUME_GIB,
+    no_efa,
+    reservation_problem,
+    unknown_instance_type,
+)
 from fmcluster.constructs.acknowledgments import acknowledge_findings
 from fmcluster.problems import Problem, raise_if_any
 from fmcluster.tokens import is_token
 
 CAPACITIES = ("on-demand", "capacity-block", "odcr")
-ROOT_VOLUME_GIB = (100, 16384)
-IMAGE_ID_PATTERN = re.compile(r"^(ami-[0-9a-f]{8}([0-9a-f]{9})?|resolve:ssm:\S+)$")
+IMAGE_ID_PATTERN = re.compile(rf"^({AMI_ID_PATTERN.pattern.removeprefix('^').removesuffix('$')}|resolve:ssm:\S+)$")
+"""An AMI id (the cluster file's rule) or a `resolve:ssm:` reference to one."""
 INSTANCE_PROFILE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:instance-profile/[\w+=,.@/-]{1,128}$")
 DEVICE_NAME_PATTERN = re.compile(r"^/dev/(sd[a-z]\d*|xvd[a-z]+|nvme\d+n\d+)$")
 METADATA_HOP_LIMIT = 2

@@ -31,6 +31,7 @@ from fmcluster.constructs.acknowledgments import (
     acknowledge_deploy_time_functions,
     acknowledge_findings,
     acknowledge_wildcards,
+    codebuild_default_grants,
     nag_form,
 )
 from fmcluster.constructs.functions import LAMBDA_RUNTIME, lambda_code, quiet_redundant_depends_on
@@ -253,7 +254,7 @@ class TrainingImage(Construct):
             ),
         )
         """The CodeBuild project that builds and pushes the image."""
-        self._grant_build(stack)
+        self._grant_build()
 
         self.provider = self._provider(cluster_name, log_retention, removal_policy)
         self.resource = cdk.CustomResource(
@@ -289,7 +290,7 @@ class TrainingImage(Construct):
             grantee=grantee, actions=["ssm:GetParameter"], resource_arns=[self.parameter_arn]
         )
 
-    def _grant_build(self, stack: cdk.Stack) -> None:
+    def _grant_build(self) -> None:
         role = self.project.role
         assert role is not None  # CodeBuild projects always have one
         self.repository.grant_pull_push(role)
@@ -301,11 +302,6 @@ class TrainingImage(Construct):
                 actions=["ecr-public:GetAuthorizationToken", "sts:GetServiceBearerToken"], resources=["*"]
             )
         )
-        project_name = self.project.project_name
-        default_logs = (
-            f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/codebuild/{project_name}"
-        )
-        report_groups = f"arn:{stack.partition}:codebuild:{stack.region}:{stack.account}:report-group/{project_name}-*"
         cdk.Validations.of(role).acknowledge(
             cdk.Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
@@ -329,16 +325,7 @@ class TrainingImage(Construct):
                 )
                 for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*")
             ),
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{nag_form(self, default_logs)}:*]",
-                reason="aws-cdk-lib grants every project its default log group /aws/codebuild/<project> and its "
-                "streams (named by build id); this project logs to its own log group instead",
-            ),
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{nag_form(self, report_groups)}]",
-                reason="aws-cdk-lib lets every project create test report groups named after the project; the "
-                "wildcard is limited to that prefix and this build writes no reports",
-            ),
+            *codebuild_default_grants(self, self.project.project_name),
         )
         privileged = (
             "Privileged mode runs the Docker daemon that builds the training image (docker build and push); the build "

@@ -24,7 +24,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from fmcluster import mirror
-from fmcluster.constructs.acknowledgments import nag_form
+from fmcluster.constructs.acknowledgments import codebuild_default_grants, nag_form
 from fmcluster.constructs.functions import provider_with_handler
 
 BUILD_TIMEOUT = cdk.Duration.minutes(12)
@@ -143,12 +143,6 @@ class ArtifactMirror(Construct):
         return policy
 
     def _acknowledge(self, role: iam.IRole, objects: str) -> None:
-        stack = cdk.Stack.of(self)
-        project_name = self.project.project_name
-        default_logs = (
-            f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:log-group:/aws/codebuild/{project_name}"
-        )
-        report_groups = f"arn:{stack.partition}:codebuild:{stack.region}:{stack.account}:report-group/{project_name}-*"
         cdk.Validations.of(role).acknowledge(
             cdk.Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::{nag_form(self, objects)}]",
@@ -162,14 +156,5 @@ class ArtifactMirror(Construct):
                 )
                 for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*", "kms:GenerateDataKey*", "kms:ReEncrypt*")
             ),
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{nag_form(self, default_logs)}:*]",
-                reason="aws-cdk-lib grants every project its default log group /aws/codebuild/<project> and its "
-                "streams; this project logs to its own log group instead",
-            ),
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{nag_form(self, report_groups)}]",
-                reason="aws-cdk-lib lets every project create report groups named after the project; this job "
-                "writes no reports",
-            ),
+            *codebuild_default_grants(self, self.project.project_name),
         )

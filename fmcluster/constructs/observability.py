@@ -24,7 +24,7 @@ from constructs import Construct
 
 from fmcluster import names
 from fmcluster.config import orchestrators
-from fmcluster.config.models import Observability, Orchestrator, is_lustre_capacity
+from fmcluster.config.models import Observability, Orchestrator, lustre_capacity_problem
 from fmcluster.config.value_rules import grafana_without_source
 from fmcluster.constructs.functions import provider_with_handler
 from fmcluster.constructs.keys import customer_key, every_arn_here
@@ -615,8 +615,6 @@ def _validated(
         problems.append(
             Problem("", "file_system_id and lustre_capacity_gib go together: give both to watch a file system")
         )
-    if capacity_gib is not None and not is_token(capacity_gib) and not is_lustre_capacity(capacity_gib):
-        problems.append(
-            Problem("lustre_capacity_gib", f"must be 1200, 2400 or a multiple of 2400 GiB; got {capacity_gib}")
-        )
+    if capacity_gib is not None and not is_token(capacity_gib) and (problem := lustre_capacity_problem(capacity_gib)):
+        problems.append(Problem("lustre_capacity_gib", problem))
     raise_if_any("ClusterObservability", problems)

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from fmcluster.config import ClusterConfig, orchestrators
+from fmcluster.config.users import USER_NAME_PATTERN
 from fmcluster.live.aws import Aws
 from fmcluster.live.info import read_stack
 from fmcluster.live.nodes import Node, NodeNotFound
@@ -46,8 +47,6 @@ LAST_PLUGIN_WITHOUT_ENV = (1, 2, 497, 0)
 RESPONSE_VARIABLE = "AWS_SSM_START_SESSION_RESPONSE"
 PORT_FORWARD = "AWS-StartPortForwardingSession"
 INTERACTIVE_COMMAND = "AWS-StartInteractiveCommand"
-USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-"""A Linux user name as useradd takes it by default (shadow-utils: [a-z_][a-z0-9_-]*, at most 32 characters)."""
 PORTS = re.compile(r"^([0-9]{1,5}):([0-9]{1,5})$")
 SIGNALS_TO_PLUGIN = (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP)
 """What aws-cli's ignore_user_entered_signals leaves to the plugin."""
@@ -95,7 +94,7 @@ def session_request(target: str, *, user: str | None = None, port_forward: str |
         local, remote = parse_ports(port_forward)
         return SessionRequest(target, PORT_FORWARD, {"portNumber": [str(remote)], "localPortNumber": [str(local)]})
     if user is not None:
-        if not USER_NAME.match(user):
+        if not USER_NAME_PATTERN.match(user):
             raise ConnectError(f"--user: not a Linux user name (lowercase letters, digits, '_', '-'); got {user!r}")
         return SessionRequest(target, INTERACTIVE_COMMAND, {"command": [f"sudo -iu {user}"]})
     return SessionRequest(target)

@@ -39,10 +39,9 @@ if [[ -z "${FMCLUSTER_SLURM_VERSION:-}" && -f "$ROOT/opt/fmcluster/node.env" ]];
   export FMCLUSTER_SLURM_VERSION
 fi
 
-RESERVATION_PATTERN='^cr-[0-9a-f]{17}$'
-PLAN_PATTERN='^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/([a-zA-Z0-9-]{1,64})$'
+# the reservation, plan and partition rules are the cluster file's (lib.sh's rendered rules)
+PLAN_PATTERN="^$TRAINING_PLAN_ARN_FORM\$"
 END_PATTERN='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(Z|[+-][0-9:]+)$'
-PARTITION_PATTERN='^[a-z][a-z0-9-]{0,19}$'
 
 usage() {
   printf 'usage: %s RESERVATION_ID|TRAINING_PLAN_ARN END PARTITION...\n' "$0" >&2
@@ -59,17 +58,17 @@ main() {
   (($# >= 3)) || usage
   local reservation="$1" end="$2" bin reason node state rest
   shift 2
-  if [[ "$reservation" =~ $RESERVATION_PATTERN ]]; then
+  if [[ "$reservation" =~ $RESERVATION_ID_PATTERN ]]; then
     reason="fmcluster: capacity block $reservation ends $end"
   elif [[ "$reservation" =~ $PLAN_PATTERN ]]; then
-    reason="fmcluster: training plan ${BASH_REMATCH[1]} ends $end"
+    reason="fmcluster: training plan ${reservation##*/} ends $end"
   else
     usage
   fi
   [[ "$end" =~ $END_PATTERN ]] || usage
   local partition
   for partition in "$@"; do
-    [[ "$partition" =~ $PARTITION_PATTERN ]] || usage
+    [[ "$partition" =~ $GROUP_NAME_PATTERN ]] || usage
   done
   require_root
   bin="$ROOT$(slurm_prefix)/bin"

@@ -32,6 +32,12 @@ FMC_CHANGED=0
 export LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'
 export LUSTRE_MOUNT_NAME_RULE="1-8 letters, digits, '_' or '-'"
 export MOUNT_POINT_PATTERN='^(/[A-Za-z0-9._-]+)+$'
+export LUSTRE_DNS_NAME_PATTERN='^(fs|fc)i?-[0-9a-f]{8,}\..{4,253}$'
+export HOST_NAME_PATTERN='^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$'
+export RESERVATION_ID_PATTERN='^cr-[0-9a-f]{17}$'
+export TRAINING_PLAN_ARN_FORM='arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/[A-Za-z0-9-]{1,64}'
+export GROUP_NAME_PATTERN='^[a-z][a-z0-9-]{0,19}$'
+export NCCL_ENV_KEY_PATTERN='^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$'
 export SHARED_MOUNT='/fsx'
 export SHARED_DIRECTORIES='checkpoints=1777 datasets=1777 jobs=1777'
 # --- end of rendered rules ---
@@ -177,17 +183,20 @@ EOF
 }
 
 # install_timed_service NAME DESCRIPTION COMMAND AFTER TIMER_DESCRIPTION SCHEDULE_LINE...: NAME.service, a oneshot
-# that runs COMMAND (ordered after AFTER), and NAME.timer that starts it by its [Timer] SCHEDULE_LINEs (OnBootSec=,
-# OnActiveSec=, OnUnitActiveSec=); systemd is reloaded when either file changed, then the timer enabled and started
-# (a timer started after its OnBootSec has passed runs the service at once: systemd catches up elapsed timers).
+# that runs COMMAND (ordered after AFTER; empty: no ordering), and NAME.timer that starts it by its [Timer]
+# SCHEDULE_LINEs (OnBootSec=, OnActiveSec=, OnUnitActiveSec=, AccuracySec=); systemd is reloaded when either file
+# changed, then the timer enabled and started (a timer started after its OnBootSec has passed runs the service at
+# once: systemd catches up elapsed timers).
 install_timed_service() {
-  local name="$1" description="$2" command="$3" after="$4" timer_description="$5" schedule changed
+  local name="$1" description="$2" command="$3" after="$4" timer_description="$5" schedule changed ordering=""
   shift 5
   schedule="$(printf '%s\n' "$@")"
+  if [[ -n "$after" ]]; then
+    ordering=$'\n'"After=$after"
+  fi
   write_file "$ROOT/etc/systemd/system/$name.service" 0644 <<EOF
 [Unit]
-Description=$description
-After=$after
+Description=$description$ordering
 
 [Service]
 Type=oneshot

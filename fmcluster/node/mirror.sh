@@ -23,6 +23,10 @@ MIRROR_SHA256['node_exporter/1.10.2/node_exporter-1.10.2.linux-arm64.tar.gz']=de
 MIRROR_SHA256['prometheus/3.8.1/prometheus-3.8.1.linux-arm64.tar.gz']=8d95804e692bba65a48d32ecdfb3d4acd8e1560d440c8cc08f48167cb838ec4b
 # --- end of pinned digests ---
 
+# The mirror's S3 prefix as the scripts take it (the construct checks the URI it renders with the cluster file's
+# S3 URI rule, node_scripts.py; this guard is looser: it does not refuse white space after the bucket name).
+MIRROR_URI_PATTERN='^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$'
+
 # mirror_get KEY DEST: see above. Returns 1 (the reason logged) when KEY has no pin, there is no mirror, the copy
 # failed or the digest differs (DEST is then removed).
 mirror_get() {
@@ -33,7 +37,7 @@ mirror_get() {
       "it; see fmcluster/mirror/README.md (pinning an artifact)"
     return 1
   fi
-  if [[ ! "${FMCLUSTER_ARTIFACT_MIRROR:-}" =~ ^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$ ]]; then
+  if [[ ! "${FMCLUSTER_ARTIFACT_MIRROR:-}" =~ $MIRROR_URI_PATTERN ]]; then
     log ERROR "no mirror to take $key from: FMCLUSTER_ARTIFACT_MIRROR must be an S3 prefix like s3://bucket/fmcluster-mirror;" \
       "got '${FMCLUSTER_ARTIFACT_MIRROR:-}'"
     return 1

@@ -113,8 +113,8 @@ main() {
   dns_name="${positional[0]}"
   mount_name="${positional[1]}"
   mount_point="${positional[2]:-/fsx}"
-  [[ "$dns_name" =~ ^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$ ]] ||
-    die "DNS_NAME must be a host name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got '$dns_name'"
+  [[ "$dns_name" =~ $LUSTRE_DNS_NAME_PATTERN && "$dns_name" =~ $HOST_NAME_PATTERN ]] ||
+    die "DNS_NAME must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; got '$dns_name'"
   [[ "$mount_name" =~ $LUSTRE_MOUNT_NAME_PATTERN ]] ||
     die "MOUNT_NAME must be the file system's mount name, $LUSTRE_MOUNT_NAME_RULE (e.g. abcdef12); got '$mount_name'"
   [[ "$mount_point" =~ $MOUNT_POINT_PATTERN ]] ||

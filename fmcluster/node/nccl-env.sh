@@ -42,7 +42,7 @@ OLD_ENROOT_ENV_FILE=/etc/enroot/environ.d/50-fmcluster-nccl.env
 # parse_variables JSON: NAME=value lines, sorted by name; fails (with the reason on stderr) on anything else.
 parse_variables() {
   python3 -c '
-import json, re, sys
+import json, os, re, sys
 try:
     data = json.loads(sys.argv[1])
 except ValueError as error:
@@ -51,7 +51,7 @@ if not isinstance(data, dict):
     sys.exit(f"expected a JSON object of variables, got {type(data).__name__}")
 for name in sorted(data):
     value = data[name]
-    if not re.fullmatch(r"(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+", name):
+    if not re.fullmatch(os.environ["NCCL_ENV_KEY_PATTERN"], name):
         sys.exit(f"{name!r} is not an NCCL, libfabric or aws-ofi-nccl variable")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         sys.exit(f"{name}: value must be a string or a whole number, got {json.dumps(value)}")
@@ -102,20 +102,21 @@ main() {
   done
   write_file "$ROOT$PROFILE_FILE" 0644 <<<"$profile"
   write_file "$ROOT$ENV_FILE" 0644 <<<"$env_lines"
-  write_file "$ROOT$ENROOT_HOOK" 0755 <<'EOF'
-#!/bin/bash
+  write_file "$ROOT$ENROOT_HOOK" 0755 < <(printf '%s\n' '#!/bin/bash' "pattern='$NCCL_ENV_KEY_PATTERN'" && cat <<'EOF'
 # Written by fmcluster nccl-env.sh: the node's NCCL environment (/etc/fmcluster/nccl.env) in the container, except the
-# variables the job sets itself (its own value wins; enroot runs this with the job step's environment).
+# variables the job sets itself (its own value wins; enroot runs this with the job step's environment). `pattern`:
+# the names it takes (the cluster file's rule, node_scripts.NODE_RULES).
 env_file="${FMCLUSTER_ROOT:-}/etc/fmcluster/nccl.env"
 [[ -r "$env_file" && -n "${ENROOT_ENVIRON:-}" ]] || exit 0
 while IFS= read -r line || [[ -n "$line" ]]; do
   name="${line%%=*}"
-  if [[ "$line" == *=* && "$name" =~ ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$ && -z "${!name+set}" ]]; then
+  if [[ "$line" == *=* && "$name" =~ $pattern && -z "${!name+set}" ]]; then
     printf '%s\n' "$line" >>"$ENROOT_ENVIRON"
   fi
 done <"$env_file"
 exit 0
 EOF
+  )
   rm -f "$ROOT$OLD_ENROOT_ENV_FILE"
   log INFO "NCCL environment from $origin: ${names[*]}"
 }

@@ -190,27 +190,10 @@ ProtectHome=yes
 WantedBy=multi-user.target
 EOF
   run_unit fmcluster-node-exporter.service 0
-  install_unit fmcluster-node-textfile.service <<EOF
-[Unit]
-Description=fmcluster: EFA hardware counters and Lustre client statistics for node_exporter
-
-[Service]
-Type=oneshot
-ExecStart=$SCRIPT_DIR/observability.sh --write-textfile
-EOF
-  install_unit fmcluster-node-textfile.timer <<EOF
-[Unit]
-Description=fmcluster: refresh EFA and Lustre client metrics every 15 seconds
-
-[Timer]
-OnBootSec=10s
-OnUnitActiveSec=15s
-AccuracySec=1s
-
-[Install]
-WantedBy=timers.target
-EOF
-  run_unit fmcluster-node-textfile.timer 0
+  install_timed_service fmcluster-node-textfile \
+    "fmcluster: EFA hardware counters and Lustre client statistics for node_exporter" \
+    "$SCRIPT_DIR/observability.sh --write-textfile" "" \
+    "fmcluster: refresh EFA and Lustre client metrics every 15 seconds" OnBootSec=10s OnUnitActiveSec=15s AccuracySec=1s
   write_targets node 9100
 }
 
@@ -449,26 +432,10 @@ setup_agent() {
     "prometheus-$PROMETHEUS_VERSION.linux-$ARCH.tar.gz" 1)"
   PROMETHEUS_DIR="${PROMETHEUS_DIR#"$ROOT"}"
   if [[ -n "$ENDPOINT_PARAMETER" ]]; then
-    install_unit fmcluster-observability-refresh.service <<EOF
-[Unit]
-Description=fmcluster: point the Prometheus agent (and Grafana) at the workspace named in SSM
-
-[Service]
-Type=oneshot
-ExecStart=$SCRIPT_DIR/observability.sh --refresh
-EOF
-    install_unit fmcluster-observability-refresh.timer <<EOF
-[Unit]
-Description=fmcluster: re-read the Prometheus endpoint parameter every 5 minutes
-
-[Timer]
-OnBootSec=2min
-OnUnitActiveSec=5min
-
-[Install]
-WantedBy=timers.target
-EOF
-    run_unit fmcluster-observability-refresh.timer 0
+    install_timed_service fmcluster-observability-refresh \
+      "fmcluster: point the Prometheus agent (and Grafana) at the workspace named in SSM" \
+      "$SCRIPT_DIR/observability.sh --refresh" "" \
+      "fmcluster: re-read the Prometheus endpoint parameter every 5 minutes" OnBootSec=2min OnUnitActiveSec=5min
   fi
   configure_agent
 }
@@ -720,7 +687,7 @@ main() {
   if [[ -n "$ENDPOINT" ]]; then
     check_endpoint "$ENDPOINT"
   fi
-  if [[ ! "${FMCLUSTER_ARTIFACT_MIRROR:-}" =~ ^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$ ]]; then
+  if [[ ! "${FMCLUSTER_ARTIFACT_MIRROR:-}" =~ $MIRROR_URI_PATTERN ]]; then
     die "--mirror (or FMCLUSTER_ARTIFACT_MIRROR) must be an S3 URI like s3://my-bucket/fmcluster-mirror;" \
       "got '${FMCLUSTER_ARTIFACT_MIRROR:-}'"
   fi

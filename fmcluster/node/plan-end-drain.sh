@@ -30,7 +30,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HERE/lib.sh"
 
 UNIT=fmcluster-plan-end-drain
-PLAN_WORD='^(arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/[a-zA-Z0-9-]{1,64})=([0-9]+)=([a-z][a-z0-9,-]*)$'
+PLAN_WORD="^($TRAINING_PLAN_ARN_FORM)=([0-9]+)=([a-z][a-z0-9,-]*)\$" # the ARN's form is the cluster file's (lib.sh)
 
 usage() {
   printf 'usage: %s install|check REGION TRAINING_PLAN_ARN=MINUTES=PARTITION[,PARTITION...]...\n' "$0" >&2
@@ -64,28 +64,9 @@ check_plan() {
 install() {
   local arguments
   arguments="$(printf ' %q' "$@")"
-  write_file "$ROOT/etc/systemd/system/$UNIT.service" 0644 <<EOF
-[Unit]
-Description=fmcluster: drain the Slurm nodes of training plans that end soon
-After=network-online.target
-
-[Service]
-Type=oneshot
-ExecStart=/usr/bin/env bash /opt/fmcluster/node/plan-end-drain.sh check$arguments
-EOF
-  write_file "$ROOT/etc/systemd/system/$UNIT.timer" 0644 <<EOF
-[Unit]
-Description=fmcluster: check the training plans' end every 5 minutes
-
-[Timer]
-OnBootSec=2min
-OnUnitActiveSec=5min
-
-[Install]
-WantedBy=timers.target
-EOF
-  systemctl daemon-reload
-  systemctl enable --now "$UNIT.timer"
+  install_timed_service "$UNIT" "fmcluster: drain the Slurm nodes of training plans that end soon" \
+    "/usr/bin/env bash /opt/fmcluster/node/plan-end-drain.sh check$arguments" network-online.target \
+    "fmcluster: check the training plans' end every 5 minutes" OnBootSec=2min OnUnitActiveSec=5min
   log INFO "$UNIT.timer installed: checks $(($# - 1)) training plan(s) every 5 minutes"
 }
 

@@ -153,28 +153,10 @@ report_removed() {
 install() {
   local parameter="$1" account="$2" now="$3" arguments
   arguments="$(printf ' %q' "$parameter" "$account")"
-  write_file "$ROOT/etc/systemd/system/$UNIT.service" 0644 <<EOF
-[Unit]
-Description=fmcluster: the cluster file's users in Slurm accounting (associations in account $account)
-After=network-online.target
-
-[Service]
-Type=oneshot
-ExecStart=/usr/bin/env bash /opt/fmcluster/node/slurm-accounting.sh sync$arguments
-EOF
-  write_file "$ROOT/etc/systemd/system/$UNIT.timer" 0644 <<EOF
-[Unit]
-Description=fmcluster: the cluster file's users in Slurm accounting, every 10 minutes
-
-[Timer]
-OnBootSec=3min
-OnUnitActiveSec=10min
-
-[Install]
-WantedBy=timers.target
-EOF
-  systemctl daemon-reload
-  systemctl enable --now "$UNIT.timer"
+  install_timed_service "$UNIT" \
+    "fmcluster: the cluster file's users in Slurm accounting (associations in account $account)" \
+    "/usr/bin/env bash /opt/fmcluster/node/slurm-accounting.sh sync$arguments" network-online.target \
+    "fmcluster: the cluster file's users in Slurm accounting, every 10 minutes" OnBootSec=3min OnUnitActiveSec=10min
   log INFO "$UNIT.timer installed: associations for the users of $parameter, 3 minutes after boot and every 10 minutes"
   if [[ "$now" == 1 ]]; then
     sync "$parameter" "$account" "$INSTALL_WAIT"

@@ -122,7 +122,6 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         description=f"fmcluster {config.name}: training image (ECR repository, CodeBuild project, image build)",
     )
     node_image = None
-    baked = {}
     if config.orchestrator.node_image == "baked":  # PCS only (the model refuses it for HyperPod)
         node_image = NodeImageStack(
             app,
@@ -133,7 +132,6 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
             env=environment,
             description=f"fmcluster {config.name}: baked node images (EC2 Image Builder), one per CPU architecture",
         )
-        baked = {"node_image": node_image}
     rules = orchestrators.of(config.orchestrator.type)
     cluster_stack, what = orchestrators.resolve(rules.CLUSTER_STACK), rules.CLUSTER_STACK_DESCRIPTION
     cluster = cluster_stack(
@@ -145,7 +143,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         mirror=mirror,
         env=environment,
         description=f"fmcluster {config.name}: {what}",
-        **baked,
+        **({"node_image": node_image} if node_image is not None else {}),  # only the PCS stack takes baked images
     )
     observability = ObservabilityStack(
         app,

@@ -259,3 +259,11 @@ def test_malformed_events_raise_a_clear_value_error_and_write_nothing(ssm, paylo
 def test_update_events_are_checked_like_creates(ssm):
     with pytest.raises(ValueError, match="ParameterName must look like"):
         handler.on_event(event("Update", ResourceProperties=props(ParameterName="/fmcluster/a")))
+
+
+def test_the_handler_takes_the_variable_names_the_cluster_file_does():
+    """The function's code asset ships alone (it cannot import fmcluster), so its copy of the names rule is held to
+    the one `fmcluster.nccl` defines (which the cluster file, the NcclTuning construct and the nodes use)."""
+    from fmcluster import nccl
+
+    assert handler.VARIABLE_NAME.pattern == nccl.ENV_KEY_PATTERN.pattern

@@ -86,6 +86,7 @@ def test_install_writes_a_timer_every_5_minutes(tmp_path):
     assert (
         f"ExecStart=/usr/bin/env bash /opt/fmcluster/node/plan-end-drain.sh check us-west-2 {ARN}=60=gpu\n" in service
     )
+    assert "After=network-online.target\n" in service  # it calls the SageMaker API
     assert "OnUnitActiveSec=5min" in timer and "WantedBy=timers.target" in timer
     assert ["systemctl", "enable", "--now", "fmcluster-plan-end-drain.timer"] in node.calls("systemctl")
 

@@ -474,12 +474,18 @@ def test_mount_lustre_takes_a_mount_name_with_a_dash(node):
     assert "MOUNT_NAME must be" not in result.stderr
 
 
-def test_lib_sh_carries_the_rules_python_validates_with():
-    """lib.sh's rules block is rendered from `node_scripts.NODE_RULES` (the cluster file's own patterns): after a
-    rule changes, `python -c "import fmcluster.node_scripts as n; n.write_rendered_lib()"` rewrites it."""
-    text = (NODE_DIR / "lib.sh").read_text(encoding="ascii")
-    assert node_scripts.rendered_lib(text) == text
-    assert "LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'" in text
+@pytest.mark.parametrize("name", node_scripts.RULES_FILES)
+def test_the_scripts_carry_the_rules_python_validates_with(name):
+    """The rules block of lib.sh and the TaskProlog is rendered from `node_scripts.NODE_RULES` (the cluster file's own
+    patterns): after a rule changes, `python -c "import fmcluster.node_scripts as n; n.write_rendered_scripts()"`
+    rewrites it."""
+    text = (NODE_DIR / name).read_text(encoding="ascii")
+    assert node_scripts.rendered_rules(text, node_scripts.RULES_FILES[name]) == text
+    assert "NCCL_ENV_KEY_PATTERN='^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$'" in text
+
+
+def test_lib_sh_carries_the_mount_name_rule():
+    assert "LUSTRE_MOUNT_NAME_PATTERN='^[A-Za-z0-9_-]{1,8}$'" in (NODE_DIR / "lib.sh").read_text(encoding="ascii")
 
 
 @pytest.mark.parametrize(
@@ -488,14 +494,17 @@ def test_lib_sh_carries_the_rules_python_validates_with():
         ((), 2, "usage: "),
         ((DNS,), 2, "usage: "),
         ((DNS, "abcdef12", "--weird"), 2, "usage: "),
-        (("fs-1;reboot", "abcdef12"), 1, "DNS_NAME must be a host name like fs-0123456789abcdef0.fsx"),
+        (("fs-1;reboot", "abcdef12"), 1, "DNS_NAME must be an FSx DNS name like fs-0123456789abcdef0.fsx"),
+        # the cluster file's rule (botocore fsx DNSName), rendered into lib.sh
+        (("nfs.example.com", "abcdef12"), 1, "DNS_NAME must be an FSx DNS name like fs-0123456789abcdef0.fsx"),
         ((DNS, "abc def"), 1, "MOUNT_NAME must be the file system's mount name, 1-8 letters, digits, '_' or '-'"),
         # botocore fsx LustreFileSystemMountName: 1-8 characters (the script once allowed 16, and refused '-')
         ((DNS, "abcdefghi"), 1, "(e.g. abcdef12); got 'abcdefghi'"),
         ((DNS, "abcdef12", "fsx"), 1, "MOUNT_POINT must be an absolute directory like /fsx; got 'fsx'"),
     ],
-    ids=["nothing", "no-mount-name", "unknown-option", "dns-name", "mount-name", "mount-name-9", "mount-point"],
-)
+    ids=["nothing", "no-mount-name", "unknown-option", "dns-name", "dns-name-not-fsx", "mount-name", "mount-name-9",
+         "mount-point"],
+)  # fmt: skip
 def test_mount_lustre_rejects_bad_arguments(node, args, status, message):
     result = node.run("mount-lustre.sh", *args)
     assert result.returncode == status

@@ -231,7 +231,9 @@ def test_compute_node_installs_node_exporter_and_the_agent_pointed_at_the_worksp
     assert "--collector.infiniband --collector.ethtool" in unit
     assert "_allowance_exceeded$$" in unit  # systemd turns $$ into $
     assert "--collector.textfile.directory=/var/lib/fmcluster/node-exporter-textfile" in unit
-    assert f"ExecStart={node.scripts}/observability.sh --write-textfile" in node.unit("fmcluster-node-textfile.service")
+    textfile = node.unit("fmcluster-node-textfile.service")
+    assert f"ExecStart={node.scripts}/observability.sh --write-textfile" in textfile
+    assert "After=" not in textfile  # reads local counters only: ordered after nothing
 
     agent = node.path("/etc/fmcluster/prometheus/agent.yml").read_text()
     assert f'url: "{ENDPOINT}api/v1/remote_write"' in agent
@@ -247,8 +249,10 @@ def test_compute_node_installs_node_exporter_and_the_agent_pointed_at_the_worksp
     assert "prometheus-3.8.1/prometheus --agent --config.file=/etc/fmcluster/prometheus/agent.yml" in agent_unit
     assert "--web.listen-address=127.0.0.1:9090" in agent_unit
     restarted = [call[2] for call in node.calls("systemctl") if call[1] == "restart"]
-    assert restarted == ["fmcluster-node-exporter.service", "fmcluster-node-textfile.timer",
-                         "fmcluster-prometheus-agent.service"]  # fmt: skip
+    assert restarted == ["fmcluster-node-exporter.service", "fmcluster-prometheus-agent.service"]
+    assert ["systemctl", "enable", "--now", "fmcluster-node-textfile.timer"] in node.calls("systemctl")
+    timer = node.unit("fmcluster-node-textfile.timer").splitlines()
+    assert {"OnBootSec=10s", "OnUnitActiveSec=15s", "AccuracySec=1s", "WantedBy=timers.target"} <= set(timer)
     assert not node.path("/etc/systemd/system/fmcluster-dcgm-exporter.service").exists()
 
     # what the node renders is a configuration real Prometheus accepts in agent mode
@@ -272,7 +276,9 @@ def test_second_run_downloads_nothing_and_restarts_nothing(node):
     assert result.returncode == 0, result.stderr
     later = node.calls()[first:]
     assert {call[0] for call in later} == {"systemctl", "hostname", "nvidia-smi"}  # no download, no docker
-    assert {call[1] for call in later if call[0] == "systemctl"} == {"start"}
+    systemctl = [call[1:] for call in later if call[0] == "systemctl"]
+    assert {call[0] for call in systemctl} == {"start", "enable"}  # no unit rewritten (no daemon-reload), no restart
+    assert [call for call in systemctl if call[0] == "enable"] == [["enable", "--now", "fmcluster-node-textfile.timer"]]
     assert node.path("/etc/fmcluster/prometheus/agent.yml").read_text() == agent
 
 

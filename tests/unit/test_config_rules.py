@@ -311,6 +311,14 @@ INVALID = [
         ],
         "fs-dns-name",
     ),
+    _p(  # botocore fsx DNSName takes any character after the id; a mount source needs a host name
+        {**OWN_VPC, **existing_fs(dns_name="fs-0123456789abcdef0.fsx us-east-1;reboot")},
+        [
+            "storage.lustre.dns_name: must be an FSx DNS name like fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com; "
+            "got 'fs-0123456789abcdef0.fsx us-east-1;reboot'"
+        ],
+        "fs-dns-name-not-a-host-name",
+    ),
     _p(
         {**OWN_VPC, **existing_fs(mount_name="abcdefghi")},
         ["storage.lustre.mount_name: must be an FSx mount name of 1-8 letters, digits, '_' or '-'; got 'abcdefghi'"],
@@ -788,6 +796,11 @@ INVALID = [
         "arn-wrong-resource",
     ),
     _p(
+        {**TRAINING_PLAN, "compute[0].training_plan_arn": ARN.replace("my-plan", "p" * 65)},
+        ["compute[0].training_plan_arn: " + ARN_FORMAT + repr(ARN.replace("my-plan", "p" * 65))],
+        "arn-name-65",
+    ),
+    _p(
         {**TRAINING_PLAN, "compute[0].training_plan_arn": ARN.replace("us-east-1", "us-west-2")},
         [
             "compute[0].training_plan_arn: the training plan is in us-west-2, the cluster in us-east-1; "
@@ -953,6 +966,11 @@ INVALID = [
         {"orchestrator.type": "slurm"},
         ["orchestrator.type: must be 'hyperpod-slurm' or 'pcs'; got 'slurm'"],
         "orchestrator-enum",
+    ),
+    _p(  # no orchestrator's rules are judged against an unknown type (its keys are neither refused nor checked)
+        {"orchestrator.type": "slurm", "orchestrator.image_refresh": "x", "orchestrator.slurm_version": "23.11"},
+        ["orchestrator.type: must be 'hyperpod-slurm' or 'pcs'; got 'slurm'"],
+        "orchestrator-enum-alone",
     ),
     _p(
         {"orchestrator.controller_instance_type": "ml.m5.4xlarge"},
@@ -1693,6 +1711,8 @@ VALID = [
     pytest.param({"storage.lustre": "none"}, id="no-file-system-hyperpod"),
     pytest.param({**PCS, "storage.lustre": "none", "storage.retain_on_delete": False}, id="no-file-system-pcs"),
     pytest.param({"storage.lustre": None}, id="lustre-null-is-the-default"),
+    # botocore sagemaker TrainingPlanName: 1-64 characters (the rule once stopped at 63)
+    pytest.param({**TRAINING_PLAN, "compute[0].training_plan_arn": ARN.replace("my-plan", "p" * 64)}, id="arn-name-64"),
 ]
 
 

@@ -289,7 +289,8 @@ def test_composed_stack_watches_the_storage_stacks_file_system_and_grants_the_no
         ),
         ({"file_system_id": FILE_SYSTEM}, "ClusterObservability: file_system_id and lustre_capacity_gib go together"),
         ({"file_system_id": FILE_SYSTEM, "lustre_capacity_gib": 1000},
-         "ClusterObservability: lustre_capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got 1000"),
+         "ClusterObservability: lustre_capacity_gib: must be 1200, 2400 or a multiple of 2400 GiB; got 1000 (nearest: "
+         "1200)"),
     ],
     ids=["prometheus", "grafana", "grafana-without-prometheus", "email", "half-fsx", "capacity"],
 )  # fmt: skip

@@ -1,6 +1,6 @@
 """The orchestrator is chosen in one place (issue 21 item 2): `fmcluster.config.orchestrators.of(type)`. Every
 registered module offers the whole seam, its `module:name` references resolve, and no module outside the seam
-branches on `orchestrator.type` except the few listed below with the reason they still do."""
+branches on `orchestrator.type`."""
 
 from __future__ import annotations
 
@@ -42,18 +42,23 @@ SEAM = (
     "instance_type_problem",
     "key_problems",
     "file_problems",
+    "DEFAULT_SLURM_VERSION",
+    "setting_problem",
+    "PRICE_SERVICE",
+    "billed_instance_type",
+    "COST_LINES",
 )
-REFERENCES = ("CLUSTER_STACK", "DIAGNOSE_CHECKS", "INSTANCE_QUOTA_CHECKS", "NODE_IMAGE_DRIFT_CHECKS", "SESSION_NODE")
+REFERENCES = (
+    "CLUSTER_STACK",
+    "DIAGNOSE_CHECKS",
+    "INSTANCE_QUOTA_CHECKS",
+    "NODE_IMAGE_DRIFT_CHECKS",
+    "SESSION_NODE",
+    "COST_LINES",
+)
 BRANCH = re.compile(
     r"""orchestrator(?:\.type)?\s*[!=]=\s*["']|\.get\("type"\)\s*[!=]=\s*["']|== ["'](?:pcs|hyperpod)"""
 )
-STILL_BRANCHING = {
-    # pydantic validators of keys only one orchestrator takes: they run inside the model, before a seam module is known
-    "fmcluster/config/models.py",
-    # the cost lines of each orchestrator's billed parts (ml. prices and the controller on HyperPod; the cluster fee,
-    # head node and root volumes on PCS): to move behind the seam as a per-orchestrator cost function
-    "fmcluster/cost.py",
-}
 
 
 @pytest.mark.parametrize("orchestrator_type", sorted(orchestrators.ORCHESTRATORS))
@@ -81,7 +86,7 @@ def test_no_module_outside_the_seam_branches_on_the_orchestrator():
         for path in PACKAGE.rglob("*.py")
         if "orchestrators" not in path.parts and BRANCH.search(path.read_text())
     }
-    assert branching == STILL_BRANCHING
+    assert branching == set()
 
 
 def test_the_scanner_sees_a_branch():

@@ -15,6 +15,9 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
 - `instance_type_problem(instance_type, region)`: a type it does not run (in the region, when known);
 - `file_problems(orchestrator, observability, groups, complete)`: its rules across sections of the file;
 - `key_problems(orchestrator, groups)`: keys of the file it does not take;
+- `setting_problem(key, value, earlier)` and `DEFAULT_SLURM_VERSION`: what it refuses of an `orchestrator` key's
+  value (the `Orchestrator` model calls it once per key, before the key's shared form is checked), and the Slurm
+  version a file that names none gets;
 - `head_instance_types(orchestrator, observability)`: the EC2 types of its head nodes (controller, login);
 - `CLUSTER_STACK` (with `CLUSTER_STACK_DESCRIPTION`), `DIAGNOSE_CHECKS`, `INSTANCE_QUOTA_CHECKS`,
   `NODE_IMAGE_DRIFT_CHECKS`: its cluster stack class, its `diagnose` checks and `validate --live`'s checks of its
@@ -33,6 +36,8 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
   go to, and the form of its Session Manager target;
 - `RECORDS_SIZE`: whether `cdk.context.json` records its create-only cluster size (`fmcluster.recorded_context`);
 - `CLUSTER_STATUS_EVENTS`: whether the observability construct routes its cluster's EventBridge status changes.
+- `PRICE_SERVICE`, `billed_instance_type(instance_type)`, `COST_LINES` (a `module:name` reference): the price
+  table's service and name of its instances, and `fmcluster.cost`'s lines of what it bills beside the compute groups.
 
 tests/unit/test_orchestrator_seam.py checks that every registered module has all of them.
 

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from fmcluster.config.service_models import instance_type_problem as regional_instance_type_problem
@@ -46,11 +46,17 @@ offerings per zone), so a warning."""
 SESSION_NODE = "fmcluster.live.nodes:hyperpod_session_node"
 """The node `connect` and `info` go to (a group's, an instance, else the head node group the cluster stack names), and
 `placeholder_target` its Session Manager target's form when it cannot be looked up."""
+PRICE_SERVICE = "sagemaker"
+"""The price table's service of its instances (`fmcluster.cost`): `sagemaker:` and `billed_instance_type`."""
+COST_LINES = "fmcluster.cost:hyperpod_lines"
+"""`fmcluster.cost`'s lines of what it bills beside the compute groups (head nodes, cluster fees, volumes)."""
 RECORDS_SIZE = False
 """HyperPod clusters have no size: `cdk.context.json` records nothing for them (fmcluster.recorded_context)."""
 CLUSTER_STATUS_EVENTS = True
 """SageMaker sends the cluster's status changes to EventBridge ("SageMaker HyperPod Cluster State Change"): the
 observability construct routes its failures to the alarm topic."""
+DEFAULT_SLURM_VERSION: str | None = None
+"""HyperPod runs the Slurm version it ships: the file names none."""
 CAPACITIES = ("on-demand", "training-plan")
 """What HyperPod consumes: on-demand capacity, or a SageMaker training plan (botocore sagemaker
 ClusterInstanceGroupSpecification has TrainingPlanArn and no EC2 capacity reservation)."""
@@ -73,6 +79,51 @@ ENFORCEMENT = (
 def associations_problem(orchestrator: Orchestrator, observability: Observability | None) -> str | None:
     """HyperPod's controller runs slurmdbd, so the users' associations are always made there."""
     return None
+
+
+PCS_ONLY = {
+    "slurm_version": "only for orchestrator.type: pcs (HyperPod runs the Slurm version it ships)",
+    "ami_id": "only for orchestrator.type: pcs (HyperPod nodes run SageMaker's HyperPod image)",
+    "image_refresh": "only for orchestrator.type: pcs (HyperPod nodes run SageMaker's HyperPod image)",
+    "size": "only for orchestrator.type: pcs (HyperPod clusters have no size)",
+}
+"""The `orchestrator` keys only AWS PCS takes, and why HyperPod does not."""
+BAKED = (
+    "baked is only for orchestrator.type: pcs for now: fmcluster builds no HyperPod image yet. AWS documents the Slurm "
+    "base (/aws/service/sagemaker-hyperpod/ami/x86_64/slurm-ubuntu-22.04/latest/ami-id, SageMaker developer guide "
+    "'Build a custom AMI') and its roll-out (UpdateClusterSoftware with ImageId, 'Cluster management with custom "
+    "AMIs'), not an arm64 base, the AMI's root device, nor what a CloudFormation update of a group's ImageId does to "
+    "its running nodes; use boot"
+)
+ACCOUNTING = (
+    "HyperPod always runs Slurm accounting (slurmdbd with MariaDB on the controller: SageMaker HyperPod guide, 'Using "
+    "an external accounting database'); remove accounting: false"
+)
+
+
+def setting_problem(key: str, value: object, earlier: Mapping[str, object]) -> str | None:
+    """What HyperPod refuses of the `orchestrator` key `key` set to `value` (not None): a key only AWS PCS takes, a
+    baked node image, accounting turned off (`earlier`: the keys validated before it).
+
+    >>> setting_problem("size", "small", {})
+    'only for orchestrator.type: pcs (HyperPod clusters have no size)'
+    """
+    if key in PCS_ONLY:
+        return PCS_ONLY[key]
+    if key == "node_image" and value == "baked":
+        return BAKED
+    if key == "accounting" and value is False:
+        return ACCOUNTING
+    return None
+
+
+def billed_instance_type(instance_type: str) -> str:
+    """The name HyperPod bills (and takes) an EC2 type by: with SageMaker's `ml.` prefix.
+
+    >>> billed_instance_type("p5.48xlarge")
+    'ml.p5.48xlarge'
+    """
+    return f"ml.{instance_type}"
 
 
 def placeholder_target(group: str | None, node: str | None) -> str:

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from fmcluster import catalog
@@ -51,6 +51,10 @@ NO_HEALTH_CHECKS: str | None = (
 SESSION_NODE = "fmcluster.live.nodes:pcs_session_node"
 """The node `connect` and `info` go to (a group's, an instance, else the login or head node group the cluster stack
 names), and `placeholder_target` its Session Manager target's form when it cannot be looked up."""
+PRICE_SERVICE = "ec2"
+"""The price table's service of its instances (`fmcluster.cost`): `ec2:` and `billed_instance_type`."""
+COST_LINES = "fmcluster.cost:pcs_lines"
+"""`fmcluster.cost`'s lines of what it bills beside the compute groups (head nodes, cluster fees, volumes)."""
 RECORDS_SIZE = True
 """The cluster's size is create-only: `cdk.context.json` records the size first built (fmcluster.recorded_context)."""
 CLUSTER_STATUS_EVENTS = False
@@ -67,6 +71,33 @@ HEAD_NODE_INSTANCE_TYPE = "m5.xlarge"
 """The PCS head node made when there is no login node but metrics need one: Slurm exporter and Grafana fit 4 vCPUs."""
 NEURON_ACCELERATORS = ("AWS Trainium", "AWS Inferentia")
 """Accelerators that need the AWS Neuron driver rather than NVIDIA's."""
+SLURM_VERSIONS = ("24.11", "25.05", "25.11", "26.05")
+"""Slurm versions AWS PCS creates clusters with (botocore pcs `SchedulerRequest.version`: "Valid Values: 24.11 | 25.05 |
+25.11 | 26.05", botocore 1.44.8)."""
+DEFAULT_SLURM_VERSION = SLURM_VERSIONS[-1]
+"""`orchestrator.slurm_version` when the file gives none: the newest PCS runs (26.05), also the only one with PCS's
+instance health checks (FACTS.md, Node images)."""
+
+
+def setting_problem(key: str, value: object, earlier: Mapping[str, object]) -> str | None:
+    """What AWS PCS refuses of the `orchestrator` key `key` set to `value` (not None), given the keys validated before
+    it (`earlier`): a Slurm version it does not run, an image refresh or a baked image beside an image of one's own.
+
+    >>> setting_problem("node_image", "baked", {"ami_id": "ami-0123456789abcdef0"})[:35]
+    'baked builds from the PCS-Ready DLA'
+    """
+    if key == "slurm_version" and value not in SLURM_VERSIONS:
+        return f"must be a Slurm version AWS PCS supports ({', '.join(SLURM_VERSIONS)}); got {value!r}"
+    if key == "image_refresh" and earlier.get("ami_id") is not None:
+        return "only without orchestrator.ami_id: it re-resolves the default PCS-Ready DLAMI, not an image of yours"
+    if key == "node_image" and value == "baked" and earlier.get("ami_id") is not None:
+        return "baked builds from the PCS-Ready DLAMI: remove orchestrator.ami_id, or bake your own image"
+    return None
+
+
+def billed_instance_type(instance_type: str) -> str:
+    """The name AWS PCS's instances are billed by: the EC2 type itself (EC2 bills them)."""
+    return instance_type
 
 
 def placeholder_target(group: str | None, node: str | None) -> str:

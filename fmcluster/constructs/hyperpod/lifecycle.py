@@ -12,7 +12,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 
 from fmcluster.config.regions import REGIONS
 from fmcluster.constructs.acknowledgments import acknowledge_deploy_time_functions, nag_form
-from fmcluster.constructs.functions import quiet_redundant_depends_on
+from fmcluster.constructs.functions import BASIC_EXECUTION_ROLE, quiet_redundant_depends_on
 from fmcluster.names import CONTROLLER_GROUP
 from fmcluster.node_files import EXECUTABLE, node_tree
 from fmcluster.node_scripts import archive_path, zip_archive
@@ -130,7 +130,7 @@ def acknowledge_deployment_findings(deployment: s3deploy.BucketDeployment, bucke
     ours = stack.resolve(bucket.arn_for_objects("*"))
     acknowledgments = [
         cdk.Acknowledgment(
-            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            id=BASIC_EXECUTION_ROLE,
             reason="CDK's BucketDeployment function writes only its own CloudWatch logs with this policy",
         ),
         cdk.Acknowledgment(

@@ -1,5 +1,5 @@
 """AWS PCS: `PcsSlurmCluster` (`cluster`: the cluster, its node groups, login node, node bundle and grants) and the
-checks of its props (`validation`, run before anything is built)."""
+checks of its props (`prop_rules`, run before anything is built)."""
 
 from fmcluster.constructs.pcs.cluster import GPU_JOB_MAP, PcsSlurmCluster, cluster_size
 

@@ -16,7 +16,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from fmcluster.catalog import instance_architecture
-from fmcluster.config.models import PCS_DEFAULT_SLURM_VERSION, ComputeGroup
+from fmcluster.config.models import ComputeGroup
 from fmcluster.config.orchestrators import pcs as pcs_rules
 from fmcluster.config.value_rules import AMI_ID_PATTERN
 from fmcluster.constructs.acknowledgments import acknowledge_findings, acknowledge_wildcards
@@ -269,7 +269,7 @@ class PcsSlurmCluster(Construct):
         ami_id: str | None = None,
         node_images: Mapping[str, str] | None = None,
         image_refresh: str | None = None,
-        slurm_version: str = PCS_DEFAULT_SLURM_VERSION,
+        slurm_version: str = pcs_rules.DEFAULT_SLURM_VERSION,
         expected_nodes: int | None = None,
         size: str | None = None,
         scale_down_idle_seconds: int = 600,

@@ -13,12 +13,16 @@
 # Only NCCL_*, FI_* and OFI_NCCL_* names are exported; a missing file exports nothing. Never fails a task.
 set -uo pipefail
 
+# --- rules rendered from fmcluster's own (node_scripts.NODE_RULES); do not edit here ---
+export NCCL_ENV_KEY_PATTERN='^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$'
+# --- end of rendered rules ---
+
 env_file="${FMCLUSTER_ROOT:-}/etc/fmcluster/nccl.env"
 keep=",${FMCLUSTER_NCCL_KEEP:-},"
 [[ -r "$env_file" ]] || exit 0
 while IFS= read -r line || [[ -n "$line" ]]; do
   name="${line%%=*}"
-  if [[ "$line" == *=* && "$name" =~ ^(NCCL|FI|OFI_NCCL)_[A-Z0-9_]+$ && "$keep" != *",$name,"* ]]; then
+  if [[ "$line" == *=* && "$name" =~ $NCCL_ENV_KEY_PATTERN && "$keep" != *",$name,"* ]]; then
     printf 'export %s\n' "$line"
   fi
 done <"$env_file"
