@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aws_cdk as cdk
+import botocore.loaders
+import botocore.session
 import pytest
 
 from fmcluster.config import ClusterConfig, load
@@ -25,6 +27,12 @@ from tests.scanners import FAIL_SYNTH_ON_VALIDATION_ERRORS, guard_findings, guar
 from tests.support import CDK_JSON_CONTEXT, REPO, Synthesized, app
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+# One botocore data loader for every session the tests make. moto's `mock_aws` drops boto3's default session each
+# time it starts, and each new session's loader would parse the service models (JSON of up to several MB) again:
+# the lambda and live tests spent most of their time there. The loader only reads botocore's own files and caches
+# what it read, so sharing it changes no client's behaviour.
+botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
 
 
 @dataclass
