@@ -162,6 +162,24 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     Examples.reader = item
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A test without a `COSTLY` marker (the `make test-fast` tier) fails if it synthesizes an app: the tier is meant
+    to synthesize nothing, and an unmarked synthesis costs it seconds of CPU each."""
+    if any(item.get_closest_marker(marker) for marker in COSTLY):
+        return (yield)
+
+    def refuse(self: cdk.Stage, *args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{item.nodeid} synthesizes an app: mark it `synth` (tests/conftest.py, COSTLY)")
+
+    synth = cdk.App.synth
+    cdk.App.synth = refuse  # type: ignore[method-assign]
+    try:
+        return (yield)
+    finally:
+        cdk.App.synth = synth  # type: ignore[method-assign]
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups (it runs first otherwise: groups ignored)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that reads a synthesized example `examples`, and give every test its xdist group.
