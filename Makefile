@@ -9,6 +9,10 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
+# Python may cache compiled modules (__pycache__/, git-ignored; the assets exclude it): with PYTHONDONTWRITEBYTECODE
+# set, as on some CI images and machines, every pytest process compiled every module and rewrote every test module
+# again (collecting the suite took 12.5 CPU s a process instead of 7.5).
+unexport PYTHONDONTWRITEBYTECODE
 PYTEST_ARGS ?=
 # Both cores of a CI machine (or every core here): tests run in worker processes, grouped so that each example is
 # synthesized on one worker and each module's own apps are built once (tests/conftest.py). `-n 0` runs them in one.

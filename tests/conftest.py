@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aws_cdk as cdk
+import botocore.loaders
+import botocore.session
 import pytest
 
 from fmcluster.config import ClusterConfig, load
@@ -25,6 +27,12 @@ from tests.scanners import FAIL_SYNTH_ON_VALIDATION_ERRORS, guard_findings, guar
 from tests.support import CDK_JSON_CONTEXT, REPO, Synthesized, app
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+# One botocore data loader for every session the tests make. moto's `mock_aws` drops boto3's default session each
+# time it starts, and each new session's loader would parse the service models (JSON of up to several MB) again:
+# the lambda and live tests spent most of their time there. The loader only reads botocore's own files and caches
+# what it read, so sharing it changes no client's behaviour.
+botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
 
 
 @dataclass
@@ -120,10 +128,22 @@ def examples_read_by_name(module: Path) -> frozenset[str]:
     return frozenset(READS_BY_NAME.findall(module.read_text()))
 
 
-def xdist_group(item: pytest.Item) -> str:
+COSTLY = ("examples", "synth", "real_tools")
+"""The markers of tests that build apps or start outside tools: they keep to their module's (or example's) worker."""
+
+
+def lives_longer_than_a_test(item: pytest.Item, name: str) -> bool:
+    """Whether the fixture `name` of `item` is one of this project's module- or session-scoped fixtures."""
+    definitions = item._fixtureinfo.name2fixturedefs.get(name, ())  # type: ignore[attr-defined]
+    return bool(definitions) and definitions[-1].scope != "function" and definitions[-1].baseid.startswith("tests")
+
+
+def xdist_group(item: pytest.Item) -> str | None:
     """A gate (tests/gates) parametrized by `example` is in that example's group, and so is every test of a module
-    that reads one example only, by name; any other test is in its module's group, so that a module's fixtures (apps
-    of its own) are built once."""
+    that reads one example only, by name; a test that builds apps, starts outside tools (`COSTLY`) or shares a
+    module- or session-scoped fixture of this project is in its module's group, so that a module's fixtures (apps of
+    its own) are built once. Any other test (None) goes to whichever worker is free: the node-script and handler
+    modules, each a whole group before, left one worker idle at the end of `make test-fast`."""
     callspec = getattr(item, "callspec", None)
     example = callspec.params.get("example") if callspec is not None else None
     if isinstance(example, str) and "gates" in item.path.parts:
@@ -131,12 +151,33 @@ def xdist_group(item: pytest.Item) -> str:
     read = examples_read_by_name(item.path)
     if len(read) == 1:
         return example_group(next(iter(read)))
-    return item.nodeid.split("::", 1)[0]
+    costly = any(item.get_closest_marker(marker) for marker in COSTLY)
+    if costly or any(lives_longer_than_a_test(item, name) for name in getattr(item, "fixturenames", ())):
+        return item.nodeid.split("::", 1)[0]
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before its fixtures are set up
 def pytest_runtest_setup(item: pytest.Item) -> None:
     Examples.reader = item
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A test without a `COSTLY` marker (the `make test-fast` tier) fails if it synthesizes an app: the tier is meant
+    to synthesize nothing, and an unmarked synthesis costs it seconds of CPU each."""
+    if any(item.get_closest_marker(marker) for marker in COSTLY):
+        return (yield)
+
+    def refuse(self: cdk.Stage, *args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{item.nodeid} synthesizes an app: mark it `synth` (tests/conftest.py, COSTLY)")
+
+    synth = cdk.App.synth
+    cdk.App.synth = refuse  # type: ignore[method-assign]
+    try:
+        return (yield)
+    finally:
+        cdk.App.synth = synth  # type: ignore[method-assign]
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups (it runs first otherwise: groups ignored)
@@ -149,4 +190,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "synthesized" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.examples)
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+        group = xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -17,17 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RECORD = """#!/usr/bin/env bash
-{ printf '%s' "$(basename "$0")"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_LOG"
+{ printf '%s' "${0##*/}"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_LOG"
 """
-"""The first lines of every stub: append `name arg...` (shell-quoted) to STUB_LOG."""
+"""The first lines of every stub: append `name arg...` (shell-quoted) to STUB_LOG. The name is `${0##*/}`, not
+`$(basename "$0")`: a stub runs for nearly every command a script calls, and the expansion forks nothing."""
 
 
 def fail_first(status: int = 32) -> str:
     """Stub lines that fail with `status` as many times as STUB_STATE/<name>-failures says, then go on."""
-    return f"""failures="$STUB_STATE/$(basename "$0")-failures"
+    return f"""failures="$STUB_STATE/${{0##*/}}-failures"
 if [[ -f "$failures" ]]; then
   left="$(<"$failures")"
-  if ((left > 0)); then echo $((left - 1)) >"$failures"; echo "$(basename "$0"): stub failure" >&2; exit {status}; fi
+  if ((left > 0)); then echo $((left - 1)) >"$failures"; echo "${{0##*/}}: stub failure" >&2; exit {status}; fi
 fi
 """
 

@@ -6,11 +6,12 @@ Usage: python3 job.py ARTIFACTS_JSON DEST
 
 For each artifact with a URL and a pinned SHA-256: when DEST already holds its key with that digest (S3: the object's
 `sha256` metadata; a directory: the file's own digest) nothing is done, so running the job again with the same list
-is a no-op; otherwise it is downloaded over HTTPS (three attempts), its SHA-256 computed and compared with the pin,
-and only a match is uploaded. A mismatch or a failed download is an error: nothing is published for that artifact,
-the others go on, and the job exits 1 at the end naming each failed artifact (the deploy fails with the build's log).
-An artifact without a pin or without an upstream file is listed as NOT MIRRORED and is no error (its entry says why;
-nodes refuse to install it). Prints one line per artifact.
+is a no-op; otherwise it is downloaded over HTTPS (three attempts, pausing 5 s then 10 s between them; the
+environment variable MIRROR_RETRY_PAUSE sets the first pause in seconds, the tests set 0), its SHA-256 computed and
+compared with the pin, and only a match is uploaded. A mismatch or a failed download is an error: nothing is
+published for that artifact, the others go on, and the job exits 1 at the end naming each failed artifact (the deploy
+fails with the build's log). An artifact without a pin or without an upstream file is listed as NOT MIRRORED and is no
+error (its entry says why; nodes refuse to install it). Prints one line per artifact.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import urllib.request
 from pathlib import Path
 
 ATTEMPTS = 3
+PAUSE_SECONDS = 5.0
+"""The pause after the first failed attempt; after attempt n it is n times this (MIRROR_RETRY_PAUSE overrides it)."""
 CHUNK = 1 << 20
 
 
@@ -38,8 +41,14 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def retry_pause() -> float:
+    """The first pause between attempts: MIRROR_RETRY_PAUSE's seconds when set, else PAUSE_SECONDS."""
+    return float(os.environ.get("MIRROR_RETRY_PAUSE", PAUSE_SECONDS))
+
+
 def download(url: str, target: Path, attempts: int = ATTEMPTS) -> None:
-    """`url` into `target`, `attempts` attempts with a pause between them."""
+    """`url` into `target`, `attempts` attempts with a growing pause between them (`retry_pause`)."""
+    pause = retry_pause()
     for attempt in range(1, attempts + 1):
         try:
             with urllib.request.urlopen(url, timeout=60) as response, target.open("wb") as out:
@@ -49,7 +58,7 @@ def download(url: str, target: Path, attempts: int = ATTEMPTS) -> None:
             if attempt == attempts:
                 raise
             print(f"  attempt {attempt} of {attempts} failed ({error}); retrying", flush=True)
-            time.sleep(5 * attempt)
+            time.sleep(pause * attempt)
 
 
 class S3:

@@ -840,7 +840,7 @@ def test_the_controller_is_never_drained(node):
 
 USERS_PARAMETER = f"/fmcluster/{CLUSTER}/users"
 STEP_RECORDER = """#!/usr/bin/env bash
-{ printf '%s' "$(basename "$0")"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_STATE/steps"
+{ printf '%s' "${0##*/}"; for arg in "$@"; do printf ' %q' "$arg"; done; printf '\\n'; } >>"$STUB_STATE/steps"
 """
 """Stands in for the deployed users.sh and slurm-accounting.sh (tested on their own: tests/node/test_users.py, and
 against a real slurmdbd in tests/node/test_slurm_accounting.py): records which ran, with what, in order."""

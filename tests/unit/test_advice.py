@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fmcluster.advice import warnings
 from fmcluster.cli import main
 from fmcluster.config import parse
@@ -88,17 +90,27 @@ NO_FILE_SYSTEM = (
 skipped), nccl-tests.sbatch (ECR credentials in a directory every node reads), train.sbatch (container mount)."""
 
 
-def test_a_cluster_without_a_file_system_is_told_what_works_differently(tmp_path, capsys):
-    assert [(w.path, f"{w.level}: {w.message}") for w in warnings(config(storage={"lustre": "none"}))] == [
-        ("storage.lustre", NO_FILE_SYSTEM)
-    ]
+def no_file_system_file(tmp_path):
     path = tmp_path / "cluster.yaml"
     path.write_text(
         "name: nofs\nregion: us-east-1\navailability_zone_id: use1-az6\n"
         "compute: [{name: cpu, instance_type: c6i.4xlarge, count: 2}]\nstorage: {lustre: none}\n"
     )
+    return path
+
+
+def test_a_cluster_without_a_file_system_is_told_what_works_differently(tmp_path, capsys):
+    assert [(w.path, f"{w.level}: {w.message}") for w in warnings(config(storage={"lustre": "none"}))] == [
+        ("storage.lustre", NO_FILE_SYSTEM)
+    ]
+    path = no_file_system_file(tmp_path)
     assert main(["validate", str(path)]) == 0
     assert capsys.readouterr().err == f"{path}: storage.lustre: {NO_FILE_SYSTEM}\n"
+
+
+@pytest.mark.synth  # the plan synthesizes the app for its deploy time
+def test_the_plan_of_a_cluster_without_a_file_system_says_what_works_differently(tmp_path, capsys):
+    path = no_file_system_file(tmp_path)
     assert main(["plan", str(path)]) == 0
     out = capsys.readouterr().out
     assert "storage: no shared file system (storage.lustre: none): the storage.lustre warning says what differs" in out

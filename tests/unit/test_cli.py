@@ -507,6 +507,7 @@ def test_format_parameters(count: float, expected: str) -> None:
     assert sizing.format_parameters(count) == expected
 
 
+@pytest.mark.usefixtures("no_synth")  # the line comes from the file, not the app: the fast tier synthesizes nothing
 def test_plan_says_pcs_instance_health_checks_replace_the_groups_instances_once_on_the_first_deploy(capsys):
     """botocore pcs UpdateComputeNodeGroup `instanceHealthChecks`: "When you change these settings, PCS drains and
     replaces the instances"; fmcluster applies them right after the node group is created."""

@@ -7,7 +7,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import importlib.util
 import json
+import os
 import re
 import socket
 import subprocess
@@ -179,16 +181,18 @@ def upstream(tmp_path):
     root = tmp_path / "upstream"
     root.mkdir()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield root, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 
 
 def run_job(tmp_path, entries, dest):
+    """The job as CodeBuild runs it, except that it does not pause between its download attempts (they still happen:
+    CodeBuild's pauses are 5 s and 10 s, `test_the_job_pauses_5_then_10_seconds_between_attempts`)."""
     listing = tmp_path / "artifacts.json"
     listing.write_text(json.dumps({"artifacts": entries}))
     return subprocess.run([sys.executable, str(JOB), str(listing), str(dest)], capture_output=True, text=True,
-                          check=False)  # fmt: skip
+                          check=False, env={**os.environ, "MIRROR_RETRY_PAUSE": "0"})  # fmt: skip
 
 
 def entry(name, url, sha256):
@@ -233,6 +237,22 @@ def test_the_job_fails_on_an_unreachable_upstream(tmp_path, upstream):
     assert result.returncode == 1
     assert "FAILED gone/1.0/gone.tar.gz: " in result.stdout
     assert "could not be downloaded (HTTP Error 404" in result.stdout
+    assert [line.split(" (")[0] for line in result.stdout.splitlines() if "attempt" in line] == [
+        "  attempt 1 of 3 failed",
+        "  attempt 2 of 3 failed",
+    ]
+
+
+def test_the_job_pauses_5_then_10_seconds_between_attempts(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("mirror_job", JOB)
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    monkeypatch.delenv("MIRROR_RETRY_PAUSE", raising=False)
+    pauses: list[float] = []
+    monkeypatch.setattr(job.time, "sleep", pauses.append)
+    with pytest.raises(OSError):
+        job.download("http://127.0.0.1:9/unreachable", tmp_path / "download")  # the discard port: refused
+    assert pauses == [5.0, 10.0]
 
 
 def test_the_mirrors_readme_lists_every_artifact_with_its_digests_source():
