@@ -39,6 +39,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -168,8 +169,12 @@ class RealSlurm:
         )
 
 
-def _slurm_conf(directory: Path, node: str, munge_socket: Path, extra: dict[str, str], host: str | None = None) -> str:
-    """slurm.conf for one node named `node` on this host (`host`, the controller's name: `node` when omitted)."""
+def _slurm_conf(
+    directory: Path, node: str, munge_socket: Path, extra: dict[str, str], host: str | None = None,
+    spool: Path | None = None,
+) -> str:  # fmt: skip
+    """slurm.conf for one node named `node` on this host (`host`, the controller's name: `node` when omitted), with
+    slurmd's spool in `spool` (default: `directory`/spool)."""
     settings = {
         "ClusterName": "fmtest",
         "SlurmctldHost": f"{host or node}(127.0.0.1)",
@@ -181,7 +186,7 @@ def _slurm_conf(directory: Path, node: str, munge_socket: Path, extra: dict[str,
         "SlurmctldPort": str(_free_port()),
         "SlurmdPort": str(_free_port()),
         "StateSaveLocation": str(directory / "state"),
-        "SlurmdSpoolDir": str(directory / "spool"),
+        "SlurmdSpoolDir": str(spool or directory / "spool"),
         "SlurmctldPidFile": str(directory / "slurmctld.pid"),
         "SlurmdPidFile": str(directory / "slurmd.pid"),
         "SlurmctldLogFile": str(directory / "slurmctld.log"),
@@ -290,8 +295,12 @@ def _run(
     (directory / "plugstack.conf").write_text("")
     if root is not None:  # Slurm 24.11+ slurmd loads a cgroup plugin at start; no cgroup tree is mounted here
         (directory / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
+    # slurmstepd makes a Unix socket `<spool>/<node>_<job>.<step>` whose path must fit sun_path's 108 bytes; under a
+    # long test name tmp_path does not leave room ("Unix socket path ... is too long. (110 > 108)"), so the spool
+    # lives in a short directory of the system's own /tmp (the chroot's, if any).
+    spool = Path(tempfile.mkdtemp(prefix="slurmd-", dir=f"{root or ''}/tmp"))
     conf = directory / "slurm.conf"
-    conf.write_text(_slurm_conf(directory, node, munge_socket, extra, host))
+    conf.write_text(_slurm_conf(directory, node, munge_socket, extra, host, spool=Path("/tmp") / spool.name))
     env = {"PATH": SEARCH_PATH, "SLURM_CONF": str(conf), "LANG": "C"}
     slurm = RealSlurm(directory, node, env, version, root)
     processes: list[subprocess.Popen] = []
@@ -317,3 +326,4 @@ def _run(
         yield slurm
     finally:
         stop(processes)
+        shutil.rmtree(spool, ignore_errors=True)

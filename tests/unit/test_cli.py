@@ -251,11 +251,13 @@ def test_plan_of_a_pcs_file_prints_time_to_first_job_for_both_node_images(
     assert out.splitlines()[-2] == (
         f"time to first job by orchestrator.node_image (this file: baked): boot ~{boot:.0f} min, each node ~10 min "
         "from launch to its first job (enroot and pyxis installed at first boot; AWS's PCS reference: 8-12 min); "
-        f"baked ~{baked:.0f} min, the image build ~40 min (estimate) after the storage stack and before the cluster "
+        f"baked ~{baked:.0f} min, the image build ~40 min (estimate) beside the storage stack and before the cluster "
         "stack, then each node ~3 min (AWS's PCS reference: ~3 min); every replacement, scale-up and capacity-block "
         "start pays a node's boot again"
     )
-    assert re.search(r" > storage \d+ > node-image \d+ > cluster ", expected.summary())  # critical path, after storage
+    # critical path: the build waits for the mirror, not for storage, which runs beside it
+    assert re.search(r"mirror \d+ > node-image \d+ > cluster \d+", expected.summary())
+    assert re.search(r"; .*storage \d+.* in parallel$", expected.summary())
 
 
 def test_plan_says_when_the_app_does_not_synthesize(
