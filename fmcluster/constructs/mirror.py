@@ -12,6 +12,7 @@ attach, so its grant and its acknowledgment name the bucket as this stack does.
 
 from __future__ import annotations
 
+from functools import cached_property
 from importlib.resources import files
 
 import aws_cdk as cdk
@@ -113,11 +114,14 @@ class ArtifactMirror(Construct):
                 child.apply_removal_policy(removal_policy)
         self.uri = self.resource.get_att_string("Uri")
         """s3://<bucket>/fmcluster-mirror, available once the job has filled it (a deploy-time token)."""
-        self.read_policy = self._read_policy(bucket, objects, key)
-        """Read the mirror (and decrypt it through S3): attach it to the roles of nodes and image builds."""
+        self._objects, self._key = objects, key
 
-    def _read_policy(self, bucket: s3.IBucket, objects: str, key: kms.IKey | None) -> iam.ManagedPolicy:
-        stack = cdk.Stack.of(self)
+    @cached_property
+    def read_policy(self) -> iam.ManagedPolicy:
+        """Read the mirror (and decrypt it through S3): attach it to the roles of nodes and image builds in other
+        stacks. Made on first use only, so a mirror whose readers already read its bucket otherwise (the storage
+        stack's `node_data_policy`, with `orchestrator.node_image: boot`) adds no policy."""
+        stack, objects, key = cdk.Stack.of(self), self._objects, self._key
         statements = [iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects])]
         if key is not None:
             statements.append(
