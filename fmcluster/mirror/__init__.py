@@ -5,8 +5,9 @@ S3 key it lands under in the mirror (`<name>/<version>/<file>`, so a new version
 overwritten), its SHA-256 and where that digest comes from. The mirror job (`job.py`, run by CodeBuild outside the
 VPC: `fmcluster.constructs.mirror.ArtifactMirror`) downloads each pinned artifact, verifies the digest and copies it
 into the project's data bucket under `MIRROR_PREFIX` (the mirror stack's bucket with a baked node image); nodes
-download only from there (through the VPC's S3 gateway endpoint) and verify the same digest again, which travels with the node scripts: `fmcluster/node/mirror.sh` carries a
-block rendered from this list (`rendered_node_helper`), so nothing a node trusts is read from the mirror itself.
+download only from there (through the VPC's S3 gateway endpoint) and verify the same digest again, which travels with
+the node scripts: `fmcluster/node/mirror.sh` carries a block rendered from this list (`rendered_node_helper`), so
+nothing a node trusts is read from the mirror itself.
 
 An artifact whose digest no source confirms has `"sha256": null` and says "(unconfirmed)" in `sha256_source`. It is
 not mirrored (the job lists it as NOT MIRRORED) and a node refuses to install it, naming it: fail safe. How to pin one

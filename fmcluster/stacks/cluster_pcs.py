@@ -41,9 +41,9 @@ class PcsClusterStack(cdk.Stack):
     `orchestrator.login_instance_type` adds the login node (the head node); with `observability.prometheus: managed`
     every node runs observability.sh, taking its downloads from the artifact mirror as every other step does (the
     data bucket's fmcluster-mirror/ prefix, or the mirror stack's bucket with a baked node image, in every egress
-    mode). `compliance: control-tower` turns on detailed
-    monitoring. With `orchestrator.node_image: baked`, every node group runs the node-image stack's image of its
-    architecture.
+    mode). `compliance: control-tower` turns on detailed monitoring. With `orchestrator.node_image: baked`, every node
+    group runs the node-image stack's image of its architecture, and the node role also gets the mirror stack's read
+    policy.
     """
 
     def __init__(
