@@ -304,8 +304,9 @@ def test_switching_node_image_moves_the_mirror_and_the_plan_says_it_with_the_new
     mirror_stack, storage_stack = "pcs-mixed-mirror", "pcs-mixed-storage"
     assert mirror_stack not in booted.templates and mirror_stack in baked.templates
     changes = compare(booted.templates, baked.templates)
-    (moved,) = [c for c in changes if c.resource_type == "Custom::ArtifactMirror"]
-    assert (moved.stack, moved.action, moved.logical_id) == (storage_stack, "delete", "Mirror224E8F46")
+    mirrors = sorted((c.stack, c.action, c.logical_id) for c in changes if c.resource_type == "Custom::ArtifactMirror")
+    assert mirrors == [(mirror_stack, "add", "Mirror224E8F46"), (storage_stack, "delete", "Mirror224E8F46")]
+    (moved,) = [c for c in changes if c.resource_type == "Custom::ArtifactMirror" and c.action == "delete"]
     (effect,) = moved.effects
     assert "The mirror moves with orchestrator.node_image" in effect and "the move replaces no node more" in effect
     added = {c.logical_id for c in changes if c.stack == mirror_stack}
