@@ -45,8 +45,8 @@ def artifact_mirror(storage: StorageStack, mirror: MirrorStack | None) -> str:
 
 def grant_mirror_read(role: iam.IRole, mirror: MirrorStack | None) -> None:
     """Let `role` read the artifact mirror: the mirror stack's read policy, or nothing when the storage stack holds
-    the mirror (its `node_data_policy`, which every node role attaches, reads the data bucket: main's grant, so a
-    boot cluster's node roles do not change)."""
+    the mirror (its `node_data_policy`, which every node role attaches, reads the data bucket: the grant boot
+    clusters always had, so their node roles do not change)."""
     if mirror is not None:
         role.add_managed_policy(mirror.mirror.read_policy)
 
