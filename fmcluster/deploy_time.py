@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from fmcluster.names import NETWORK_STACK, NODE_IMAGE_TAG
+from fmcluster.names import MIRROR_STACK, NETWORK_STACK, NODE_IMAGE_TAG
 
 STACK_ARTIFACT = "aws:cloudformation:stack"
 CLUSTER_TYPES = ("AWS::SageMaker::Cluster", "AWS::PCS::Cluster")
@@ -34,8 +34,8 @@ NODE_GROUP_TYPE = "AWS::PCS::ComputeNodeGroup"
 NODE_IMAGE_TYPE = "AWS::ImageBuilder::Image"
 """A stack holding this bakes the node image (orchestrator.node_image: baked); the cluster stack waits for it."""
 MIRROR_TYPE = "Custom::ArtifactMirror"
-"""The stack holding the artifact mirror (the mirror stack): a node-image stack waits for it and the network stack,
-not for the storage stack."""
+"""The stack holding the artifact mirror: the storage stack with a boot node image, the mirror stack with a baked one
+(`fmcluster.stacks.mirror.mirror_has_own_stack`), which the node-image stack waits for, with the network stack."""
 NODE_IMAGES = ("boot", "baked")
 _SUB_NAME = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
 
@@ -156,13 +156,17 @@ class DeployEstimate:
         return max(self.first_job, self.finish[image.name] + self.weights.image_import)
 
     def first_job_with(self, node_image: str) -> float | None:
-        """Minutes until nodes take jobs were every PCS node group on `node_image` ("boot" or "baked"): the
-        node-image stack taken out, or put in after the network and mirror stacks, as `fmcluster.stacks.build` places
-        it (its image build, `AWS::ImageBuilder::Image`, per architecture in parallel), and every node group's boot
-        that of the image."""
+        """Minutes until nodes take jobs were every PCS node group on `node_image` ("boot" or "baked"), with the stacks
+        `fmcluster.stacks.build` makes for it: for boot, the node-image and mirror stacks taken out (the storage stack
+        holds the mirror then, beside FSx); for baked, the mirror in a stack of its own (its job's minutes, when the
+        file's mirror is in the storage stack) and the node-image stack after it and the network (its image build,
+        `AWS::ImageBuilder::Image`, per architecture in parallel), beside storage. Every node group's boot is that of
+        the image."""
         weights = replace(self.weights, node_image=node_image)
         baking = {name for name, stack in self.stacks.items() if NODE_IMAGE_TYPE in stack.resource_types}
-        keep = [name for name in self.stacks if node_image == "baked" or name not in baking]
+        own_mirror = f"{self._prefix}{MIRROR_STACK}"
+        moves = {*baking, own_mirror} if node_image == "boot" else set()
+        keep = [name for name in self.stacks if name not in moves]
         stacks = {}
         for name in keep:
             stack = self.stacks[name]
@@ -171,6 +175,14 @@ class DeployEstimate:
             stacks[name] = again
         cluster, mirror = self._with(CLUSTER_TYPES), self._with((MIRROR_TYPE,))
         if node_image == "baked" and not baking and cluster is not None and NODE_GROUP_TYPE in cluster.resource_types:
+            if mirror is not None and own_mirror not in stacks:  # the mirror leaves the storage stack
+                stacks[own_mirror] = StackEstimate(
+                    name=own_mirror,
+                    minutes=weights.types.get(MIRROR_TYPE, weights.default) + weights.stack_overhead,
+                    chain=[MIRROR_TYPE],
+                    depends_on=[],
+                )
+                mirror = stacks[own_mirror]
             bake = StackEstimate(
                 name=f"{self._prefix}node-image",
                 minutes=weights.types.get(NODE_IMAGE_TYPE, weights.default) + weights.stack_overhead,

@@ -225,10 +225,12 @@ resource an Update request, never a replacement of its own; the handler decides 
 DELETE_EFFECTS: Mapping[str, str] = {
     "Custom::ArtifactMirror": (
         "its handler deletes nothing (fmcluster/lambdas/artifact_mirror/handler.py, Delete): the files it copied stay "
-        "under fmcluster-mirror/ of their bucket, and nodes that were given this mirror keep installing from them. A "
-        "mirror that moves to the <cluster>-mirror stack is filled there first: the node-image and cluster stacks "
-        "wait for that stack, and their nodes get its URI (their node lifecycle actions or lifecycle scripts "
-        "change). Delete the old prefix yourself once no node reads it"
+        "under fmcluster-mirror/ of their bucket, and nodes that were given this mirror keep installing from them. The "
+        "mirror moves with orchestrator.node_image (fmcluster.stacks.mirror.mirror_has_own_stack): to the "
+        "<cluster>-mirror stack with baked, back to the storage stack with boot. It is filled there first (the "
+        "node-image and cluster stacks wait for it), and every node group's lifecycle actions get its URI in the "
+        "same update that gives them the new image, which replaces their nodes anyway: the move replaces no node "
+        "more. Delete the old prefix yourself once no node reads it"
     ),
 }
 """What deleting one of these custom resources does (CloudFormation sends a Delete request; the handler decides)."""

@@ -29,7 +29,7 @@ ACCESS_LOG_EXPIRATION = cdk.Duration.days(365)
 S3_LOGS_USE_BUCKET_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 """The CDK feature flag that grants S3 log delivery by bucket policy instead of the bucket's ACL."""
 NODE_DATA_ACTIONS = ("s3:GetObject",)
-"""Nodes only read the data bucket: datasets (the artifact mirror has a bucket of its own: fmcluster.stacks.mirror)."""
+"""Nodes only read the data bucket: datasets and, with `orchestrator.node_image: boot`, the artifact mirror."""
 NODE_CHECKPOINT_ACTIONS = (
     "s3:GetObject",
     "s3:PutObject",

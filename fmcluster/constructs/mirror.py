@@ -6,12 +6,13 @@ the SHA-256 kept in the package and copied to `s3://<bucket>/fmcluster-mirror/<n
 resource (Provider framework, fmcluster/lambdas/artifact_mirror) starts the build at deploy and waits for it, so a
 stack that reads `uri` (the cluster stacks give it to every node) deploys only once the mirror is filled; its only
 property that changes is the list's hash, so an unchanged list runs nothing on update. `read_policy` is what a node
-(or an image build) needs to install from it: a managed policy of the mirror's own stack, which other stacks' roles
-attach, so its grant and its acknowledgment name the bucket as this stack does.
+(or an image build) in another stack needs to install from it: a managed policy of the mirror's own stack, which
+those roles attach, so its grant and its acknowledgment name the bucket as this stack does.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from importlib.resources import files
 
 import aws_cdk as cdk
@@ -37,11 +38,12 @@ class ArtifactMirror(Construct):
     Example::
 
         mirror = ArtifactMirror(stack, "Mirror", bucket=bucket, key=key)
-        node_role.add_managed_policy(mirror.read_policy)
+        node_role.add_managed_policy(mirror.read_policy)  # a role of another stack
         PcsSlurmCluster(..., artifact_mirror=mirror.uri)  # nodes install from it only
 
     Args:
-        bucket: the bucket the mirror lives in, under `fmcluster-mirror/` (the mirror stack's own bucket).
+        bucket: the bucket the mirror lives in, under `fmcluster-mirror/` (the project's data bucket with
+            `node_image: boot`, the mirror stack's own bucket with `baked`).
         key: the bucket's KMS key (the job encrypts what it uploads with it, `read_policy` decrypts through S3).
             Omitted: the bucket is not KMS-encrypted.
         log_retention: how long the job's logs are kept. Omitted: one year.
@@ -113,11 +115,14 @@ class ArtifactMirror(Construct):
                 child.apply_removal_policy(removal_policy)
         self.uri = self.resource.get_att_string("Uri")
         """s3://<bucket>/fmcluster-mirror, available once the job has filled it (a deploy-time token)."""
-        self.read_policy = self._read_policy(bucket, objects, key)
-        """Read the mirror (and decrypt it through S3): attach it to the roles of nodes and image builds."""
+        self._objects, self._key = objects, key
 
-    def _read_policy(self, bucket: s3.IBucket, objects: str, key: kms.IKey | None) -> iam.ManagedPolicy:
-        stack = cdk.Stack.of(self)
+    @cached_property
+    def read_policy(self) -> iam.ManagedPolicy:
+        """Read the mirror (and decrypt it through S3): attach it to the roles of nodes and image builds in other
+        stacks. Made on first use only, so a mirror whose readers already read its bucket otherwise (the storage
+        stack's `node_data_policy`, with `orchestrator.node_image: boot`) adds no policy."""
+        stack, objects, key = cdk.Stack.of(self), self._objects, self._key
         statements = [iam.PolicyStatement(actions=["s3:GetObject"], resources=[objects])]
         if key is not None:
             statements.append(

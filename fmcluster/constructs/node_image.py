@@ -106,6 +106,13 @@ class BakedNodeImage(Construct):
     ) -> None:
         if architecture not in BUILD_INSTANCE_TYPES:
             raise ValueError(f"architecture must be one of {', '.join(BUILD_INSTANCE_TYPES)}; got {architecture!r}")
+        where = mirror_home if cdk.Token.is_unresolved(mirror) else mirror
+        if not where:
+            raise ValueError(
+                "mirror is a deploy-time value: give mirror_home (where it lives, e.g. the mirror's stack name), so "
+                "the image's component and recipe names change with the mirror (their document carries it; Image "
+                "Builder refuses a new document under an old name and version)"
+            )
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         bundle = s3_assets.Asset(self, "ImageBundle", path=image_bundle_path())
@@ -119,7 +126,7 @@ class BakedNodeImage(Construct):
                     slurm_version,
                     parent_label or "",
                     version or "",
-                    mirror if not cdk.Token.is_unresolved(mirror) else mirror_home or "",
+                    where,
                 ]
             ).encode()
         ).hexdigest()[:12]

@@ -19,8 +19,9 @@ from fmcluster.config import ClusterConfig, ComputeGroup
 from fmcluster.live.aws import Aws, error_code, error_message
 from fmcluster.live.findings import Collected, Finding, ok, problem, warning
 from fmcluster.live.runner import Check
+from fmcluster.names import IMAGE_STACK, MIRROR_STACK
 
-PARTS = ("network", "mirror", "storage", "image", "cluster", "observability")
+PARTS = ("network", "storage", "image", "cluster", "observability")
 HEALTHY = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE")
 STARTS = ("CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS", "DELETE_IN_PROGRESS", "IMPORT_IN_PROGRESS")
 CASCADE = re.compile(r"^Resource (creation|update|deletion) cancelled|^The following resource\(s\) failed", re.I)
@@ -35,13 +36,7 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("Buckets", "storage", "the project buckets and their KMS key (ProjectBuckets)"),
     ("NodeDataAccess", "storage", "the nodes' policy for datasets and checkpoints"),
     ("BucketNotifications", "storage", "the nccl-tests results trigger on the checkpoint bucket"),
-    ("LogsBucket", "storage.retain_on_delete", "the artifact mirror bucket's server access logs (MirrorStack)"),
-    ("Bucket", "storage.retain_on_delete", "the artifact mirror's bucket (MirrorStack)"),
-    (
-        "Mirror",
-        "storage.retain_on_delete",
-        "the artifact mirror: a CodeBuild job outside the VPC, run at deploy (ArtifactMirror)",
-    ),
+    ("Mirror", "storage", "the artifact mirror: a CodeBuild job outside the VPC, run at deploy (ArtifactMirror)"),
     ("Users", "users", "the cluster users in SSM, which every node's users.sh reads"),
     ("NcclTests", "storage", "the nccl-tests results function and its alarms"),
     ("BlockEnd", "compute[].drain_before_end_minutes", "the drain before a capacity block ends (BlockEndDrain)"),
@@ -68,23 +63,34 @@ CONSTRUCTS: tuple[tuple[str, str, str], ...] = (
     ("BaseImage", "orchestrator.image_refresh", "the PCS-Ready DLAMI a baked node image is built from"),
     ("NodeImage", "orchestrator.image_refresh", "the PCS-Ready DLAMI resolution of the node-image stack"),
     ("Image", "orchestrator.node_image", "a baked node image: EC2 Image Builder component, recipe, build"),
-    ("Key", "image", "the image repository's KMS key"),
     ("Observability", "observability", "Prometheus, Grafana, alarms and events (Observability)"),
     ("CustomCDKBucketDeployment", "orchestrator", "the node-software upload (CDK BucketDeployment)"),
     ("CustomS3AutoDeleteObjects", "storage.retain_on_delete", "emptying buckets on delete"),
     ("AutoDeleteObjectsLogs", "storage.retain_on_delete", "the log group of CDK's bucket-emptying function"),
 )
+IN_STACK: dict[str, tuple[tuple[str, str, str], ...]] = {
+    # As CONSTRUCTS, for the resources of one stack (by the part of its name after `<name>-`), looked up first there:
+    # stacks share logical ids (the image and the mirror stacks each have a Key961B73FD).
+    MIRROR_STACK: (
+        ("Mirror", "orchestrator.node_image", "the artifact mirror's job, in its own stack with a baked node image"),
+        ("LogsBucket", "orchestrator.node_image", "the artifact mirror bucket's server access logs (MirrorStack)"),
+        ("Bucket", "orchestrator.node_image", "the artifact mirror's bucket (MirrorStack)"),
+        ("Key", "orchestrator.node_image", "the artifact mirror's KMS key (MirrorStack)"),
+    ),
+    IMAGE_STACK: (("Key", "image", "the image repository's KMS key"),),
+}
 
 
-def owner(config: ClusterConfig, logical_id: str) -> str:
-    """'LustreFileSystem4AFDAE78' -> 'storage.lustre: FSx for Lustre (LustreStorage)'."""
+def owner(config: ClusterConfig, logical_id: str, part: str) -> str:
+    """The cluster-file key and construct behind `logical_id` of the stack `<name>-<part>`:
+    ('LustreFileSystem4AFDAE78', 'storage') -> 'storage.lustre: FSx for Lustre (LustreStorage)'."""
     found = group_of(config, logical_id)
     if found is not None:
         index, group, what = found
         if what == "placement group":
             return f"compute[{index}].placement_group ({group.name}): its cluster placement group"
         return f"compute[{index}] ({group.name}): its node group, queue, launch template or NCCL environment"
-    for prefix, key, what in CONSTRUCTS:
+    for prefix, key, what in (*IN_STACK.get(part, ()), *CONSTRUCTS):
         if logical_id.startswith(prefix):
             return f"{key}: {what}"
     return "a resource fmcluster does not map to a key"
@@ -104,10 +110,13 @@ def group_of(config: ClusterConfig, logical_id: str) -> tuple[int, ComputeGroup,
 
 def stack_parts(config: ClusterConfig) -> tuple[str, ...]:
     """The stacks a cluster file deploys, by the part of their name after `<name>-`: with S3 links, `data-links`
-    (deployed beside the cluster) too; with a baked node image, `node-image` (before the cluster)."""
+    (deployed beside the cluster) too; with a baked node image, `mirror` (before storage) and `node-image` (before the
+    cluster)."""
     links = ("data-links",) if config.storage.repositories else ()
-    baked = ("node-image",) if config.orchestrator.node_image == "baked" else ()
-    return (*PARTS[:3], *links, PARTS[3], *baked, *PARTS[4:])
+    baked = config.orchestrator.node_image == "baked"
+    mirror = (MIRROR_STACK,) if baked else ()  # fmcluster.stacks.mirror.mirror_has_own_stack
+    node_image = ("node-image",) if baked else ()
+    return (PARTS[0], *mirror, PARTS[1], *links, PARTS[2], *node_image, *PARTS[3:])
 
 
 def stack_checks(config: ClusterConfig, aws: Aws, kept: Collected) -> list[Check]:
@@ -148,7 +157,15 @@ def check_stack(config: ClusterConfig, aws: Aws, name: str, kept: Collected) -> 
     )
     found = group_of(config, first["LogicalResourceId"])
     capacity = found[1].capacity if found else None
-    return [problem(subject, message, key=owner(config, first["LogicalResourceId"]), text=reason, capacity=capacity)]
+    return [
+        problem(
+            subject,
+            message,
+            key=owner(config, first["LogicalResourceId"], name.removeprefix(f"{config.name}-")),
+            text=reason,
+            capacity=capacity,
+        )
+    ]
 
 
 def _last_operation(aws: Aws, name: str) -> list[dict[str, Any]]:

@@ -4,9 +4,10 @@
 S3 key it lands under in the mirror (`<name>/<version>/<file>`, so a new version is a new key and an old one is never
 overwritten), its SHA-256 and where that digest comes from. The mirror job (`job.py`, run by CodeBuild outside the
 VPC: `fmcluster.constructs.mirror.ArtifactMirror`) downloads each pinned artifact, verifies the digest and copies it
-into the mirror stack's bucket under `MIRROR_PREFIX`; nodes download only from there (through the VPC's S3 gateway
-endpoint) and verify the same digest again, which travels with the node scripts: `fmcluster/node/mirror.sh` carries a
-block rendered from this list (`rendered_node_helper`), so nothing a node trusts is read from the mirror itself.
+into the project's data bucket under `MIRROR_PREFIX` (the mirror stack's bucket with a baked node image); nodes
+download only from there (through the VPC's S3 gateway endpoint) and verify the same digest again, which travels with
+the node scripts: `fmcluster/node/mirror.sh` carries a block rendered from this list (`rendered_node_helper`), so
+nothing a node trusts is read from the mirror itself.
 
 An artifact whose digest no source confirms has `"sha256": null` and says "(unconfirmed)" in `sha256_source`. It is
 not mirrored (the job lists it as NOT MIRRORED) and a node refuses to install it, naming it: fail safe. How to pin one
@@ -31,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 
 MIRROR_PREFIX = "fmcluster-mirror"
-"""Key prefix of the mirror in its bucket (the mirror stack's, `fmcluster.stacks.mirror`)."""
+"""Key prefix of the mirror in its bucket (the data bucket, or the mirror stack's: `fmcluster.stacks.mirror`)."""
 NODE_HELPER = "mirror.sh"
 """The node-side helper under fmcluster/node/ that carries the pinned digests (`rendered_node_helper`)."""
 PINS_BEGIN = (

@@ -7,7 +7,7 @@
 #     source "$(dirname "${BASH_SOURCE[0]}")/mirror.sh"
 #     mirror_get node_exporter/1.10.2/node_exporter-1.10.2.linux-amd64.tar.gz "$tmp/node_exporter.tar.gz"
 #
-# Gives mirror_get KEY DEST: the file KEY of the mirror (FMCLUSTER_ARTIFACT_MIRROR, s3://<mirror bucket>/fmcluster-mirror,
+# Gives mirror_get KEY DEST: the file KEY of the mirror (FMCLUSTER_ARTIFACT_MIRROR, s3://<bucket>/fmcluster-mirror,
 # set by the cluster's node settings) copied with `aws s3 cp` (through the VPC's S3 gateway endpoint, in every egress mode;
 # retried with lib.sh's backoff, so a mirror still being filled is waited for) into DEST, and kept only when its
 # SHA-256 is the one pinned below. The pins are rendered from fmcluster/mirror/artifacts.json, the one list of what

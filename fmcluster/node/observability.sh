@@ -20,7 +20,7 @@
 #   --grafana              also run Grafana (self-hosted) on 127.0.0.1:3000 with the workspace as data source (SigV4)
 #                          and fmcluster's dashboards; reach it with an SSM port forward. Admin password in
 #                          /etc/fmcluster/grafana/admin-password.
-#   --mirror               the project's artifact mirror, s3://<mirror bucket>/fmcluster-mirror; default: the
+#   --mirror               the project's artifact mirror, s3://<bucket>/fmcluster-mirror; default: the
 #                          FMCLUSTER_ARTIFACT_MIRROR that run-step.sh keeps in node.env. Every binary and image comes
 #                          from there and from nowhere else (mirror.sh's mirror_get: over the VPC's S3 gateway endpoint,
 #                          in every egress mode, each file checked against the SHA-256 pinned in fmcluster's artifact

@@ -13,7 +13,7 @@ from fmcluster.stacks.cluster_hyperpod import HyperPodClusterStack
 from fmcluster.stacks.cluster_pcs import PcsClusterStack
 from fmcluster.stacks.image import ImageStack
 from fmcluster.stacks.links import DataLinksStack
-from fmcluster.stacks.mirror import MirrorStack
+from fmcluster.stacks.mirror import MirrorStack, mirror_has_own_stack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.node_image import NodeImageStack
 from fmcluster.stacks.observability import ObservabilityStack
@@ -46,7 +46,7 @@ class ClusterStacks:
     def __init__(
         self,
         network: NetworkStack,
-        mirror: MirrorStack,
+        mirror: MirrorStack | None,
         storage: StorageStack,
         image: ImageStack,
         cluster: PcsClusterStack | HyperPodClusterStack,
@@ -56,7 +56,9 @@ class ClusterStacks:
     ) -> None:
         self.network = network
         self.mirror = mirror
-        """The artifact mirror, depending on no stack: the node-image build and the nodes wait for it only."""
+        """The artifact mirror's own stack, depending on no stack: the node-image build and the nodes wait for it
+        only. None unless `orchestrator.node_image: baked` (the storage stack holds the mirror then:
+        `mirror_has_own_stack`)."""
         self.storage = storage
         self.image = image
         self.cluster = cluster
@@ -70,7 +72,8 @@ class ClusterStacks:
     def all(self) -> list[cdk.Stack]:
         links = [self.links] if self.links is not None else []
         baked = [self.node_image] if self.node_image is not None else []
-        return [self.network, self.mirror, self.storage, *links, self.image, *baked, self.cluster, self.observability]
+        mirror = [self.mirror] if self.mirror is not None else []
+        return [self.network, *mirror, self.storage, *links, self.image, *baked, self.cluster, self.observability]
 
 
 def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
@@ -79,7 +82,10 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
     >>> from fmcluster.config import load
     >>> stacks = build(cdk.App(), load("examples/quickstart.yaml"))
     >>> print(*[stack.stack_name.removeprefix("quickstart-") for stack in stacks.all()])
-    network mirror storage data-links image cluster observability
+    network storage data-links image cluster observability
+    >>> stacks = build(cdk.App(), load("examples/pcs-own-vpc.yaml"))
+    >>> print(*[stack.stack_name.removeprefix("pcs-own-vpc-") for stack in stacks.all()])
+    network mirror storage image node-image cluster observability
     """
     environment = cdk.Environment(account=config.account, region=config.region)
     network = NetworkStack(
@@ -89,13 +95,15 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         env=environment,
         description=f"fmcluster {config.name}: VPC, subnets by AZ ID, endpoints, security groups",
     )
-    mirror = MirrorStack(
-        app,
-        stack_name(config.name, names.MIRROR_STACK),
-        config=config,
-        env=environment,
-        description=f"fmcluster {config.name}: artifact mirror (the files every node installs, copied in at deploy)",
-    )
+    mirror = None
+    if mirror_has_own_stack(config):
+        mirror = MirrorStack(
+            app,
+            stack_name(config.name, names.MIRROR_STACK),
+            config=config,
+            env=environment,
+            description=f"fmcluster {config.name}: artifact mirror (the files every node installs, filled at deploy)",
+        )
     storage = StorageStack(
         app,
         stack_name(config.name, names.STORAGE_STACK),
@@ -122,7 +130,7 @@ def build(app: cdk.App, config: ClusterConfig) -> ClusterStacks:
         description=f"fmcluster {config.name}: training image (ECR repository, CodeBuild project, image build)",
     )
     node_image = None
-    if config.orchestrator.node_image == "baked":  # PCS only (the model refuses it for HyperPod)
+    if mirror is not None:  # node_image: baked, PCS only (the model refuses it for HyperPod)
         node_image = NodeImageStack(
             app,
             stack_name(config.name, names.NODE_IMAGE_STACK),

@@ -11,7 +11,7 @@ from fmcluster.constructs.hyperpod.lifecycle import CONTROLLER_GROUP
 from fmcluster.constructs.image import grant_image_pull
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.names import users_parameter_name
-from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, users_parameter
+from fmcluster.stacks.cluster_services import artifact_mirror, grant_mirror_read, nccl_tuning, users_parameter
 from fmcluster.stacks.mirror import MirrorStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.outputs import add_output
@@ -28,7 +28,8 @@ class HyperPodClusterStack(cdk.Stack):
     and `login_instance_type` size the controller and the optional login node. The node log group follows
     `storage.retain_on_delete`. With `observability.prometheus: managed` every node runs observability.sh (the
     controller as head node, with Grafana when `observability.grafana` is `self-hosted`), taking its downloads from
-    the artifact mirror as every other step does (the mirror stack's bucket, in every egress mode).
+    the artifact mirror as every other step does (the data bucket's fmcluster-mirror/ prefix, or the mirror
+    stack's bucket with a baked node image, in every egress mode).
     """
 
     def __init__(
@@ -39,7 +40,7 @@ class HyperPodClusterStack(cdk.Stack):
         config: ClusterConfig,
         network: NetworkStack,
         storage: StorageStack,
-        mirror: MirrorStack,
+        mirror: MirrorStack | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -56,12 +57,12 @@ class HyperPodClusterStack(cdk.Stack):
             image_repositories=(),  # by the image's tag below: no reference, so no wait for the image stack
             prometheus=config.observability.prometheus,
             grafana=config.observability.grafana,
-            artifact_mirror=artifact_mirror(mirror),
+            artifact_mirror=artifact_mirror(storage, mirror),
             users_parameter=users_parameter_name(config.name),
             removal_policy=cdk.RemovalPolicy.RETAIN if config.storage.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
         self.hyperpod.role.add_managed_policy(storage.node_data_policy)
-        self.hyperpod.role.add_managed_policy(mirror.mirror.read_policy)
+        grant_mirror_read(self.hyperpod.role, mirror)
         grant_image_pull(self.hyperpod.role, config.name, sign_in=False)  # the construct grants the sign-in
         self.nccl = nccl_tuning(self, config)
         self.users = users_parameter(self, config)

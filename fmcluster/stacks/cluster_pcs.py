@@ -16,7 +16,7 @@ from fmcluster.config.orchestrators.pcs import head_group as pcs_head_group
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.pcs import PcsSlurmCluster
 from fmcluster.names import NODE_IMAGE_TAG, users_parameter_name
-from fmcluster.stacks.cluster_services import artifact_mirror, nccl_tuning, users_parameter
+from fmcluster.stacks.cluster_services import artifact_mirror, grant_mirror_read, nccl_tuning, users_parameter
 from fmcluster.stacks.mirror import MirrorStack
 from fmcluster.stacks.network import NetworkStack
 from fmcluster.stacks.node_image import NodeImageStack
@@ -40,9 +40,10 @@ class PcsClusterStack(cdk.Stack):
     does.
     `orchestrator.login_instance_type` adds the login node (the head node); with `observability.prometheus: managed`
     every node runs observability.sh, taking its downloads from the artifact mirror as every other step does (the
-    mirror stack's bucket, in every egress mode). `compliance: control-tower` turns on detailed
-    monitoring. With `orchestrator.node_image: baked`, every node group runs the node-image stack's image of its
-    architecture.
+    data bucket's fmcluster-mirror/ prefix, or the mirror stack's bucket with a baked node image, in every egress
+    mode). `compliance: control-tower` turns on detailed monitoring. With `orchestrator.node_image: baked`, every node
+    group runs the node-image stack's image of its architecture, and the node role also gets the mirror stack's read
+    policy.
     """
 
     def __init__(
@@ -53,7 +54,7 @@ class PcsClusterStack(cdk.Stack):
         config: ClusterConfig,
         network: NetworkStack,
         storage: StorageStack,
-        mirror: MirrorStack,
+        mirror: MirrorStack | None = None,
         node_image: NodeImageStack | None = None,
         **kwargs,
     ) -> None:
@@ -71,7 +72,7 @@ class PcsClusterStack(cdk.Stack):
             file_system=storage.lustre,
             prometheus=config.observability.prometheus,
             grafana=config.observability.grafana,
-            artifact_mirror=artifact_mirror(mirror),
+            artifact_mirror=artifact_mirror(storage, mirror),
             users_parameter=users_parameter_name(config.name),
             ami_id=orchestrator.ami_id,
             node_images=node_image.image_ids if node_image is not None else None,
@@ -87,7 +88,7 @@ class PcsClusterStack(cdk.Stack):
         if node_image is not None:
             _tag_node_images(self.slurm, node_image)
         self.slurm.role.add_managed_policy(storage.node_data_policy)
-        self.slurm.role.add_managed_policy(mirror.mirror.read_policy)
+        grant_mirror_read(self.slurm.role, mirror)
         self.nccl = nccl_tuning(self, config)
         self.users = users_parameter(self, config)
         for group in self.slurm.node_groups.values():  # the users step (required) reads it at boot

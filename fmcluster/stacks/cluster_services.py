@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
@@ -11,6 +12,7 @@ from fmcluster.config.models import rendered_users
 from fmcluster.constructs.nccl_tuning import NcclTuning
 from fmcluster.names import users_parameter_name
 from fmcluster.stacks.mirror import MirrorStack
+from fmcluster.stacks.storage import StorageStack
 
 
 def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
@@ -29,12 +31,24 @@ def nccl_tuning(scope: Construct, config: ClusterConfig) -> NcclTuning:
     )
 
 
-def artifact_mirror(mirror: MirrorStack) -> str:
-    """The project's artifact mirror, s3://<mirror bucket>/fmcluster-mirror, in every egress mode: enroot, pyxis and
-    the exporters come from it only (`fmcluster.mirror`); the node role needs `mirror.mirror.read_policy`. A
-    deploy-time value of the mirror's custom resource, so the nodes' stack deploys only once the mirror job has
-    filled it."""
-    return mirror.mirror.uri
+def artifact_mirror(storage: StorageStack, mirror: MirrorStack | None) -> str:
+    """The project's artifact mirror, in every egress mode: enroot, pyxis and the exporters come from it only
+    (`fmcluster.mirror`). `s3://<data bucket>/fmcluster-mirror` of the storage stack with `orchestrator.node_image:
+    boot`, the mirror stack's bucket with `baked` (`mirror_has_own_stack`). A deploy-time value of the mirror's
+    custom resource, so the nodes' stack deploys only once the mirror job has filled it; the node role needs
+    `grant_mirror_read`."""
+    if mirror is not None:
+        return mirror.mirror.uri
+    assert storage.mirror is not None, "the storage stack holds the mirror when no mirror stack does"
+    return storage.mirror.uri
+
+
+def grant_mirror_read(role: iam.IRole, mirror: MirrorStack | None) -> None:
+    """Let `role` read the artifact mirror: the mirror stack's read policy, or nothing when the storage stack holds
+    the mirror (its `node_data_policy`, which every node role attaches, reads the data bucket: the grant boot
+    clusters always had, so their node roles do not change)."""
+    if mirror is not None:
+        role.add_managed_policy(mirror.mirror.read_policy)
 
 
 def users_parameter(scope: Construct, config: ClusterConfig) -> ssm.StringParameter:

@@ -21,8 +21,23 @@ from fmcluster.constructs.mirror import ArtifactMirror
 from fmcluster.stacks.outputs import add_output
 
 
+def mirror_has_own_stack(config: ClusterConfig) -> bool:
+    """Where the artifact mirror lives follows `orchestrator.node_image`: with `baked`, in the mirror stack, so the
+    image build waits for the mirror job only and runs beside the storage stack; with `boot` (the default, and every
+    cluster deployed before the mirror stack existed), in the storage stack under the data bucket, as it always was,
+    so an fmcluster upgrade changes no node group's lifecycle arguments (its URI) and no node is replaced for it.
+    Switching node_image replaces every node's image anyway, so the mirror's move then costs nothing more.
+
+    >>> from fmcluster.config import load
+    >>> mirror_has_own_stack(load("examples/quickstart.yaml")), mirror_has_own_stack(load("examples/pcs-own-vpc.yaml"))
+    (False, True)
+    """
+    return config.orchestrator.node_image == "baked"
+
+
 class MirrorStack(cdk.Stack):
-    """`ArtifactMirror` in its own bucket (KMS key, access-log bucket), depending on no other stack.
+    """`ArtifactMirror` in its own bucket (KMS key, access-log bucket), depending on no other stack; only with
+    `orchestrator.node_image: baked` (`mirror_has_own_stack`: with `boot` the storage stack holds the mirror).
 
     A stack of its own so that what installs from the mirror waits only for the mirror job (minutes): the node-image
     build runs beside the storage stack (FSx creation, the long pole), not after it (DESIGN.md, Flow: storage and the

@@ -13,8 +13,10 @@ from fmcluster.constructs.buckets import ProjectBuckets
 from fmcluster.constructs.existing_network import ExistingNetwork
 from fmcluster.constructs.keys import encrypt_log_groups
 from fmcluster.constructs.lustre import ExistingFileSystemAccess, LustreMount, LustreStorage
+from fmcluster.constructs.mirror import ArtifactMirror
 from fmcluster.constructs.nccl_validation import NcclValidation
 from fmcluster.constructs.network import TrainingNetwork
+from fmcluster.stacks.mirror import mirror_has_own_stack
 from fmcluster.stacks.outputs import add_output
 
 
@@ -82,6 +84,17 @@ class StorageStack(cdk.Stack):
                 kms_key=self.buckets.key,
                 removal_policy=removal_policy,
             )
+        self.mirror = (
+            ArtifactMirror(
+                self, "Mirror", bucket=self.buckets.data_bucket, key=self.buckets.key, removal_policy=removal_policy
+            )
+            if not mirror_has_own_stack(config)
+            else None
+        )
+        """With `orchestrator.node_image: boot`, every file a node installs, copied in by a job outside the VPC while
+        the file system is created (beside it, so it adds nothing to the deploy's critical path); the cluster stacks
+        give `mirror.uri` to the nodes, who read it through `node_data_policy`. None with `baked`: the mirror stack
+        holds it then (`fmcluster.stacks.mirror`)."""
         self.node_data_policy = self._node_data_policy()
         """What cluster nodes may do with the project's data: read datasets, read and write checkpoints.
         Attach it to node roles (`role.add_managed_policy(...)`) in the cluster stack."""

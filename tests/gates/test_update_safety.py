@@ -162,10 +162,9 @@ NETWORK_SHARED = [
     for key in ("NetworkComputeSubnet29CD7B13", "NetworkEfaSecurityGroup3744DDDC", "NetworkVpcFAC8F4A5")
 ]
 """What other stacks read of the quickstart's network: the compute subnet, the EFA security group and the VPC."""
-RETAINED = 13
-"""The quickstart's retained stateful resources: the file system, 5 buckets (storage: data, checkpoints, logs; mirror:
-its bucket and logs), 5 KMS keys (network logs, mirror, storage, image, alarms), the ECR repository and the
-Prometheus workspace."""
+RETAINED = 10
+"""The quickstart's retained stateful resources: the file system, 3 buckets, 4 KMS keys (network logs, storage, image,
+alarms), the ECR repository and the Prometheus workspace."""
 
 FILE_PAIRS = [
     # (example, change, refusal key paths without --allow-replacement, with it; the rule's source)

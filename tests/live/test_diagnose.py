@@ -49,12 +49,32 @@ def test_every_synthesized_resource_maps_to_a_key():
     for snapshot in SNAPSHOTS.glob("*.json"):
         example = re.search(r"\[(.+)\]", snapshot.name)[1]
         config = live_config(example)
-        for template in json.loads(snapshot.read_text()).values():
+        for stack_name, template in json.loads(snapshot.read_text()).items():
+            part = stack_name.removeprefix(f"{config.name}-")
             for logical_id in template["Resources"]:
-                if owner(config, logical_id).startswith("a resource fmcluster does not map"):
+                if owner(config, logical_id, part).startswith("a resource fmcluster does not map"):
                     unmapped.add(logical_id)
     assert unmapped == set()
     assert len(CONSTRUCTS) == len({prefix for prefix, _, _ in CONSTRUCTS})
+
+
+def test_a_logical_id_is_attributed_in_its_own_stack():
+    """The image and the mirror stacks each hold a Key961B73FD (the snapshot of examples/pcs-own-vpc.yaml): each is
+    named for its own stack, and the mirror stack's resources are the mirror's, not the storage stack's."""
+    config = live_config("pcs-own-vpc")
+    templates = json.loads((SNAPSHOTS / "test_templates_match_snapshot[pcs-own-vpc].json").read_text())
+    assert "Key961B73FD" in templates["pcs-own-vpc-image"]["Resources"]
+    assert "Key961B73FD" in templates["pcs-own-vpc-mirror"]["Resources"]
+    assert owner(config, "Key961B73FD", "image") == "image: the image repository's KMS key"
+    assert owner(config, "Key961B73FD", "mirror") == (
+        "orchestrator.node_image: the artifact mirror's KMS key (MirrorStack)"
+    )
+    assert owner(config, "Mirror224E8F46", "mirror") == (
+        "orchestrator.node_image: the artifact mirror's job, in its own stack with a baked node image"
+    )
+    assert owner(config, "Mirror224E8F46", "storage") == (
+        "storage: the artifact mirror: a CodeBuild job outside the VPC, run at deploy (ArtifactMirror)"
+    )
 
 
 def live_config(example: str):
@@ -99,9 +119,23 @@ def test_the_data_links_stack_is_diagnosed_when_the_file_has_s3_links(stubs):
     stub = stubs()
     labels = [check.label for check in stack_checks(config_of(QUICKSTART, storage=links), stub.aws(), Collected())]
     assert labels == [f"stack quickstart-{part}" for part in
-                      ("network", "mirror", "storage", "data-links", "image", "cluster", "observability")]  # fmt: skip
+                      ("network", "storage", "data-links", "image", "cluster", "observability")]  # fmt: skip
     labels = [check.label for check in stack_checks(config_of(QUICKSTART), stub.aws(), Collected())]
     assert "stack quickstart-data-links" not in labels
+
+
+def test_the_mirror_stack_is_diagnosed_with_a_baked_node_image_only(stubs):
+    """fmcluster.stacks.mirror.mirror_has_own_stack: with boot the storage stack holds the mirror."""
+    from tests.live.conftest import PCS_BLOCK
+
+    stub = stubs()
+    baked = config_of(PCS_BLOCK, orchestrator={"type": "pcs", "node_image": "baked"})
+    labels = [
+        check.label.removeprefix(f"stack {baked.name}-") for check in stack_checks(baked, stub.aws(), Collected())
+    ]
+    assert labels == ["network", "mirror", "storage", "image", "node-image", "cluster", "observability"]
+    boot = [check.label for check in stack_checks(config_of(PCS_BLOCK), stub.aws(), Collected())]
+    assert not [label for label in boot if label.endswith("-mirror")]
 
 
 def test_healthy_missing_and_running_stacks(stubs):
@@ -193,22 +227,16 @@ def queue_account(stub, scenario: str, leaky: bool = False) -> None:
     parameters and tags, an event's ResourceProperties, the image build's environment and its failed log."""
     stub.ok("sts", "GetCallerIdentity", identity(), {})
     statuses = {
-        "storage": {
-            "network": "CREATE_COMPLETE",
-            "mirror": "CREATE_COMPLETE",
-            "storage": "ROLLBACK_COMPLETE",
-            "image": "CREATE_COMPLETE",
-        },
+        "storage": {"network": "CREATE_COMPLETE", "storage": "ROLLBACK_COMPLETE", "image": "CREATE_COMPLETE"},
         "node": {
             "network": "CREATE_COMPLETE",
-            "mirror": "CREATE_COMPLETE",
             "storage": "CREATE_COMPLETE",
             "image": "CREATE_COMPLETE",
             "cluster": "CREATE_COMPLETE",
             "observability": "UPDATE_COMPLETE",
         },
     }[scenario]
-    for part in ("network", "mirror", "storage", "image", "cluster", "observability"):
+    for part in ("network", "storage", "image", "cluster", "observability"):
         name = f"quickstart-{part}"
         if part not in statuses:
             stub.no_stack("DescribeStacks", name)
@@ -344,7 +372,6 @@ def test_a_rolled_back_first_deploy_leads_with_the_storage_cause_and_exits_1(stu
         "warning  HyperPod cluster quickstart",
         "warning  nccl-tests",
         "ok       stack quickstart-network",
-        "ok       stack quickstart-mirror",
         "ok       stack quickstart-image",
         "ok       training image build",
         "checked",
@@ -376,7 +403,7 @@ def test_a_failed_hyperpod_node_in_a_running_cluster_exits_1(stubs):
 def test_nothing_deployed_cannot_be_diagnosed(stubs):
     stub = stubs()
     stub.ok("sts", "GetCallerIdentity", identity(), {})
-    for part in ("network", "mirror", "storage", "image", "cluster", "observability"):
+    for part in ("network", "storage", "image", "cluster", "observability"):
         stub.no_stack("DescribeStacks", f"quickstart-{part}")
     stub.error(
         "sagemaker",
@@ -424,7 +451,6 @@ def test_cli_diagnose_prints_the_report_collects_it_redacted_and_exits_1(stubs, 
         "image/build.json",
         "report.txt",
         "stacks/quickstart-image.json",
-        "stacks/quickstart-mirror.json",
         "stacks/quickstart-network.json",
         "stacks/quickstart-storage.json",
     ]
@@ -451,7 +477,7 @@ def test_cli_diagnose_without_credentials_exits_2(tmp_path, monkeypatch, capsys)
 def test_stacks_that_cannot_be_read_cannot_be_diagnosed(stubs):
     stub = stubs()
     stub.ok("sts", "GetCallerIdentity", identity(), {})
-    for part in ("network", "mirror", "storage", "image", "cluster", "observability"):
+    for part in ("network", "storage", "image", "cluster", "observability"):
         stub.denied("cloudformation", "DescribeStacks", {"StackName": f"quickstart-{part}"})
     stub.ok("sagemaker", "DescribeCluster", hyperpod_cluster("InService", "", gpus=2), {"ClusterName": "quickstart"})
     stub.ok("sagemaker", "ListClusterNodes", cluster_nodes(), {"ClusterName": "quickstart"})
@@ -465,7 +491,7 @@ def test_stacks_that_cannot_be_read_cannot_be_diagnosed(stubs):
         "unknown  stack quickstart-network: not checked: access denied to cloudformation:DescribeStacks (the "
         "read-only policy in fmcluster's README grants it)" in lines
     )
-    assert lines[-1].startswith("NOT CHECKED: 8 check(s) did not run in full, so nothing is known there: stack ")
+    assert lines[-1].startswith("NOT CHECKED: 7 check(s) did not run in full, so nothing is known there: stack ")
 
 
 def test_a_cluster_sagemaker_answers_validation_exception_for_is_not_found(stubs):

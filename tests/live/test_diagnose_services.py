@@ -143,7 +143,7 @@ def test_pcs_end_to_end_exit_1(stubs):
     """A PCS file whose compute node never joined, through the whole diagnosis."""
     stub = stubs()
     stub.ok("sts", "GetCallerIdentity", identity(), {})
-    for part in ("network", "mirror", "storage", "image", "cluster", "observability"):
+    for part in ("network", "storage", "image", "cluster", "observability"):
         name = f"llm-pretrain-{part}"
         stub.ok("cloudformation", "DescribeStacks", stack(name, "CREATE_COMPLETE"), {"StackName": name})
     queue_pcs(stub, pcs_group("gpu", GPU_GROUP_ID, count=1), ("i-0123456789abcdef0",))
@@ -266,7 +266,7 @@ def test_refused_consoles_are_counted_and_never_read_as_good_boots(stubs):
 def test_a_refused_console_read_makes_diagnose_exit_non_zero_and_name_the_check(stubs):
     stub = stubs()
     stub.ok("sts", "GetCallerIdentity", identity(), {})
-    for part in ("network", "mirror", "storage", "image", "cluster", "observability"):
+    for part in ("network", "storage", "image", "cluster", "observability"):
         name = f"llm-pretrain-{part}"
         stub.ok("cloudformation", "DescribeStacks", stack(name, "CREATE_COMPLETE"), {"StackName": name})
     stub.ok("pcs", "GetCluster", pcs_cluster(), GROUP)

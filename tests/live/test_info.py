@@ -42,9 +42,6 @@ STORAGE = {
 }
 
 
-MIRROR_URI = "s3://quickstart-mirror-bucket83908e77-0a1b2c3d4e5f/fmcluster-mirror"
-
-
 def missing(stub, name: str) -> None:
     stub.no_stack("DescribeStacks", name)
 
@@ -55,10 +52,8 @@ def deployed(stub, part: str, outputs: dict[str, str]) -> None:
 
 
 def queue_quickstart(stub, *, cluster: bool = True, nodes: tuple = ()) -> None:
-    """The quickstart's stacks: network, mirror and storage deployed, data links and image not yet, then the
-    cluster."""
+    """The quickstart's stacks: network and storage deployed, data links and image not yet, then the cluster."""
     deployed(stub, "network", {"VpcId": "vpc-0a1b2c3d4e5f60718"})
-    deployed(stub, "mirror", {"MirrorUri": MIRROR_URI})
     deployed(stub, "storage", STORAGE)
     missing(stub, "quickstart-data-links")
     missing(stub, "quickstart-image")
@@ -89,8 +84,6 @@ def test_hyperpod_outputs_in_order_and_the_controller_found_by_list_cluster_node
         "quickstart: hyperpod-slurm in us-east-1 (use1-az6)",
         "network: stack quickstart-network CREATE_COMPLETE",
         "  VpcId  vpc-0a1b2c3d4e5f60718",
-        "mirror: stack quickstart-mirror CREATE_COMPLETE",
-        f"  MirrorUri  {MIRROR_URI}",
         "storage: stack quickstart-storage CREATE_COMPLETE",
         f"  DataBucket           {STORAGE['DataBucket']}",
         f"  CheckpointsBucket    {STORAGE['CheckpointsBucket']}",
@@ -125,7 +118,7 @@ def test_a_controller_that_is_not_running_yet_is_a_note(stubs):
 def test_pcs_login_node_found_by_its_node_group_tag(stubs):
     stub = stubs()
     config = config_of(PCS_BLOCK, orchestrator={"type": "pcs", "login_instance_type": "m5.4xlarge"})
-    for part in ("network", "mirror", "storage", "image"):
+    for part in ("network", "storage", "image"):
         missing(stub, f"llm-pretrain-{part}")
     outputs = PCS_CLUSTER_OUTPUTS
     stub.ok(
@@ -181,7 +174,7 @@ def test_cli_info_json_and_exit_1_when_nothing_is_deployed(stubs, monkeypatch, c
     path = tmp_path / "cluster.yaml"
     path.write_text(QUICKSTART)
     stub = stubs()
-    for part in ("network", "mirror", "storage", "image", "cluster", "observability"):
+    for part in ("network", "storage", "image", "cluster", "observability"):
         missing(stub, f"quickstart-{part}")
     monkeypatch.setattr("fmcluster.live.Aws", lambda region: stub.aws())
     assert cli.main(["info", str(path), "--json"]) == 1

@@ -147,14 +147,15 @@ def pcs_cluster(*, baked: bool) -> dict:
 
 
 def test_time_to_first_job_by_node_image_puts_the_image_build_beside_storage_and_swaps_the_node_boot(tmp_path):
-    """A boot file (no node-image stack): boot is what the graph gives (cluster 1 + node group 1 + boot 10 after
-    storage 20); baked puts the 40-minute build after the network (10) and mirror (1) stacks, beside storage, as
-    `fmcluster.stacks.build` does, and boots each node in 3: 10 + 40 + 1 + 1 + 3, not storage's 20 + 40 + ..."""
+    """A boot file (no node-image stack, the mirror in the storage stack): boot is what the graph gives (cluster 1 +
+    node group 1 + boot 10 after storage 20); baked moves the mirror to a stack of its own (its job: 1) and puts the
+    40-minute build after it and the network (10), beside storage, as `fmcluster.stacks.build` does, and boots each
+    node in 3: 10 + 40 + 1 + 1 + 3, not storage's 20 + 40 + ..."""
+    mirror = {"Resources": {"Mirror": {"Type": "Custom::ArtifactMirror"}, **slow(1)["Resources"]}}
     stacks = {
         "c-network": ([], slow(1)),
-        "c-mirror": ([], {"Resources": {"Mirror": {"Type": "Custom::ArtifactMirror"}}}),
-        "c-storage": (["c-network"], slow(1)),
-        "c-cluster": (["c-network", "c-storage", "c-mirror"], pcs_cluster(baked=False)),
+        "c-storage": (["c-network"], mirror),
+        "c-cluster": (["c-network", "c-storage"], pcs_cluster(baked=False)),
     }
     estimate = estimate_assembly(write_assembly(tmp_path, stacks), NODE_IMAGE_WEIGHTS)
     assert estimate.first_job == 20 + 1 + 1 + 10
@@ -166,6 +167,7 @@ def test_time_to_first_job_by_node_image_puts_the_image_build_beside_storage_and
 
 
 def test_a_baked_file_knows_its_boot_alternative(tmp_path):
+    """With boot the mirror and node-image stacks go (the storage stack holds the mirror, beside FSx)."""
     bake = {"Resources": {"Image": {"Type": "AWS::ImageBuilder::Image"}}}
     stacks = {
         "c-network": ([], slow(1)),
@@ -239,7 +241,7 @@ def test_the_quickstarts_critical_path_runs_through_storage_to_the_cluster(synth
         "network", "storage", "cluster", "observability",
     ]  # fmt: skip
     assert estimate.summary().startswith(f"deploy ~{estimate.total:.0f} min: network ")
-    assert estimate.summary().endswith("; mirror 8, data-links 10, image 42 in parallel")  # /datasets, /checkpoints
+    assert estimate.summary().endswith("; data-links 10, image 42 in parallel")  # /datasets and /checkpoints
 
 
 def test_a_baked_files_image_build_runs_beside_the_storage_stack(synthesized):

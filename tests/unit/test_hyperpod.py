@@ -189,7 +189,6 @@ def test_nodes_sit_in_the_compute_subnet_and_the_efa_security_group(quickstart):
     assert output_of(group, "quickstart-network", "EfaSecurityGroup")
     assert quickstart.stack.dependencies and {s.stack_name for s in quickstart.stack.dependencies} == {
         "quickstart-network",
-        "quickstart-mirror",
         "quickstart-storage",
     }  # not the image: the nodes boot while it builds
 
@@ -469,7 +468,7 @@ def test_role_is_trusted_by_sagemaker_with_the_hyperpod_instance_policy(quicksta
     assert props["AssumeRolePolicyDocument"]["Statement"] == [
         {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}
     ]
-    instance_policy, node_data, mirror = props["ManagedPolicyArns"]
+    instance_policy, node_data = props["ManagedPolicyArns"]
     assert instance_policy == {
         "Fn::Join": [
             "",
@@ -477,7 +476,6 @@ def test_role_is_trusted_by_sagemaker_with_the_hyperpod_instance_policy(quicksta
         ]
     }
     assert output_of(node_data, "quickstart-storage", "NodeDataAccess")  # the storage stack's node data policy
-    assert output_of(mirror, "quickstart-mirror", "MirrorReadPolicy")  # the mirror stack's read policy
 
 
 def test_only_actions_without_resource_level_permissions_get_star(quickstart, plan, library):

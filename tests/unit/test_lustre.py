@@ -573,9 +573,9 @@ def test_retain_on_delete_protects_the_stack_and_retains_every_stateful_resource
         {name: r for kind in STATEFUL for name, r in of_type(keep.template, kind).items()}
     )
     assert sorted(r["Type"] for r in stateful.values()) == sorted(
-        ["AWS::FSx::FileSystem", "AWS::KMS::Key"] + ["AWS::Logs::LogGroup"] * 2 + ["AWS::S3::Bucket"] * 3
-    )  # the log groups: the file system's and the nccl-tests results function's (the artifact mirror's three live in
-    # the mirror stack, fmcluster.stacks.mirror)
+        ["AWS::FSx::FileSystem", "AWS::KMS::Key"] + ["AWS::Logs::LogGroup"] * 5 + ["AWS::S3::Bucket"] * 3
+    )  # the log groups: the file system's, the nccl-tests results function's, and the artifact mirror's three (its
+    # CodeBuild job, its deploy-time handler and that handler's provider framework)
     for name, resource in stateful.items():
         assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == (
             "Retain",
@@ -591,7 +591,7 @@ def test_retain_on_delete_false_deletes_everything_with_the_stack(clusters):
     stateful = without_cdk_singleton_logs(
         {name: r for kind in STATEFUL for name, r in of_type(drop.template, kind).items()}
     )
-    assert len(stateful) == 7
+    assert len(stateful) == 10
     for name, resource in stateful.items():
         assert (resource.get("DeletionPolicy"), resource.get("UpdateReplacePolicy")) == (
             "Delete",

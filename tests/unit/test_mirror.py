@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster import mirror
+from fmcluster import mirror, names
 from tests.conftest import EXAMPLES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -388,33 +388,70 @@ def test_the_mirrors_readme_is_rendered_from_the_list():
     assert mirror.rendered_readme(readme + "| stale | row |\n") == readme, "python -m fmcluster.mirror renders it"
 
 
-@pytest.mark.parametrize(("example", "retained"), [("quickstart", True), ("p6-b300-isolated", False)])
-def test_the_mirror_stack_depends_on_nothing_and_keeps_its_bucket_and_key_with_retain_on_delete(
-    synthesized, example, retained
-):
-    """The mirror stack waits for no stack (so the node-image build and the nodes wait for the mirror job only, not
-    for FSx: DESIGN.md, Flow) and follows `storage.retain_on_delete` like every bucket of the cluster: retained
-    (quickstart, the default) or deleted and emptied (p6-b300-isolated sets it false). Nodes and builds read it
+def test_with_a_baked_node_image_the_mirror_stack_depends_on_nothing_and_keeps_its_bucket_and_key(synthesized):
+    """With `orchestrator.node_image: baked` (examples/pcs-own-vpc.yaml) the mirror has a stack of its own that waits
+    for no stack (so the node-image build and the nodes wait for the mirror job only, not for FSx: DESIGN.md, Flow),
+    and keeps its key and buckets with `storage.retain_on_delete` (true by default). Nodes and builds read it
     through `read_policy`, which grants only the mirror's prefix."""
-    result = synthesized[example]
-    assert result.config.storage.retain_on_delete is retained
+    result = synthesized["pcs-own-vpc"]
+    assert result.config.orchestrator.node_image == "baked" and result.config.storage.retain_on_delete
     stacks = result.built  # fmcluster.stacks.ClusterStacks
     assert stacks.mirror.dependencies == []
-    assert stacks.mirror in stacks.cluster.dependencies
+    assert stacks.mirror in stacks.cluster.dependencies and stacks.mirror in stacks.node_image.dependencies
+    assert stacks.storage.mirror is None
     template = result.templates[stacks.mirror.stack_name]
-    stateful = {
-        name: resource
-        for name, resource in template["Resources"].items()
-        if resource["Type"] in ("AWS::S3::Bucket", "AWS::KMS::Key")
-    }
-    assert sorted(resource["Type"] for resource in stateful.values()) == ["AWS::KMS::Key"] + ["AWS::S3::Bucket"] * 2
-    policy = "Retain" if retained else "Delete"
-    assert {resource.get("DeletionPolicy") for resource in stateful.values()} == {policy}
-    auto_delete = [r for r in template["Resources"].values() if r["Type"] == "Custom::S3AutoDeleteObjects"]
-    assert len(auto_delete) == (0 if retained else 2)
+    stateful = [r for r in template["Resources"].values() if r["Type"] in ("AWS::S3::Bucket", "AWS::KMS::Key")]
+    assert sorted(resource["Type"] for resource in stateful) == ["AWS::KMS::Key"] + ["AWS::S3::Bucket"] * 2
+    assert {resource.get("DeletionPolicy") for resource in stateful} == {"Retain"}
+    assert [r for r in template["Resources"].values() if r["Type"] == "Custom::S3AutoDeleteObjects"] == []
     (read,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::ManagedPolicy"]
     (objects, decrypt) = read["Properties"]["PolicyDocument"]["Statement"]
     assert (
         objects["Action"] == "s3:GetObject" and objects["Resource"]["Fn::Join"][1][-1] == f"/{mirror.MIRROR_PREFIX}/*"
     )
     assert decrypt["Action"] == "kms:Decrypt" and "kms:ViaService" in decrypt["Condition"]["StringEquals"]
+
+
+def test_a_baked_mirror_stack_deletes_its_key_and_buckets_without_retain_on_delete():
+    """examples/p6-b300-isolated.yaml (retain_on_delete: false) made baked: the mirror stack's key and buckets are
+    deleted with it, the buckets emptied first. Read from the constructs, without synthesizing the app."""
+    import aws_cdk as cdk
+    import yaml
+
+    from fmcluster.config import parse
+    from fmcluster.stacks import build
+
+    raw = yaml.safe_load((ROOT / "examples" / "p6-b300-isolated.yaml").read_text())
+    raw["orchestrator"]["node_image"] = "baked"
+    stacks = build(cdk.App(), parse(raw, source="baked.yaml"))
+    assert stacks.mirror is not None
+    stateful = [
+        stacks.mirror.key,
+        stacks.mirror.bucket,
+        *[b for b in stacks.mirror.node.children if b.node.id == "LogsBucket"],
+    ]
+    assert len(stateful) == 3
+    for construct in stateful:
+        assert construct.node.default_child.cfn_options.deletion_policy == cdk.CfnDeletionPolicy.DELETE
+    emptied = [
+        c for c in stacks.mirror.node.find_all() if isinstance(c, cdk.CustomResource) and "AutoDelete" in c.node.id
+    ]
+    assert len(emptied) == 2
+
+
+@pytest.mark.parametrize("example", ["quickstart", "p6-b300-isolated"])
+def test_with_boot_the_storage_stack_holds_the_mirror_as_before(synthesized, example):
+    """With `orchestrator.node_image: boot` (the default, and every cluster deployed before the mirror stack existed)
+    the mirror stays where it was: the storage stack's construct Mirror under the data bucket, the same logical ids,
+    no mirror stack and no read policy of its own (the nodes read it through the storage stack's NodeDataAccess),
+    so an fmcluster upgrade changes no node group's lifecycle arguments and replaces no node for it."""
+    result = synthesized[example]
+    assert result.config.orchestrator.node_image == "boot"
+    stacks = result.built
+    assert stacks.mirror is None
+    assert not [name for name in result.templates if name.endswith(f"-{names.MIRROR_STACK}")]
+    storage = result.templates[stacks.storage.stack_name]["Resources"]
+    assert storage["Mirror224E8F46"]["Type"] == "Custom::ArtifactMirror"
+    assert [name for name in storage if name.startswith("MirrorReadPolicy")] == []
+    uri = storage["Mirror224E8F46"]["Properties"]["MirrorUri"]
+    assert uri["Fn::Join"][1][0] == "s3://" and uri["Fn::Join"][1][1] == {"Ref": "BucketsDataBucket44451DC7"}

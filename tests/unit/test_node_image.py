@@ -277,3 +277,46 @@ def test_a_mirror_that_moves_gives_the_image_new_names():
     assert digest("B", mirror=mirror, mirror_home="llm-storage") == in_storage
     assert digest("C", mirror=mirror, mirror_home="llm-mirror") != in_storage
     assert digest("D", mirror="s3://b/fmcluster-mirror") != digest("E", mirror="s3://c/fmcluster-mirror")
+    with pytest.raises(ValueError) as refused:
+        digest("F", mirror=mirror)
+    assert str(refused.value) == (
+        "mirror is a deploy-time value: give mirror_home (where it lives, e.g. the mirror's stack name), so "
+        "the image's component and recipe names change with the mirror (their document carries it; Image "
+        "Builder refuses a new document under an old name and version)"
+    )
+
+
+@pytest.fixture(scope="module")
+def booted(tmp_path_factory):
+    """The baked file with `node_image: boot`, nothing else changed (compared only: no Control Tower rules)."""
+    raw = baked_file()
+    raw["orchestrator"]["node_image"] = "boot"
+    return synthesize(None, tmp_path_factory.mktemp("booted"), parse(raw, source="boot.yaml"), guard=False)
+
+
+def test_switching_node_image_moves_the_mirror_and_the_plan_says_it_with_the_new_image(booted, baked):
+    """boot -> baked: the mirror leaves the storage stack for its own (fmcluster.stacks.mirror.mirror_has_own_stack)
+    in the same update that gives every node group the baked image, so its new URI replaces no node that the image
+    does not replace anyway; the plan says both. baked -> boot: the mirror returns to the storage stack, and the mirror
+    and node-image stacks are left alone (`cdk deploy` deletes no stack)."""
+    from fmcluster.update_plan import left_alone
+
+    mirror_stack, storage_stack = "pcs-mixed-mirror", "pcs-mixed-storage"
+    assert mirror_stack not in booted.templates and mirror_stack in baked.templates
+    changes = compare(booted.templates, baked.templates)
+    mirrors = sorted((c.stack, c.action, c.logical_id) for c in changes if c.resource_type == "Custom::ArtifactMirror")
+    assert mirrors == [(mirror_stack, "add", "Mirror224E8F46"), (storage_stack, "delete", "Mirror224E8F46")]
+    (moved,) = [c for c in changes if c.resource_type == "Custom::ArtifactMirror" and c.action == "delete"]
+    (effect,) = moved.effects
+    assert "The mirror moves with orchestrator.node_image" in effect and "the move replaces no node more" in effect
+    added = {c.logical_id for c in changes if c.stack == mirror_stack}
+    assert {"Mirror224E8F46", "Bucket83908E77", "Key961B73FD", "MirrorReadPolicy307359AF"} <= added
+    assert {c.action for c in changes if c.stack == mirror_stack} == {"add"}
+    groups = [c for c in changes if c.resource_type == "AWS::PCS::ComputeNodeGroup"]
+    assert len(groups) == 4
+    for group in groups:  # the image and the lifecycle actions' mirror URI, in one update of each group
+        assert group.action == "modify" and "AmiId" in group.properties
+    back = compare(baked.templates, booted.templates)
+    (returned,) = [c for c in back if c.resource_type == "Custom::ArtifactMirror"]
+    assert (returned.stack, returned.action) == (storage_stack, "add")
+    assert sorted(left_alone(baked.templates, booted.templates)) == ["pcs-mixed-mirror", "pcs-mixed-node-image"]

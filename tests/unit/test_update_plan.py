@@ -190,8 +190,9 @@ def test_an_image_builder_component_whose_document_changes_under_its_old_name_fa
 
 
 def test_a_mirror_moving_out_of_the_storage_stack_is_deleted_there_added_in_its_own_stack_and_refused_nothing():
-    """A cluster deployed while the mirror lived in the storage stack (mirror job, its log group kept with
-    DeletionPolicy Retain) upgraded to the mirror stack: the storage stack deletes the job's resources, the new stack
+    """A cluster whose mirror lives in the storage stack (mirror job, its log group kept with DeletionPolicy Retain)
+    switched to a baked node image, which moves the mirror to its own stack: the storage stack deletes the job's
+    resources, the new stack
     adds them with a bucket of its own (no fixed names, so nothing collides), and the plan says what happens to the
     files already copied: fmcluster/lambdas/artifact_mirror/handler.py deletes nothing on Delete."""
     from fmcluster.update_plan import refusals
@@ -218,7 +219,7 @@ def test_a_mirror_moving_out_of_the_storage_stack_is_deleted_there_added_in_its_
     )
     (effect,) = changes["c-storage", "Mirror"].effects
     assert effect.startswith("its handler deletes nothing (fmcluster/lambdas/artifact_mirror/handler.py, Delete)")
-    assert "the node-image and cluster stacks wait for that stack" in effect
+    assert "The mirror moves with orchestrator.node_image" in effect
     assert refusals(list(changes.values()), old, new) == []
 
 

@@ -5,7 +5,7 @@ URI (MirrorUri) as the resource's `Uri` attribute; failed, faulted, timed out or
 its log stream (the framework turns it into a FAILED response, so the deploy fails with the reason). CloudFormation
 sends an Update only when a property changed (ListHash: the artifact list), so an unchanged list runs nothing; the
 job itself skips what the mirror holds already. A build still running after WAIT_SECONDS raises (the function's
-timeout is 15 minutes). Delete: nothing (the mirrored files stay in the mirror's bucket). Python and boto3 only.
+timeout is 15 minutes). Delete: nothing (the mirrored files stay in the retained data bucket). Python and boto3 only.
 """
 
 from __future__ import annotations
