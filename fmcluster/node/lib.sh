@@ -63,10 +63,30 @@ die() {
 }
 
 _on_error() {
-  log ERROR "line $2: '$3' failed with exit status $1"
+  ((FMC_CHECKING)) || log ERROR "line $2: '$3' failed with exit status $1"
 }
+FMC_CHECKING=0
 set -o errtrace
 trap '_on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
+
+# checked COMMAND...: run COMMAND (a function, say) in a subshell where errexit holds, so its first failing command
+# stops it, and set CHECKED_STATUS to its exit status. Call it as a plain command, never before `||` or `&&` nor as
+# an `if` condition: bash ignores errexit in every command such a list runs, functions included, even after a `set -e`
+# inside them (bash manual, The Set Builtin, -e), so `apply || status=$?` would run on past a failed useradd. Changes
+# COMMAND makes to variables stay in its subshell; the failing command itself is logged (the ERR trap) once.
+checked() {
+  set +e
+  FMC_CHECKING=1
+  (
+    FMC_CHECKING=0
+    set -e
+    "$@"
+  )
+  # shellcheck disable=SC2034 # read by the caller
+  CHECKED_STATUS=$?
+  FMC_CHECKING=0
+  set -e
+}
 
 # require_root: stop unless running as root (waived when FMCLUSTER_ROOT redirects every path, as in the tests).
 require_root() {

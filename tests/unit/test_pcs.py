@@ -736,7 +736,7 @@ def test_cluster_users_are_created_by_a_required_action_on_every_node_after_thei
         and resource["Properties"]["Name"] == "/fmcluster/llm-pretrain/users"
     ]
     for name, steps in lifecycle(template).items():
-        assert steps["users"] == "users install /fmcluster/llm-pretrain/users", name
+        assert steps["users"] == "users install /fmcluster/llm-pretrain/users --home-base /fsx/home", name
         (users,) = [action for action in actions(template)[name] if action["Name"] == "users"]
         assert users["OnError"] == "TERMINATE"
     groups = [r for r in template["Resources"].values() if r["Type"] == "AWS::PCS::ComputeNodeGroup"]
