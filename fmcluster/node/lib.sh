@@ -235,9 +235,16 @@ EOF
 # /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (an image may hold several; PCS user guide, "Install SPANK
 # plugins"), else /usr. On PCS with FMCLUSTER_SLURM_VERSION set (run-step.sh install --slurm-version: the cluster's),
 # only that version's directory, and nothing (status 1) when the image lacks it: a node must not build against or
-# run the Slurm of another version than its controller's. slurm_prefix: the last of them.
+# run the Slurm of another version than its controller's (slurmdbd and slurmctld refuse clients newer than themselves:
+# Slurm's upgrade guide). When the environment lacks it, the version install kept in /opt/fmcluster/node.env: a
+# script that a systemd timer or SSM runs has none of node.env in its environment. slurm_prefix: the last of them.
 slurm_prefixes() {
-  local dir wanted="${FMCLUSTER_SLURM_VERSION:-}"
+  local dir wanted="${FMCLUSTER_SLURM_VERSION:-}" key value
+  if [[ -z "$wanted" && -f "$ROOT/opt/fmcluster/node.env" ]]; then
+    while IFS='=' read -r key value; do
+      [[ "$key" != FMCLUSTER_SLURM_VERSION ]] || wanted="$value"
+    done <"$ROOT/opt/fmcluster/node.env"
+  fi
   local -a found
   if [[ -x "$ROOT/opt/slurm/bin/sinfo" || -d "$ROOT/opt/slurm/etc" ]]; then
     printf '/opt/slurm\n'
