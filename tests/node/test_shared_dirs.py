@@ -94,6 +94,26 @@ def test_a_linked_directory_is_given_its_mode_and_an_administrators_choice_is_ke
     )
 
 
+def test_a_chmod_that_fails_fails_the_step_and_says_why(tmp_path: Path) -> None:
+    """A chmod the file system refuses (emulated: a root-squashed or read-only export here is not; the stub fails as
+    coreutils' chmod does, exit 1 and "chmod: changing permissions of 'FILE': Operation not permitted", chmod.c's
+    `error (0, errno, _("changing permissions of %s"), ...)`): the step fails, naming the directory and the reason,
+    and never says the mode was set."""
+    node = make_node(tmp_path)
+    node.path(DATASETS_PATH).mkdir(mode=0o755)
+    node.path(DATASETS_PATH).chmod(0o755)
+    node.add_stub("chmod", """echo "chmod: changing permissions of '${!#}': Operation not permitted" >&2; exit 1""")
+    result = node.run(LUSTRE_MOUNT_PATH)
+    assert result.returncode == 1
+    assert (
+        f"ERROR: {DATASETS_PATH}: mode 1777 not set (it stays 0755, root's): changing permissions of "
+        f"'{node.path(DATASETS_PATH)}': Operation not permitted"
+    ) in result.stderr
+    assert "mode 1777 (it was" not in result.stderr
+    assert node.mode(DATASETS_PATH) == 0o755
+    assert node.mode(CHECKPOINTS_PATH) == 0o1777  # the others are still made
+
+
 def test_a_file_in_the_way_fails_in_one_line_and_the_others_are_made(tmp_path: Path) -> None:
     node = make_node(tmp_path)
     node.path(JOBS_PATH).write_text("not a directory\n")
