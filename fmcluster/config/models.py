@@ -439,6 +439,7 @@ class Orchestrator(_Model):
     node_image_version: str | None = None
     size: Literal["small", "medium", "large"] | None = None
     accounting: bool = True
+    accounting_enforce: bool = False
 
     @field_validator("slurm_version", mode="before")
     @classmethod
@@ -517,6 +518,20 @@ class Orchestrator(_Model):
                 "HyperPod always runs Slurm accounting (slurmdbd with MariaDB on the controller: SageMaker HyperPod "
                 "guide, 'Using an external accounting database'); remove accounting: false"
             )
+        return value
+
+    @field_validator("accounting_enforce")
+    @classmethod
+    def _accounting_enforce(cls, value: bool, info: ValidationInfo) -> bool:
+        if not value:
+            return value
+        if info.data.get("type") == "hyperpod-slurm":
+            raise fail(
+                "only for orchestrator.type: pcs (HyperPod's slurm.conf is HyperPod's own: its API takes no Slurm "
+                "settings, so fmcluster sets no AccountingStorageEnforce there)"
+            )
+        if info.data.get("accounting") is False:
+            raise fail("needs orchestrator.accounting: true (AccountingStorageEnforce checks the accounting database)")
         return value
 
     @field_validator("controller_instance_type", "login_instance_type")

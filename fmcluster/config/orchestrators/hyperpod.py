@@ -70,6 +70,16 @@ ENFORCEMENT = (
 """What fmcluster does about jobs outside an association on HyperPod (`advice.accounting_notes`)."""
 
 
+def enforcement_note(orchestrator: Orchestrator) -> str:
+    """`ENFORCEMENT` (HyperPod has no `orchestrator.accounting_enforce`: the model refuses it)."""
+    return ENFORCEMENT
+
+
+def enforcement_problem(orchestrator: Orchestrator, observability: Observability | None, has_users: bool) -> None:
+    """None: the model refuses `orchestrator.accounting_enforce` on HyperPod, so nothing is left to judge here."""
+    return None
+
+
 def associations_problem(orchestrator: Orchestrator, observability: Observability | None) -> str | None:
     """HyperPod's controller runs slurmdbd, so the users' associations are always made there."""
     return None
