@@ -143,15 +143,16 @@ def submit(dbd: RealSlurm, user: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_with_fmclusters_enforcement_only_users_with_an_association_can_submit(tmp_path: Path, version: str) -> None:
     """AccountingStorageEnforce as fmcluster sets it on PCS with orchestrator.accounting_enforce: true
-    (fmcluster.config.orchestrators.pcs.ACCOUNTING_ENFORCE), judged by a real slurmctld and slurmdbd: before slurm-accounting.sh has run a user's job is refused, after it
-    accepted, with the fair-share factor PriorityWeightFairshare gives it (the weight fmcluster cannot set: it is
-    here to show what the docs' advice to set it yourself does).
+    (fmcluster.config.orchestrators.pcs.ACCOUNTING_ENFORCE), judged by a real slurmctld and slurmdbd: before
+    slurm-accounting.sh has run a user's job is refused, after it accepted, with the fair-share factor
+    PriorityWeightFairshare gives it (the weight fmcluster cannot set: it is here to show what the docs' advice to set
+    it yourself does).
 
     Emulated: the users are the chroot's own `daemon` and `bin` (slurmctld resolves a job's uid in its own
     /etc/passwd, which has no user of the cluster file's uid range, so the users file names them directly rather
-    than through the cluster file's renderer: here slurmctld knows the users, which on PCS, whose slurmctld runs on
-    AWS's side, is unconfirmed: why enforcement is opt-in); no slurmd runs, so an accepted job stays pending, which is all
-    submission (and sprio, which shows pending jobs) needs."""
+    than through the cluster file's renderer). Here slurmctld knows the users; on PCS, whose slurmctld runs on AWS's
+    side, that is unconfirmed, which is why enforcement is opt-in. No slurmd runs, so an accepted job stays pending,
+    which is all submission (and sprio, which shows pending jobs) needs."""
     node_root = tmp_path / "node"
     node_root.mkdir()
     with real_slurmdbd(tmp_path, version, AccountingStorageEnforce=pcs_rules.ACCOUNTING_ENFORCE) as dbd:
