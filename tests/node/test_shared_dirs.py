@@ -57,7 +57,7 @@ def test_the_directories_are_the_first_jobs():
     assert f'default="{DATASETS_PATH}"' in train
     assert f'default=f"{CHECKPOINTS_PATH}/{{job_user(os.environ)}}/{{job}}"' in train
     guide = (REPO / "docs/first-job.md").read_text()
-    assert f"{JOBS_PATH}/first-job" in guide
+    assert f"{JOBS_PATH}/$USER/first-job" in guide  # copied and submitted by one user, in a directory of theirs
     assert "install -d -m 1777" not in guide  # nothing left for an administrator to do by hand
     assert sorted(SHARED) == sorted((CHECKPOINTS_PATH, DATASETS_PATH, JOBS_PATH))
 
