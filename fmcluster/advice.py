@@ -107,11 +107,11 @@ def accounting_notes(config: ClusterConfig) -> list[Problem]:
     orchestrator = orchestrators.of(config.orchestrator.type)
     if problem := orchestrator.associations_problem(config.orchestrator, config.observability):
         return [warning("users", problem)]
+    enforcement = orchestrator.enforcement_note(config.orchestrator)
     return [
         note(
             "users",
             f"each user gets an association in Slurm account {config.name!r} with an equal share (Fairshare=1) and "
-            f"QoS normal; {orchestrator.FAIR_SHARE_WEIGHT}; {orchestrator.ENFORCEMENT} (docs/operations.md, "
-            "'Fair-share and QoS')",
+            f"QoS normal; {orchestrator.FAIR_SHARE_WEIGHT}; {enforcement} (docs/operations.md, 'Fair-share and QoS')",
         )
     ]

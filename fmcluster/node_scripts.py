@@ -309,7 +309,11 @@ def pcs_steps(
     steps.append((step("nccl"), [nccl_parameter_name] if nccl_parameter_name is not None else []))
     steps += [(step("enroot"), []), (step("slurm-hooks"), [])]
     if users_parameter is not None:
-        steps.append((step("users"), ["install", users_parameter]))
+        # The home base is the file's, never guessed on the node: with Lustre, a sync while it is not mounted fails
+        # (and is tried again) rather than settling the homes on /home for good.
+        shared = lustre_dns_name is not None and lustre_mount_name is not None
+        home_base = f"{lustre_mount_point}/home" if shared else "/home"
+        steps.append((step("users"), ["install", users_parameter, "--home-base", home_base]))
         if accounting_account is not None:
             steps.append((step("accounting"), ["install", users_parameter, accounting_account]))
     if image_parameter is not None:

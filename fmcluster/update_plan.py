@@ -75,14 +75,20 @@ IN_PLACE_EFFECTS: Mapping[str, Mapping[str, tuple[str, bool]]] = {
             "SlurmConfiguration is not create-only; botocore pcs UpdateClusterSlurmConfigurationRequest has "
             "slurmCustomSettings): the cluster shows Updating meanwhile, and PCS takes the update only while every "
             "queue and node group is ACTIVE (PCS user guide, 'Update an AWS PCS cluster'); what it does to running "
-            "jobs is unconfirmed. With AccountingStorageEnforce, a job of a user without an association is refused "
-            "at submission from then on: the file's users get theirs from the head node's timer within 10 minutes",
+            "jobs is unconfirmed",
             False,
         ),
     },
 }
 """What an in-place change of these settings does beyond the property itself: (effect, replaces running nodes). The
 schemas leave them updatable (cfn-lint: not in createOnlyProperties), so CloudFormation updates in place."""
+ENFORCEMENT_ON = (
+    "AccountingStorageEnforce is turned on (orchestrator.accounting_enforce): from then on a job of a user without "
+    "an association is refused at submission, and such users' pending jobs become ineligible (squeue Reason="
+    "InvalidAccount: Slurm src/slurmctld/job_mgr.c `_job_fail_account`); the file's users get theirs from the head "
+    "node's timer within 10 minutes"
+)
+"""The added effect of a PCS cluster update that adds AccountingStorageEnforce (`_enforcement_added`)."""
 PROTECTED_TYPES: Mapping[str, str] = {
     "AWS::FSx::FileSystem": "the FSx for Lustre file system (its data is lost)",
     "AWS::S3::Bucket": "a bucket (a new bucket starts empty)",
@@ -397,7 +403,17 @@ def _resource_change(stack: str, logical_id: str, old: dict, new: dict, pseudo: 
             effects = (*effects, effect)
             if replaces_nodes and not risk:
                 risk = f"{_pointer_name(pointer)} change"
+    if kind == "AWS::PCS::Cluster" and _enforces(after) and not _enforces(before):
+        effects = (*effects, ENFORCEMENT_ON)
     return Change(stack, logical_id, kind, "modify", properties, failure=failure, key=key, effects=effects, risk=risk)
+
+
+def _enforces(cluster: Mapping) -> bool:
+    """Whether a PCS cluster's properties set AccountingStorageEnforce among its cluster-level Slurm settings."""
+    settings = value_at(cluster, "/properties/SlurmConfiguration/SlurmCustomSettings")
+    if not isinstance(settings, list):
+        return False
+    return any(isinstance(s, dict) and s.get("ParameterName") == "AccountingStorageEnforce" for s in settings)
 
 
 def _replacement_failure(kind: str, before: Mapping, after: Mapping) -> str:

@@ -63,6 +63,8 @@ class Sections:
     repositories: tuple[Repository | None, ...]
     observability: Observability | None
     image: Image | None
+    has_users: bool = False
+    """The file lists `users` (valid or not: whether any is listed is what `orchestrator.accounting_enforce` needs)."""
 
     @classmethod
     def of(cls, config: ClusterConfig) -> Sections:
@@ -80,6 +82,7 @@ class Sections:
             repositories=config.storage.repositories,
             observability=config.observability,
             image=config.image,
+            has_users=bool(config.users),
         )
 
     @classmethod
@@ -106,6 +109,7 @@ class Sections:
             repositories=tuple(_valid(Repository, item) for item in _list(lustre.get("repositories"))),
             observability=_valid(Observability, data.get("observability") or {}),
             image=_valid(Image, data.get("image") or {}),
+            has_users=bool(data.get("users")),
         )
 
     def groups(self) -> Iterator[tuple[int, ComputeGroup]]:
@@ -252,6 +256,10 @@ def orchestrator_rules(config: Sections) -> Iterator[Problem]:
     rules = orchestrators.of(config.orchestrator.type)
     groups = list(config.groups())
     yield from rules.file_problems(config.orchestrator, config.observability, groups, None not in config.compute)
+    if config.orchestrator.accounting_enforce and (
+        problem := rules.enforcement_problem(config.orchestrator, config.observability, config.has_users)
+    ):
+        yield Problem("orchestrator.accounting_enforce", problem)
 
 
 def training_image_runs_on_the_node_driver(config: Sections) -> Iterator[Problem]:

@@ -449,6 +449,7 @@ class Orchestrator(_Model):
     node_image_version: str | None = None
     size: Literal["small", "medium", "large"] | None = None
     accounting: bool = True
+    accounting_enforce: bool = False
 
     @field_validator("slurm_version", mode="before")
     @classmethod
@@ -460,7 +461,7 @@ class Orchestrator(_Model):
             value = f"{value:.2f}"  # YAML reads 25.11 as a number
         return _orchestrator_takes(rules, value, info)
 
-    @field_validator("ami_id", "image_refresh", "node_image", "size", "accounting")
+    @field_validator("ami_id", "image_refresh", "node_image", "size", "accounting", "accounting_enforce")
     @classmethod
     def _orchestrator_setting(cls, value: object, info: ValidationInfo) -> object:
         """The orchestrator's rules of its own keys, judged before each key's shared form below."""
@@ -486,6 +487,13 @@ class Orchestrator(_Model):
         if info.data.get("node_image") != "baked":
             raise fail("only with orchestrator.node_image: baked: it labels the baked image's build")
         return _label(value)
+
+    @field_validator("accounting_enforce")
+    @classmethod
+    def _accounting_enforce(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("accounting") is False:
+            raise fail("needs orchestrator.accounting: true (AccountingStorageEnforce checks the accounting database)")
+        return value
 
     @field_validator("controller_instance_type", "login_instance_type")
     @classmethod

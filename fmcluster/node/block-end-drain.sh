@@ -32,12 +32,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-# Run by SSM, not by run-step.sh: the cluster's Slurm version comes from the settings the install step kept, so
-# slurm_prefixes uses the cluster's Slurm of the image, never the newest of several (lib.sh)
-if [[ -z "${FMCLUSTER_SLURM_VERSION:-}" && -f "$ROOT/opt/fmcluster/node.env" ]]; then
-  FMCLUSTER_SLURM_VERSION="$(sed -n 's/^FMCLUSTER_SLURM_VERSION=//p' "$ROOT/opt/fmcluster/node.env")"
-  export FMCLUSTER_SLURM_VERSION
-fi
+# Run by SSM, not by run-step.sh: slurm_prefixes reads the cluster's Slurm version from the settings the install step
+# kept (lib.sh), never the newest of the image's several
 
 # the reservation, plan and partition rules are the cluster file's (lib.sh's rendered rules)
 PLAN_PATTERN="^$TRAINING_PLAN_ARN_FORM\$"

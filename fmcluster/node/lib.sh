@@ -69,10 +69,30 @@ die() {
 }
 
 _on_error() {
-  log ERROR "line $2: '$3' failed with exit status $1"
+  ((FMC_CHECKING)) || log ERROR "line $2: '$3' failed with exit status $1"
 }
+FMC_CHECKING=0
 set -o errtrace
 trap '_on_error "$?" "$LINENO" "$BASH_COMMAND"' ERR
+
+# checked COMMAND...: run COMMAND (a function, say) in a subshell where errexit holds, so its first failing command
+# stops it, and set CHECKED_STATUS to its exit status. Call it as a plain command, never before `||` or `&&` nor as
+# an `if` condition: bash ignores errexit in every command such a list runs, functions included, even after a `set -e`
+# inside them (bash manual, The Set Builtin, -e), so `apply || status=$?` would run on past a failed useradd. Changes
+# COMMAND makes to variables stay in its subshell; the failing command itself is logged (the ERR trap) once.
+checked() {
+  set +e
+  FMC_CHECKING=1
+  (
+    FMC_CHECKING=0
+    set -e
+    "$@"
+  )
+  # shellcheck disable=SC2034 # read by the caller
+  CHECKED_STATUS=$?
+  FMC_CHECKING=0
+  set -e
+}
 
 # require_root: stop unless running as root (waived when FMCLUSTER_ROOT redirects every path, as in the tests).
 require_root() {
@@ -224,9 +244,16 @@ EOF
 # /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (an image may hold several; PCS user guide, "Install SPANK
 # plugins"), else /usr. On PCS with FMCLUSTER_SLURM_VERSION set (run-step.sh install --slurm-version: the cluster's),
 # only that version's directory, and nothing (status 1) when the image lacks it: a node must not build against or
-# run the Slurm of another version than its controller's. slurm_prefix: the last of them.
+# run the Slurm of another version than its controller's (slurmdbd and slurmctld refuse clients newer than themselves:
+# Slurm's upgrade guide). When the environment lacks it, the version install kept in /opt/fmcluster/node.env: a
+# script that a systemd timer or SSM runs has none of node.env in its environment. slurm_prefix: the last of them.
 slurm_prefixes() {
-  local dir wanted="${FMCLUSTER_SLURM_VERSION:-}"
+  local dir wanted="${FMCLUSTER_SLURM_VERSION:-}" key value
+  if [[ -z "$wanted" && -f "$ROOT/opt/fmcluster/node.env" ]]; then
+    while IFS='=' read -r key value; do
+      [[ "$key" != FMCLUSTER_SLURM_VERSION ]] || wanted="$value"
+    done <"$ROOT/opt/fmcluster/node.env"
+  fi
   local -a found
   if [[ -x "$ROOT/opt/slurm/bin/sinfo" || -d "$ROOT/opt/slurm/etc" ]]; then
     printf '/opt/slurm\n'

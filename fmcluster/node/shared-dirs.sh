@@ -37,7 +37,8 @@ same_mode() {
   (($((8#$1)) == $((8#$2))))
 }
 
-# ensure_directory MOUNT NAME MODE
+# ensure_directory MOUNT NAME MODE. Every command's failure is checked here: main calls it before `||`, where bash
+# ignores errexit (bash manual, The Set Builtin, -e), so an unchecked chmod would fail and still be logged as done.
 ensure_directory() {
   local mount="$1" name="$2" mode="$3" dir current owner error
   dir="$ROOT$mount/$name"
@@ -53,13 +54,18 @@ ensure_directory() {
     log ERROR "$mount/$name exists and is not a directory; users cannot write there until it is one (mode $mode)"
     return 1
   fi
-  current="$(stat -c %a "$dir")"
-  owner="$(stat -c %u "$dir")"
+  if ! current="$(stat -c %a "$dir")" || ! owner="$(stat -c %u "$dir")"; then
+    log ERROR "could not read the mode of $mount/$name"
+    return 1
+  fi
   if same_mode "$current" "$mode"; then
     return 0
   fi
   if same_mode "$current" "$UNCHOSEN_MODE" && [[ "$owner" == "$UNCHOSEN_OWNER" ]]; then
-    chmod "$mode" "$dir"
+    if ! error="$(chmod "$mode" "$dir" 2>&1)"; then
+      log ERROR "$mount/$name: mode $mode not set (it stays 0755, root's): ${error#chmod: }"
+      return 1
+    fi
     log INFO "$mount/$name: mode $mode (it was 0755, root's)"
   else
     log INFO "$mount/$name keeps mode $(printf '%04o' "$((8#$current))") (uid $owner), chosen after it was made" \

@@ -11,11 +11,13 @@
 #   apply    the users of USERS_FILE, as below
 #   sync     reads the SSM parameter (`aws ssm get-parameter`, retried: through the VPC's SSM endpoint and the node's
 #            role, no internet) and applies it only when its SHA-256 differs from the last sync that succeeded
-#            (/var/lib/fmcluster/users.sha256, which also keeps the home base the first sync chose: a file system
-#            unmounted for a moment never moves homes; while it is, the sync fails and the next one tries again); an
-#            unchanged parameter changes nothing and logs nothing
+#            (/var/lib/fmcluster/users.sha256, which also keeps the home base the first sync chose). The node steps
+#            always pass --home-base (the file's: /fsx/home with Lustre, /home without), so a file system unmounted
+#            for a moment never moves homes: while nothing is mounted at a base's parent (/fsx for /fsx/home), the
+#            sync fails, records nothing and the next one tries again; an unchanged parameter changes nothing and
+#            logs nothing
 #   install  a sync at once (its status is the step's), then a systemd timer (fmcluster-users.timer: every 10
-#            minutes, each node up to 2 minutes apart) that runs `sync`: a user added to the cluster file and deployed
+#            minutes, each node at its own fixed offset within them) that runs `sync`: a user added to the cluster file and deployed
 #            later reaches the running nodes, which neither orchestrator sets up again (HyperPod runs lifecycle
 #            scripts when a node is created; fmcluster's PCS lifecycle actions run at first boot)
 #
@@ -214,26 +216,36 @@ lock_removed() {
   done <"$STATE_FILE"
 }
 
+# apply_user NAME UID HOME KEY: one user's group, account, home and key; run through `checked`, so any command that
+# fails (a groupadd that cannot lock /etc/group, a chown on a read-only home) fails the user.
+apply_user() {
+  local name="$1" uid="$2" home="$3" key="$4"
+  ensure_group "$name" "$uid"
+  ensure_account "$name" "$uid" "$home"
+  ensure_home "$name" "$uid" "$home"
+  ensure_key "$name" "$key"
+}
+
 apply() {
-  local file="$1" base="$2" name uid admin kind blob failed=0 home
+  local file="$1" base="$2" name uid admin kind blob failed=0
   local -a names=() admins=()
   base="$(home_base "$base")"
   while read -r name uid admin kind blob; do
     [[ -n "$name" && "$name" != "#"* ]] || continue # an empty line or a comment (users.py NO_USERS)
-    home="$base/$name"
-    if ! ensure_group "$name" "$uid" || ! ensure_account "$name" "$uid" "$home"; then
+    checked apply_user "$name" "$uid" "$base/$name" "${kind:+$kind $blob}"
+    if ((CHECKED_STATUS != 0)); then
+      log ERROR "user $name: not applied (exit status $CHECKED_STATUS); the next sync tries again"
       failed=1
       continue
     fi
-    ensure_home "$name" "$uid" "$home"
-    ensure_key "$name" "${kind:+$kind $blob}"
     names+=("$name")
     if [[ "$admin" == 1 ]]; then
       admins+=("$name")
     fi
   done <"$file"
   write_sshd_drop_in
-  write_sudoers ${admins[@]+"${admins[@]}"} || failed=1
+  checked write_sudoers ${admins[@]+"${admins[@]}"}
+  ((CHECKED_STATUS == 0)) || failed=1
   lock_removed ${names[@]+"${names[@]}"}
   mkdir -p "$(dirname "$STATE_FILE")"
   printf '%s\n' ${names[@]+"${names[@]}"} >"$STATE_FILE"
@@ -252,8 +264,8 @@ sync() {
   base="${base:-$previous_base}"
   if [[ -z "$base" ]]; then
     base="$(home_base "")"
-  elif [[ "$base" == "$SHARED_MOUNT"/* ]] && ! mountpoint -q "$ROOT$SHARED_MOUNT" 2>/dev/null; then
-    die "the homes are under $base, but nothing is mounted at $SHARED_MOUNT now: users not synced (the next sync" \
+  elif [[ "$base" == */home && "$base" != /home ]] && ! mountpoint -q "$ROOT${base%/home}" 2>/dev/null; then
+    die "the homes are under $base, but nothing is mounted at ${base%/home} now: users not synced (the next sync" \
       "tries again)"
   fi
   tmp="$(mktemp)"
@@ -269,7 +281,8 @@ sync() {
   fi
   previous="${previous:0:12}"
   log INFO "users of $parameter changed (sha256 ${sum:0:12}, was ${previous:-none}): applying"
-  apply "$tmp" "$base" || status=$?
+  checked apply "$tmp" "$base"
+  status=$CHECKED_STATUS
   rm -f "$tmp"
   if ((status == 0)); then
     write_file "$SYNCED_FILE" 0644 <<<"$sum $base"
@@ -282,13 +295,14 @@ sync() {
 # install PARAMETER BASE: a sync now, then the timer that syncs every 10 minutes (after the sync: a timer started
 # past its OnBootSec runs at once, and finds nothing changed).
 install() {
-  local parameter="$1" base="$2" arguments status=0
-  sync "$parameter" "$base" || status=$?
+  local parameter="$1" base="$2" arguments status
+  checked sync "$parameter" "$base"
+  status=$CHECKED_STATUS
   arguments="$(printf ' %q' "$parameter" ${base:+--home-base "$base"})"
   install_timed_service "$UNIT" "fmcluster: the cluster file's users on this node (SSM $parameter)" \
     "/usr/bin/env bash /opt/fmcluster/node/users.sh sync$arguments" network-online.target \
     "fmcluster: the cluster file's users, every 10 minutes" OnBootSec=10min OnUnitActiveSec=10min \
-    RandomizedDelaySec=2min
+    RandomizedDelaySec=10min FixedRandomDelay=yes
   return "$status"
 }
 

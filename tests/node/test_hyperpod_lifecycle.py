@@ -847,8 +847,9 @@ against a real slurmdbd in tests/node/test_slurm_accounting.py): records which r
 
 
 @pytest.mark.parametrize(("is_controller", "expected"), [
-    (True, [f"users.sh install {USERS_PARAMETER}", f"slurm-accounting.sh install {USERS_PARAMETER} {CLUSTER} --now"]),
-    (False, [f"users.sh install {USERS_PARAMETER}"]),
+    (True, [f"users.sh install {USERS_PARAMETER} --home-base /fsx/home",
+            f"slurm-accounting.sh install {USERS_PARAMETER} {CLUSTER} --now"]),
+    (False, [f"users.sh install {USERS_PARAMETER} --home-base /fsx/home"]),
 ])  # fmt: skip
 def test_the_users_are_made_on_every_node_and_their_associations_on_the_controller(node, is_controller, expected):
     if is_controller:

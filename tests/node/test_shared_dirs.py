@@ -57,7 +57,7 @@ def test_the_directories_are_the_first_jobs():
     assert f'default="{DATASETS_PATH}"' in train
     assert f'default=f"{CHECKPOINTS_PATH}/{{job_user(os.environ)}}/{{job}}"' in train
     guide = (REPO / "docs/first-job.md").read_text()
-    assert f"{JOBS_PATH}/first-job" in guide
+    assert f"{JOBS_PATH}/$USER/first-job" in guide  # copied and submitted by one user, in a directory of theirs
     assert "install -d -m 1777" not in guide  # nothing left for an administrator to do by hand
     assert sorted(SHARED) == sorted((CHECKPOINTS_PATH, DATASETS_PATH, JOBS_PATH))
 
@@ -92,6 +92,26 @@ def test_a_linked_directory_is_given_its_mode_and_an_administrators_choice_is_ke
     assert f"INFO: {JOBS_PATH} keeps mode 2770 (uid 0), chosen after it was made (fmcluster's is 1777)" in (
         result.stderr
     )
+
+
+def test_a_chmod_that_fails_fails_the_step_and_says_why(tmp_path: Path) -> None:
+    """A chmod the file system refuses (emulated: a root-squashed or read-only export here is not; the stub fails as
+    coreutils' chmod does, exit 1 and "chmod: changing permissions of 'FILE': Operation not permitted", chmod.c's
+    `error (0, errno, _("changing permissions of %s"), ...)`): the step fails, naming the directory and the reason,
+    and never says the mode was set."""
+    node = make_node(tmp_path)
+    node.path(DATASETS_PATH).mkdir(mode=0o755)
+    node.path(DATASETS_PATH).chmod(0o755)
+    node.add_stub("chmod", """echo "chmod: changing permissions of '${!#}': Operation not permitted" >&2; exit 1""")
+    result = node.run(LUSTRE_MOUNT_PATH)
+    assert result.returncode == 1
+    assert (
+        f"ERROR: {DATASETS_PATH}: mode 1777 not set (it stays 0755, root's): changing permissions of "
+        f"'{node.path(DATASETS_PATH)}': Operation not permitted"
+    ) in result.stderr
+    assert "mode 1777 (it was" not in result.stderr
+    assert node.mode(DATASETS_PATH) == 0o755
+    assert node.mode(CHECKPOINTS_PATH) == 0o1777  # the others are still made
 
 
 def test_a_file_in_the_way_fails_in_one_line_and_the_others_are_made(tmp_path: Path) -> None:

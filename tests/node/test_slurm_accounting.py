@@ -14,6 +14,7 @@ environment.
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 from fmcluster.config import parse
 from fmcluster.config.models import rendered_users
 from fmcluster.config.orchestrators import pcs as pcs_rules
+from tests.node import ami
 from tests.node.real_slurm import RealSlurm
 from tests.node.real_slurmdbd import CLUSTER, VERSIONS, real_slurmdbd
 from tests.node.test_scripts import NODE_DIR, TOOLS
@@ -140,15 +142,17 @@ def submit(dbd: RealSlurm, user: str) -> subprocess.CompletedProcess:
 @pytest.mark.real_tools
 @pytest.mark.parametrize("version", VERSIONS)
 def test_with_fmclusters_enforcement_only_users_with_an_association_can_submit(tmp_path: Path, version: str) -> None:
-    """AccountingStorageEnforce as fmcluster sets it on PCS (fmcluster.config.orchestrators.pcs.ACCOUNTING_ENFORCE),
-    judged by a real slurmctld and slurmdbd: before slurm-accounting.sh has run a user's job is refused, after it
-    accepted, with the fair-share factor PriorityWeightFairshare gives it (the weight fmcluster cannot set: it is
-    here to show what the docs' advice to set it yourself does).
+    """AccountingStorageEnforce as fmcluster sets it on PCS with orchestrator.accounting_enforce: true
+    (fmcluster.config.orchestrators.pcs.ACCOUNTING_ENFORCE), judged by a real slurmctld and slurmdbd: before
+    slurm-accounting.sh has run a user's job is refused, after it accepted, with the fair-share factor
+    PriorityWeightFairshare gives it (the weight fmcluster cannot set: it is here to show what the docs' advice to set
+    it yourself does).
 
     Emulated: the users are the chroot's own `daemon` and `bin` (slurmctld resolves a job's uid in its own
     /etc/passwd, which has no user of the cluster file's uid range, so the users file names them directly rather
-    than through the cluster file's renderer); no slurmd runs, so an accepted job stays pending, which is all
-    submission (and sprio, which shows pending jobs) needs."""
+    than through the cluster file's renderer). Here slurmctld knows the users; on PCS, whose slurmctld runs on AWS's
+    side, that is unconfirmed, which is why enforcement is opt-in. No slurmd runs, so an accepted job stays pending,
+    which is all submission (and sprio, which shows pending jobs) needs."""
     node_root = tmp_path / "node"
     node_root.mkdir()
     with real_slurmdbd(tmp_path, version, AccountingStorageEnforce=pcs_rules.ACCOUNTING_ENFORCE) as dbd:
@@ -235,3 +239,34 @@ def test_the_slurm_environment_of_login_shells_is_used(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert (node.state / "slurm-conf").read_text() == "/etc/aws/pcs/slurm.conf\n"
     assert "alice added to account team (fair share 1, QoS normal)" in result.stderr
+
+
+def test_the_timers_sync_uses_the_clusters_slurm_of_several(tmp_path: Path) -> None:
+    """The PCS-Ready DLAMI holds several Slurm versions (tests/node/profiles: 25.05 and 25.11) and slurmdbd refuses
+    clients newer than itself (Slurm's upgrade guide; aws-hpc-recipes dlami_for_pcs_imagebuilder README: "older clients
+    can communicate with newer slurmctld servers, but not vice versa"). The timer's service runs the script with
+    systemd's environment, none of node.env's settings in it: the command it states, run that way on a 25.05 cluster,
+    calls 25.05's sacctmgr, not the newest. SSM stays emulated (the `aws` stub prints the parameter's value)."""
+    node = pretend_node(tmp_path, sacctmgr=None)
+    profile = ami.load("pcs-ready-dlami-ubuntu2404")
+    ami.build(node, profile)
+    assert profile.slurm["versions"] == ["25.05", "25.11"]
+    for version in profile.slurm["versions"]:
+        sacctmgr = node.path(f"/opt/aws/pcs/scheduler/slurm-{version}/bin/sacctmgr")
+        sacctmgr.write_text(f'#!/bin/sh\necho {version} >>"$STUB_STATE/sacctmgr-versions"\n'
+                            '[ "$3" != show ] || [ "$4" = cluster ] && echo team\n')  # fmt: skip
+        sacctmgr.chmod(0o755)
+    node.path("/opt/fmcluster").mkdir(parents=True)
+    node.path("/opt/fmcluster/node.env").write_text("AWS_DEFAULT_REGION=us-east-1\nFMCLUSTER_SLURM_VERSION=25.05\n")
+    node.set("users", "alice 2001 1\n")
+    node.add_stub("aws", 'cat "$STUB_STATE/users"')
+    assert node.run("install", "/fmcluster/team/users", ACCOUNT).returncode == 0
+    service = node.path("/etc/systemd/system/fmcluster-slurm-accounting.service").read_text().splitlines()
+    (exec_start,) = [line.removeprefix("ExecStart=") for line in service if line.startswith("ExecStart=")]
+    command = shlex.split(exec_start)
+    assert command[:3] == ["/usr/bin/env", "bash", "/opt/fmcluster/node/slurm-accounting.sh"]
+    env = {key: value for key, value in node.env.items() if not key.startswith("FMCLUSTER_SLURM")}
+    result = subprocess.run(["bash", str(SCRIPT), *command[3:]], env={**env, "AWS_DEFAULT_REGION": "us-east-1"},
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert set((node.state / "sacctmgr-versions").read_text().split()) == {"25.05"}

@@ -14,6 +14,7 @@ is checked against sudoers(5)'s user specification form instead.
 from __future__ import annotations
 
 import fcntl
+import os
 import re
 import shlex
 import shutil
@@ -25,6 +26,7 @@ import pytest
 from fmcluster.config import parse
 from fmcluster.config.models import rendered_users
 from fmcluster.config.users import NO_USERS
+from fmcluster.node_scripts import pcs_steps
 from tests.node import ami
 from tests.node.test_scripts import NODE_DIR, TOOLS
 from tests.stub_node import StubNode, stub_env
@@ -195,8 +197,16 @@ PARAMETER = "/fmcluster/team/users"
 WITH_CAROL = {**FILE, "users": [FILE["users"][0], {"name": "carol", "uid": 2003}]}
 
 
-def timer_node(tmp_path: Path, profile: str) -> tuple[UsersNode, list[str]]:
-    """A node after `users.sh install` (its boot step), and the command its timer's service runs.
+def users_step(*, lustre: bool) -> list[str]:
+    """users.sh's arguments in a PCS node's users step (node_scripts.pcs_steps), with Lustre or without."""
+    shared = {"lustre_dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "lustre_mount_name": "abcdefgh"}
+    steps = pcs_steps(bundle_s3_uri="s3://bucket/bundle.zip", users_parameter=PARAMETER, **(shared if lustre else {}))
+    (arguments,) = [arguments for step, arguments in steps if step is not None and step.name == "users"]
+    return arguments
+
+
+def timer_node(tmp_path: Path, profile: str, *, lustre: bool = True) -> tuple[UsersNode, list[str]]:
+    """A node after `users.sh install` as its boot step runs it, and the command its timer's service runs.
 
     SSM stays emulated, as in the sync tests above: the `aws` stub prints STUB_STATE/users, the parameter's value
     (`aws ssm get-parameter ... --query Parameter.Value --output text` prints the value alone); systemctl is a stub
@@ -205,7 +215,7 @@ def timer_node(tmp_path: Path, profile: str) -> tuple[UsersNode, list[str]]:
     node.add_stub("systemctl")
     node.add_stub("aws", 'cat "$STUB_STATE/users"')
     node.set("users", rendered_users(parse(FILE, source="team.yaml").users))
-    result = node.run("install", PARAMETER)
+    result = node.run(*users_step(lustre=lustre))
     assert result.returncode == 0, result.stderr
     service = node.path("/etc/systemd/system/fmcluster-users.service").read_text().splitlines()
     (exec_start,) = [line.removeprefix("ExecStart=") for line in service if line.startswith("ExecStart=")]
@@ -228,9 +238,13 @@ def verify_units(directory: Path, *units: str) -> None:
 @pytest.mark.parametrize("profile", ami.PROFILES)
 def test_the_timer_applies_the_users_only_when_the_parameter_changed(tmp_path: Path, profile: str) -> None:
     node, timer_command = timer_node(tmp_path, profile)
-    assert timer_command == ["sync", PARAMETER]
+    assert timer_command == ["sync", PARAMETER, "--home-base", "/fsx/home"]
     timer = node.path("/etc/systemd/system/fmcluster-users.timer").read_text().splitlines()
-    assert {"OnUnitActiveSec=10min", "RandomizedDelaySec=2min", "WantedBy=timers.target"} <= set(timer)
+    # systemd.timer(5): RandomizedDelaySec as long as the interval spreads the nodes' SSM reads over all of it, and
+    # FixedRandomDelay=yes (systemd 247; Ubuntu 22.04 has 249, 24.04 255) keeps each node's offset, so no two reads
+    # of one node come closer than the interval
+    assert {"OnUnitActiveSec=10min", "RandomizedDelaySec=10min", "FixedRandomDelay=yes"} <= set(timer)
+    assert "WantedBy=timers.target" in timer
     assert ["systemctl", "enable", "--now", "fmcluster-users.timer"] in node.calls("systemctl")
     assert node.line("passwd", "bob")[2] == "2002"  # the install's own sync
     verify_units(node.path("/etc/systemd/system"), "fmcluster-users.timer", "fmcluster-users.service")
@@ -302,3 +316,61 @@ def test_a_sync_waits_for_another_run_and_gives_up_in_one_line(tmp_path: Path) -
     assert not [fields for fields in node.lines("passwd") if fields[0] == "carol"]
     assert node.run(*timer_command).returncode == 0  # released: the next sync applies it
     assert node.line("passwd", "carol")[2] == "2003"
+
+
+@pytest.mark.real_tools  # shadow-utils waits out a held lock, 15 s per lock file, before it gives up
+@pytest.mark.parametrize(("lock", "tool", "status"), [("group", "groupadd", 10), ("passwd", "useradd", 1)])
+def test_a_shadow_tool_that_fails_fails_the_user_and_the_next_sync_tries_again(
+    tmp_path: Path, lock: str, tool: str, status: int
+) -> None:
+    """The real groupadd and useradd, refused the lock another process holds (shadow-utils' commonio_lock: a lock file
+    /etc/group.lock or /etc/passwd.lock that is not theirs; groupadd(8) exit 10 "can't update group file", useradd(8)
+    exit 1 "can't update password file", both saying "cannot lock ...; try again later."). The user fails, nothing
+    says it was added, the sync fails and records no SHA-256, and the next sync makes the user."""
+    node, timer_command = timer_node(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    held = node.path(f"/etc/{lock}.lock")
+    held.write_text(f"{os.getpid()}")  # a live process's lock, as an admin's vipw or a package's postinst holds it
+    node.set("users", rendered_users(parse(WITH_CAROL, source="team.yaml").users))
+    result = node.run(*timer_command)
+    assert result.returncode == 1
+    assert re.search(rf"^{tool}: cannot lock \S+/etc/{lock}; try again later\.$", result.stderr, re.MULTILINE)
+    assert re.search(rf"ERROR: line \d+: '{tool} .*' failed with exit status {status}$", result.stderr, re.MULTILINE)
+    assert f"ERROR: user carol: not applied (exit status {status}); the next sync tries again" in result.stderr
+    assert ("group carol (gid 2003) added" in result.stderr) == (tool == "useradd")  # groupadd ran before it
+    assert "user carol (uid" not in result.stderr
+    assert not [fields for fields in node.lines("passwd") if fields[0] == "carol"]
+    assert node.path("/var/lib/fmcluster/users.sha256").read_text() == "- /fsx/home\n"
+    held.unlink()
+    result = node.run(*timer_command)
+    assert result.returncode == 0, result.stderr
+    assert node.line("passwd", "carol") == ["carol", "x", "2003", "2003", "", "/fsx/home/carol", "/bin/bash"]
+
+
+def test_a_first_sync_before_lustre_is_mounted_fails_and_keeps_no_home_base(tmp_path: Path) -> None:
+    """With Lustre in the file, the step passes --home-base /fsx/home: a first sync while /fsx is not mounted yet
+    fails and records nothing, rather than settling every home on the node's own /home for good."""
+    node = make_node(tmp_path, "pcs-ready-dlami-ubuntu2404", fsx=False)
+    node.add_stub("systemctl")
+    node.add_stub("aws", 'cat "$STUB_STATE/users"')
+    node.set("users", rendered_users(parse(FILE, source="team.yaml").users))
+    result = node.run(*users_step(lustre=True))
+    assert result.returncode == 1
+    assert (
+        "ERROR: the homes are under /fsx/home, but nothing is mounted at /fsx now: users not synced (the next sync "
+        "tries again)"
+    ) in result.stderr
+    assert not node.path("/var/lib/fmcluster/users.sha256").exists()
+    assert not [fields for fields in node.lines("passwd") if fields[0] == "alice"]
+    node.path("/fsx").mkdir(parents=True, exist_ok=True)
+    node.set("mounted", f"{node.path('/fsx')}\n")  # mounted now: the timer's next sync makes the homes there
+    service = node.path("/etc/systemd/system/fmcluster-users.service").read_text()
+    assert "users.sh sync /fmcluster/team/users --home-base /fsx/home" in service
+    result = node.run("sync", PARAMETER, "--home-base", "/fsx/home")
+    assert result.returncode == 0, result.stderr
+    assert node.line("passwd", "alice")[5] == "/fsx/home/alice"
+
+
+def test_without_lustre_the_step_puts_the_homes_on_home(tmp_path: Path) -> None:
+    node, timer_command = timer_node(tmp_path, "pcs-ready-dlami-ubuntu2404", lustre=False)
+    assert timer_command == ["sync", PARAMETER, "--home-base", "/home"]
+    assert node.line("passwd", "alice")[5] == "/home/alice"

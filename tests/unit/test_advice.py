@@ -126,6 +126,8 @@ def test_users_get_a_note_on_what_their_equal_shares_do_on_each_orchestrator():
     hyperpod = parse({**BASE, "orchestrator": {"type": "hyperpod-slurm"}, "users": USERS,
                       "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}]})  # fmt: skip
     pcs = config(users=USERS, orchestrator={"type": "pcs", "login_instance_type": "m5.xlarge"})
+    enforcing = config(users=USERS, orchestrator={"type": "pcs", "login_instance_type": "m5.xlarge",
+                                                  "accounting_enforce": True})  # fmt: skip
     for file, because, enforcement in (
         (
             hyperpod,
@@ -135,9 +137,19 @@ def test_users_get_a_note_on_what_their_equal_shares_do_on_each_orchestrator():
         (
             pcs,
             "whether PCS takes it among its cluster-level custom settings is unconfirmed",
-            "it does set AccountingStorageEnforce=associations,limits,qos, which PCS takes at cluster level: a job of "
-            "anyone without an association (the image's login user, e.g. ubuntu, or ssm-user) is refused at "
-            "submission",
+            "it sets no AccountingStorageEnforce (orchestrator.accounting_enforce is false), so Slurm runs jobs "
+            "outside an association too and applies no association or QoS limit; the associations still record "
+            "usage for sacct and sshare",
+        ),
+        (
+            enforcing,
+            "whether PCS takes it among its cluster-level custom settings is unconfirmed",
+            "orchestrator.accounting_enforce sets AccountingStorageEnforce=associations,limits,qos, which PCS takes at "
+            "cluster level: a job of anyone without an association (the image's login user, e.g. ubuntu, or "
+            "ssm-user) is refused at submission, as is a user's first job until the head node's timer has made their "
+            "association (3 minutes after that node boots; within 10 minutes of a deploy that adds the user); "
+            "whether PCS's slurmctld, which cannot see the nodes' accounts, accepts the users' own jobs is "
+            "unconfirmed (check with sbatch --test-only first: docs/operations.md)",
         ),
     ):
         (found,) = warnings(file)

@@ -1474,7 +1474,7 @@ INVALID = [
         {"orchestrator.kind": "pcs"},
         [
             "orchestrator.kind: unknown key; allowed here: type, controller_instance_type, login_instance_type, "
-            "slurm_version, ami_id, image_refresh, node_image, node_image_version, size, accounting"
+            "slurm_version, ami_id, image_refresh, node_image, node_image_version, size, accounting, accounting_enforce"
         ],
         "unknown-orchestrator",
     ),

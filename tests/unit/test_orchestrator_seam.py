@@ -28,6 +28,8 @@ SEAM = (
     "NO_HEALTH_CHECKS",
     "FAIR_SHARE_WEIGHT",
     "ENFORCEMENT",
+    "enforcement_note",
+    "enforcement_problem",
     "SESSION_NODE",
     "RECORDS_SIZE",
     "CLUSTER_STATUS_EVENTS",

@@ -23,6 +23,7 @@ from constructs import Construct
 
 from fmcluster import node_files, node_scripts
 from fmcluster.config import load, parse
+from fmcluster.config.errors import ConfigError
 from fmcluster.config.orchestrators import pcs as pcs_rules
 from fmcluster.constructs import LustreMount, LustreStorage, ProjectBuckets, TrainingNetwork
 from fmcluster.constructs.pcs import PcsSlurmCluster, cluster_size
@@ -600,7 +601,7 @@ ENFORCING = {
     "name": "team",
     "region": "us-east-1",
     "availability_zone_id": "use1-az6",
-    "orchestrator": {"type": "pcs", "login_instance_type": "m7i.xlarge"},
+    "orchestrator": {"type": "pcs", "login_instance_type": "m7i.xlarge", "accounting_enforce": True},
     "compute": [{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}],
     "users": [{"name": "alice", "uid": 2001}],
 }
@@ -610,16 +611,47 @@ ENFORCING = {
     ("change", "enforced"),
     [
         ({}, True),
-        ({"users": []}, False),  # no users: the login user (ubuntu) has no association and would be refused
-        ({"orchestrator": {"type": "pcs", "login_instance_type": "m7i.xlarge", "accounting": False}}, False),
-        ({"orchestrator": {"type": "pcs"}}, True),  # the head node managed Prometheus adds makes them
-        # no login or head node: no node makes the associations
-        ({"orchestrator": {"type": "pcs"}, "observability": {"prometheus": "none", "grafana": "none"}}, False),
+        ({"orchestrator": {"type": "pcs", "login_instance_type": "m7i.xlarge"}}, False),  # off unless asked for
+        ({"orchestrator": {"type": "pcs", "accounting_enforce": True}}, True),  # the head node Prometheus adds
     ],
 )
-def test_the_cluster_enforces_associations_only_where_every_user_gets_one(change, enforced):
+def test_the_cluster_enforces_associations_only_when_the_file_asks(change, enforced):
     config = parse({**ENFORCING, **change}, source="team.yaml")
     assert pcs_rules.enforces_associations(config.orchestrator, config.observability, bool(config.users)) is enforced
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"users": []},
+            "team.yaml: orchestrator.accounting_enforce: needs users: without them no one but root has a Slurm "
+            "association, so every job of the image's login user (ubuntu) or ssm-user would be refused",
+        ),
+        (
+            {"orchestrator": {"type": "pcs", "accounting": False, "accounting_enforce": True}},
+            "team.yaml: orchestrator.accounting_enforce: needs orchestrator.accounting: true (AccountingStorageEnforce "
+            "checks the accounting database)",
+        ),
+        (
+            {"orchestrator": {"type": "pcs", "accounting_enforce": True},
+             "observability": {"prometheus": "none", "grafana": "none"}},
+            "team.yaml: orchestrator.accounting_enforce: needs a node that makes the users' associations: no node "
+            "makes the users' Slurm associations: they are made on the login node (or the head node that "
+            "observability.prometheus: managed adds); set orchestrator.login_instance_type",
+        ),
+        (
+            {"orchestrator": {"type": "hyperpod-slurm", "accounting_enforce": True}},
+            "team.yaml: orchestrator.accounting_enforce: only for orchestrator.type: pcs (HyperPod's slurm.conf is "
+            "HyperPod's own: its API takes no Slurm settings, so fmcluster sets no AccountingStorageEnforce there)",
+        ),
+    ],
+    ids=["no-users", "no-accounting", "no-head-node", "hyperpod"],
+)  # fmt: skip
+def test_accounting_enforce_is_refused_where_it_cannot_hold(change, message):
+    with pytest.raises(ConfigError) as error:
+        parse({**ENFORCING, **change}, source="team.yaml")
+    assert message in str(error.value).splitlines()
 
 
 @pytest.mark.parametrize("group", ["gpu", "p5-block", "login"])
@@ -727,6 +759,7 @@ def test_cluster_users_are_created_by_a_required_action_on_every_node_after_thei
     which the cluster stack writes; every node group waits for it (a node booting first would fail the step)."""
     data = yaml.safe_load((REPO / "examples/p5-capacity-block.yaml").read_text())
     data["users"] = [{"name": "alice", "uid": 2001, "admin": True}, {"name": "bob", "uid": 2002}]
+    data["orchestrator"]["accounting_enforce"] = True  # opt-in (off by default: pcs_rules.ACCOUNTING_ENFORCE)
     result = synthesize(REPO / "examples/p5-capacity-block.yaml", tmp_path, parse(data))
     template = result.templates["llm-pretrain-cluster"]
     (parameter_id,) = [
@@ -736,7 +769,7 @@ def test_cluster_users_are_created_by_a_required_action_on_every_node_after_thei
         and resource["Properties"]["Name"] == "/fmcluster/llm-pretrain/users"
     ]
     for name, steps in lifecycle(template).items():
-        assert steps["users"] == "users install /fmcluster/llm-pretrain/users", name
+        assert steps["users"] == "users install /fmcluster/llm-pretrain/users --home-base /fsx/home", name
         (users,) = [action for action in actions(template)[name] if action["Name"] == "users"]
         assert users["OnError"] == "TERMINATE"
     groups = [r for r in template["Resources"].values() if r["Type"] == "AWS::PCS::ComputeNodeGroup"]
@@ -751,7 +784,7 @@ def test_cluster_users_are_created_by_a_required_action_on_every_node_after_thei
     assert accounting["OnError"] == "CONTINUE"
     names = [action["Name"] for action in actions(template)["login"]]
     assert names.index("accounting") == names.index("users") + 1
-    # with users (and accounting, and the login node to make their associations) the cluster enforces them
+    # asked for, with users (and accounting, and the login node to make their associations): the cluster enforces
     (cluster,) = props(template, "AWS::PCS::Cluster")
     settings = {s["ParameterName"]: s["ParameterValue"] for s in cluster["SlurmConfiguration"]["SlurmCustomSettings"]}
     assert settings["AccountingStorageEnforce"] == "associations,limits,qos"

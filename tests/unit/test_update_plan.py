@@ -644,9 +644,19 @@ def test_pcs_cluster_slurm_settings_change_in_place_and_the_plan_says_what_enfor
     enforced = {**base, "SlurmConfiguration": {"SlurmCustomSettings": hook + enforce}}
     (change,) = compare(stack(Cluster=("AWS::PCS::Cluster", base)), stack(Cluster=("AWS::PCS::Cluster", enforced)))
     assert (change.action, change.risk, change.failure) == ("modify", "", "")
-    (effect,) = change.effects
-    assert "change in place" in effect
-    assert "a job of a user without an association is refused at submission from then on" in effect
+    in_place, enforcing = change.effects
+    assert "change in place" in in_place
+    assert enforcing == (
+        "AccountingStorageEnforce is turned on (orchestrator.accounting_enforce): from then on a job of a user "
+        "without an association is refused at submission, and such users' pending jobs become ineligible (squeue "
+        "Reason=InvalidAccount: Slurm src/slurmctld/job_mgr.c `_job_fail_account`); the file's users get theirs from "
+        "the head node's timer within 10 minutes"
+    )
+    # turned off, or another setting changed: in place, nothing said about refused jobs
+    for old, new in ((enforced, base), (base, {**base, "SlurmConfiguration": {"SlurmCustomSettings": hook[:1]}})):
+        (change,) = compare(stack(Cluster=("AWS::PCS::Cluster", old)), stack(Cluster=("AWS::PCS::Cluster", new)))
+        (effect,) = change.effects
+        assert "change in place" in effect and "refused" not in effect
 
 
 def test_pcs_accounting_turned_off_is_refused():

@@ -29,7 +29,8 @@ a new module here with the same functions, and one entry in `ORCHESTRATORS`:
 - `RUNS_DEEP_HEALTH_CHECKS`, `UNOFFERED_TYPE`: what `plan` shows and what `validate --live` says of a type EC2 does
   not offer in the zone;
 - `NO_HEALTH_CHECKS`: why `fmcluster healthcheck` has nothing to start (None where the service has checks).
-- `FAIR_SHARE_WEIGHT`, `ENFORCEMENT`, `associations_problem(orchestrator, observability)`: why the users' equal shares
+- `FAIR_SHARE_WEIGHT`, `ENFORCEMENT` (and `enforcement_note(orchestrator)`, its text for the file's
+  `orchestrator.accounting_enforce`), `associations_problem(orchestrator, observability)`: why the users' equal shares
   may not order jobs there, what becomes of jobs outside an association, and why no node makes their Slurm
   associations (None where one does), for `advice.accounting_notes`;
 - `SESSION_NODE` (a `module:name` reference) and `placeholder_target(group, node)`: the node `connect` and `info`

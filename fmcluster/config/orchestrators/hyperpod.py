@@ -76,6 +76,16 @@ ENFORCEMENT = (
 """What fmcluster does about jobs outside an association on HyperPod (`advice.accounting_notes`)."""
 
 
+def enforcement_note(orchestrator: Orchestrator) -> str:
+    """`ENFORCEMENT` (HyperPod has no `orchestrator.accounting_enforce`: the model refuses it)."""
+    return ENFORCEMENT
+
+
+def enforcement_problem(orchestrator: Orchestrator, observability: Observability | None, has_users: bool) -> None:
+    """None: the model refuses `orchestrator.accounting_enforce` on HyperPod, so nothing is left to judge here."""
+    return None
+
+
 def associations_problem(orchestrator: Orchestrator, observability: Observability | None) -> str | None:
     """HyperPod's controller runs slurmdbd, so the users' associations are always made there."""
     return None
@@ -99,11 +109,15 @@ ACCOUNTING = (
     "HyperPod always runs Slurm accounting (slurmdbd with MariaDB on the controller: SageMaker HyperPod guide, 'Using "
     "an external accounting database'); remove accounting: false"
 )
+ACCOUNTING_ENFORCE = (
+    "only for orchestrator.type: pcs (HyperPod's slurm.conf is HyperPod's own: its API takes no Slurm settings, so "
+    "fmcluster sets no AccountingStorageEnforce there)"
+)
 
 
 def setting_problem(key: str, value: object, earlier: Mapping[str, object]) -> str | None:
     """What HyperPod refuses of the `orchestrator` key `key` set to `value` (not None): a key only AWS PCS takes, a
-    baked node image, accounting turned off (`earlier`: the keys validated before it).
+    baked node image, accounting turned off, accounting enforced (`earlier`: the keys validated before it).
 
     >>> setting_problem("size", "small", {})
     'only for orchestrator.type: pcs (HyperPod clusters have no size)'
@@ -114,6 +128,8 @@ def setting_problem(key: str, value: object, earlier: Mapping[str, object]) -> s
         return BAKED
     if key == "accounting" and value is False:
         return ACCOUNTING
+    if key == "accounting_enforce" and value is True:
+        return ACCOUNTING_ENFORCE
     return None
 
 

@@ -116,13 +116,19 @@ def default_size(nodes: int) -> str:
 
 
 ACCOUNTING_ENFORCE = "associations,limits,qos"
-"""The cluster's `AccountingStorageEnforce` when the file has `users` and accounting is on (`enforces_associations`).
+"""The cluster's `AccountingStorageEnforce` with `orchestrator.accounting_enforce: true` (`enforces_associations`).
 PCS takes the key at cluster level but only "a subset of the options" (PCS API reference, SlurmCustomSetting; the
 AWS SDK for Kotlin's parameterName lists Prolog, Epilog, SelectTypeParameters, AccountingStorageEnforce); this value
 is the one AWS's own PCS recipe sets (aws-hpc-recipes recipes/pcs/terraform_awscc/assets/modules/compute/main.tf;
 its CloudFormation recipes offer `associations,limits,safe`). slurm.conf(5) of Slurm 24.11.5 and 26.05.5: with
 `associations` no job runs without an association, `limits` enforces association and QoS limits, `qos` requires a
-valid QoS (every association fmcluster makes has DefaultQOS=normal); both imply `associations`."""
+valid QoS (every association fmcluster makes has DefaultQOS=normal); both imply `associations`.
+
+Off by default: Slurm's assoc_mgr gives an association's user the uid its name has on the slurmctld host
+(src/common/assoc_mgr.c `_post_user_list`: `uid_from_string(user->name)`, else NO_VAL) and matches jobs to
+associations by uid; on PCS slurmctld runs on AWS's side, which cannot see the accounts users.sh makes on the nodes,
+so whether the file's users' own jobs are accepted with enforcement on is (unconfirmed): docs/operations.md says how
+to check it on a cluster before turning it on."""
 
 
 FAIR_SHARE_WEIGHT = (
@@ -132,20 +138,49 @@ FAIR_SHARE_WEIGHT = (
     "SrunPortRange and OverTimeLimit there), so fmcluster sets no priority weight rather than risk a refused cluster"
 )
 """Why the users' equal shares may not order jobs on PCS (`advice.accounting_notes`; docs/operations.md)."""
-ENFORCEMENT = (
-    f"it does set AccountingStorageEnforce={ACCOUNTING_ENFORCE}, which PCS takes at cluster level: a job of "
-    "anyone without an association (the image's login user, e.g. ubuntu, or ssm-user) is refused at submission, "
-    "as is a user's first job until the head node's timer has made their association (3 minutes after that node "
-    "boots; within 10 minutes of a deploy that adds the user)"
-)
-"""What happens on PCS to jobs outside an association (`advice.accounting_notes`; `enforces_associations`)."""
+ENFORCEMENT = {
+    True: (
+        f"orchestrator.accounting_enforce sets AccountingStorageEnforce={ACCOUNTING_ENFORCE}, which PCS takes at "
+        "cluster level: a job of anyone without an association (the image's login user, e.g. ubuntu, or ssm-user) is "
+        "refused at submission, as is a user's first job until the head node's timer has made their association "
+        "(3 minutes after that node boots; within 10 minutes of a deploy that adds the user); whether PCS's "
+        "slurmctld, which cannot see the nodes' accounts, accepts the users' own jobs is unconfirmed (check with "
+        "sbatch --test-only first: docs/operations.md)"
+    ),
+    False: (
+        "it sets no AccountingStorageEnforce (orchestrator.accounting_enforce is false), so Slurm runs jobs outside "
+        "an association too and applies no association or QoS limit; the associations still record usage for sacct "
+        "and sshare"
+    ),
+}
+"""What happens on PCS to jobs outside an association, by `orchestrator.accounting_enforce` (`advice.accounting_notes`;
+`enforces_associations`)."""
+
+
+def enforcement_note(orchestrator: Orchestrator) -> str:
+    """`ENFORCEMENT` for this cluster file's `orchestrator.accounting_enforce`."""
+    return ENFORCEMENT[orchestrator.accounting_enforce]
 
 
 def enforces_associations(orchestrator: Orchestrator, observability: Observability | None, has_users: bool) -> bool:
-    """Whether the cluster refuses jobs outside an association (`ACCOUNTING_ENFORCE`): only with `users` (a cluster
-    without them has no one to be fair between, and its login user, e.g. `ubuntu`, has no association) and a node
-    that makes their associations (`associations_problem` is None)."""
-    return has_users and associations_problem(orchestrator, observability) is None
+    """Whether the cluster refuses jobs outside an association (`ACCOUNTING_ENFORCE`): only when the file asks for it
+    (`orchestrator.accounting_enforce`, refused by `enforcement_problem` without users or a node that makes their
+    associations)."""
+    return orchestrator.accounting_enforce and enforcement_problem(orchestrator, observability, has_users) is None
+
+
+def enforcement_problem(orchestrator: Orchestrator, observability: Observability | None, has_users: bool) -> str | None:
+    """Why `orchestrator.accounting_enforce: true` cannot hold for this file, or None."""
+    if not orchestrator.accounting_enforce:
+        return None
+    if not has_users:
+        return (
+            "needs users: without them no one but root has a Slurm association, so every job of the image's login "
+            "user (ubuntu) or ssm-user would be refused"
+        )
+    if problem := associations_problem(orchestrator, observability):
+        return f"needs a node that makes the users' associations: {problem}"
+    return None
 
 
 def associations_problem(orchestrator: Orchestrator, observability: Observability | None) -> str | None:

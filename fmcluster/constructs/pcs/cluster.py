@@ -232,8 +232,9 @@ class PcsSlurmCluster(Construct):
             Omitted: False (the cluster file's `orchestrator.accounting` defaults to true).
         enforce_associations: with `accounting`, the cluster setting `AccountingStorageEnforce=associations,limits,qos`
             (`pcs_rules.ACCOUNTING_ENFORCE`): jobs of a user without an association are refused at submission, and
-            association and QoS limits hold. Only where every user who runs jobs gets an association (the cluster
-            file sets it with `users`). Omitted: False.
+            association and QoS limits hold. Only where every user who runs jobs gets an association, and after
+            checking that the managed slurmctld accepts your users' jobs (the cluster file sets it with
+            `orchestrator.accounting_enforce`, opt-in: docs/operations.md, "Fair-share and QoS"). Omitted: False.
 
     Raises:
         ValueError: naming every prop that AWS PCS or the cluster file's rules would reject (unresolved tokens are

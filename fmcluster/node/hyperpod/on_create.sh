@@ -248,7 +248,7 @@ run_step() {
 }
 
 main() {
-  local group
+  local group home_base
   local -a arguments
   if (($#)); then
     printf 'usage: %s\n' "$0" >&2
@@ -279,7 +279,10 @@ main() {
   run_step enroot
   run_step slurm-hooks
   if [[ -n "$FMCLUSTER_USERS_PARAMETER" ]]; then
-    run_step users install "$FMCLUSTER_USERS_PARAMETER"
+    # The home base the file gives (no shared file system: /home), never guessed from what is mounted right now.
+    home_base=/home
+    [[ -z "$FMCLUSTER_FSX_MOUNT" ]] || home_base="$FMCLUSTER_FSX_MOUNT/home"
+    run_step users install "$FMCLUSTER_USERS_PARAMETER" --home-base "$home_base"
   fi
   if [[ -n "$FMCLUSTER_USERS_PARAMETER" && "$group" == "$FMCLUSTER_CONTROLLER_GROUP" ]]; then
     run_step accounting install "$FMCLUSTER_USERS_PARAMETER" "$FMCLUSTER_CLUSTER" --now
