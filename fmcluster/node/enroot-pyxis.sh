@@ -298,7 +298,8 @@ main() {
   shopt -s extglob
   mapfile -t prefixes < <(slurm_prefixes)
   if ((${#prefixes[@]} == 0)); then
-    die "pyxis must be built against the cluster's Slurm $FMCLUSTER_SLURM_VERSION, which this image lacks; use an" \
+    die "pyxis must be built against the cluster's Slurm ${FMCLUSTER_SLURM_VERSION:-from node.env}, which this" \
+      "image lacks; use an" \
       "image that carries it (the PCS-Ready DLAMI's versions: README, supported images) or another slurm_version"
   fi
   if [[ "${prefixes[*]}" == /usr && ! -x "$ROOT/usr/bin/srun" ]]; then
@@ -307,8 +308,8 @@ main() {
   if ! command -v enroot >/dev/null 2>&1; then
     install_enroot
   fi
-  # the cluster's Slurm version (FMCLUSTER_SLURM_VERSION); without it every version of the image, as the PCS user
-  # guide ("Install SPANK plugins") asks
+  # the cluster's Slurm version (FMCLUSTER_SLURM_VERSION, else /opt/fmcluster/node.env's); without either every
+  # version of the image, as the PCS user guide ("Install SPANK plugins") asks
   for prefix in "${prefixes[@]}"; do
     if [[ ! -f "$ROOT$prefix/lib/slurm/$PYXIS_PLUGIN" ]]; then
       install_pyxis "$prefix"

@@ -69,7 +69,8 @@ die() {
 }
 
 _on_error() {
-  ((FMC_CHECKING)) || log ERROR "line $2: '$3' failed with exit status $1"
+  # inside `checked`: its subshell's own return re-raises ERR (errtrace); only the command that failed is logged
+  ((FMC_CHECKING)) || [[ ${FUNCNAME[1]:-} == checked ]] || log ERROR "line $2: '$3' failed with exit status $1"
 }
 FMC_CHECKING=0
 set -o errtrace

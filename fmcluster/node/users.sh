@@ -228,10 +228,11 @@ apply_user() {
 
 apply() {
   local file="$1" base="$2" name uid admin kind blob failed=0
-  local -a names=() admins=()
+  local -a listed=() names=() admins=()
   base="$(home_base "$base")"
   while read -r name uid admin kind blob; do
     [[ -n "$name" && "$name" != "#"* ]] || continue # an empty line or a comment (users.py NO_USERS)
+    listed+=("$name") # listed, applied or not: a user who fails this time is retried, never locked as removed
     checked apply_user "$name" "$uid" "$base/$name" "${kind:+$kind $blob}"
     if ((CHECKED_STATUS != 0)); then
       log ERROR "user $name: not applied (exit status $CHECKED_STATUS); the next sync tries again"
@@ -246,9 +247,9 @@ apply() {
   write_sshd_drop_in
   checked write_sudoers ${admins[@]+"${admins[@]}"}
   ((CHECKED_STATUS == 0)) || failed=1
-  lock_removed ${names[@]+"${names[@]}"}
+  lock_removed ${listed[@]+"${listed[@]}"}
   mkdir -p "$(dirname "$STATE_FILE")"
-  printf '%s\n' ${names[@]+"${names[@]}"} >"$STATE_FILE"
+  printf '%s\n' ${listed[@]+"${listed[@]}"} >"$STATE_FILE"
   log INFO "users: ${names[*]:-none}; admins: ${admins[*]:-none}"
   return "$failed"
 }
@@ -264,9 +265,9 @@ sync() {
   base="${base:-$previous_base}"
   if [[ -z "$base" ]]; then
     base="$(home_base "")"
-  elif [[ "$base" == */home && "$base" != /home ]] && ! mountpoint -q "$ROOT${base%/home}" 2>/dev/null; then
-    die "the homes are under $base, but nothing is mounted at ${base%/home} now: users not synced (the next sync" \
-      "tries again)"
+  elif [[ "$base" != /home ]] && ! mountpoint -q "$ROOT$(dirname "$base")" 2>/dev/null; then
+    die "the homes are under $base, but nothing is mounted at $(dirname "$base") now: users not synced (the next" \
+      "sync tries again)"
   fi
   tmp="$(mktemp)"
   if ! retry aws ssm get-parameter --region "$(region)" --name "$parameter" --query Parameter.Value \

@@ -258,21 +258,27 @@ def test_dropping_the_sagemaker_endpoint_from_a_running_pcs_vpc_is_a_plain_delet
     assert refusals(changes, old, new) == []
 
 
-def test_the_first_users_of_a_pcs_cluster_change_its_slurm_settings_and_their_parameter_in_place(synthesized, tmp_path):
+@pytest.mark.parametrize("enforce", [False, True], ids=["users", "users-enforced"])
+def test_the_first_users_of_a_pcs_cluster_change_their_parameter_and_enforcement_in_place(
+    synthesized, tmp_path, enforce
+):
     """docs/operations.md, "Adding or removing a user later": the users parameter exists from the first deploy, so the
-    first users change it and, on PCS with accounting, the cluster's AccountingStorageEnforce (SlurmConfiguration is
-    not create-only in cfn-lint's AWS::PCS::Cluster schema): nothing is replaced, no node group's lifecycle changes."""
+    first users change only it; with orchestrator.accounting_enforce also the cluster's AccountingStorageEnforce
+    (SlurmConfiguration is not create-only in cfn-lint's AWS::PCS::Cluster schema), whose effect on pending jobs the
+    plan names. Nothing is replaced, no node group's lifecycle changes."""
 
     def with_users(data: dict) -> None:
         data["users"] = [{"name": "alice", "uid": 2001}]
+        if enforce:
+            data["orchestrator"]["accounting_enforce"] = True
 
     after = synthesized_from(grown("p5-capacity-block", with_users), tmp_path)
     changes = compare(synthesized["p5-capacity-block"].templates, after)
-    assert sorted((c.resource_type, c.action, c.properties) for c in changes) == [
-        ("AWS::PCS::Cluster", "modify", ("SlurmConfiguration",)),
-        ("AWS::SSM::Parameter", "modify", ("Value",)),
-    ]
-    (cluster,) = [c for c in changes if c.resource_type == "AWS::PCS::Cluster"]
-    assert (cluster.risk, cluster.failure) == ("", "")
-    assert any("AccountingStorageEnforce" in effect for effect in cluster.effects)
+    expected = [("AWS::SSM::Parameter", "modify", ("Value",))]
+    if enforce:
+        expected.insert(0, ("AWS::PCS::Cluster", "modify", ("SlurmConfiguration",)))
+    assert sorted((c.resource_type, c.action, c.properties) for c in changes) == expected
+    for cluster in (c for c in changes if c.resource_type == "AWS::PCS::Cluster"):
+        assert (cluster.risk, cluster.failure) == ("", "")
+        assert any("Reason=InvalidAccount" in effect for effect in cluster.effects)
     assert refusals(changes, synthesized["p5-capacity-block"].templates, after) == []

@@ -268,6 +268,28 @@ def test_the_timer_applies_the_users_only_when_the_parameter_changed(tmp_path: P
     assert node.run(*timer_command).stderr == ""  # changed once, applied once
 
 
+def test_a_listed_user_who_fails_this_time_is_kept_not_locked_as_removed(tmp_path: Path) -> None:
+    """A sync where an existing user's apply fails (here the chown of bob's home, refused as coreutils' chown refuses:
+    "changing ownership of '...': Operation not permitted", exit 1) fails that user and the sync, but bob is still in
+    the file: he keeps his shell and key and stays in the state file, so the next sync retries him; locking is only for
+    users the file no longer lists."""
+    node, timer_command = timer_node(tmp_path, "pcs-ready-dlami-ubuntu2404")
+    node.add_stub(
+        "chown",
+        'case "$*" in *fsx/home/bob*) echo "chown: changing ownership of \'${*: -1}\': Operation not permitted" >&2; '
+        'exit 1;; esac; exec /usr/bin/chown "$@"',
+    )
+    grown = {**FILE, "users": [*FILE["users"], {"name": "carol", "uid": 2003}]}  # a change, so the sync applies
+    node.set("users", rendered_users(parse(grown, source="team.yaml").users))
+    result = node.run(*timer_command)
+    assert result.returncode == 1
+    assert "ERROR: user bob: not applied (exit status 1); the next sync tries again" in result.stderr
+    assert "locked" not in result.stderr
+    assert node.line("passwd", "bob")[6] == "/bin/bash"
+    assert "bob" in node.path("/var/lib/fmcluster/users").read_text().split()
+    assert node.line("passwd", "carol")[2] == "2003"
+
+
 def test_while_the_file_system_is_not_mounted_the_timer_moves_no_home(tmp_path: Path) -> None:
     node, timer_command = timer_node(tmp_path, "hyperpod-dlami-ubuntu2204")
     node.set("mounted", "")  # /fsx gone for a moment (a client eviction, an admin's umount)
