@@ -241,6 +241,19 @@ EOF
   systemctl enable --now "$name.timer"
 }
 
+# node_setting KEY: KEY's value in /opt/fmcluster/node.env, the settings run-step.sh's install keeps for every later
+# step (empty when it has none; the file is read, never run as code).
+node_setting() {
+  local key value
+  [[ -f "$ROOT/opt/fmcluster/node.env" ]] || return 0
+  while IFS='=' read -r key value; do
+    if [[ "$key" == "$1" ]]; then
+      printf '%s\n' "$value"
+      return 0
+    fi
+  done <"$ROOT/opt/fmcluster/node.env"
+}
+
 # slurm_prefixes: where this image keeps Slurm (bin/, include/, lib/slurm/), oldest first: /opt/slurm on HyperPod,
 # /opt/aws/pcs/scheduler/slurm-<version> on AWS PCS (an image may hold several; PCS user guide, "Install SPANK
 # plugins"), else /usr. On PCS with FMCLUSTER_SLURM_VERSION set (run-step.sh install --slurm-version: the cluster's),
@@ -249,12 +262,8 @@ EOF
 # Slurm's upgrade guide). When the environment lacks it, the version install kept in /opt/fmcluster/node.env: a
 # script that a systemd timer or SSM runs has none of node.env in its environment. slurm_prefix: the last of them.
 slurm_prefixes() {
-  local dir wanted="${FMCLUSTER_SLURM_VERSION:-}" key value
-  if [[ -z "$wanted" && -f "$ROOT/opt/fmcluster/node.env" ]]; then
-    while IFS='=' read -r key value; do
-      [[ "$key" != FMCLUSTER_SLURM_VERSION ]] || wanted="$value"
-    done <"$ROOT/opt/fmcluster/node.env"
-  fi
+  local dir wanted="${FMCLUSTER_SLURM_VERSION:-}"
+  [[ -n "$wanted" ]] || wanted="$(node_setting FMCLUSTER_SLURM_VERSION)"
   local -a found
   if [[ -x "$ROOT/opt/slurm/bin/sinfo" || -d "$ROOT/opt/slurm/etc" ]]; then
     printf '/opt/slurm\n'

@@ -133,7 +133,7 @@ install_files() {
   fi
   rm -rf "$tmp"
   ((status == 0)) || return "$status"
-  image="$(setting FMCLUSTER_NODE_IMAGE)" # the image's, kept: a node of a baked image stays one
+  image="$(node_setting FMCLUSTER_NODE_IMAGE)" # lib.sh; the image's, kept: a node of a baked image stays one
   {
     [[ -z "$2" ]] || printf 'AWS_DEFAULT_REGION=%s\n' "$2"
     [[ -z "$3" ]] || printf 'FMCLUSTER_SLURM_VERSION=%s\n' "$3"
@@ -153,18 +153,6 @@ read_settings() {
         export "$key=$value"
         ;;
     esac
-  done <"$SETTINGS"
-}
-
-# setting KEY: KEY's value in node.env (empty when it has none).
-setting() {
-  local key value
-  [[ -f "$SETTINGS" ]] || return 0
-  while IFS='=' read -r key value; do
-    if [[ "$key" == "$1" ]]; then
-      printf '%s\n' "$value"
-      return 0
-    fi
   done <"$SETTINGS"
 }
 
@@ -272,7 +260,7 @@ bake() {
       run_step "$step"
     fi
   done
-  if [[ "$(setting FMCLUSTER_NODE_IMAGE)" != baked ]]; then # an image baked from a baked image has it already
+  if [[ "$(node_setting FMCLUSTER_NODE_IMAGE)" != baked ]]; then # an image baked from a baked image has it already
     printf 'FMCLUSTER_NODE_IMAGE=baked\n' >>"$SETTINGS"
   fi
   log INFO "image baked: every step of the image is done ($(printf '%s ' "${STEP_ORDER[@]}"))"
