@@ -9,7 +9,8 @@
 processes, without systemd, with every file under `tmp_path` and a slurm.conf holding the given extra settings
 (Prolog=..., TaskProlog=...), and stops them by PID afterwards. In a chroot, /proc is mounted and `tmp_path` and this
 checkout are bind-mounted at their own paths, so the same paths work inside and out (fmcluster's scripts run from the
-checkout, as Slurm runs them); everything mounted is unmounted at the end. The daemons and every command then run
+checkout, as Slurm runs them); a test unmounts its `tmp_path`, and the last test using a chroot unmounts its /proc
+and checkout (`_shared_mount`: tests in parallel share those mount points). The daemons and every command then run
 with the chroot's own bash, coreutils and /run. The node offers 4 GPUs as GRES backed by character devices that act
 as /dev/null, so Slurm hands jobs GPU indexes (SLURM_JOB_GPUS) as it does on a GPU node; no job touches a GPU.
 
@@ -34,7 +35,9 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import re
 import shutil
 import socket
 import stat
@@ -222,24 +225,68 @@ def _wait(predicate, what: str, directory: Path) -> None:
     raise AssertionError(f"{what} did not happen within {START_TIMEOUT}s\n{logs}")
 
 
+def _is_mount_point(target: Path) -> bool:
+    """Whether something is mounted at `target` (a bind mount of the same file system included, which
+    os.path.ismount misses): /proc/self/mountinfo's fifth field, with its octal escapes (\\040 for a space)."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as mountinfo:
+        points = {re.sub(r"\\([0-7]{3})", lambda escape: chr(int(escape[1], 8)), line.split()[4]) for line in mountinfo}
+    return str(target) in points
+
+
+@contextlib.contextmanager
+def _shared_mount(target: Path, mount_args: list[str]) -> Iterator[None]:
+    """`target` mounted (`mount MOUNT_ARGS TARGET`) while any test on this machine uses it: the first user mounts
+    it, the last one unmounts it.
+
+    A chroot's /proc and this checkout's mount point are the same path for every test that uses the chroot, in every
+    xdist worker and every pytest run on the machine. Mounted and unmounted by each test, one test's umount detached
+    the mount another test was in the middle of mounting over, and its mount(2) failed with ENOENT (CI, 2026-12-02:
+    eleven 24.11 tests on one worker). So users hold a shared flock on a lock file beside `target` for as long as
+    they use it; mounting and unmounting happen under the exclusive lock, and only a user that gets the exclusive
+    lock without waiting (no one else holds it) unmounts. flock's shared/exclusive conversion is not atomic
+    (flock(2)), so a user re-checks the mount once it holds the shared lock. Locks die with their process, so a
+    crashed test leaves at worst a mount the next user reuses."""
+    target.mkdir(parents=True, exist_ok=True)
+    lock = os.open(f"{target}.mount-lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        while True:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not _is_mount_point(target):
+                subprocess.run(["mount", *mount_args, str(target)], check=True)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            if _is_mount_point(target):
+                break
+        yield
+    finally:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # another test still uses it
+        else:
+            if _is_mount_point(target):
+                subprocess.run(["umount", str(target)], check=False)
+        os.close(lock)
+
+
 @contextlib.contextmanager
 def _mounted(root: Path | None, tmp_path: Path) -> Iterator[None]:
-    """In the chroot `root`: /proc, and `tmp_path` and this checkout bind-mounted at their own paths; all unmounted
-    afterwards, in reverse order, whatever happened."""
+    """In the chroot `root`: /proc and this checkout (shared with every other test using the chroot, see
+    `_shared_mount`), and `tmp_path` (this test's own), bind-mounted at their own paths; what this test mounted is
+    unmounted afterwards, whatever happened."""
     if root is None:
         yield
         return
-    mounts: list[Path] = []
-    try:
-        for source, options in ((None, ["-t", "proc", "proc"]), (tmp_path, ["--bind"]), (CHECKOUT, ["--bind"])):
-            target = root / (str(source).lstrip("/") if source else "proc")
-            target.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["mount", *options, *([str(source)] if source else []), str(target)], check=True)
-            mounts.append(target)
-        yield
-    finally:
-        for target in reversed(mounts):
-            subprocess.run(["umount", str(target)], check=False)
+    own = root / str(tmp_path).lstrip("/")
+    with (
+        _shared_mount(root / "proc", ["-t", "proc", "proc"]),
+        _shared_mount(root / str(CHECKOUT).lstrip("/"), ["--bind", str(CHECKOUT)]),
+    ):
+        own.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", str(tmp_path), str(own)], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["umount", str(own)], check=False)
 
 
 @contextlib.contextmanager
