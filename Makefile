@@ -14,10 +14,15 @@ export AWS_EC2_METADATA_DISABLED := true
 # again (collecting the suite took 12.5 CPU s a process instead of 7.5).
 unexport PYTHONDONTWRITEBYTECODE
 PYTEST_ARGS ?=
-# Both cores of a CI machine (or every core here): tests run in worker processes, grouped so that each example is
-# synthesized on one worker and each module's own apps are built once (tests/conftest.py). `-n 0` runs them in one.
-PYTEST_WORKERS ?= auto
-PYTEST := pytest -n $(PYTEST_WORKERS) --dist loadgroup
+# `make test` runs two worker processes per core: tests run in workers, grouped so that each example is synthesized
+# on one worker and each module's own apps are built once (tests/conftest.py). Twice the cores, because a third of a
+# worker's time there is waiting (real Slurm jobs, shadow-utils' 15 s lock retries, torchrun): on 2 cores under the same
+# load its pytest took 412 s with 4 workers against 463 s with 2. `make test-fast`, which waits for nothing, keeps one
+# worker per core (4 workers cost it 1.2x the CPU for the same wall time). docs/development.md, "Test tiers and speed".
+# `PYTEST_WORKERS=0` runs `make test` in one process.
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
+FAST_WORKERS ?= auto
+PYTEST := pytest --dist loadgroup
 FAST_TESTS := not examples and not synth and not real_tools
 
 .PHONY: setup synth synth-speed plan validate validate-live diagnose test test-fast lint typecheck lock deploy clean
@@ -134,12 +139,12 @@ typecheck: setup
 
 # Every gate: ruff, mypy, and every test (the docstring examples included) with the real tools installed.
 test: lint typecheck $(STAMP)/test-tools $(STAMP)/node-tools $(SLURM_CHROOTS) $(SLURMDBD_CHROOTS) $(STAMP)/checkov
-	$(PYTEST) $(PYTEST_ARGS)
+	$(PYTEST) -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The edit loop: ruff and the tests that synthesize nothing and need no real outside tool (markers in pyproject.toml).
 test-fast: setup
 	ruff check .
-	$(PYTEST) -m '$(FAST_TESTS)' $(PYTEST_ARGS)
+	$(PYTEST) -n $(FAST_WORKERS) -m '$(FAST_TESTS)' $(PYTEST_ARGS)
 
 deploy: setup
 	cdk deploy --all --concurrency 8 --no-notices -c config=$(CONFIG)
